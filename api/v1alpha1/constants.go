@@ -1,0 +1,76 @@
+package v1alpha1
+
+import "time"
+
+// Condition types of ProjectMCP.
+const (
+	// ConditionReady is True when every enabled server's connection is Ready (or reclaimed
+	// while idle, which a session's mount brings back) and False when some server is
+	// Connecting, Disconnected or Failed.
+	ConditionReady = "Ready"
+	// ConditionDegraded is True when some server is Disconnected or Failed: sessions work, but
+	// without that server's tools.
+	ConditionDegraded = "Degraded"
+	// ConditionConfigSynced is set by the mirror: True when the spec matches the project's
+	// .dsh/mcp.json, False (with the file's line and column) when the file is invalid and the
+	// last good spec is kept.
+	ConditionConfigSynced = "ConfigSynced"
+)
+
+// Condition reasons of ProjectMCP. Reasons are CamelCase as metav1.Condition requires.
+const (
+	// ReasonAllServersReady: Ready=True, every enabled server is connected.
+	ReasonAllServersReady = "AllServersReady"
+	// ReasonNoServers: Ready=True, the project lists no enabled server.
+	ReasonNoServers = "NoServers"
+	// ReasonServersConnecting: Ready=False while some server is still connecting.
+	ReasonServersConnecting = "ServersConnecting"
+	// ReasonServersUnavailable: Ready=False and Degraded=True when some server is
+	// Disconnected or Failed.
+	ReasonServersUnavailable = "ServersUnavailable"
+	// ReasonAsExpected: Degraded=False.
+	ReasonAsExpected = "AsExpected"
+	// ReasonConfigApplied: ConfigSynced=True.
+	ReasonConfigApplied = "ConfigApplied"
+	// ReasonConfigInvalid: ConfigSynced=False, the file did not parse; the message names the
+	// file, line and column.
+	ReasonConfigInvalid = "ConfigInvalid"
+	// ReasonConfigMissing: the project's .dsh/mcp.json does not exist; its servers are retired.
+	ReasonConfigMissing = "ConfigMissing"
+)
+
+// Event reasons: one per reconcile action and connection outcome.
+const (
+	EventCreated       = "Created"
+	EventRepointed     = "Repointed"
+	EventRetired       = "Retired"
+	EventRebuilt       = "Rebuilt"
+	EventIdleReclaimed = "IdleReclaimed"
+	EventConnectFailed = "ConnectFailed"
+)
+
+// Annotations the controller reads.
+const (
+	// AnnotationReconnectRequestedAt asks the controller to rebuild connections now; the value
+	// is an opaque token, conventionally an RFC 3339 time. The controller acts once per
+	// distinct value and records it in status.lastHandledReconnectAt. `projectmcp reconnect`
+	// sets it.
+	AnnotationReconnectRequestedAt = "mcp.dsh.dev/reconnect-requested-at"
+	// AnnotationReconnectServers narrows a reconnect request to a comma-separated list of
+	// server names; absent or empty means every server.
+	AnnotationReconnectServers = "mcp.dsh.dev/reconnect-servers"
+)
+
+// Finalizer makes deleting a ProjectMCP wait until its connections are retired and their
+// processes have exited.
+const Finalizer = "mcp.dsh.dev/connections"
+
+// Defaults, matching the CRD's defaults for objects created before defaulting or by the fake
+// client.
+const (
+	DefaultIdleTimeout    = 5 * time.Minute
+	DefaultReadyTimeout   = 5 * time.Second
+	DefaultMaxAttempts    = int32(5)
+	DefaultInitialBackoff = 500 * time.Millisecond
+	DefaultMaxBackoff     = 30 * time.Second
+)

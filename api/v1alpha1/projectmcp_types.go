@@ -1,0 +1,452 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Limits shared by the CRD's validation markers and the .dsh/mcp.json parser. The markers below
+// must repeat these numbers literally (controller-gen reads only literals); a test compares the
+// generated CRD with these constants so that a file the parser accepts is never refused at
+// admission.
+const (
+	// MaxServers is the most servers one project may list.
+	MaxServers = 64
+	// MaxServerNameLength is the longest server name. Names are 1..64 of [A-Za-z0-9_-].
+	MaxServerNameLength = 64
+	// MaxArgs is the most arguments of one stdio command.
+	MaxArgs = 256
+	// MaxArgLength is the longest command, argument, working directory, or env/header value.
+	MaxArgLength = 4096
+	// MaxEnvVars is the most environment variables (or headers) of one server.
+	MaxEnvVars = 128
+	// MaxEnvNameLength is the longest environment variable or header name.
+	MaxEnvNameLength = 256
+	// MaxURLLength is the longest server URL.
+	MaxURLLength = 2048
+	// MaxToolPatterns is the most allow (or deny) patterns of one server.
+	MaxToolPatterns = 64
+	// MaxToolPatternLength is the longest tool pattern.
+	MaxToolPatternLength = 128
+	// MaxStatusTools is the most projected tool names one server's status lists (toolCount has
+	// the total).
+	MaxStatusTools = 64
+	// MaxStatusSessions is the most session bindings status lists, newest first (sessionCount
+	// has the total).
+	MaxStatusSessions = 20
+	// MaxErrorLength bounds status messages such as lastError.
+	MaxErrorLength = 1024
+)
+
+// ServerNamePattern is what a server name may contain: it becomes the prefix of every projected
+// tool name, so it is kept to characters every MCP client accepts in a tool name.
+const ServerNamePattern = `^[A-Za-z0-9_-]{1,64}$`
+
+// ProjectMCPSpec is the desired MCP servers of one project: normally a mirror of the project's
+// .dsh/mcp.json (see `projectmcp mirror` and `projectmcp render`).
+type ProjectMCPSpec struct {
+	// project says where the configuration came from: a directory or a repository URL.
+	// Informational only.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Project string `json:"project,omitempty"`
+
+	// servers are the MCP servers of the project, keyed by name. The controller holds at most
+	// one live connection per server, shared by every session of the project.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Servers []MCPServer `json:"servers,omitempty"`
+
+	// secretRef names a Secret in the same namespace whose keys feed ${VAR} and
+	// ${VAR:-default} expansion in commands, arguments, env values, URLs and header values.
+	// Expansion happens at connect time, in memory: resolved values never reach spec, status,
+	// events or logs.
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+
+	// idleTimeout is how long a connection no session uses stays up before it is reclaimed.
+	// "0s" means never reclaim.
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$|^0$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="idleTimeout must not be negative"
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+
+	// readyTimeout is how long a new session waits for servers that are still connecting
+	// before its first tools/list is answered. "0s" means do not wait. A server that is not
+	// ready in time never fails the session: its tools arrive later with list_changed.
+	// +optional
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$|^0$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="readyTimeout must not be negative"
+	ReadyTimeout *metav1.Duration `json:"readyTimeout,omitempty"`
+
+	// reconnect is the budget for reconnecting a connection that dropped.
+	// +optional
+	Reconnect *ReconnectPolicy `json:"reconnect,omitempty"`
+}
+
+// MCPServer is one entry of the project's mcpServers: exactly one of a stdio command or a
+// remote URL.
+// +kubebuilder:validation:XValidation:rule="has(self.stdio) != has(self.http)",message="exactly one of stdio or http must be set"
+type MCPServer struct {
+	// name identifies the server within the project and prefixes its tools' projected names
+	// (<name>__<tool>). 1 to 64 characters of [A-Za-z0-9_-].
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]{1,64}$`
+	Name string `json:"name"`
+
+	// stdio runs the server as a local process speaking MCP on stdin/stdout.
+	// +optional
+	Stdio *StdioServer `json:"stdio,omitempty"`
+
+	// http reaches a remote server over streamable HTTP or legacy SSE.
+	// +optional
+	HTTP *HTTPServer `json:"http,omitempty"`
+
+	// disabled keeps the entry but retires its connection and withdraws its tools.
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
+
+	// tools filters which of the server's tools sessions see.
+	// +optional
+	Tools *ToolFilter `json:"tools,omitempty"`
+}
+
+// StdioServer is a server run as a child process of the controller, in its own process group.
+type StdioServer struct {
+	// command is the executable, looked up on the controller's PATH.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Command string `json:"command"`
+
+	// args are passed to the command unchanged (after ${VAR} expansion).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=4096
+	Args []string `json:"args,omitempty"`
+
+	// env adds variables to the process environment.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	Env []NameValue `json:"env,omitempty"`
+
+	// workingDir is the process's working directory; empty means the controller's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	WorkingDir string `json:"workingDir,omitempty"`
+}
+
+// HTTPTransport is the wire protocol of a remote server.
+// +kubebuilder:validation:Enum=StreamableHTTP;SSE
+type HTTPTransport string
+
+const (
+	// TransportStreamableHTTP is MCP's streamable HTTP transport (both the 2025-11-25 session
+	// protocol and the stateless 2026-07-28 protocol).
+	TransportStreamableHTTP HTTPTransport = "StreamableHTTP"
+	// TransportSSE is the legacy HTTP+SSE transport of the 2024-11-05 revision.
+	TransportSSE HTTPTransport = "SSE"
+)
+
+// HTTPServer is a remote server reached by URL.
+type HTTPServer struct {
+	// url is the server's MCP endpoint: an absolute http or https URL.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('http://') || self.startsWith('https://')",message="url must be an absolute http:// or https:// URL"
+	// +kubebuilder:validation:XValidation:rule="self.contains('${') || isURL(self)",message="url is not a valid URL"
+	URL string `json:"url"`
+
+	// transport is StreamableHTTP (the default) or SSE (legacy).
+	// +optional
+	// +kubebuilder:default=StreamableHTTP
+	Transport HTTPTransport `json:"transport,omitempty"`
+
+	// headers are sent with every request to the server, e.g. Authorization.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	Headers []NameValue `json:"headers,omitempty"`
+}
+
+// NameValue is one environment variable or HTTP header. The value may hold ${VAR} references
+// resolved from spec.secretRef at connect time.
+type NameValue struct {
+	// name of the variable or header.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.contains('=')",message="name must not contain '='"
+	Name string `json:"name"`
+
+	// value of the variable or header; may be empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Value string `json:"value,omitempty"`
+}
+
+// ToolFilter selects which upstream tools are offered to sessions. A tool is offered when it
+// matches some allow pattern (or allow is empty) and no deny pattern. Patterns match the raw
+// upstream tool name; '*' matches any run of characters and '?' any one character.
+type ToolFilter struct {
+	// allow lists the patterns of tools to offer; empty offers all.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=128
+	Allow []string `json:"allow,omitempty"`
+
+	// deny lists the patterns of tools never to offer; deny wins over allow.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=128
+	Deny []string `json:"deny,omitempty"`
+}
+
+// ReconnectPolicy bounds how a dropped connection is retried: exponential backoff with jitter
+// from initialBackoff up to maxBackoff, at most maxAttempts times. When the budget is spent
+// the server is Failed and its tools are withdrawn until a rebuild.
+// +kubebuilder:validation:XValidation:rule="!has(self.initialBackoff) || !has(self.maxBackoff) || duration(self.initialBackoff) <= duration(self.maxBackoff)",message="initialBackoff must not exceed maxBackoff"
+type ReconnectPolicy struct {
+	// maxAttempts is the number of reconnect attempts after a drop; 0 gives up at once.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	MaxAttempts *int32 `json:"maxAttempts,omitempty"`
+
+	// initialBackoff is the delay before the first reconnect attempt.
+	// +optional
+	// +kubebuilder:default="500ms"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$|^0$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="initialBackoff must be positive"
+	InitialBackoff *metav1.Duration `json:"initialBackoff,omitempty"`
+
+	// maxBackoff caps the delay between attempts.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$|^0$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="maxBackoff must be positive"
+	MaxBackoff *metav1.Duration `json:"maxBackoff,omitempty"`
+}
+
+// ServerPhase is where one server's connection is in its life.
+//
+//	            create                 connected
+//	(none) ───────────▶ Connecting ──────────────▶ Ready
+//	                        ▲   │ failed             │ dropped
+//	             reconnect  │   ▼                    ▼
+//	                    Disconnected ◀───────────────┘
+//	                        │ budget spent
+//	                        ▼
+//	                      Failed ──── rebuild ───▶ Connecting
+//
+// Idle: reclaimed after idleTimeout with no session. Disabled: disabled in spec.
+// +kubebuilder:validation:Enum=Connecting;Ready;Disconnected;Failed;Idle;Disabled
+type ServerPhase string
+
+const (
+	// PhaseConnecting means the connection is being established (or re-established).
+	PhaseConnecting ServerPhase = "Connecting"
+	// PhaseReady means the connection is up and its tools are offered.
+	PhaseReady ServerPhase = "Ready"
+	// PhaseDisconnected means the connection dropped and is being retried; its tools stay
+	// listed and calls to them fail at once.
+	PhaseDisconnected ServerPhase = "Disconnected"
+	// PhaseFailed means the reconnect budget is spent (or the server never came up); its tools
+	// are withdrawn until a rebuild.
+	PhaseFailed ServerPhase = "Failed"
+	// PhaseIdle means no connection is held because no session used it for idleTimeout.
+	PhaseIdle ServerPhase = "Idle"
+	// PhaseDisabled means the server is disabled in spec.
+	PhaseDisabled ServerPhase = "Disabled"
+)
+
+// ProjectMCPStatus is what the controller holds for the project: one entry per server and the
+// sessions bound to its connections.
+type ProjectMCPStatus struct {
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready, Degraded and (when mirrored) ConfigSynced.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// endpoint is the gateway URL agent sessions use to reach this project's tools.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// readyServers summarizes servers as "ready/enabled" for kubectl.
+	// +optional
+	ReadyServers string `json:"readyServers,omitempty"`
+
+	// toolCount is the number of tools offered across all servers.
+	// +optional
+	ToolCount int32 `json:"toolCount,omitempty"`
+
+	// servers is the state of each server's connection.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Servers []ServerStatus `json:"servers,omitempty"`
+
+	// sessionCount is the number of sessions bound to the project.
+	// +optional
+	SessionCount int32 `json:"sessionCount,omitempty"`
+
+	// sessions lists the newest session bindings (at most 20; sessionCount has the total).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	Sessions []SessionBinding `json:"sessions,omitempty"`
+
+	// lastHandledReconnectAt is the value of the reconnect-requested-at annotation the
+	// controller last acted on.
+	// +optional
+	LastHandledReconnectAt string `json:"lastHandledReconnectAt,omitempty"`
+}
+
+// ServerStatus is the observed state of one server's connection. Whether a connection exists
+// (phase) and how many sessions use it (sessions) are two separate facts.
+type ServerStatus struct {
+	// name of the server in spec.
+	// +required
+	Name string `json:"name"`
+
+	// phase of the server's connection.
+	// +optional
+	Phase ServerPhase `json:"phase,omitempty"`
+
+	// connection identifies the live connection; it changes on every create, repoint and
+	// rebuild, and is empty while none is held.
+	// +optional
+	Connection string `json:"connection,omitempty"`
+
+	// configHash is a hash of the server's unexpanded configuration; a change means repoint.
+	// +optional
+	ConfigHash string `json:"configHash,omitempty"`
+
+	// toolCount is the number of the server's tools offered to sessions.
+	// +optional
+	ToolCount int32 `json:"toolCount,omitempty"`
+
+	// tools are the projected names of the offered tools (at most 64; toolCount has the total).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Tools []string `json:"tools,omitempty"`
+
+	// sessions is the number of session slots bound to the connection.
+	// +optional
+	Sessions int32 `json:"sessions,omitempty"`
+
+	// reconnectAttempts counts reconnect attempts since the connection was last ready.
+	// +optional
+	ReconnectAttempts int32 `json:"reconnectAttempts,omitempty"`
+
+	// lastError is the most recent connection error, with secret values never included.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	LastError string `json:"lastError,omitempty"`
+
+	// message explains the phase to a person (e.g. skipped tools or name collisions).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// lastTransitionTime is when the phase last changed.
+	// +optional
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// SessionBinding is one agent session and the connection each of its slots is bound to.
+type SessionBinding struct {
+	// id of the session at the gateway.
+	// +required
+	ID string `json:"id"`
+
+	// client is the session's MCP client name and version, as it announced them.
+	// +optional
+	Client string `json:"client,omitempty"`
+
+	// boundAt is when the session mounted.
+	// +optional
+	BoundAt metav1.Time `json:"boundAt,omitempty"`
+
+	// slots map each server to the connection the session's calls go to.
+	// +optional
+	// +listType=atomic
+	Slots []SlotBinding `json:"slots,omitempty"`
+}
+
+// SlotBinding is one session's binding to one server's connection.
+type SlotBinding struct {
+	// server name.
+	// +required
+	Server string `json:"server"`
+
+	// connection id the slot points at.
+	// +optional
+	Connection string `json:"connection,omitempty"`
+}
+
+// ProjectMCP mirrors one project's .dsh/mcp.json: the controller keeps one live MCP connection
+// per server and serves them to the project's agent sessions through one gateway endpoint.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=pmcp,categories=mcp
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Servers",type=string,JSONPath=`.status.readyServers`
+// +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
+// +kubebuilder:printcolumn:name="Sessions",type=integer,JSONPath=`.status.sessionCount`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
+type ProjectMCP struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired servers.
+	// +optional
+	Spec ProjectMCPSpec `json:"spec,omitempty"`
+
+	// status is what the controller holds.
+	// +optional
+	Status ProjectMCPStatus `json:"status,omitempty"`
+}
+
+// ProjectMCPList is a list of ProjectMCP.
+//
+// +kubebuilder:object:root=true
+type ProjectMCPList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ProjectMCP `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ProjectMCP{}, &ProjectMCPList{})
+}

@@ -1,0 +1,51 @@
+// Command projectmcp keeps every agent session of a project on the MCP servers its
+// .dsh/mcp.json lists. Subcommands:
+//
+//	render FILE     print the ProjectMCP manifest for a config file (for GitOps)
+//
+// Later subcommands run the controller, the local dev environment, the mirror and reconnects.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// command is one subcommand: it gets its own arguments and returns the process exit code.
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+var commands = map[string]command{
+	"render": {"print the ProjectMCP manifest for a .dsh/mcp.json", runRender},
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "projectmcp: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	return cmd.run(args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: projectmcp COMMAND [flags]\n\ncommands:")
+	for _, name := range []string{"render"} {
+		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
+	}
+}

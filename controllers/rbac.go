@@ -1,0 +1,12 @@
+// Package controllers holds the ProjectMCP reconciler.
+package controllers
+
+// The controller's permissions, generated into config/rbac/role.yaml by controller-gen.
+//
+// +kubebuilder:rbac:groups=mcp.dsh.dev,resources=projectmcps,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=mcp.dsh.dev,resources=projectmcps/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=mcp.dsh.dev,resources=projectmcps/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
