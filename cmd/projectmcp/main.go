@@ -1,6 +1,7 @@
 // Command projectmcp keeps every agent session of a project on the MCP servers its
 // .dsh/mcp.json lists. Subcommands:
 //
+//	controller      run the controller (reconciler and connection registry) against a cluster
 //	render FILE     print the ProjectMCP manifest for a config file (for GitOps)
 //
 // Later subcommands run the controller, the local dev environment, the mirror and reconnects.
@@ -19,7 +20,8 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"render": {"print the ProjectMCP manifest for a .dsh/mcp.json", runRender},
+	"render":     {"print the ProjectMCP manifest for a .dsh/mcp.json", runRender},
+	"controller": {"run the controller against the kubeconfig's cluster", runController},
 }
 
 func main() {
@@ -45,7 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: projectmcp COMMAND [flags]\n\ncommands:")
-	for _, name := range []string{"render"} {
+	for _, name := range []string{"controller", "render"} {
 		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
 	}
 }

@@ -1,0 +1,469 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/conn"
+)
+
+// callEcho calls a server's echo tool through a mounted session's slot.
+func callEcho(ctx context.Context, key types.NamespacedName, session, server, text string) (string, error) {
+	c := ctl.registry.Lookup(key, session, server)
+	if c == nil {
+		return "", conn.ErrUnavailable
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := c.Call(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
+	if err != nil {
+		return "", err
+	}
+	if len(res.Content) == 0 {
+		return "", nil
+	}
+	return res.Content[0].(*mcp.TextContent).Text, nil
+}
+
+func mount(t testing.TB, key types.NamespacedName, id string) {
+	t.Helper()
+	if _, err := ctl.registry.Mount(context.Background(), key, id, "test/1.0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ctl.registry.Release(key, id) })
+}
+
+// create: a new ProjectMCP reaches Ready with every server's tools listed under projected
+// names, and kubectl shows them.
+func TestCreateReachesReady(t *testing.T) {
+	ns := newNamespace(t)
+	start := time.Now()
+	key := create(t, ns, "three", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		fixtureServer(t, "alpha"), fixtureServer(t, "beta"), fixtureServer(t, "gamma", "--extra-tools", "30", "--page-size", "7"),
+	}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	t.Logf("3 servers Ready in %s", time.Since(start))
+	if obj.Status.ReadyServers != "3/3" {
+		t.Fatalf("readyServers = %q", obj.Status.ReadyServers)
+	}
+	alpha, _ := serverStatusOf(obj, "alpha")
+	gamma, _ := serverStatusOf(obj, "gamma")
+	if !slices.Contains(alpha.Tools, "alpha__echo") || alpha.Connection == "" || alpha.ConfigHash == "" {
+		t.Fatalf("alpha status lacks its tools or connection: %+v", alpha)
+	}
+	if gamma.ToolCount != alpha.ToolCount+30 || len(gamma.Tools) != int(gamma.ToolCount) {
+		t.Fatalf("gamma must list all pages: %d tools vs alpha %d", gamma.ToolCount, alpha.ToolCount)
+	}
+	if obj.Status.ToolCount != 3*alpha.ToolCount+30 {
+		t.Fatalf("toolCount = %d", obj.Status.ToolCount)
+	}
+	if !slices.Contains(obj.Finalizers, v1alpha1.Finalizer) {
+		t.Fatal("the finalizer is missing")
+	}
+	if kubectl, err := exec.LookPath("kubectl"); err == nil {
+		out, err := exec.Command(kubectl, "--kubeconfig", env.Kubeconfig, "get", "projectmcp", "-n", ns, "three", "--no-headers").CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl: %v\n%s", err, out)
+		}
+		f := strings.Fields(string(out))
+		if len(f) < 5 || f[1] != "True" || f[2] != "3/3" || f[3] != jsonNumber(obj.Status.ToolCount) {
+			t.Fatalf("kubectl get shows %q", out)
+		}
+	}
+}
+
+func jsonNumber(n int32) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// repoint: editing a server's config while a session is mounted moves the session's slot to a
+// new connection, keeps the tool names, and ends the old process.
+func TestRepointKeepsNamesAndSlots(t *testing.T) {
+	ns := newNamespace(t)
+	srv := fixtureServer(t, "alpha")
+	key := create(t, ns, "repoint", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
+	before := waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	old, _ := serverStatusOf(before, "alpha")
+	oldPID := readPIDs(t, srv).PID
+	mount(t, key, "s1")
+
+	start := time.Now()
+	update(t, key, func(o *v1alpha1.ProjectMCP) {
+		o.Spec.Servers[0].Stdio.Args = append(o.Spec.Servers[0].Stdio.Args, "--init-delay", "10ms")
+	})
+	after := waitStatus(t, key, 30*time.Second, "a new connection", func(o *v1alpha1.ProjectMCP) bool {
+		s, _ := serverStatusOf(o, "alpha")
+		return isReady(o) && s.Connection != old.Connection && s.Connection != ""
+	})
+	t.Logf("repoint took %s", time.Since(start))
+	now, _ := serverStatusOf(after, "alpha")
+	if !slices.Equal(now.Tools, old.Tools) || now.ConfigHash == old.ConfigHash {
+		t.Fatalf("tool names changed or hash did not: %v → %v", old, now)
+	}
+	if len(after.Status.Sessions) != 1 || after.Status.Sessions[0].Slots[0].Connection != now.Connection {
+		t.Fatalf("the session slot must point at the new connection: %+v", after.Status.Sessions)
+	}
+	if now.Sessions != 1 {
+		t.Fatalf("the slot's reference must move with it: sessions = %d", now.Sessions)
+	}
+	eventually(t, 10*time.Second, "the old process to exit", func() bool { return !alive(oldPID) })
+	if got, err := callEcho(context.Background(), key, "s1", "alpha", "hi"); err != nil || got != "hi" {
+		t.Fatalf("call after repoint = %q, %v", got, err)
+	}
+}
+
+// retire: removing a server drops its slots and ends the process and its grandchild.
+func TestRetireEndsProcessGroup(t *testing.T) {
+	ns := newNamespace(t)
+	keep, gone := fixtureServer(t, "keep"), fixtureServer(t, "gone", "--grandchild")
+	key := create(t, ns, "retire", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{keep, gone}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	pids := readPIDs(t, gone)
+	if !alive(pids.PID) || !alive(pids.Grandchild) {
+		t.Fatalf("fixture and grandchild must be running: %+v", pids)
+	}
+	mount(t, key, "s1")
+	update(t, key, func(o *v1alpha1.ProjectMCP) {
+		o.Spec.Servers = slices.DeleteFunc(o.Spec.Servers, func(s v1alpha1.MCPServer) bool { return s.Name == "gone" })
+	})
+	waitStatus(t, key, 30*time.Second, "the server to leave status", func(o *v1alpha1.ProjectMCP) bool {
+		_, ok := serverStatusOf(o, "gone")
+		return !ok && o.Status.ObservedGeneration == o.Generation
+	})
+	eventually(t, 10*time.Second, "the process and its grandchild to exit", func() bool {
+		return !alive(pids.PID) && !alive(pids.Grandchild)
+	})
+	if ctl.registry.Lookup(key, "s1", "gone") != nil {
+		t.Fatal("the session's slot for the retired server must be dropped")
+	}
+}
+
+// idle: releasing the last session does not tear the connection down; the idle timer does;
+// idleTimeout 0 never does.
+func TestIdleReclaim(t *testing.T) {
+	ns := newNamespace(t)
+	short := create(t, ns, "short", v1alpha1.ProjectMCPSpec{
+		IdleTimeout: &metav1.Duration{Duration: 1500 * time.Millisecond},
+		Servers:     []v1alpha1.MCPServer{fixtureServer(t, "a")},
+	})
+	never := create(t, ns, "never", v1alpha1.ProjectMCPSpec{
+		IdleTimeout: &metav1.Duration{},
+		Servers:     []v1alpha1.MCPServer{fixtureServer(t, "a")},
+	})
+	waitStatus(t, short, 30*time.Second, "Ready", isReady)
+	waitStatus(t, never, 30*time.Second, "Ready", isReady)
+
+	// A mounted session keeps the connection past the idle timeout.
+	if _, err := ctl.registry.Mount(context.Background(), short, "s1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if o := get(t, short); !phaseIs("a", v1alpha1.PhaseReady)(o) {
+		t.Fatalf("a connection in use was reclaimed: %+v", o.Status.Servers)
+	}
+	// Releasing it starts the timer; the connection stays until the timer fires.
+	ctl.registry.Release(short, "s1")
+	if o := get(t, short); !phaseIs("a", v1alpha1.PhaseReady)(o) {
+		t.Fatalf("release must not tear the connection down: %+v", o.Status.Servers)
+	}
+	waitStatus(t, short, 10*time.Second, "the idle reclaim", phaseIs("a", v1alpha1.PhaseIdle))
+	if o := get(t, never); !phaseIs("a", v1alpha1.PhaseReady)(o) {
+		t.Fatalf("idleTimeout 0 must never reclaim: %+v", o.Status.Servers)
+	}
+	// The next mount brings the server back.
+	mount(t, short, "s2")
+	waitStatus(t, short, 30*time.Second, "the server back after a mount", phaseIs("a", v1alpha1.PhaseReady))
+	if got, err := callEcho(context.Background(), short, "s2", "a", "back"); err != nil || got != "back" {
+		t.Fatalf("call after re-create = %q, %v", got, err)
+	}
+}
+
+// dead: a killed server is Disconnected with its tools still listed, reconnects; with the
+// budget spent it is Failed with tools withdrawn; a reconnect request rebuilds it and a call
+// succeeds.
+func TestKillReconnectFailRebuild(t *testing.T) {
+	ns := newNamespace(t)
+	srv := fixtureServer(t, "a")
+	key := create(t, ns, "dead", v1alpha1.ProjectMCPSpec{
+		Reconnect: &v1alpha1.ReconnectPolicy{
+			MaxAttempts:    ptr.To[int32](2),
+			InitialBackoff: &metav1.Duration{Duration: 2 * time.Second},
+			MaxBackoff:     &metav1.Duration{Duration: 2 * time.Second},
+		},
+		Servers: []v1alpha1.MCPServer{srv},
+	})
+	ready := waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	tools := ready.Status.ToolCount
+	mount(t, key, "s1")
+
+	pid := readPIDs(t, srv).PID
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	obj := waitStatus(t, key, 10*time.Second, "Disconnected", phaseIs("a", v1alpha1.PhaseDisconnected))
+	if obj.Status.ToolCount != tools {
+		t.Fatalf("tools must stay listed while disconnected: %d → %d", tools, obj.Status.ToolCount)
+	}
+	if _, err := callEcho(context.Background(), key, "s1", "a", "x"); err == nil || !strings.Contains(err.Error(), `"a"`) {
+		t.Fatalf("a call while disconnected must fail at once naming the server, got %v", err)
+	}
+	waitStatus(t, key, 20*time.Second, "the reconnect", phaseIs("a", v1alpha1.PhaseReady))
+
+	// Spend the budget: kill every new process until the server gives up.
+	eventually(t, 60*time.Second, "Failed", func() bool {
+		if phaseIs("a", v1alpha1.PhaseFailed)(get(t, key)) {
+			return true
+		}
+		if p := readPIDs(t, srv).PID; alive(p) {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		return false
+	})
+	failed := waitStatus(t, key, 10*time.Second, "tools withdrawn", func(o *v1alpha1.ProjectMCP) bool { return o.Status.ToolCount == 0 })
+	if s, _ := serverStatusOf(failed, "a"); s.LastError == "" || s.ReconnectAttempts != 2 {
+		t.Fatalf("a Failed server must say why and count its attempts: %+v", s)
+	}
+	failedConn, _ := serverStatusOf(failed, "a")
+
+	start := time.Now()
+	update(t, key, func(o *v1alpha1.ProjectMCP) {
+		if o.Annotations == nil {
+			o.Annotations = map[string]string{}
+		}
+		o.Annotations[v1alpha1.AnnotationReconnectRequestedAt] = time.Now().Format(time.RFC3339Nano)
+	})
+	rebuilt := waitStatus(t, key, 30*time.Second, "the rebuild", func(o *v1alpha1.ProjectMCP) bool {
+		s, _ := serverStatusOf(o, "a")
+		return s.Phase == v1alpha1.PhaseReady && s.Connection != failedConn.Connection
+	})
+	t.Logf("rebuild took %s", time.Since(start))
+	if rebuilt.Status.LastHandledReconnectAt != rebuilt.Annotations[v1alpha1.AnnotationReconnectRequestedAt] {
+		t.Fatal("status must record the handled reconnect request")
+	}
+	if got, err := callEcho(context.Background(), key, "s1", "a", "alive"); err != nil || got != "alive" {
+		t.Fatalf("call after rebuild = %q, %v", got, err)
+	}
+	assertEvent(t, ns, v1alpha1.EventConnectFailed)
+	assertEvent(t, ns, v1alpha1.EventRebuilt)
+}
+
+// A server that is up with zero tools for more than 5 s counts as dead and is rebuilt at the
+// next mount.
+func TestZeroToolsRebuiltAtMount(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "empty", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--no-tools")}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	first, _ := serverStatusOf(obj, "a")
+	time.Sleep(DeadAfter + 500*time.Millisecond)
+	mount(t, key, "s1")
+	waitStatus(t, key, 30*time.Second, "a rebuild", func(o *v1alpha1.ProjectMCP) bool {
+		s, _ := serverStatusOf(o, "a")
+		return s.Connection != "" && s.Connection != first.Connection
+	})
+}
+
+// A server that never answers initialize blocks neither other servers nor a mount beyond
+// readyTimeout, and ends Failed with a clear lastError.
+func TestHangingServerDoesNotBlock(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "hang", v1alpha1.ProjectMCPSpec{
+		ReadyTimeout: &metav1.Duration{Duration: time.Second},
+		Reconnect:    &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](0)},
+		Servers:      []v1alpha1.MCPServer{fixtureServer(t, "good"), fixtureServer(t, "stuck", "--hang-init")},
+	})
+	waitStatus(t, key, 30*time.Second, "good Ready", phaseIs("good", v1alpha1.PhaseReady))
+	start := time.Now()
+	if _, err := ctl.registry.Mount(context.Background(), key, "s1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.registry.Release(key, "s1")
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("mount took %s with readyTimeout 1s", d)
+	}
+	obj := waitStatus(t, key, 30*time.Second, "stuck Failed", phaseIs("stuck", v1alpha1.PhaseFailed))
+	s, _ := serverStatusOf(obj, "stuck")
+	if !strings.Contains(s.LastError, "connect timed out") {
+		t.Fatalf("lastError must say what happened: %q", s.LastError)
+	}
+	if got, err := callEcho(context.Background(), key, "s1", "good", "ok"); err != nil || got != "ok" {
+		t.Fatalf("the good server must work: %q, %v", got, err)
+	}
+}
+
+// Deleting the ProjectMCP ends every process it started.
+func TestDeleteStopsEverything(t *testing.T) {
+	ns := newNamespace(t)
+	a, b := fixtureServer(t, "a", "--grandchild"), fixtureServer(t, "b")
+	key := create(t, ns, "del", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{a, b}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	pa, pb := readPIDs(t, a), readPIDs(t, b)
+	deleteAndWait(t, key)
+	eventually(t, 10*time.Second, "every process to exit", func() bool {
+		return !alive(pa.PID) && !alive(pa.Grandchild) && !alive(pb.PID)
+	})
+}
+
+// Restarting the controller loses nothing: connections are rebuilt from the objects.
+func TestRestartRebuildsFromObjects(t *testing.T) {
+	ns := newNamespace(t)
+	srv := fixtureServer(t, "a")
+	key := create(t, ns, "restart", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
+	before := waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	old, _ := serverStatusOf(before, "a")
+	oldPID := readPIDs(t, srv).PID
+
+	ctl.stop()
+	ctl = nil
+	if alive(oldPID) {
+		t.Fatal("stopping the controller must end its server processes")
+	}
+	var err error
+	if ctl, err = startController(); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, key, 30*time.Second, "a new connection after restart", func(o *v1alpha1.ProjectMCP) bool {
+		s, _ := serverStatusOf(o, "a")
+		return s.Phase == v1alpha1.PhaseReady && s.Connection != old.Connection
+	})
+}
+
+// Secrets: ${TOKEN} from the Secret reaches the server's environment, and the value appears in
+// no status, event or log line.
+func TestSecretsNeverLeak(t *testing.T) {
+	ns := newNamespace(t)
+	const value = "s3cr3t-Value-9f2c"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tokens", Namespace: ns}, StringData: map[string]string{"TOKEN": value}}
+	if err := env.Client.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	withToken := fixtureServer(t, "a")
+	withToken.Stdio.Env = append(withToken.Stdio.Env, v1alpha1.NameValue{Name: "API_TOKEN", Value: "${TOKEN}"})
+	// A server whose command line carries the secret and then fails: the error must not show it.
+	leaky := v1alpha1.MCPServer{Name: "leaky", Stdio: &v1alpha1.StdioServer{Command: "/nonexistent/${TOKEN}"}}
+	missing := fixtureServer(t, "missing")
+	missing.Stdio.Env = append(missing.Stdio.Env, v1alpha1.NameValue{Name: "X", Value: "${NOT_IN_SECRET}"})
+	key := create(t, ns, "secrets", v1alpha1.ProjectMCPSpec{
+		SecretRef: &corev1.LocalObjectReference{Name: "tokens"},
+		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](0)},
+		Servers:   []v1alpha1.MCPServer{withToken, leaky, missing},
+	})
+	obj := waitStatus(t, key, 30*time.Second, "a Ready, leaky and missing Failed", func(o *v1alpha1.ProjectMCP) bool {
+		return phaseIs("a", v1alpha1.PhaseReady)(o) && phaseIs("leaky", v1alpha1.PhaseFailed)(o) && phaseIs("missing", v1alpha1.PhaseFailed)(o)
+	})
+	m, _ := serverStatusOf(obj, "missing")
+	if !strings.Contains(m.LastError, `"NOT_IN_SECRET"`) {
+		t.Fatalf("a missing variable must be named: %q", m.LastError)
+	}
+	mount(t, key, "s1")
+	c := ctl.registry.Lookup(key, "s1", "a")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := c.Call(ctx, &mcp.CallToolParams{Name: "getenv", Arguments: map[string]any{"name": "API_TOKEN"}})
+	if err != nil || res.Content[0].(*mcp.TextContent).Text != value {
+		t.Fatalf("the secret must reach the server's environment: %v %v", res, err)
+	}
+	assertEvent(t, ns, v1alpha1.EventConnectFailed)
+
+	statusJSON, _ := json.Marshal(get(t, key).Status)
+	evs := &eventsv1.EventList{}
+	if err := env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	eventsJSON, _ := json.Marshal(evs)
+	for what, text := range map[string]string{"status": string(statusJSON), "events": string(eventsJSON), "logs": logs.String()} {
+		if strings.Contains(text, value) {
+			t.Errorf("the secret value appears in %s", what)
+		}
+	}
+	if !strings.Contains(string(statusJSON), "[redacted]") {
+		t.Errorf("the failing command's error should show where the secret was redacted: %s", statusJSON)
+	}
+}
+
+func assertEvent(t testing.TB, ns, reason string) {
+	t.Helper()
+	eventually(t, 10*time.Second, "event "+reason, func() bool {
+		evs := &eventsv1.EventList{}
+		if err := env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		for _, e := range evs.Items {
+			if e.Reason == reason {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// A burst of 1,000 mounts becomes a handful of status writes, and status stays bounded.
+func TestMountBurstCoalescesStatusWrites(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "burst", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := wc.Watch(ctx, &v1alpha1.ProjectMCPList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	writes := 0
+	counted := make(chan struct{})
+	go func() {
+		defer close(counted)
+		for range w.ResultChan() {
+			writes++
+		}
+	}()
+
+	const n = 1000
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, err := ctl.registry.Mount(context.Background(), key, fmt.Sprintf("s%04d", i), "burst"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	obj := waitStatus(t, key, 10*time.Second, "1000 sessions", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == n })
+	if len(obj.Status.Sessions) != v1alpha1.MaxStatusSessions {
+		t.Fatalf("status must list the newest %d sessions, lists %d", v1alpha1.MaxStatusSessions, len(obj.Status.Sessions))
+	}
+	if s, _ := serverStatusOf(obj, "a"); s.Sessions != n {
+		t.Fatalf("server a has %d sessions bound", s.Sessions)
+	}
+	for i := range n {
+		ctl.registry.Release(key, fmt.Sprintf("s%04d", i))
+	}
+	waitStatus(t, key, 10*time.Second, "0 sessions", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
+	time.Sleep(300 * time.Millisecond)
+	w.Stop()
+	<-counted
+	t.Logf("%d mounts and %d releases made %d status writes", n, n, writes)
+	if writes > 40 {
+		t.Fatalf("status writes are not coalesced: %d writes for %d mounts and releases", writes, 2*n)
+	}
+}

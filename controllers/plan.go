@@ -1,0 +1,142 @@
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/registry"
+)
+
+// ActionKind is one of the four things the reconciler does to a connection.
+type ActionKind string
+
+const (
+	// ActionCreate starts a connection for a server that has none.
+	ActionCreate ActionKind = "Create"
+	// ActionRepoint replaces a connection whose config changed; slots move, names stay.
+	ActionRepoint ActionKind = "Repoint"
+	// ActionRetire destroys the connection of a server removed or disabled, dropping its slots.
+	ActionRetire ActionKind = "Retire"
+	// ActionRebuild replaces a dead connection (on demand) or any connection (on request).
+	ActionRebuild ActionKind = "Rebuild"
+)
+
+// Action is one step of a plan.
+type Action struct {
+	Kind   ActionKind
+	Server string
+	Reason string
+}
+
+// DeadAfter is how long a connected server may offer zero tools before it counts as dead: a
+// server that is up but lists nothing is as useless to an agent as one that is down.
+const DeadAfter = 5 * time.Second
+
+// Desired is the planner's view of spec: enabled servers with their config hashes.
+type Desired struct {
+	Servers map[string]string // name → config hash, enabled servers only
+	// AlwaysDemanded is true when idleTimeout is 0: connections are kept without sessions.
+	AlwaysDemanded bool
+	// Reconnect names the servers a pending reconnect request covers (nil: no request).
+	Reconnect map[string]bool
+}
+
+// Plan compares the desired servers with the registry's observation and returns the actions
+// that bring them together, sorted by server name. It is a pure function of its arguments:
+//
+//	observed \ desired   | in spec, same config      | in spec, config changed | not in spec / disabled
+//	no connection        | create if demanded (*)    | create if demanded (*)  | -
+//	healthy              | keep (rebuild on request) | repoint                 | retire
+//	dead                 | rebuild if demanded or    | repoint                 | retire
+//	                     | requested                 |                         |
+//
+// (*) a server never connected in this process is always demanded (one idle window, so tools
+// are warm before the first session); one reclaimed by the idle timer is demanded again by a
+// bound slot, by idleTimeout 0, or by a reconnect request.
+func Plan(desired Desired, observed map[string]registry.ServerState, now time.Time) []Action {
+	var actions []Action
+	for name, hash := range desired.Servers {
+		obs, seen := observed[name]
+		requested := desired.Reconnect[name]
+		switch {
+		case !seen || (!obs.HasConn && !obs.Reclaimed):
+			actions = append(actions, Action{ActionCreate, name, "new server"})
+		case !obs.HasConn:
+			if obs.Refs > 0 || desired.AlwaysDemanded || requested {
+				actions = append(actions, Action{ActionCreate, name, "demanded after idle reclaim"})
+			}
+		case obs.Hash != hash:
+			actions = append(actions, Action{ActionRepoint, name, "config changed"})
+		case requested:
+			actions = append(actions, Action{ActionRebuild, name, "reconnect requested"})
+		case isDead(obs, now) && obs.LastMount.After(deadSince(obs)):
+			actions = append(actions, Action{ActionRebuild, name, "dead connection demanded by a session"})
+		}
+	}
+	for name := range observed {
+		if _, ok := desired.Servers[name]; !ok {
+			actions = append(actions, Action{ActionRetire, name, "removed or disabled"})
+		}
+	}
+	sort.Slice(actions, func(i, j int) bool { return actions[i].Server < actions[j].Server })
+	return actions
+}
+
+// isDead reports a connection that will not heal by itself: Failed (budget spent), or Ready
+// with zero tools for longer than DeadAfter.
+func isDead(s registry.ServerState, now time.Time) bool {
+	switch {
+	case !s.HasConn:
+		return false
+	case s.Conn.Phase == v1alpha1.PhaseFailed:
+		return true
+	case s.Conn.Phase == v1alpha1.PhaseReady && s.Conn.RawToolCount == 0:
+		return now.Sub(s.Conn.ReadySince) > DeadAfter
+	}
+	return false
+}
+
+// deadSince is when a dead connection became dead; a mount after it demands a rebuild.
+func deadSince(s registry.ServerState) time.Time {
+	if s.Conn.Phase == v1alpha1.PhaseFailed {
+		return s.Conn.FailedAt
+	}
+	return s.Conn.ReadySince.Add(DeadAfter)
+}
+
+// ConfigHash identifies a server's unexpanded configuration; a different hash means repoint.
+// The name and the disabled flag are left out: they decide whether the server exists, not how
+// to connect to it.
+func ConfigHash(s v1alpha1.MCPServer) string {
+	s.Name, s.Disabled = "", false
+	data, _ := json.Marshal(s)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])[:12]
+}
+
+// reconnectRequest returns the servers a reconnect annotation asks for, when its value has not
+// been handled yet: nil when there is nothing to do, all enabled servers when it names none.
+func reconnectRequest(obj *v1alpha1.ProjectMCP, enabled map[string]string) map[string]bool {
+	token := obj.Annotations[v1alpha1.AnnotationReconnectRequestedAt]
+	if token == "" || token == obj.Status.LastHandledReconnectAt {
+		return nil
+	}
+	want := map[string]bool{}
+	for _, s := range strings.Split(obj.Annotations[v1alpha1.AnnotationReconnectServers], ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			want[s] = true
+		}
+	}
+	out := map[string]bool{}
+	for name := range enabled {
+		if len(want) == 0 || want[name] {
+			out[name] = true
+		}
+	}
+	return out
+}

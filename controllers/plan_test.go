@@ -1,0 +1,223 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/registry"
+)
+
+func TestPlan(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	ready := func(hash string, tools int, since time.Duration) registry.ServerState {
+		return registry.ServerState{HasConn: true, Hash: hash, Conn: conn.Snapshot{
+			Phase: v1alpha1.PhaseReady, RawToolCount: tools, ReadySince: now.Add(-since)}}
+	}
+	failed := func(hash string, ago time.Duration) registry.ServerState {
+		return registry.ServerState{HasConn: true, Hash: hash, Conn: conn.Snapshot{
+			Phase: v1alpha1.PhaseFailed, FailedAt: now.Add(-ago)}}
+	}
+	with := func(s registry.ServerState, f func(*registry.ServerState)) registry.ServerState { f(&s); return s }
+	one := map[string]string{"a": "h1"}
+
+	cases := map[string]struct {
+		desired  Desired
+		observed map[string]registry.ServerState
+		want     []Action
+	}{
+		"nothing to do": {
+			desired: Desired{}, observed: nil, want: nil,
+		},
+		"create a new server": {
+			desired: Desired{Servers: one},
+			want:    []Action{{ActionCreate, "a", "new server"}},
+		},
+		"create when a mount bound a slot before the first connection": {
+			desired:  Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": {Refs: 1, LastMount: now}},
+			want:     []Action{{ActionCreate, "a", "new server"}},
+		},
+		"keep a healthy connection": {
+			desired:  Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": ready("h1", 3, time.Minute)},
+		},
+		"keep a connection still connecting": {
+			desired: Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": {HasConn: true, Hash: "h1",
+				Conn: conn.Snapshot{Phase: v1alpha1.PhaseConnecting}}},
+		},
+		"keep a disconnected connection (it reconnects by itself)": {
+			desired: Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": {HasConn: true, Hash: "h1", LastMount: now,
+				Conn: conn.Snapshot{Phase: v1alpha1.PhaseDisconnected}}},
+		},
+		"repoint on a config change": {
+			desired:  Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": ready("h0", 3, time.Minute)},
+			want:     []Action{{ActionRepoint, "a", "config changed"}},
+		},
+		"repoint a dead connection whose config changed": {
+			desired:  Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": failed("h0", time.Minute)},
+			want:     []Action{{ActionRepoint, "a", "config changed"}},
+		},
+		"retire a removed server": {
+			desired:  Desired{Servers: map[string]string{}},
+			observed: map[string]registry.ServerState{"a": ready("h1", 3, time.Minute)},
+			want:     []Action{{ActionRetire, "a", "removed or disabled"}},
+		},
+		"retire a dead removed server": {
+			desired:  Desired{},
+			observed: map[string]registry.ServerState{"a": failed("h1", time.Minute)},
+			want:     []Action{{ActionRetire, "a", "removed or disabled"}},
+		},
+		"retire an idle entry of a removed server": {
+			desired:  Desired{},
+			observed: map[string]registry.ServerState{"a": {Reclaimed: true}},
+			want:     []Action{{ActionRetire, "a", "removed or disabled"}},
+		},
+		"failed and not demanded stays failed": {
+			desired:  Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": failed("h1", time.Minute)},
+		},
+		"failed and mounted before the failure stays failed": {
+			desired: Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": with(failed("h1", time.Minute), func(s *registry.ServerState) {
+				s.LastMount = now.Add(-2 * time.Minute)
+			})},
+		},
+		"failed then mounted is rebuilt": {
+			desired: Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": with(failed("h1", time.Minute), func(s *registry.ServerState) {
+				s.LastMount = now
+			})},
+			want: []Action{{ActionRebuild, "a", "dead connection demanded by a session"}},
+		},
+		"zero tools for longer than 5s then mounted is rebuilt": {
+			desired: Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": with(ready("h1", 0, 6*time.Second), func(s *registry.ServerState) {
+				s.LastMount = now
+			})},
+			want: []Action{{ActionRebuild, "a", "dead connection demanded by a session"}},
+		},
+		"zero tools for less than 5s is not dead yet": {
+			desired: Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": with(ready("h1", 0, 4*time.Second), func(s *registry.ServerState) {
+				s.LastMount = now
+			})},
+		},
+		"zero tools but no mount since it went dead": {
+			desired: Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": with(ready("h1", 0, time.Minute), func(s *registry.ServerState) {
+				s.LastMount = now.Add(-58 * time.Second) // mounted 2s after ready, before the 5s mark
+			})},
+		},
+		"reconnect request rebuilds even a healthy connection": {
+			desired:  Desired{Servers: one, Reconnect: map[string]bool{"a": true}},
+			observed: map[string]registry.ServerState{"a": ready("h1", 3, time.Minute)},
+			want:     []Action{{ActionRebuild, "a", "reconnect requested"}},
+		},
+		"reconnect request rebuilds a failed connection": {
+			desired:  Desired{Servers: one, Reconnect: map[string]bool{"a": true}},
+			observed: map[string]registry.ServerState{"a": failed("h1", time.Minute)},
+			want:     []Action{{ActionRebuild, "a", "reconnect requested"}},
+		},
+		"reconnect request for another server leaves this one": {
+			desired:  Desired{Servers: map[string]string{"a": "h1", "b": "h2"}, Reconnect: map[string]bool{"b": true}},
+			observed: map[string]registry.ServerState{"a": failed("h1", time.Minute), "b": ready("h2", 1, time.Minute)},
+			want:     []Action{{ActionRebuild, "b", "reconnect requested"}},
+		},
+		"idle-reclaimed and unused stays idle": {
+			desired:  Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": {Reclaimed: true, Hash: "h1"}},
+		},
+		"idle-reclaimed with a new config stays idle": {
+			desired:  Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": {Reclaimed: true, Hash: "h0"}},
+		},
+		"idle-reclaimed and mounted is created": {
+			desired:  Desired{Servers: one},
+			observed: map[string]registry.ServerState{"a": {Reclaimed: true, Hash: "h1", Refs: 1, LastMount: now}},
+			want:     []Action{{ActionCreate, "a", "demanded after idle reclaim"}},
+		},
+		"idle-reclaimed with idleTimeout 0 is created": {
+			desired:  Desired{Servers: one, AlwaysDemanded: true},
+			observed: map[string]registry.ServerState{"a": {Reclaimed: true, Hash: "h1"}},
+			want:     []Action{{ActionCreate, "a", "demanded after idle reclaim"}},
+		},
+		"several servers, sorted": {
+			desired: Desired{Servers: map[string]string{"c": "h3", "b": "h2", "a": "h1"}},
+			observed: map[string]registry.ServerState{
+				"a": ready("h1", 1, time.Minute), "b": ready("old", 1, time.Minute), "z": ready("hz", 1, time.Minute),
+			},
+			want: []Action{
+				{ActionRepoint, "b", "config changed"},
+				{ActionCreate, "c", "new server"},
+				{ActionRetire, "z", "removed or disabled"},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Plan(tc.desired, tc.observed, now)
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Fatalf("plan mismatch (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestConfigHash(t *testing.T) {
+	base := v1alpha1.MCPServer{Name: "a", Stdio: &v1alpha1.StdioServer{Command: "x", Args: []string{"1"}}}
+	h := ConfigHash(base)
+	renamed, disabled := base, base
+	renamed.Name, disabled.Disabled = "b", true
+	if ConfigHash(renamed) != h || ConfigHash(disabled) != h {
+		t.Fatal("name and disabled must not change the hash")
+	}
+	changed := base
+	changed.Stdio = &v1alpha1.StdioServer{Command: "x", Args: []string{"2"}}
+	filtered := base
+	filtered.Tools = &v1alpha1.ToolFilter{Deny: []string{"x"}}
+	if ConfigHash(changed) == h || ConfigHash(filtered) == h {
+		t.Fatal("args and the tool filter must change the hash")
+	}
+}
+
+func TestReconnectRequest(t *testing.T) {
+	enabled := map[string]string{"a": "1", "b": "2"}
+	obj := func(token, servers, handled string) *v1alpha1.ProjectMCP {
+		o := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}
+		if token != "" {
+			o.Annotations[v1alpha1.AnnotationReconnectRequestedAt] = token
+		}
+		if servers != "" {
+			o.Annotations[v1alpha1.AnnotationReconnectServers] = servers
+		}
+		o.Status.LastHandledReconnectAt = handled
+		return o
+	}
+	cases := map[string]struct {
+		obj  *v1alpha1.ProjectMCP
+		want map[string]bool
+	}{
+		"no annotation":      {obj("", "", ""), nil},
+		"already handled":    {obj("t1", "", "t1"), nil},
+		"all servers":        {obj("t2", "", "t1"), map[string]bool{"a": true, "b": true}},
+		"named server":       {obj("t2", " b ,", "t1"), map[string]bool{"b": true}},
+		"unknown server":     {obj("t2", "zz", ""), map[string]bool{}},
+		"first request ever": {obj("t1", "a", ""), map[string]bool{"a": true}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if d := cmp.Diff(tc.want, reconnectRequest(tc.obj, enabled)); d != "" {
+				t.Fatal(d)
+			}
+		})
+	}
+}

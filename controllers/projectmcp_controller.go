@@ -1,0 +1,248 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/registry"
+)
+
+// ConnDefaults are the connection timings the controller's flags set.
+type ConnDefaults struct {
+	ConnectTimeout time.Duration
+	HealthInterval time.Duration
+	RelistInterval time.Duration
+}
+
+// Reconciler makes the registry's connections match each ProjectMCP's spec. It is the only
+// code that creates, repoints, retires or rebuilds connections.
+type Reconciler struct {
+	Client    ctrl.Client
+	APIReader ctrl.Reader // uncached: Secrets are read at connect time, never cached
+	Registry  *registry.Registry
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+	Conn      ConnDefaults
+	// Endpoint returns the gateway URL of a project, or "" when no gateway runs.
+	Endpoint func(types.NamespacedName) string
+}
+
+// SetupWithManager registers the reconciler and the registry with a manager. The registry's
+// wake-ups (connection state changes, mounts, releases, idle reclaims) arrive through a
+// source.Channel.
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	if err := mgr.Add(r.Registry); err != nil {
+		return err
+	}
+	return builder.ControllerManagedBy(mgr).
+		For(&v1alpha1.ProjectMCP{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		WatchesRawSource(source.Channel(r.Registry.Events(), &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Named("projectmcp").
+		Complete(r)
+}
+
+// Reconcile follows the usual shape: get, finalize, ensure the finalizer, then observe → plan →
+// apply → status.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	obj := &v1alpha1.ProjectMCP{}
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Registry.Forget(req.NamespacedName) // deleted without our finalizer
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	if !obj.DeletionTimestamp.IsZero() {
+		r.Registry.Forget(req.NamespacedName)
+		if controllerutil.RemoveFinalizer(obj, v1alpha1.Finalizer) {
+			return reconcile.Result{}, r.Client.Update(ctx, obj)
+		}
+		return reconcile.Result{}, nil
+	}
+	if controllerutil.AddFinalizer(obj, v1alpha1.Finalizer) {
+		if err := r.Client.Update(ctx, obj); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+
+	desired := desiredOf(obj)
+	r.Registry.SetDesired(req.NamespacedName, registry.Desired{
+		Servers:      sortedKeys(desired.Servers),
+		IdleTimeout:  durationOr(obj.Spec.IdleTimeout, v1alpha1.DefaultIdleTimeout),
+		ReadyTimeout: durationOr(obj.Spec.ReadyTimeout, v1alpha1.DefaultReadyTimeout),
+	})
+	actions := Plan(desired, r.Registry.Observe(req.NamespacedName).Servers, r.Clock.Now())
+	r.apply(ctx, obj, actions)
+
+	status := buildStatus(obj, r.Registry.Observe(req.NamespacedName), r.endpoint(req.NamespacedName), r.Clock.Now())
+	if desired.Reconnect != nil {
+		status.LastHandledReconnectAt = obj.Annotations[v1alpha1.AnnotationReconnectRequestedAt]
+	}
+	return reconcile.Result{}, r.writeStatus(ctx, obj, status)
+}
+
+// desiredOf is the planner's view of a ProjectMCP's spec.
+func desiredOf(obj *v1alpha1.ProjectMCP) Desired {
+	d := Desired{
+		Servers:        map[string]string{},
+		AlwaysDemanded: durationOr(obj.Spec.IdleTimeout, v1alpha1.DefaultIdleTimeout) == 0,
+	}
+	for _, s := range obj.Spec.Servers {
+		if !s.Disabled {
+			d.Servers[s.Name] = ConfigHash(s)
+		}
+	}
+	d.Reconnect = reconnectRequest(obj, d.Servers)
+	return d
+}
+
+// apply carries out the plan, one goroutine per action (each touches a different server), and
+// records an event for each.
+func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, actions []Action) {
+	key := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}
+	servers := map[string]v1alpha1.MCPServer{}
+	for _, s := range obj.Spec.Servers {
+		servers[s.Name] = s
+	}
+	var wg sync.WaitGroup
+	for _, a := range actions {
+		wg.Go(func() {
+			switch a.Kind {
+			case ActionRetire:
+				r.Registry.Retire(key, a.Server)
+				r.event(obj, corev1.EventTypeNormal, v1alpha1.EventRetired, "Retire", "Retired server %q: %s", a.Server, a.Reason)
+			case ActionCreate, ActionRepoint, ActionRebuild:
+				srv := servers[a.Server]
+				settle := time.Duration(0)
+				if a.Kind != ActionCreate {
+					settle = r.Conn.ConnectTimeout // keep the old tools until the new server answers
+				}
+				c := r.Registry.Connect(ctx, key, ConfigHash(srv), r.connOptions(obj, srv), settle)
+				reason := map[ActionKind]string{ActionCreate: v1alpha1.EventCreated, ActionRepoint: v1alpha1.EventRepointed, ActionRebuild: v1alpha1.EventRebuilt}[a.Kind]
+				r.event(obj, corev1.EventTypeNormal, reason, string(a.Kind), "%s server %q as connection %s: %s", reason, a.Server, c.ID(), a.Reason)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// connOptions are a server's connection options: the reconnect budget from spec and the
+// project's Secret as the source of ${VAR} values.
+func (r *Reconciler) connOptions(obj *v1alpha1.ProjectMCP, srv v1alpha1.MCPServer) conn.Options {
+	policy := conn.Policy{
+		MaxAttempts:    int(v1alpha1.DefaultMaxAttempts),
+		InitialBackoff: v1alpha1.DefaultInitialBackoff,
+		MaxBackoff:     v1alpha1.DefaultMaxBackoff,
+	}
+	if rc := obj.Spec.Reconnect; rc != nil {
+		if rc.MaxAttempts != nil {
+			policy.MaxAttempts = int(*rc.MaxAttempts)
+		}
+		policy.InitialBackoff = durationOr(rc.InitialBackoff, policy.InitialBackoff)
+		policy.MaxBackoff = durationOr(rc.MaxBackoff, policy.MaxBackoff)
+	}
+	opts := conn.Options{
+		Server:         srv,
+		Policy:         policy,
+		ConnectTimeout: r.Conn.ConnectTimeout,
+		HealthInterval: r.Conn.HealthInterval,
+		RelistInterval: r.Conn.RelistInterval,
+	}
+	if ref := obj.Spec.SecretRef; ref != nil && ref.Name != "" {
+		key := types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name}
+		opts.Variables = func(ctx context.Context) (map[string]string, error) {
+			secret := &corev1.Secret{}
+			if err := r.APIReader.Get(ctx, key, secret); err != nil {
+				return nil, fmt.Errorf("secret %q: %w", ref.Name, err)
+			}
+			vars := make(map[string]string, len(secret.Data))
+			for k, v := range secret.Data {
+				vars[k] = string(v)
+			}
+			return vars, nil
+		}
+	}
+	return opts
+}
+
+// writeStatus patches status when it changed, and records events for servers that failed or
+// were reclaimed since the last write.
+func (r *Reconciler) writeStatus(ctx context.Context, obj *v1alpha1.ProjectMCP, status v1alpha1.ProjectMCPStatus) error {
+	if equality.Semantic.DeepEqual(obj.Status, status) {
+		return nil
+	}
+	before := map[string]v1alpha1.ServerStatus{}
+	for _, s := range obj.Status.Servers {
+		before[s.Name] = s
+	}
+	for _, s := range status.Servers {
+		old, seen := before[s.Name]
+		switch {
+		case s.Phase == v1alpha1.PhaseFailed && (!seen || old.Phase != v1alpha1.PhaseFailed || old.Connection != s.Connection):
+			r.event(obj, corev1.EventTypeWarning, v1alpha1.EventConnectFailed, "Connect", "Server %q failed: %s", s.Name, s.LastError)
+		case s.Phase == v1alpha1.PhaseIdle && seen && old.Phase != v1alpha1.PhaseIdle:
+			r.event(obj, corev1.EventTypeNormal, v1alpha1.EventIdleReclaimed, "Reclaim", "Reclaimed idle connection of server %q", s.Name)
+		}
+	}
+	patch := ctrl.MergeFrom(obj.DeepCopy())
+	obj.Status = status
+	if err := r.Client.Status().Patch(ctx, obj, patch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	log.FromContext(ctx).V(1).Info("Updated status", "ready", status.ReadyServers, "tools", status.ToolCount, "sessions", status.SessionCount)
+	return nil
+}
+
+func (r *Reconciler) event(obj *v1alpha1.ProjectMCP, kind, reason, action, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(obj, nil, kind, reason, action, format, args...)
+	}
+}
+
+func (r *Reconciler) endpoint(key types.NamespacedName) string {
+	if r.Endpoint == nil {
+		return ""
+	}
+	return r.Endpoint(key)
+}
+
+// durationOr is d, or def when spec leaves it unset (objects admitted before defaulting).
+func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.Duration
+}
+
+func sortedKeys(m map[string]string) []string {
+	return slices.Sorted(maps.Keys(m))
+}

@@ -1,0 +1,119 @@
+package controllers
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/registry"
+	"github.com/dsh-dev/projectmcp/internal/toolname"
+)
+
+// buildStatus derives the whole status from spec and the registry's observation; it keeps only
+// what must survive from the previous status (transition times, the handled reconnect token,
+// the mirror's ConfigSynced condition). It is pure: the same inputs give the same status, so an
+// unchanged project never writes.
+func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint string, now time.Time) v1alpha1.ProjectMCPStatus {
+	now = now.Truncate(time.Second) // the API keeps seconds; finer times would always differ
+	prev := obj.Status
+	st := v1alpha1.ProjectMCPStatus{
+		ObservedGeneration:     obj.Generation,
+		Endpoint:               endpoint,
+		LastHandledReconnectAt: prev.LastHandledReconnectAt,
+		Conditions:             append([]metav1.Condition(nil), prev.Conditions...),
+	}
+	prevPhase := map[string]v1alpha1.ServerStatus{}
+	for _, s := range prev.Servers {
+		prevPhase[s.Name] = s
+	}
+	counts := map[v1alpha1.ServerPhase]int{}
+	enabled := 0
+	for _, srv := range obj.Spec.Servers {
+		ss := serverStatus(srv, obs.Servers[srv.Name])
+		if old, ok := prevPhase[srv.Name]; ok && old.Phase == ss.Phase && old.LastTransitionTime != nil {
+			ss.LastTransitionTime = old.LastTransitionTime
+		} else {
+			t := metav1.NewTime(now)
+			ss.LastTransitionTime = &t
+		}
+		if !srv.Disabled {
+			enabled++
+			counts[ss.Phase]++
+		}
+		st.ToolCount += ss.ToolCount
+		st.Servers = append(st.Servers, ss)
+	}
+	st.ReadyServers = fmt.Sprintf("%d/%d", counts[v1alpha1.PhaseReady], enabled)
+
+	st.SessionCount = int32(len(obs.Sessions))
+	for _, s := range obs.Sessions[:min(len(obs.Sessions), v1alpha1.MaxStatusSessions)] {
+		b := v1alpha1.SessionBinding{ID: s.ID, Client: s.Client, BoundAt: metav1.NewTime(s.BoundAt.Truncate(time.Second))}
+		for _, slot := range s.Slots {
+			b.Slots = append(b.Slots, v1alpha1.SlotBinding{Server: slot.Server, Connection: slot.Connection})
+		}
+		st.Sessions = append(st.Sessions, b)
+	}
+	setConditions(&st, obj.Generation, counts, enabled, now)
+	return st
+}
+
+// serverStatus is one server's status from its observed state.
+func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState) v1alpha1.ServerStatus {
+	ss := v1alpha1.ServerStatus{Name: srv.Name, ConfigHash: ConfigHash(srv), Sessions: int32(o.Refs)}
+	switch {
+	case srv.Disabled:
+		ss.Phase = v1alpha1.PhaseDisabled
+		return ss
+	case !o.HasConn && o.Reclaimed:
+		ss.Phase = v1alpha1.PhaseIdle
+		return ss
+	case !o.HasConn:
+		ss.Phase = v1alpha1.PhaseConnecting
+		return ss
+	}
+	c := o.Conn
+	ss.Phase, ss.Connection = c.Phase, c.ID
+	ss.ReconnectAttempts, ss.LastError = int32(c.ReconnectAttempts), c.LastError
+	names := make([]string, 0, len(c.Tools))
+	for _, t := range c.Tools {
+		names = append(names, toolname.Project(srv.Name, t.Name))
+	}
+	sort.Strings(names)
+	ss.ToolCount = int32(len(names))
+	ss.Tools = names[:min(len(names), v1alpha1.MaxStatusTools)]
+	if c.Phase == v1alpha1.PhaseReady && c.RawToolCount == 0 {
+		ss.Message = "the server lists no tools"
+	} else if len(names) == 0 && c.RawToolCount > 0 {
+		ss.Message = fmt.Sprintf("the tools filter hides all %d tools", c.RawToolCount)
+	}
+	return ss
+}
+
+// setConditions summarizes the servers into Ready and Degraded.
+func setConditions(st *v1alpha1.ProjectMCPStatus, gen int64, counts map[v1alpha1.ServerPhase]int, enabled int, now time.Time) {
+	unavailable := counts[v1alpha1.PhaseDisconnected] + counts[v1alpha1.PhaseFailed]
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)}
+	degraded := metav1.Condition{Type: v1alpha1.ConditionDegraded, ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now),
+		Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonAsExpected, Message: "no server is down"}
+	switch {
+	case enabled == 0:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.ReasonNoServers, "the project lists no enabled server"
+	case unavailable > 0:
+		msg := fmt.Sprintf("%d of %d servers unavailable (%d disconnected, %d failed)", unavailable, enabled,
+			counts[v1alpha1.PhaseDisconnected], counts[v1alpha1.PhaseFailed])
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonServersUnavailable, msg
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.ReasonServersUnavailable, msg
+	case counts[v1alpha1.PhaseConnecting] > 0:
+		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonServersConnecting
+		ready.Message = fmt.Sprintf("%d of %d servers connecting", counts[v1alpha1.PhaseConnecting], enabled)
+	default:
+		ready.Status, ready.Reason = metav1.ConditionTrue, v1alpha1.ReasonAllServersReady
+		ready.Message = fmt.Sprintf("%d servers ready, %d idle", counts[v1alpha1.PhaseReady], counts[v1alpha1.PhaseIdle])
+	}
+	meta.SetStatusCondition(&st.Conditions, ready)
+	meta.SetStatusCondition(&st.Conditions, degraded)
+}

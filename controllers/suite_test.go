@@ -1,0 +1,321 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/registry"
+	"github.com/dsh-dev/projectmcp/internal/testenv"
+	"github.com/dsh-dev/projectmcp/test/fixture"
+)
+
+// The suite runs the real reconciler and registry against a real kube-apiserver, with real
+// fixture MCP server processes: the test binary re-executes itself as the fixture.
+
+var (
+	env     *testenv.Env
+	ctl     *testController
+	logs    = &syncBuffer{}
+	pidDir  string
+	testCfg = ConnDefaults{ConnectTimeout: 3 * time.Second, HealthInterval: time.Second, RelistInterval: 5 * time.Second}
+)
+
+// testController is one running manager with its registry; tests restart it to show that
+// connections are rebuilt from the objects.
+type testController struct {
+	registry *registry.Registry
+	cancel   context.CancelFunc
+	done     chan error
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fixture.EnvVar) != "" {
+		fixture.Main()
+		return
+	}
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	ignore := goleak.IgnoreCurrent()
+	var err error
+	if pidDir, err = os.MkdirTemp("", "projectmcp-pids-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(pidDir)
+	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true), zap.Level(zapcore.Level(-2))))
+	if env, err = testenv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if ctl, err = startController(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		env.Stop()
+		return 1
+	}
+	code := m.Run()
+	if ctl != nil {
+		ctl.stop()
+	}
+	env.Stop()
+	if code == 0 {
+		if leaked := leakedProcesses(); len(leaked) > 0 {
+			fmt.Fprintf(os.Stderr, "FAIL: fixture processes still running after the suite: %v\n", leaked)
+			code = 1
+		}
+		if err := goleak.Find(ignore, goleak.IgnoreAnyFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+			goleak.IgnoreAnyFunction("sigs.k8s.io/controller-runtime/pkg/log.(*loggerPromise).Fulfill"),
+			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: goroutines leaked after the suite:\n%v\n", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+func startController() (*testController, error) {
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}, // restarted in one process
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, err
+	}
+	reg := registry.New(clock.RealClock{}, ctrl.Log.WithName("registry"))
+	r := &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Registry:  reg,
+		Recorder:  mgr.GetEventRecorder("projectmcp"),
+		Clock:     clock.RealClock{},
+		Conn:      testCfg,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &testController{registry: reg, cancel: cancel, done: make(chan error, 1)}
+	go func() { c.done <- mgr.Start(ctx) }()
+	return c, nil
+}
+
+func (c *testController) stop() {
+	c.cancel()
+	if err := <-c.done; err != nil {
+		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+	}
+}
+
+// syncBuffer collects the controller's log so tests can search it for secrets.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	os.Stderr.Write(p) //nolint:errcheck // mirror for debugging failed runs
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// --- helpers for tests ---
+
+func newNamespace(t testing.TB) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "pmcp-"}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// fixtureServer is a stdio server running this test binary as the fixture, writing its pids to
+// a file named after the server.
+func fixtureServer(t testing.TB, name string, args ...string) v1alpha1.MCPServer {
+	t.Helper()
+	pidFile := filepath.Join(pidDir, fmt.Sprintf("%s-%s-%d.json", strings.ReplaceAll(t.Name(), "/", "_"), name, time.Now().UnixNano()))
+	return v1alpha1.MCPServer{Name: name, Stdio: &v1alpha1.StdioServer{
+		Command: os.Args[0],
+		Args:    append([]string{"--name", name, "--pid-file", pidFile}, args...),
+		Env:     []v1alpha1.NameValue{{Name: fixture.EnvVar, Value: "1"}},
+	}}
+}
+
+func pidFileOf(s v1alpha1.MCPServer) string {
+	for i, a := range s.Stdio.Args {
+		if a == "--pid-file" {
+			return s.Stdio.Args[i+1]
+		}
+	}
+	return ""
+}
+
+// readPIDs reads the pids the fixture of a server wrote at its latest start.
+func readPIDs(t testing.TB, s v1alpha1.MCPServer) fixture.PIDs {
+	t.Helper()
+	var p fixture.PIDs
+	eventually(t, 10*time.Second, "the fixture's pid file", func() bool {
+		data, err := os.ReadFile(pidFileOf(s))
+		return err == nil && json.Unmarshal(data, &p) == nil && p.PID > 0
+	})
+	return p
+}
+
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	// A zombie has exited; it only waits for its parent to reap it.
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(data))
+	return len(fields) > 2 && fields[2] != "Z"
+}
+
+// leakedProcesses lists fixture processes (from every pid file) that are still alive.
+func leakedProcesses() []int {
+	files, _ := filepath.Glob(filepath.Join(pidDir, "*.json"))
+	var leaked []int
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var p fixture.PIDs
+		if json.Unmarshal(data, &p) != nil {
+			continue
+		}
+		for _, pid := range []int{p.PID, p.Grandchild} {
+			if alive(pid) {
+				leaked = append(leaked, pid)
+			}
+		}
+	}
+	return leaked
+}
+
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func create(t testing.TB, ns, name string, spec v1alpha1.ProjectMCPSpec) types.NamespacedName {
+	t.Helper()
+	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
+	if err := env.Client.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(obj)
+	t.Cleanup(func() { deleteAndWait(t, key) })
+	return key
+}
+
+func get(t testing.TB, key types.NamespacedName) *v1alpha1.ProjectMCP {
+	t.Helper()
+	obj := &v1alpha1.ProjectMCP{}
+	if err := env.Client.Get(context.Background(), key, obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// update applies f to the latest object, retrying on conflicts.
+func update(t testing.TB, key types.NamespacedName, f func(*v1alpha1.ProjectMCP)) {
+	t.Helper()
+	eventually(t, 10*time.Second, "an update without conflict", func() bool {
+		obj := get(t, key)
+		f(obj)
+		return env.Client.Update(context.Background(), obj) == nil
+	})
+}
+
+func deleteAndWait(t testing.TB, key types.NamespacedName) {
+	obj := &v1alpha1.ProjectMCP{}
+	if err := env.Client.Get(context.Background(), key, obj); err != nil {
+		return
+	}
+	_ = env.Client.Delete(context.Background(), obj)
+	eventually(t, 30*time.Second, "the object to be deleted", func() bool {
+		return env.Client.Get(context.Background(), key, &v1alpha1.ProjectMCP{}) != nil
+	})
+}
+
+func serverStatusOf(obj *v1alpha1.ProjectMCP, name string) (v1alpha1.ServerStatus, bool) {
+	for _, s := range obj.Status.Servers {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return v1alpha1.ServerStatus{}, false
+}
+
+// waitStatus waits until cond holds for the object's status and returns the object.
+func waitStatus(t testing.TB, key types.NamespacedName, timeout time.Duration, what string, cond func(*v1alpha1.ProjectMCP) bool) *v1alpha1.ProjectMCP {
+	t.Helper()
+	var obj *v1alpha1.ProjectMCP
+	eventually(t, timeout, what, func() bool {
+		obj = get(t, key)
+		return cond(obj)
+	})
+	return obj
+}
+
+func isReady(obj *v1alpha1.ProjectMCP) bool {
+	for _, c := range obj.Status.Conditions {
+		if c.Type == v1alpha1.ConditionReady {
+			return c.Status == metav1.ConditionTrue && obj.Status.ObservedGeneration == obj.Generation
+		}
+	}
+	return false
+}
+
+func phaseIs(name string, phase v1alpha1.ServerPhase) func(*v1alpha1.ProjectMCP) bool {
+	return func(obj *v1alpha1.ProjectMCP) bool {
+		s, ok := serverStatusOf(obj, name)
+		return ok && s.Phase == phase
+	}
+}

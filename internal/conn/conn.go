@@ -1,0 +1,352 @@
+// Package conn supervises one live MCP client connection to one server of one project.
+//
+// The MCP Go SDK never reconnects: a broken ClientSession stays broken. A Conn wraps the SDK
+// session in a supervisor goroutine that connects (under a deadline), lists tools, watches for
+// death (process exit, session loss, failed health call), and reconnects with exponential
+// backoff and jitter until the reconnect budget is spent:
+//
+//	        connect ok                    died
+//	Connecting ─────────▶ Ready ─────────────────▶ Disconnected ──backoff──▶ (connect again)
+//	     │ failed                                       │ budget spent
+//	     └──────────────▶ Disconnected                  ▼
+//	                                                  Failed (tools withdrawn; waits for Destroy)
+//
+// A Conn never outlives Destroy: it owns its goroutines, its child process group and its HTTP
+// transport, and Destroy returns only when all of them have ended.
+package conn
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+)
+
+// ErrUnavailable is returned by Call while the connection is not Ready. The error message names
+// the server so that an agent sees which tool set is down.
+var ErrUnavailable = errors.New("server unavailable")
+
+// Policy is the reconnect budget.
+type Policy struct {
+	MaxAttempts    int
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+}
+
+// Options configure a Conn. Server is the unexpanded configuration.
+type Options struct {
+	Project string // namespace/name, for logs and errors
+	Server  v1alpha1.MCPServer
+	// Variables returns the values ${VAR} references expand to (the project's Secret). It is
+	// called at every connect attempt, so a fixed Secret is picked up by the next reconnect;
+	// nil means no variables.
+	Variables func(ctx context.Context) (map[string]string, error)
+	Policy    Policy
+
+	// ConnectTimeout bounds one connect attempt, initialize and first tools/list included.
+	ConnectTimeout time.Duration
+	// HealthInterval is how often an idle connection is probed (ping, or tools/list on the
+	// 2026-07-28 protocol, which has no ping).
+	HealthInterval time.Duration
+	// RelistInterval is the backstop re-list for servers whose list_changed notifications are
+	// lost (the 2026-07-28 subscription stream can die silently).
+	RelistInterval time.Duration
+
+	Log logr.Logger
+	// OnChange is called after every state or tool-list change, from the supervisor goroutine
+	// with no lock held. It must not block.
+	OnChange func()
+}
+
+func (o *Options) defaults() {
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 30 * time.Second
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = 15 * time.Second
+	}
+	if o.RelistInterval <= 0 {
+		o.RelistInterval = time.Minute
+	}
+	if o.Policy.InitialBackoff <= 0 {
+		o.Policy.InitialBackoff = v1alpha1.DefaultInitialBackoff
+	}
+	if o.Policy.MaxBackoff < o.Policy.InitialBackoff {
+		o.Policy.MaxBackoff = max(o.Policy.InitialBackoff, v1alpha1.DefaultMaxBackoff)
+	}
+	if o.OnChange == nil {
+		o.OnChange = func() {}
+	}
+	if o.Variables == nil {
+		o.Variables = func(context.Context) (map[string]string, error) { return nil, nil }
+	}
+}
+
+// Snapshot is a Conn's observable state at one moment.
+type Snapshot struct {
+	ID    string
+	Phase v1alpha1.ServerPhase
+	// Tools are the tools offered (after the allow/deny filter); nil when Failed.
+	Tools []*mcp.Tool
+	// RawToolCount is how many tools the server listed before filtering.
+	RawToolCount int
+	// ReadySince is when the current session became Ready (zero when not Ready).
+	ReadySince        time.Time
+	ReconnectAttempts int
+	LastError         string
+	// FailedAt is when the connection went Failed (zero otherwise).
+	FailedAt time.Time
+	// PID is the stdio server's process id (0 for remote servers or when not running).
+	PID int
+	// Permanent is true when the last failure cannot heal by retrying (e.g. a missing
+	// variable); the connection went to Failed without spending its budget.
+	Permanent bool
+	// Generation counts changes, so observers can tell whether anything happened.
+	Generation uint64
+}
+
+// Conn is one supervised connection. All methods are safe for concurrent use.
+type Conn struct {
+	opts   Options
+	id     string
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	relist chan struct{} // upstream list_changed or a caller's request
+	dead   chan struct{} // a call observed the session gone
+
+	mu           sync.Mutex
+	state        Snapshot
+	session      *mcp.ClientSession
+	changed      chan struct{} // closed and replaced on every change
+	secretValues []string      // resolved values to scrub from errors and logs
+}
+
+// New starts supervising a connection. The caller owns the Conn and must call Destroy.
+func New(opts Options) *Conn {
+	opts.defaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Conn{
+		opts:    opts,
+		id:      newID(),
+		ctx:     ctx,
+		cancel:  cancel,
+		done:    make(chan struct{}),
+		relist:  make(chan struct{}, 1),
+		dead:    make(chan struct{}, 1),
+		changed: make(chan struct{}),
+	}
+	c.state = Snapshot{ID: c.id, Phase: v1alpha1.PhaseConnecting}
+	go c.run()
+	return c
+}
+
+func newID() string {
+	b := make([]byte, 4)
+	_, _ = crand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// ID identifies this connection; a new Conn (create, repoint, rebuild) has a new ID.
+func (c *Conn) ID() string { return c.id }
+
+// Server is the name of the server this connection serves.
+func (c *Conn) Server() string { return c.opts.Server.Name }
+
+// Snapshot returns the current state. Tools is shared and must not be modified.
+func (c *Conn) Snapshot() Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
+}
+
+// Changed returns a channel closed at the next state change.
+func (c *Conn) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// WaitSettled waits until the connection has left Connecting (it is Ready, Disconnected or
+// Failed) or ctx ends.
+func (c *Conn) WaitSettled(ctx context.Context) {
+	for {
+		c.mu.Lock()
+		phase, ch := c.state.Phase, c.changed
+		c.mu.Unlock()
+		if phase != v1alpha1.PhaseConnecting {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// update changes the state under the lock, then wakes waiters and the owner.
+func (c *Conn) update(f func(s *Snapshot)) {
+	c.mu.Lock()
+	f(&c.state)
+	c.state.Generation++
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+	c.opts.OnChange()
+}
+
+// Destroy ends the connection: in-flight calls are cancelled, the session is closed, a stdio
+// server's whole process group is terminated. It returns when everything has ended and is
+// idempotent.
+func (c *Conn) Destroy() {
+	c.cancel()
+	<-c.done
+}
+
+// Done is closed when the supervisor has ended (after Destroy).
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Call forwards a tool call to the server. While the connection is not Ready it fails at once
+// with ErrUnavailable. A session the server forgot (HTTP 404) is re-initialized and the call
+// retried once: the server never saw the first attempt.
+func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	for attempt := 0; ; attempt++ {
+		c.mu.Lock()
+		s, phase, lastErr, ch := c.session, c.state.Phase, c.state.LastError, c.changed
+		c.mu.Unlock()
+		if s == nil || phase != v1alpha1.PhaseReady {
+			msg := fmt.Sprintf("MCP server %q is %s", c.opts.Server.Name, strings.ToLower(string(phase)))
+			if lastErr != "" {
+				msg += ": " + lastErr
+			}
+			return nil, fmt.Errorf("%w: %s", ErrUnavailable, msg)
+		}
+		callCtx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(c.ctx, cancel) // Destroy cancels in-flight calls
+		res, err := s.CallTool(callCtx, params)
+		stop()
+		cancel()
+		if err == nil || !isGone(err) {
+			return res, err
+		}
+		c.signalDead()
+		if attempt > 0 || !errors.Is(err, mcp.ErrSessionMissing) {
+			return nil, fmt.Errorf("MCP server %q: %w", c.opts.Server.Name, err)
+		}
+		// Wait for the supervisor to replace the session, then retry once.
+		if !c.awaitNewSession(ctx, s, ch) {
+			return nil, fmt.Errorf("MCP server %q: %w", c.opts.Server.Name, err)
+		}
+	}
+}
+
+// awaitNewSession waits until a Ready session other than old is in place.
+func (c *Conn) awaitNewSession(ctx context.Context, old *mcp.ClientSession, ch <-chan struct{}) bool {
+	deadline := time.NewTimer(c.opts.ConnectTimeout)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		case <-c.ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		}
+		c.mu.Lock()
+		s, phase := c.session, c.state.Phase
+		ch = c.changed
+		c.mu.Unlock()
+		if s != nil && s != old && phase == v1alpha1.PhaseReady {
+			return true
+		}
+		if phase == v1alpha1.PhaseFailed {
+			return false
+		}
+	}
+}
+
+// Relist asks the supervisor to list the tools again.
+func (c *Conn) Relist() {
+	select {
+	case c.relist <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Conn) signalDead() {
+	select {
+	case c.dead <- struct{}{}:
+	default:
+	}
+}
+
+// isGone reports errors meaning the session can no longer be used.
+func isGone(err error) bool {
+	return errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe)
+}
+
+// run is the supervisor loop; it owns every session and process of this Conn.
+func (c *Conn) run() {
+	defer close(c.done)
+	attempts := 0 // since the connection was last Ready
+	for {
+		wasReady, err := c.connectAndServe()
+		if c.ctx.Err() != nil {
+			return
+		}
+		if wasReady {
+			attempts = 0
+		}
+		msg := c.scrub(err.Error())
+		permanent := isPermanent(err)
+		if permanent || attempts >= c.opts.Policy.MaxAttempts {
+			c.opts.Log.Info("MCP server failed; tools withdrawn", "error", msg, "attempts", attempts)
+			c.update(func(s *Snapshot) {
+				s.Phase, s.Tools, s.LastError, s.Permanent, s.PID = v1alpha1.PhaseFailed, nil, msg, permanent, 0
+				s.ReadySince, s.FailedAt = time.Time{}, time.Now()
+			})
+			<-c.ctx.Done()
+			return
+		}
+		attempts++
+		c.opts.Log.V(1).Info("MCP server disconnected; reconnecting", "error", msg, "attempt", attempts)
+		c.update(func(s *Snapshot) {
+			s.Phase, s.ReconnectAttempts, s.LastError, s.PID = v1alpha1.PhaseDisconnected, attempts, msg, 0
+			s.ReadySince = time.Time{}
+		})
+		t := time.NewTimer(backoff(c.opts.Policy, attempts))
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// backoff is exponential from InitialBackoff, capped at MaxBackoff, with ±20% jitter so that
+// many connections dropped by one event do not reconnect in lockstep.
+func backoff(p Policy, attempt int) time.Duration {
+	d := p.InitialBackoff
+	for i := 1; i < attempt && d < p.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, p.MaxBackoff)
+	jitter := 0.8 + 0.4*rand.Float64()
+	return time.Duration(float64(d) * jitter)
+}

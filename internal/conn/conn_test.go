@@ -1,0 +1,345 @@
+package conn
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/test/fixture"
+)
+
+// The test binary doubles as the fixture MCP server.
+func TestMain(m *testing.M) {
+	if os.Getenv(fixture.EnvVar) != "" {
+		fixture.Main()
+		return
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")); err != nil {
+			os.Stderr.WriteString("FAIL: goroutines leaked:\n" + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func stdioServer(name string, args ...string) v1alpha1.MCPServer {
+	return v1alpha1.MCPServer{Name: name, Stdio: &v1alpha1.StdioServer{
+		Command: os.Args[0], Args: args, Env: []v1alpha1.NameValue{{Name: fixture.EnvVar, Value: "1"}},
+	}}
+}
+
+// logSink collects log lines.
+type logSink struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logSink) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, args)
+	}, funcr.Options{Verbosity: 2})
+}
+
+func (l *logSink) all() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+func start(t *testing.T, opts Options) *Conn {
+	t.Helper()
+	if opts.ConnectTimeout == 0 {
+		opts.ConnectTimeout = 5 * time.Second
+	}
+	if opts.Policy.InitialBackoff == 0 {
+		opts.Policy = Policy{MaxAttempts: 2, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+	}
+	c := New(opts)
+	t.Cleanup(c.Destroy)
+	return c
+}
+
+func waitPhase(t *testing.T, c *Conn, phase v1alpha1.ServerPhase) Snapshot {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		ch := c.Changed()
+		s := c.Snapshot()
+		if s.Phase == phase {
+			return s
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s; now %s (%s)", phase, s.Phase, s.LastError)
+		}
+	}
+}
+
+func waitFor(t *testing.T, c *Conn, what string, cond func(Snapshot) bool) Snapshot {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		ch := c.Changed()
+		if s := c.Snapshot(); cond(s) {
+			return s
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s; state %+v", what, c.Snapshot())
+		}
+	}
+}
+
+func call(t *testing.T, c *Conn, tool string, args map[string]any) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := c.Call(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	if res.IsError || len(res.Content) == 0 {
+		t.Fatalf("%s: error result %+v", tool, res)
+	}
+	return res.Content[0].(*mcp.TextContent).Text
+}
+
+func names(tools []*mcp.Tool) []string {
+	out := make([]string, len(tools))
+	for i, t := range tools {
+		out[i] = t.Name
+	}
+	return out
+}
+
+func TestGlob(t *testing.T) {
+	cases := []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"*", "anything", true}, {"search_*", "search_issues", true}, {"search_*", "get_issue", false},
+		{"*delete*", "bulk_delete_all", true}, {"get_?", "get_a", true}, {"get_?", "get_ab", false},
+		{"a*b*c", "axxbyyc", true}, {"a*b*c", "axxbyy", false}, {"[x]", "[x]", true}, {"", "", true}, {"", "a", false},
+	}
+	for _, c := range cases {
+		if got := Glob(c.pattern, c.name); got != c.want {
+			t.Errorf("Glob(%q, %q) = %v", c.pattern, c.name, got)
+		}
+	}
+	f := &v1alpha1.ToolFilter{Allow: []string{"get_*", "echo"}, Deny: []string{"get_secret*"}}
+	for name, want := range map[string]bool{"echo": true, "get_a": true, "get_secret_key": false, "put": false} {
+		if Offered(f, name) != want {
+			t.Errorf("Offered(%q) != %v", name, want)
+		}
+	}
+	if !Offered(nil, "x") || !Offered(&v1alpha1.ToolFilter{Deny: []string{"y"}}, "x") {
+		t.Error("no filter or deny-only must offer other tools")
+	}
+}
+
+// Tools are listed on connect, filtered, and re-listed when the server says they changed.
+func TestStdioToolsFilterAndListChanged(t *testing.T) {
+	srv := stdioServer("a")
+	srv.Tools = &v1alpha1.ToolFilter{Deny: []string{"crash", "hang"}}
+	c := start(t, Options{Server: srv})
+	s := waitPhase(t, c, v1alpha1.PhaseReady)
+	if slices.Contains(names(s.Tools), "crash") || !slices.Contains(names(s.Tools), "echo") || s.RawToolCount != len(s.Tools)+2 {
+		t.Fatalf("filter not applied: %v (raw %d)", names(s.Tools), s.RawToolCount)
+	}
+	if got := call(t, c, "echo", map[string]any{"text": "hi"}); got != "hi" {
+		t.Fatalf("echo = %q", got)
+	}
+	call(t, c, "add_tool", map[string]any{"name": "late"})
+	waitFor(t, c, "the added tool", func(s Snapshot) bool { return slices.Contains(names(s.Tools), "late") })
+	call(t, c, "remove_tool", map[string]any{"name": "late"})
+	waitFor(t, c, "the removed tool", func(s Snapshot) bool { return !slices.Contains(names(s.Tools), "late") })
+}
+
+// A server that exits is noticed even when a grandchild keeps its stdout open, and Destroy
+// ends the grandchild too.
+func TestDeathSeenThroughGrandchildAndGroupKilled(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := dir + "/pids.json"
+	c := start(t, Options{Server: stdioServer("a", "--grandchild", "--grandchild-holds-stdout", "--pid-file", pidFile)})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	var pids fixture.PIDs
+	data, _ := os.ReadFile(pidFile)
+	if err := json.Unmarshal(data, &pids); err != nil || pids.Grandchild == 0 {
+		t.Fatalf("pid file: %s %v", data, err)
+	}
+	_ = syscall.Kill(pids.PID, syscall.SIGKILL)
+	s := waitPhase(t, c, v1alpha1.PhaseDisconnected)
+	if !strings.Contains(s.LastError, "exited") {
+		t.Fatalf("lastError = %q", s.LastError)
+	}
+	c.Destroy()
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(pids.Grandchild, 0) == nil && !isZombie(pids.Grandchild) {
+		if time.Now().After(deadline) {
+			t.Fatal("the grandchild survived Destroy")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func isZombie(pid int) bool {
+	data, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(data))
+	return len(f) > 2 && f[2] == "Z"
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// A missing variable is a permanent failure that names the variable, without spending the
+// reconnect budget.
+func TestMissingVariableFailsAtOnce(t *testing.T) {
+	srv := stdioServer("a")
+	srv.Stdio.Env = append(srv.Stdio.Env, v1alpha1.NameValue{Name: "K", Value: "${GITHUB_TOKEN}"})
+	c := start(t, Options{Server: srv, Policy: Policy{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Second}})
+	s := waitPhase(t, c, v1alpha1.PhaseFailed)
+	if !s.Permanent || !strings.Contains(s.LastError, `"GITHUB_TOKEN"`) || s.ReconnectAttempts != 0 {
+		t.Fatalf("want a permanent failure naming GITHUB_TOKEN, got %+v", s)
+	}
+}
+
+// stderr reaches the log, scrubbed of secret values and rate-limited.
+func TestStderrLoggedScrubbedAndLimited(t *testing.T) {
+	sink := &logSink{}
+	srv := stdioServer("a")
+	srv.Stdio.Args = []string{"--name", "${NAME}"}
+	c := start(t, Options{Server: srv, Log: sink.logger(), Variables: func(context.Context) (map[string]string, error) {
+		return map[string]string{"NAME": "topsecret-name"}, nil
+	}})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	call(t, c, "stderr", map[string]any{"text": "leak topsecret-name here", "lines": 200})
+	c.Destroy() // the count of dropped lines is logged at the next window or when stderr ends
+	logged := sink.all()
+	if strings.Contains(logged, "topsecret-name") {
+		t.Fatal("a secret value reached the log")
+	}
+	if n := strings.Count(logged, "leak [redacted] here"); n == 0 || n > stderrLinesPerSecond*2 {
+		t.Fatalf("want between 1 and %d stderr lines logged, got %d", stderrLinesPerSecond*2, n)
+	}
+	if !strings.Contains(logged, "suppressed") {
+		t.Fatal("dropped lines must be counted in the log")
+	}
+}
+
+// startHTTP runs the fixture over HTTP in-process and returns its base URL.
+func startHTTP(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = fixture.Run(ctx, append([]string{"--http", "127.0.0.1:0"}, args...), strings.NewReader(""), pw, io.Discard)
+		pw.Close()
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	return strings.TrimPrefix(strings.TrimSpace(line), "LISTENING ")
+}
+
+func TestHTTPTransports(t *testing.T) {
+	cases := map[string]struct {
+		args      []string
+		path      string
+		transport v1alpha1.HTTPTransport
+	}{
+		"streamable stateful (2025-11-25)":  {nil, "/mcp", v1alpha1.TransportStreamableHTTP},
+		"streamable stateless (2026-07-28)": {[]string{"--stateless"}, "/mcp", v1alpha1.TransportStreamableHTTP},
+		"legacy SSE":                        {[]string{"--sse"}, "/sse", v1alpha1.TransportSSE},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			base := startHTTP(t, tc.args...)
+			c := start(t, Options{Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: base + tc.path, Transport: tc.transport}}})
+			s := waitPhase(t, c, v1alpha1.PhaseReady)
+			if !slices.Contains(names(s.Tools), "echo") {
+				t.Fatalf("tools: %v", names(s.Tools))
+			}
+			if got := call(t, c, "echo", map[string]any{"text": "over http"}); got != "over http" {
+				t.Fatalf("echo = %q", got)
+			}
+			call(t, c, "add_tool", map[string]any{"name": "late"})
+			waitFor(t, c, "list_changed over "+name, func(s Snapshot) bool { return slices.Contains(names(s.Tools), "late") })
+		})
+	}
+}
+
+// A server that forgets the session (HTTP 404) is re-initialized and the call retried.
+func TestHTTPSessionLossReinitializes(t *testing.T) {
+	base := startHTTP(t)
+	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: base + "/mcp"}}})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	call(t, c, "forget_sessions", nil)
+	time.Sleep(200 * time.Millisecond) // the fixture swaps its handler just after answering
+	if got := call(t, c, "echo", map[string]any{"text": "again"}); got != "again" {
+		t.Fatalf("echo after 404 = %q", got)
+	}
+	if s := c.Snapshot(); s.Phase != v1alpha1.PhaseReady {
+		t.Fatalf("phase %s after re-initialize", s.Phase)
+	}
+}
+
+// Headers from spec, with ${VAR} expanded, reach the server on every request.
+func TestHTTPHeaders(t *testing.T) {
+	base := startHTTP(t)
+	target, _ := url.Parse(base)
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("Authorization")+"|"+r.Header.Get("X-Team")] = true
+		mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	c := start(t, Options{
+		Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp", Headers: []v1alpha1.NameValue{
+			{Name: "Authorization", Value: "Bearer ${TOKEN}"}, {Name: "X-Team", Value: "${TEAM:-core}"},
+		}}},
+		Variables: func(context.Context) (map[string]string, error) { return map[string]string{"TOKEN": "t0k3n"}, nil },
+	})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	call(t, c, "echo", map[string]any{"text": "x"})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || !seen["Bearer t0k3n|core"] {
+		t.Fatalf("headers seen: %v", seen)
+	}
+	front.CloseClientConnections()
+}

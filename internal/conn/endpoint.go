@@ -1,0 +1,353 @@
+package conn
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/config"
+)
+
+var jsonMarshal = json.Marshal
+
+// invalidConfigError is a configuration that is wrong after expansion (e.g. a URL whose
+// variables expand to garbage); retrying cannot fix it.
+type invalidConfigError struct{ msg string }
+
+func (e *invalidConfigError) Error() string { return e.msg }
+
+// endpoint is what one connect attempt talks to: a child process or an HTTP client. It owns
+// them until close.
+type endpoint struct {
+	transport mcp.Transport
+	proc      *process        // stdio only
+	http      *http.Transport // remote only
+}
+
+func (e *endpoint) pid() int {
+	if e.proc == nil {
+		return 0
+	}
+	return e.proc.cmd.Process.Pid
+}
+
+// exited is closed when the stdio process has exited; never for remote servers.
+func (e *endpoint) exited() <-chan struct{} {
+	if e.proc == nil {
+		return nil
+	}
+	return e.proc.done
+}
+
+func (e *endpoint) exitError() error {
+	if e.proc == nil {
+		return nil
+	}
+	select {
+	case <-e.proc.done:
+		return fmt.Errorf("server process exited: %v", e.proc.err)
+	default:
+		return nil
+	}
+}
+
+// stop ends the process group (stdio) or idle HTTP connections (remote).
+func (e *endpoint) stop(grace time.Duration) {
+	if e.proc != nil {
+		e.proc.stop(grace)
+	}
+	if e.http != nil {
+		e.http.CloseIdleConnections()
+	}
+}
+
+func (e *endpoint) close() { e.stop(teardownGrace) }
+
+// endpoint expands the server's configuration and prepares its transport; for stdio it starts
+// the process.
+func (c *Conn) endpoint(ctx context.Context) (*endpoint, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
+	vars, err := c.opts.Variables(ctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("reading variables: %w", err)
+	}
+	x := &expander{lookup: func(name string) (string, bool) { v, ok := vars[name]; return v, ok }}
+	srv := c.opts.Server
+	switch {
+	case srv.Stdio != nil:
+		return c.startProcess(x, srv.Stdio)
+	case srv.HTTP != nil:
+		return c.remote(x, srv.HTTP)
+	}
+	return nil, &invalidConfigError{msg: "server has neither stdio nor http"}
+}
+
+func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
+	raw := x.expand(h.URL)
+	headers := http.Header{}
+	for _, kv := range h.Headers {
+		headers.Set(kv.Name, x.expand(kv.Value))
+	}
+	if x.err != nil {
+		return nil, x.err
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// The expanded URL may hold secrets: name the template, not the value.
+		return nil, &invalidConfigError{msg: fmt.Sprintf("url %q does not expand to an absolute http(s) URL", h.URL)}
+	}
+	c.secrets(x.values)
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
+	client := &http.Client{Transport: &headerTransport{base: base, headers: headers}}
+	ep := &endpoint{http: base}
+	if h.Transport == v1alpha1.TransportSSE {
+		ep.transport = &mcp.SSEClientTransport{Endpoint: raw, HTTPClient: client}
+	} else {
+		ep.transport = &mcp.StreamableClientTransport{Endpoint: raw, HTTPClient: client}
+	}
+	return ep, nil
+}
+
+// headerTransport adds the server's configured headers to every request.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers http.Header
+}
+
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range t.headers {
+		req.Header[k] = v
+	}
+	return t.base.RoundTrip(req)
+}
+
+// process is a stdio server running in its own process group. The pipes are plain os.Pipes
+// (not exec's StdoutPipe) so that Wait reports the leader's exit at once, even while a
+// grandchild (npx, uvx, sh -c) still holds stdout open.
+type process struct {
+	cmd        *exec.Cmd
+	done       chan struct{}
+	err        error
+	stderrDone chan struct{}
+}
+
+func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, error) {
+	command := x.expand(s.Command)
+	args := make([]string, len(s.Args))
+	for i, a := range s.Args {
+		args[i] = x.expand(a)
+	}
+	env := os.Environ()
+	for _, kv := range s.Env {
+		env = append(env, kv.Name+"="+x.expand(kv.Value))
+	}
+	dir := x.expand(s.WorkingDir)
+	if x.err != nil {
+		return nil, x.err
+	}
+	c.secrets(x.values)
+
+	cmd := exec.Command(command, args...)
+	cmd.Env, cmd.Dir = env, dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW)
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW, outR, outW)
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err := cmd.Start(); err != nil {
+		closeAll(inR, inW, outR, outW, errR, errW)
+		return nil, fmt.Errorf("starting %q: %w", s.Command, err)
+	}
+	closeAll(inR, outW, errW) // the child holds its ends now
+	p := &process{cmd: cmd, done: make(chan struct{}), stderrDone: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	go c.logStderr(errR, p.stderrDone)
+	return &endpoint{transport: &mcp.IOTransport{Reader: outR, Writer: inW}, proc: p}, nil
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+// stop terminates the process group: SIGTERM after grace if the leader is still running,
+// SIGKILL after another grace, and always a final SIGKILL to the group for grandchildren.
+func (p *process) stop(grace time.Duration) {
+	pgid := p.cmd.Process.Pid
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+		}
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+	}
+	select {
+	case <-p.stderrDone:
+	case <-time.After(grace):
+	}
+}
+
+// stderrLinesPerSecond bounds how much of a chatty server's stderr reaches the log.
+const stderrLinesPerSecond = 20
+
+// logStderr copies a server's stderr into the controller's log, line by line, tagged with
+// project and server (the logger carries them), scrubbed of secret values and rate-limited.
+func (c *Conn) logStderr(r *os.File, done chan<- struct{}) {
+	defer close(done)
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 64*1024)
+	window, count, suppressed := time.Now(), 0, 0
+	for sc.Scan() {
+		if now := time.Now(); now.Sub(window) >= time.Second {
+			if suppressed > 0 {
+				c.opts.Log.Info("MCP server stderr: lines suppressed by rate limit", "suppressed", suppressed)
+			}
+			window, count, suppressed = now, 0, 0
+		}
+		if count >= stderrLinesPerSecond {
+			suppressed++
+			continue
+		}
+		count++
+		c.opts.Log.Info("MCP server stderr", "line", c.scrub(sc.Text()))
+	}
+	if suppressed > 0 {
+		c.opts.Log.Info("MCP server stderr: lines suppressed by rate limit", "suppressed", suppressed)
+	}
+}
+
+// expander expands ${VAR} references and remembers the values it substituted from the lookup,
+// so that they can be scrubbed from errors and logs. The first error sticks.
+type expander struct {
+	lookup func(string) (string, bool)
+	values []string
+	err    error
+}
+
+func (x *expander) expand(s string) string {
+	if x.err != nil {
+		return ""
+	}
+	out, err := config.Expand(s, func(name string) (string, bool) {
+		v, ok := x.lookup(name)
+		if ok && v != "" {
+			x.values = append(x.values, v)
+		}
+		return v, ok
+	})
+	if err != nil {
+		x.err = err
+	}
+	return out
+}
+
+// secrets records values that must never appear in errors or logs.
+func (c *Conn) secrets(values []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, v := range values {
+		if len(v) >= 3 && !slices.Contains(c.secretValues, v) {
+			c.secretValues = append(c.secretValues, v)
+		}
+	}
+}
+
+// scrub removes secret values from a message and bounds its length.
+func (c *Conn) scrub(msg string) string {
+	c.mu.Lock()
+	secrets := c.secretValues
+	c.mu.Unlock()
+	for _, v := range secrets {
+		msg = strings.ReplaceAll(msg, v, "[redacted]")
+	}
+	if len(msg) > v1alpha1.MaxErrorLength {
+		msg = msg[:v1alpha1.MaxErrorLength-3] + "..."
+	}
+	return msg
+}
+
+// Offered reports whether a tool passes a server's allow/deny filter: it matches some allow
+// pattern (or allow is empty) and no deny pattern.
+func Offered(f *v1alpha1.ToolFilter, name string) bool {
+	if f == nil {
+		return true
+	}
+	for _, p := range f.Deny {
+		if Glob(p, name) {
+			return false
+		}
+	}
+	if len(f.Allow) == 0 {
+		return true
+	}
+	for _, p := range f.Allow {
+		if Glob(p, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Glob matches name against a pattern where '*' matches any run of characters and '?' any one
+// character; nothing else is special, so tool names with brackets or slashes match literally.
+func Glob(pattern, name string) bool {
+	p, n := []rune(pattern), []rune(name)
+	pi, ni, star, mark := 0, 0, -1, 0
+	for ni < len(n) {
+		switch {
+		case pi < len(p) && (p[pi] == '?' || p[pi] == n[ni]):
+			pi++
+			ni++
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, ni
+			pi++
+		case star >= 0:
+			pi, mark = star+1, mark+1
+			ni = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}

@@ -1,0 +1,499 @@
+// Package registry owns every live MCP connection of the controller process: at most one per
+// (project, server), never a pool. It also holds the session slots that bind agent sessions to
+// those connections, the idle timers, and the wake-ups that tell the reconciler something
+// changed.
+//
+// Ownership: only the reconciler creates, repoints, retires and rebuilds connections (through
+// Create, Replace and Retire); sessions only bind and release slots; an idle timer only
+// destroys a connection no slot uses. Lock order: Registry.mu is never held while a
+// connection is built, destroyed or waited for, nor during any network I/O.
+package registry
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/conn"
+)
+
+// coalesceWindow batches wake-ups: a burst of mounts or state changes within it becomes one
+// reconcile (and so at most one status write) per project.
+const coalesceWindow = 50 * time.Millisecond
+
+// Desired is what the reconciler last decided a project needs; sessions mount against it.
+type Desired struct {
+	// Servers are the enabled servers' names.
+	Servers      []string
+	IdleTimeout  time.Duration // 0 = never reclaim
+	ReadyTimeout time.Duration // 0 = do not wait
+}
+
+// Registry is the single owner of the process's MCP connections.
+type Registry struct {
+	clock clock.WithDelayedExecution
+	log   logr.Logger
+
+	mu       sync.Mutex
+	projects map[types.NamespacedName]*project
+	pending  map[types.NamespacedName]bool
+	wake     chan struct{}
+	events   chan event.GenericEvent
+}
+
+type project struct {
+	desired  Desired
+	known    bool // SetDesired has been called
+	servers  map[string]*entry
+	sessions map[string]*Session
+	changed  chan struct{} // closed and replaced on every change, for Mount's wait
+}
+
+// entry is one (project, server): the connection (if any) and the slots bound to it. The
+// entry outlives its connection when an idle timer reclaims it, so that status can say Idle
+// and a later mount brings the server back.
+type entry struct {
+	conn      *conn.Conn
+	hash      string
+	refs      int
+	idle      clock.Timer
+	reclaimed bool      // destroyed by the idle timer
+	lastMount time.Time // the last time a session bound a slot here
+}
+
+// Session is one agent session bound to a project: one slot per server it mounted.
+type Session struct {
+	ID      string
+	Client  string
+	BoundAt time.Time
+	slots   map[string]bool
+}
+
+// New makes an empty registry. Start must run (the manager runs it) for wake-ups to reach the
+// reconciler and for connections to be destroyed at shutdown.
+func New(clk clock.WithDelayedExecution, log logr.Logger) *Registry {
+	return &Registry{
+		clock:    clk,
+		log:      log,
+		projects: map[types.NamespacedName]*project{},
+		pending:  map[types.NamespacedName]bool{},
+		wake:     make(chan struct{}, 1),
+		events:   make(chan event.GenericEvent, 64),
+	}
+}
+
+// Events is the channel a source.Channel reads: one GenericEvent per project that changed.
+func (r *Registry) Events() <-chan event.GenericEvent { return r.events }
+
+// Start forwards coalesced wake-ups until ctx ends, then destroys every connection.
+func (r *Registry) Start(ctx context.Context) error {
+	defer r.Shutdown()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wake:
+		}
+		t := r.clock.NewTimer(coalesceWindow)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+		r.mu.Lock()
+		keys := make([]types.NamespacedName, 0, len(r.pending))
+		for k := range r.pending {
+			keys = append(keys, k)
+		}
+		clear(r.pending)
+		r.mu.Unlock()
+		for _, k := range keys {
+			obj := &v1alpha1.ProjectMCP{}
+			obj.Name, obj.Namespace = k.Name, k.Namespace
+			select {
+			case r.events <- event.GenericEvent{Object: obj}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
+// Shutdown destroys every connection, in parallel, and waits for them.
+func (r *Registry) Shutdown() {
+	r.mu.Lock()
+	var conns []*conn.Conn
+	for _, p := range r.projects {
+		for _, e := range p.servers {
+			if e.conn != nil {
+				conns = append(conns, e.conn)
+			}
+			stopTimer(e)
+		}
+	}
+	r.projects = map[types.NamespacedName]*project{}
+	r.mu.Unlock()
+	destroyAll(conns)
+}
+
+func destroyAll(conns []*conn.Conn) {
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(c.Destroy)
+	}
+	wg.Wait()
+}
+
+// notifyLocked marks a project changed: Mount waiters wake now, the reconciler after the
+// coalescing window. Callers hold r.mu.
+func (r *Registry) notifyLocked(key types.NamespacedName, p *project) {
+	if p != nil {
+		close(p.changed)
+		p.changed = make(chan struct{})
+	}
+	r.pending[key] = true
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Notify wakes the reconciler for a project (used as a connection's OnChange).
+func (r *Registry) Notify(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notifyLocked(key, r.projects[key])
+}
+
+func (r *Registry) projectLocked(key types.NamespacedName) *project {
+	p := r.projects[key]
+	if p == nil {
+		p = &project{servers: map[string]*entry{}, sessions: map[string]*Session{}, changed: make(chan struct{})}
+		r.projects[key] = p
+	}
+	return p
+}
+
+// SetDesired records the enabled servers and timeouts the reconciler derived from spec.
+func (r *Registry) SetDesired(key types.NamespacedName, d Desired) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.projectLocked(key)
+	p.desired, p.known = d, true
+	for _, e := range p.servers {
+		r.armIdleLocked(key, p, e) // idleTimeout may have changed
+	}
+}
+
+// connOptions completes a connection's options with the registry's wiring.
+func (r *Registry) connOptions(key types.NamespacedName, opts conn.Options) conn.Options {
+	opts.Project = key.String()
+	opts.Log = r.log.WithValues("projectmcp", key.String(), "server", opts.Server.Name)
+	opts.OnChange = func() { r.Notify(key) }
+	return opts
+}
+
+// Connect builds a new connection for a server and makes it the server's connection: the
+// create, repoint and rebuild actions. Every slot bound to the server moves to the new
+// connection with its reference (slots follow the entry), and the previous connection, if
+// any, is destroyed afterwards. With settle > 0 the swap waits (that long at most) for the new
+// connection to leave Connecting, so sessions keep the old tools while the new server starts.
+// A connection with no slot bound gets one idle window, so its tools are warm for the first
+// session.
+func (r *Registry) Connect(ctx context.Context, key types.NamespacedName, hash string, opts conn.Options, settle time.Duration) *conn.Conn {
+	c := conn.New(r.connOptions(key, opts))
+	if settle > 0 {
+		wait, cancel := context.WithTimeout(ctx, settle)
+		c.WaitSettled(wait)
+		cancel()
+	}
+	r.mu.Lock()
+	p := r.projectLocked(key)
+	e := p.servers[opts.Server.Name]
+	if e == nil {
+		e = &entry{}
+		p.servers[opts.Server.Name] = e
+	}
+	old := e.conn
+	e.conn, e.hash, e.reclaimed = c, hash, false
+	r.armIdleLocked(key, p, e)
+	r.notifyLocked(key, p)
+	r.mu.Unlock()
+	if old != nil {
+		old.Destroy()
+	}
+	return c
+}
+
+// Retire drops every slot bound to a server and destroys its connection now (no idle wait).
+func (r *Registry) Retire(key types.NamespacedName, server string) {
+	r.mu.Lock()
+	p := r.projects[key]
+	if p == nil || p.servers[server] == nil {
+		r.mu.Unlock()
+		return
+	}
+	e := p.servers[server]
+	delete(p.servers, server)
+	stopTimer(e)
+	for _, s := range p.sessions {
+		delete(s.slots, server)
+	}
+	r.notifyLocked(key, p)
+	r.mu.Unlock()
+	if e.conn != nil {
+		e.conn.Destroy()
+	}
+}
+
+// Forget retires every server of a project and drops its sessions (the object is deleted).
+func (r *Registry) Forget(key types.NamespacedName) {
+	r.mu.Lock()
+	p := r.projects[key]
+	delete(r.projects, key)
+	var conns []*conn.Conn
+	if p != nil {
+		for _, e := range p.servers {
+			stopTimer(e)
+			if e.conn != nil {
+				conns = append(conns, e.conn)
+			}
+		}
+		close(p.changed)
+	}
+	r.mu.Unlock()
+	destroyAll(conns)
+}
+
+// armIdleLocked starts the idle timer of an unused connection, or stops it while the
+// connection is in use or reclaiming is off. Callers hold r.mu.
+func (r *Registry) armIdleLocked(key types.NamespacedName, p *project, e *entry) {
+	stopTimer(e)
+	if e.conn == nil || e.refs > 0 || p.desired.IdleTimeout <= 0 {
+		return
+	}
+	c := e.conn
+	e.idle = r.clock.AfterFunc(p.desired.IdleTimeout, func() { r.reclaim(key, c) })
+}
+
+func stopTimer(e *entry) {
+	if e.idle != nil {
+		e.idle.Stop()
+		e.idle = nil
+	}
+}
+
+// reclaim destroys an idle connection if it is still the server's connection and still unused.
+func (r *Registry) reclaim(key types.NamespacedName, c *conn.Conn) {
+	r.mu.Lock()
+	p := r.projects[key]
+	var e *entry
+	if p != nil {
+		e = p.servers[c.Server()]
+	}
+	if e == nil || e.conn != c || e.refs > 0 {
+		r.mu.Unlock()
+		return
+	}
+	e.conn, e.reclaimed, e.idle = nil, true, nil
+	r.notifyLocked(key, p)
+	r.mu.Unlock()
+	r.log.V(1).Info("Reclaimed idle MCP connection", "projectmcp", key.String(), "server", c.Server())
+	c.Destroy()
+}
+
+// ErrUnknownProject is returned by Mount for a project the reconciler has not seen.
+var ErrUnknownProject = fmt.Errorf("unknown project")
+
+// Mount binds a new session: one slot per enabled server. It then waits up to the project's
+// readyTimeout for connections that are still being created or connecting. A server that is
+// late or failed never fails the mount; its tools are simply absent for now.
+func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, client string) (*Session, error) {
+	r.mu.Lock()
+	p := r.projects[key]
+	if p == nil || !p.known {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%w %s", ErrUnknownProject, key)
+	}
+	if s := p.sessions[id]; s != nil {
+		r.mu.Unlock()
+		return s, nil
+	}
+	now := r.clock.Now()
+	s := &Session{ID: id, Client: client, BoundAt: now, slots: map[string]bool{}}
+	p.sessions[id] = s
+	for _, name := range p.desired.Servers {
+		e := p.servers[name]
+		if e == nil {
+			e = &entry{}
+			p.servers[name] = e
+		}
+		s.slots[name] = true
+		e.refs++
+		e.lastMount = now
+		stopTimer(e)
+	}
+	ready := p.desired.ReadyTimeout
+	r.notifyLocked(key, p) // the reconciler creates or rebuilds what the mount demands
+	r.mu.Unlock()
+
+	if ready > 0 {
+		wait, cancel := context.WithTimeout(ctx, ready)
+		defer cancel()
+		r.waitSettled(wait, key)
+	}
+	return s, nil
+}
+
+// waitSettled waits until every slot-bound server of the project has a connection that has
+// left Connecting, or ctx ends.
+func (r *Registry) waitSettled(ctx context.Context, key types.NamespacedName) {
+	for {
+		r.mu.Lock()
+		p := r.projects[key]
+		if p == nil {
+			r.mu.Unlock()
+			return
+		}
+		var pendingConn *conn.Conn
+		unsettled := false
+		for _, name := range p.desired.Servers {
+			e := p.servers[name]
+			if e == nil || e.conn == nil {
+				unsettled = true
+				continue
+			}
+			if e.conn.Snapshot().Phase == v1alpha1.PhaseConnecting {
+				pendingConn = e.conn
+			}
+		}
+		changed := p.changed
+		r.mu.Unlock()
+		switch {
+		case pendingConn != nil:
+			select {
+			case <-pendingConn.Changed():
+			case <-changed:
+			case <-ctx.Done():
+				return
+			}
+		case unsettled:
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// Release ends a session: its slots return their references, and a connection left without
+// slots starts its idle timer. The connection itself stays.
+func (r *Registry) Release(key types.NamespacedName, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.projects[key]
+	if p == nil || p.sessions[id] == nil {
+		return
+	}
+	s := p.sessions[id]
+	delete(p.sessions, id)
+	for name := range s.slots {
+		if e := p.servers[name]; e != nil {
+			e.refs--
+			r.armIdleLocked(key, p, e)
+		}
+	}
+	r.notifyLocked(key, p)
+}
+
+// Lookup returns the connection a session's slot currently points at, or nil when the slot
+// was dropped or the server has no connection right now.
+func (r *Registry) Lookup(key types.NamespacedName, id, server string) *conn.Conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.projects[key]
+	if p == nil || p.sessions[id] == nil || !p.sessions[id].slots[server] || p.servers[server] == nil {
+		return nil
+	}
+	return p.servers[server].conn
+}
+
+// ServerState is one server's entry as the reconciler observes it.
+type ServerState struct {
+	Name    string
+	HasConn bool
+	Hash    string
+	Conn    conn.Snapshot // zero when HasConn is false
+	Refs    int
+	// Reclaimed is true when an idle timer destroyed the connection.
+	Reclaimed bool
+	LastMount time.Time
+}
+
+// SlotState is one session's binding as status shows it.
+type SlotState struct {
+	Server, Connection string
+}
+
+// SessionState is one session as status shows it.
+type SessionState struct {
+	ID, Client string
+	BoundAt    time.Time
+	Slots      []SlotState
+}
+
+// Observation is a project's registry state at one moment.
+type Observation struct {
+	Servers  map[string]ServerState
+	Sessions []SessionState // newest first
+}
+
+// Observe returns a project's servers and sessions.
+func (r *Registry) Observe(key types.NamespacedName) Observation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	obs := Observation{Servers: map[string]ServerState{}}
+	p := r.projects[key]
+	if p == nil {
+		return obs
+	}
+	for name, e := range p.servers {
+		st := ServerState{Name: name, Hash: e.hash, Refs: e.refs, Reclaimed: e.reclaimed, LastMount: e.lastMount}
+		if e.conn != nil {
+			st.HasConn, st.Conn = true, e.conn.Snapshot()
+		}
+		obs.Servers[name] = st
+	}
+	for _, s := range p.sessions {
+		ss := SessionState{ID: s.ID, Client: s.Client, BoundAt: s.BoundAt}
+		for name := range s.slots {
+			slot := SlotState{Server: name}
+			if e := p.servers[name]; e != nil && e.conn != nil {
+				slot.Connection = e.conn.ID()
+			}
+			ss.Slots = append(ss.Slots, slot)
+		}
+		sort.Slice(ss.Slots, func(i, j int) bool { return ss.Slots[i].Server < ss.Slots[j].Server })
+		obs.Sessions = append(obs.Sessions, ss)
+	}
+	sort.Slice(obs.Sessions, func(i, j int) bool {
+		a, b := obs.Sessions[i], obs.Sessions[j]
+		if !a.BoundAt.Equal(b.BoundAt) {
+			return a.BoundAt.After(b.BoundAt)
+		}
+		return a.ID < b.ID
+	})
+	return obs
+}
