@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testenv"
+	"github.com/dsh-dev/projectmcp/test/fixture"
+)
+
+// mainEnvVar makes the test binary behave as the projectmcp command, so the controller test
+// runs the real main, flags and signal handling in a separate process.
+const mainEnvVar = "PROJECTMCP_TEST_MAIN"
+
+func TestMain(m *testing.M) {
+	switch {
+	case os.Getenv(fixture.EnvVar) != "":
+		fixture.Main()
+	case os.Getenv(mainEnvVar) != "":
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// `projectmcp controller` against a real API server: a ProjectMCP reaches Ready, and SIGTERM
+// ends the controller and every server process it started.
+func TestControllerCommand(t *testing.T) {
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+
+	var out bytes.Buffer
+	cmd := exec.Command(os.Args[0], "controller", "--kubeconfig", env.Kubeconfig,
+		"--leader-elect", "--leader-election-namespace", "default",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--connect-timeout", "5s")
+	cmd.Env = append(os.Environ(), mainEnvVar+"=1")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("controller output:\n%s", out.String())
+		}
+	}()
+
+	pidFile := filepath.Join(t.TempDir(), "pids.json")
+	obj := &v1alpha1.ProjectMCP{
+		ObjectMeta: metav1.ObjectMeta{Name: "cmd", Namespace: "default"},
+		Spec: v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{{Name: "a", Stdio: &v1alpha1.StdioServer{
+			Command: os.Args[0], Args: []string{"--grandchild", "--pid-file", pidFile},
+			Env: []v1alpha1.NameValue{{Name: fixture.EnvVar, Value: "1"}},
+		}}}},
+	}
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second) // leader election comes first
+	for {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Status.ReadyServers == "1/1" && obj.Status.ToolCount > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not Ready: %+v", obj.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var pids fixture.PIDs
+	data, _ := os.ReadFile(pidFile)
+	if err := json.Unmarshal(data, &pids); err != nil || pids.Grandchild == 0 {
+		t.Fatalf("pid file %q: %v", data, err)
+	}
+
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the controller exited with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the controller did not stop on SIGTERM")
+	}
+	for _, pid := range []int{pids.PID, pids.Grandchild} {
+		if running(pid) {
+			t.Errorf("process %d outlived the controller", pid)
+		}
+	}
+	if !strings.Contains(strings.ToLower(out.String()), "successfully acquired lease") {
+		t.Errorf("the controller should have taken the leader lease:\n%s", out.String())
+	}
+}
+
+func running(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(data))
+	return len(f) > 2 && f[2] != "Z"
+}
