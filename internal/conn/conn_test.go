@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -100,7 +101,8 @@ func waitPhase(t *testing.T, c *Conn, phase v1alpha1.ServerPhase) Snapshot {
 
 func waitFor(t *testing.T, c *Conn, what string, cond func(Snapshot) bool) Snapshot {
 	t.Helper()
-	deadline := time.After(15 * time.Second)
+	deadline := time.After(3 * time.Minute) // long enough for a first npx download
+
 	for {
 		ch := c.Changed()
 		if s := c.Snapshot(); cond(s) {
@@ -342,4 +344,54 @@ func TestHTTPHeaders(t *testing.T) {
 		t.Fatalf("headers seen: %v", seen)
 	}
 	front.CloseClientConnections()
+}
+
+// groupAlive reports whether any live process is in process group pgid.
+func groupAlive(pgid int) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which is in parentheses): state, ppid, pgrp, ...
+		rest := string(data[strings.LastIndexByte(string(data), ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) > 2 && f[0] != "Z" && f[2] == itoa(pgid) {
+			return true
+		}
+	}
+	return false
+}
+
+// Real third-party servers from the npm registry, started through npx (a wrapper that leaves
+// grandchildren): they connect, list and answer, and Destroy ends the whole process group.
+func TestNpmServers(t *testing.T) {
+	if _, err := exec.LookPath("npx"); err != nil {
+		t.Skip("npx is not on PATH")
+	}
+	cases := map[string]struct {
+		pkg, tool string
+		args      map[string]any
+	}{
+		"server-memory":     {"@modelcontextprotocol/server-memory", "read_graph", map[string]any{}},
+		"server-everything": {"@modelcontextprotocol/server-everything", "echo", map[string]any{"message": "hi"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := start(t, Options{
+				Server:         v1alpha1.MCPServer{Name: "npm", Stdio: &v1alpha1.StdioServer{Command: "npx", Args: []string{"-y", tc.pkg}}},
+				ConnectTimeout: 3 * time.Minute, // the first run downloads the package
+			})
+			s := waitFor(t, c, "Ready", func(s Snapshot) bool { return s.Phase == v1alpha1.PhaseReady || s.Phase == v1alpha1.PhaseFailed })
+			if s.Phase != v1alpha1.PhaseReady || !slices.Contains(names(s.Tools), tc.tool) {
+				t.Fatalf("phase %s (%s), tools %v", s.Phase, s.LastError, names(s.Tools))
+			}
+			call(t, c, tc.tool, tc.args)
+			c.Destroy()
+			if groupAlive(s.PID) {
+				t.Fatalf("processes of group %d outlived Destroy", s.PID)
+			}
+		})
+	}
 }

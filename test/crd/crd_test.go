@@ -353,3 +353,22 @@ func TestPrinterColumns(t *testing.T) {
 		t.Fatalf("-o wide lacks the endpoint:\n%s", strings.Join(wide, "\n"))
 	}
 }
+
+// TestKustomizeDefaultApplies applies config/default (CRD, RBAC, Deployment) with the real
+// kubectl, as a cluster install would.
+func TestKustomizeDefaultApplies(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not on PATH")
+	}
+	root, _ := testenv.RepoRoot()
+	out, err := exec.Command(kubectl, "--kubeconfig", env.Kubeconfig, "apply", "-k", filepath.Join(root, "config", "default")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl apply -k config/default: %v\n%s", err, out)
+	}
+	for _, want := range []string{"deployment.apps/projectmcp-controller", "clusterrole.rbac.authorization.k8s.io/projectmcp-controller", "serviceaccount/projectmcp-controller"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("apply output lacks %s:\n%s", want, out)
+		}
+	}
+}
