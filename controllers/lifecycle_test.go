@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -201,12 +203,13 @@ func TestIdleReclaim(t *testing.T) {
 // succeeds.
 func TestKillReconnectFailRebuild(t *testing.T) {
 	ns := newNamespace(t)
-	srv := fixtureServer(t, "a")
+	broken := filepath.Join(t.TempDir(), "broken") // while it exists the fixture fails at start
+	srv := fixtureServer(t, "a", "--fail-if-exists", broken)
 	key := create(t, ns, "dead", v1alpha1.ProjectMCPSpec{
 		Reconnect: &v1alpha1.ReconnectPolicy{
 			MaxAttempts:    ptr.To[int32](2),
-			InitialBackoff: &metav1.Duration{Duration: 2 * time.Second},
-			MaxBackoff:     &metav1.Duration{Duration: 2 * time.Second},
+			InitialBackoff: &metav1.Duration{Duration: time.Second},
+			MaxBackoff:     &metav1.Duration{Duration: time.Second},
 		},
 		Servers: []v1alpha1.MCPServer{srv},
 	})
@@ -214,8 +217,8 @@ func TestKillReconnectFailRebuild(t *testing.T) {
 	tools := ready.Status.ToolCount
 	mount(t, key, "s1")
 
-	pid := readPIDs(t, srv).PID
-	_ = syscall.Kill(pid, syscall.SIGKILL)
+	// A killed server is Disconnected with its tools listed, then reconnects.
+	_ = syscall.Kill(readPIDs(t, srv).PID, syscall.SIGKILL)
 	obj := waitStatus(t, key, 10*time.Second, "Disconnected", phaseIs("a", v1alpha1.PhaseDisconnected))
 	if obj.Status.ToolCount != tools {
 		t.Fatalf("tools must stay listed while disconnected: %d → %d", tools, obj.Status.ToolCount)
@@ -225,22 +228,21 @@ func TestKillReconnectFailRebuild(t *testing.T) {
 	}
 	waitStatus(t, key, 20*time.Second, "the reconnect", phaseIs("a", v1alpha1.PhaseReady))
 
-	// Spend the budget: kill every new process until the server gives up.
-	eventually(t, 60*time.Second, "Failed", func() bool {
-		if phaseIs("a", v1alpha1.PhaseFailed)(get(t, key)) {
-			return true
-		}
-		if p := readPIDs(t, srv).PID; alive(p) {
-			_ = syscall.Kill(p, syscall.SIGKILL)
-		}
-		return false
-	})
+	// A server that cannot come back spends the budget: Failed, tools withdrawn.
+	if err := os.WriteFile(broken, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Kill(readPIDs(t, srv).PID, syscall.SIGKILL)
+	waitStatus(t, key, 30*time.Second, "Failed", phaseIs("a", v1alpha1.PhaseFailed))
 	failed := waitStatus(t, key, 10*time.Second, "tools withdrawn", func(o *v1alpha1.ProjectMCP) bool { return o.Status.ToolCount == 0 })
 	if s, _ := serverStatusOf(failed, "a"); s.LastError == "" || s.ReconnectAttempts != 2 {
 		t.Fatalf("a Failed server must say why and count its attempts: %+v", s)
 	}
 	failedConn, _ := serverStatusOf(failed, "a")
 
+	if err := os.Remove(broken); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	update(t, key, func(o *v1alpha1.ProjectMCP) {
 		if o.Annotations == nil {
