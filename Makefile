@@ -7,7 +7,7 @@ GO ?= go
 FUZZTIME ?= 10s
 CONTROLLER_GEN := $(GO) tool controller-gen
 
-.PHONY: all build test unit envtest manifests generate verify vet fmt fuzz render clean
+.PHONY: all build test unit envtest manifests generate verify vet fmt fuzz render clean bench
 
 all: build
 
@@ -64,3 +64,7 @@ fuzz:
 
 clean:
 	rm -rf bin
+
+## bench: lifecycle latencies (create → Ready, repoint, rebuild) against a real API server
+bench:
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./controllers -run '^$$' -bench . -benchtime 10x

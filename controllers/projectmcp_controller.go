@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -41,8 +41,8 @@ type ConnDefaults struct {
 // Reconciler makes the registry's connections match each ProjectMCP's spec. It is the only
 // code that creates, repoints, retires or rebuilds connections.
 type Reconciler struct {
-	Client    ctrl.Client
-	APIReader ctrl.Reader // uncached: Secrets are read at connect time, never cached
+	Client    client.Client
+	APIReader client.Reader // uncached: Secrets are read at connect time, never cached
 	Registry  *registry.Registry
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
@@ -144,12 +144,19 @@ func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, action
 					settle = r.Conn.ConnectTimeout // keep the old tools until the new server answers
 				}
 				c := r.Registry.Connect(ctx, key, ConfigHash(srv), r.connOptions(obj, srv), settle)
-				reason := map[ActionKind]string{ActionCreate: v1alpha1.EventCreated, ActionRepoint: v1alpha1.EventRepointed, ActionRebuild: v1alpha1.EventRebuilt}[a.Kind]
+				reason := eventReasons[a.Kind]
 				r.event(obj, corev1.EventTypeNormal, reason, string(a.Kind), "%s server %q as connection %s: %s", reason, a.Server, c.ID(), a.Reason)
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// eventReasons names the event each connection-building action records.
+var eventReasons = map[ActionKind]string{
+	ActionCreate:  v1alpha1.EventCreated,
+	ActionRepoint: v1alpha1.EventRepointed,
+	ActionRebuild: v1alpha1.EventRebuilt,
 }
 
 // connOptions are a server's connection options: the reconnect budget from spec and the
@@ -210,7 +217,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *v1alpha1.ProjectMCP, 
 			r.event(obj, corev1.EventTypeNormal, v1alpha1.EventIdleReclaimed, "Reclaim", "Reclaimed idle connection of server %q", s.Name)
 		}
 	}
-	patch := ctrl.MergeFrom(obj.DeepCopy())
+	patch := client.MergeFrom(obj.DeepCopy())
 	obj.Status = status
 	if err := r.Client.Status().Patch(ctx, obj, patch); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -279,8 +279,8 @@ func (c *Conn) awaitNewSession(ctx context.Context, old *mcp.ClientSession, ch <
 	}
 }
 
-// Relist asks the supervisor to list the tools again.
-func (c *Conn) Relist() {
+// requestRelist asks the supervisor to list the tools again.
+func (c *Conn) requestRelist() {
 	select {
 	case c.relist <- struct{}{}:
 	default:

@@ -11,6 +11,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -167,8 +168,8 @@ func (r *Registry) notifyLocked(key types.NamespacedName, p *project) {
 	}
 }
 
-// Notify wakes the reconciler for a project (used as a connection's OnChange).
-func (r *Registry) Notify(key types.NamespacedName) {
+// notify wakes the reconciler for a project (used as a connection's OnChange).
+func (r *Registry) notify(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.notifyLocked(key, r.projects[key])
@@ -198,7 +199,7 @@ func (r *Registry) SetDesired(key types.NamespacedName, d Desired) {
 func (r *Registry) connOptions(key types.NamespacedName, opts conn.Options) conn.Options {
 	opts.Project = key.String()
 	opts.Log = r.log.WithValues("projectmcp", key.String(), "server", opts.Server.Name)
-	opts.OnChange = func() { r.Notify(key) }
+	opts.OnChange = func() { r.notify(key) }
 	return opts
 }
 
@@ -312,7 +313,7 @@ func (r *Registry) reclaim(key types.NamespacedName, c *conn.Conn) {
 }
 
 // ErrUnknownProject is returned by Mount for a project the reconciler has not seen.
-var ErrUnknownProject = fmt.Errorf("unknown project")
+var ErrUnknownProject = errors.New("unknown project")
 
 // Mount binds a new session: one slot per enabled server. It then waits up to the project's
 // readyTimeout for connections that are still being created or connecting. A server that is
