@@ -44,6 +44,7 @@ type Registry struct {
 	log   logr.Logger
 
 	mu       sync.Mutex
+	closed   bool // after Shutdown: nothing new may be installed
 	projects map[types.NamespacedName]*project
 	pending  map[types.NamespacedName]bool
 	wake     chan struct{}
@@ -132,6 +133,7 @@ func (r *Registry) Start(ctx context.Context) error {
 // Shutdown destroys every connection, in parallel, and waits for them.
 func (r *Registry) Shutdown() {
 	r.mu.Lock()
+	r.closed = true
 	var conns []*conn.Conn
 	for _, p := range r.projects {
 		for _, e := range p.servers {
@@ -218,6 +220,11 @@ func (r *Registry) Connect(ctx context.Context, key types.NamespacedName, hash s
 		cancel()
 	}
 	r.mu.Lock()
+	if r.closed { // a reconcile still running while the manager stops must not leak a server
+		r.mu.Unlock()
+		c.Destroy()
+		return c
+	}
 	p := r.projectLocked(key)
 	e := p.servers[opts.Server.Name]
 	if e == nil {
