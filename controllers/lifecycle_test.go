@@ -34,7 +34,7 @@ func callEcho(ctx context.Context, key types.NamespacedName, session, server, te
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	res, err := c.Call(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
+	res, err := c.Call(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}}, nil)
 	if err != nil {
 		return "", err
 	}
@@ -376,7 +376,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	c := ctl.registry.Lookup(key, "s1", "a")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	res, err := c.Call(ctx, &mcp.CallToolParams{Name: "getenv", Arguments: map[string]any{"name": "API_TOKEN"}})
+	res, err := c.Call(ctx, &mcp.CallToolParams{Name: "getenv", Arguments: map[string]any{"name": "API_TOKEN"}}, nil)
 	if err != nil || res.Content[0].(*mcp.TextContent).Text != value {
 		t.Fatalf("the secret must reach the server's environment: %v %v", res, err)
 	}

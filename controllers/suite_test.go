@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,9 +25,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
 	"github.com/dsh-dev/projectmcp/test/fixture"
@@ -40,13 +43,16 @@ var (
 	ctl     *testController
 	logs    = &syncBuffer{}
 	pidDir  string
-	testCfg = ConnDefaults{ConnectTimeout: 3 * time.Second, HealthInterval: time.Second, RelistInterval: 5 * time.Second}
+	// gatewayAddr is where the test controller's gateway listens.
+	gatewayAddr = "127.0.0.1:0"
+	testCfg = ConnDefaults{ConnectTimeout: 5 * time.Second, HealthInterval: time.Second, RelistInterval: 5 * time.Second}
 )
 
 // testController is one running manager with its registry; tests restart it to show that
 // connections are rebuilt from the objects.
 type testController struct {
 	registry *registry.Registry
+	gateway  *gateway.Gateway
 	cancel   context.CancelFunc
 	done     chan error
 }
@@ -108,6 +114,16 @@ func startController() (*testController, error) {
 		return nil, err
 	}
 	reg := registry.New(clock.RealClock{}, ctrl.Log.WithName("registry"))
+	gw := gateway.New(gateway.Options{Registry: reg, Log: ctrl.Log.WithName("gateway"), StatelessIdle: 2 * time.Second})
+	ln, err := net.Listen("tcp", gatewayAddr)
+	if err != nil {
+		return nil, err
+	}
+	gatewayAddr = ln.Addr().String() // a restarted controller keeps the address, as a real one would
+	gw.SetBaseURL("http://" + gatewayAddr)
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return gw.Serve(ctx, ln) })); err != nil {
+		return nil, err
+	}
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -115,12 +131,13 @@ func startController() (*testController, error) {
 		Recorder:  mgr.GetEventRecorder("projectmcp"),
 		Clock:     clock.RealClock{},
 		Conn:      testCfg,
+		Endpoint:  gw.Endpoint,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &testController{registry: reg, cancel: cancel, done: make(chan error, 1)}
+	c := &testController{registry: reg, gateway: gw, cancel: cancel, done: make(chan error, 1)}
 	go func() { c.done <- mgr.Start(ctx) }()
 	return c, nil
 }

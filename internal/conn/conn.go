@@ -25,6 +25,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -131,6 +132,8 @@ type Conn struct {
 	session      *mcp.ClientSession
 	changed      chan struct{} // closed and replaced on every change
 	secretValues []string      // resolved values to scrub from errors and logs
+	progress     map[any]func(*mcp.ProgressNotificationParams)
+	nextToken    atomic.Uint64
 }
 
 // New starts supervising a connection. The caller owns the Conn and must call Destroy.
@@ -138,14 +141,15 @@ func New(opts Options) *Conn {
 	opts.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
-		opts:    opts,
-		id:      newID(),
-		ctx:     ctx,
-		cancel:  cancel,
-		done:    make(chan struct{}),
-		relist:  make(chan struct{}, 1),
-		dead:    make(chan struct{}, 1),
-		changed: make(chan struct{}),
+		opts:     opts,
+		id:       newID(),
+		ctx:      ctx,
+		cancel:   cancel,
+		done:     make(chan struct{}),
+		relist:   make(chan struct{}, 1),
+		dead:     make(chan struct{}, 1),
+		changed:  make(chan struct{}),
+		progress: map[any]func(*mcp.ProgressNotificationParams){},
 	}
 	c.state = Snapshot{ID: c.id, Phase: v1alpha1.PhaseConnecting}
 	go c.run()
@@ -220,8 +224,21 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 
 // Call forwards a tool call to the server. While the connection is not Ready it fails at once
 // with ErrUnavailable. A session the server forgot (HTTP 404) is re-initialized and the call
-// retried once: the server never saw the first attempt.
-func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+// retried once: the server never saw the first attempt. onProgress, when not nil, receives the
+// server's progress notifications for this call (the call gets a progress token of its own).
+func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
+	if onProgress != nil {
+		token := fmt.Sprintf("%s-%d", c.id, c.nextToken.Add(1))
+		params.SetProgressToken(token)
+		c.mu.Lock()
+		c.progress[token] = onProgress
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			delete(c.progress, token)
+			c.mu.Unlock()
+		}()
+	}
 	for attempt := 0; ; attempt++ {
 		c.mu.Lock()
 		s, phase, lastErr, ch := c.session, c.state.Phase, c.state.LastError, c.changed
@@ -276,6 +293,16 @@ func (c *Conn) awaitNewSession(ctx context.Context, old *mcp.ClientSession, ch <
 		if phase == v1alpha1.PhaseFailed {
 			return false
 		}
+	}
+}
+
+// relayProgress hands an upstream progress notification to the call that asked for it.
+func (c *Conn) relayProgress(p *mcp.ProgressNotificationParams) {
+	c.mu.Lock()
+	fn := c.progress[p.ProgressToken]
+	c.mu.Unlock()
+	if fn != nil {
+		fn(p)
 	}
 }
 

@@ -123,7 +123,7 @@ func call(t *testing.T, c *Conn, tool string, args map[string]any) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	res, err := c.Call(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	res, err := c.Call(ctx, &mcp.CallToolParams{Name: tool, Arguments: args}, nil)
 	if err != nil {
 		t.Fatalf("%s: %v", tool, err)
 	}

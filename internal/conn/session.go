@@ -35,6 +35,9 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	client := mcp.NewClient(clientInfo, &mcp.ClientOptions{
 		// Handlers run one at a time per session: only signal here, re-list in serve.
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { c.requestRelist() },
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			c.relayProgress(req.Params)
+		},
 	})
 	// The deadline cancels the session's own context rather than a derived one: the legacy SSE
 	// transport lives only as long as the context given to Connect.

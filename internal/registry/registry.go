@@ -49,6 +49,7 @@ type Registry struct {
 	pending  map[types.NamespacedName]bool
 	wake     chan struct{}
 	events   chan event.GenericEvent
+	watchers []func(types.NamespacedName)
 }
 
 type project struct {
@@ -168,6 +169,18 @@ func (r *Registry) notifyLocked(key types.NamespacedName, p *project) {
 	case r.wake <- struct{}{}:
 	default:
 	}
+	for _, fn := range r.watchers {
+		fn(key)
+	}
+}
+
+// Watch registers fn to be told, at once, of every change to a project (connection state,
+// tools, slots). fn runs with the registry's lock held: it must only record the key and return.
+// The gateway uses it to keep each project's tool projection current.
+func (r *Registry) Watch(fn func(types.NamespacedName)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.watchers = append(r.watchers, fn)
 }
 
 // notify wakes the reconciler for a project (used as a connection's OnChange).
@@ -191,10 +204,53 @@ func (r *Registry) SetDesired(key types.NamespacedName, d Desired) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.projectLocked(key)
+	rearm := p.desired.IdleTimeout != d.IdleTimeout
 	p.desired, p.known = d, true
-	for _, e := range p.servers {
-		r.armIdleLocked(key, p, e) // idleTimeout may have changed
+	// A server added to the config reaches the sessions already mounted: each gets a slot.
+	added := false
+	for _, name := range d.Servers {
+		for _, s := range p.sessions {
+			if !s.slots[name] {
+				s.slots[name] = true
+				r.entryLocked(p, name).refs++
+				added = true
+			}
+		}
 	}
+	if rearm || added { // re-arming on every reconcile would postpone reclaiming forever
+		for _, e := range p.servers {
+			r.armIdleLocked(key, p, e)
+		}
+	}
+	if added {
+		r.notifyLocked(key, p)
+	}
+}
+
+// entryLocked returns a server's entry, creating an empty one. Callers hold r.mu.
+func (r *Registry) entryLocked(p *project, name string) *entry {
+	e := p.servers[name]
+	if e == nil {
+		e = &entry{}
+		p.servers[name] = e
+	}
+	return e
+}
+
+// Known reports whether the reconciler has set up a project (a ProjectMCP exists for it).
+func (r *Registry) Known(key types.NamespacedName) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.projects[key]
+	return p != nil && p.known
+}
+
+// Mounted reports whether a session is bound to a project.
+func (r *Registry) Mounted(key types.NamespacedName, id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.projects[key]
+	return p != nil && p.sessions[id] != nil
 }
 
 // connOptions completes a connection's options with the registry's wiring.
@@ -226,11 +282,7 @@ func (r *Registry) Connect(ctx context.Context, key types.NamespacedName, hash s
 		return c
 	}
 	p := r.projectLocked(key)
-	e := p.servers[opts.Server.Name]
-	if e == nil {
-		e = &entry{}
-		p.servers[opts.Server.Name] = e
-	}
+	e := r.entryLocked(p, opts.Server.Name)
 	old := e.conn
 	e.conn, e.hash, e.reclaimed = c, hash, false
 	r.armIdleLocked(key, p, e)
@@ -340,11 +392,7 @@ func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, clie
 	s := &Session{ID: id, Client: client, BoundAt: now, slots: map[string]bool{}}
 	p.sessions[id] = s
 	for _, name := range p.desired.Servers {
-		e := p.servers[name]
-		if e == nil {
-			e = &entry{}
-			p.servers[name] = e
-		}
+		e := r.entryLocked(p, name)
 		s.slots[name] = true
 		e.refs++
 		e.lastMount = now

@@ -1,0 +1,243 @@
+// Package gateway serves each project's MCP endpoint: /projects/<namespace>/<name>/mcp.
+//
+// Every MCP client that connects is a session of that project. The gateway mounts it through
+// the registry (one slot per enabled server, waiting up to readyTimeout before the first
+// tools/list is answered), projects the tools of the project's connections under stable names
+// (<server>__<tool>), forwards calls to the slot's current connection, and tells live sessions
+// about tool-set changes with notifications/tools/list_changed.
+//
+// One *mcp.Server per project carries the projected tool set, so a change is computed once and
+// broadcast by the SDK to every session of the project. Both protocol revisions are served:
+// 2025-11-25 clients by a stateful handler (Mcp-Session-Id; list_changed on their GET stream)
+// and 2026-07-28 clients by a stateless one (list_changed through subscriptions/listen).
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dsh-dev/projectmcp/internal/registry"
+)
+
+// SessionHeader names a stateless (2026-07-28) client's session. Such a client has no
+// Mcp-Session-Id: requests carrying the same value of this header are one session, whose
+// slots appear in status and which is released after StatelessIdle without a request. A
+// stateless request without the header belongs to a session named after the client's
+// announced name and remote address.
+const SessionHeader = "X-ProjectMCP-Session"
+
+// Options configure a Gateway.
+type Options struct {
+	Registry *registry.Registry
+	// BaseURL is how clients reach the gateway, e.g. http://127.0.0.1:8484; status.endpoint is
+	// BaseURL + /projects/<namespace>/<name>/mcp.
+	BaseURL string
+	// SessionTimeout releases a stateful session that sent no request for this long.
+	SessionTimeout time.Duration
+	// StatelessIdle releases a stateless session that sent no request for this long.
+	StatelessIdle time.Duration
+	// MaxBodyBytes bounds a request body.
+	MaxBodyBytes int64
+	// Auth decides who may use a project; nil means local mode (loopback callers only).
+	Auth Authorizer
+	Log  logr.Logger
+}
+
+// Gateway is an http.Handler for every project's endpoint and a manager Runnable that keeps
+// the projections current.
+type Gateway struct {
+	opts  Options
+	mux   *http.ServeMux
+	dirty chan struct{}
+
+	mu       sync.Mutex
+	projects map[types.NamespacedName]*project
+	pending  map[types.NamespacedName]bool
+	closed   bool
+}
+
+// New makes a gateway and subscribes it to the registry's changes.
+func New(opts Options) *Gateway {
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = 30 * time.Minute
+	}
+	if opts.StatelessIdle <= 0 {
+		opts.StatelessIdle = 10 * time.Minute
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	g := &Gateway{
+		opts:     opts,
+		mux:      http.NewServeMux(),
+		dirty:    make(chan struct{}, 1),
+		projects: map[types.NamespacedName]*project{},
+		pending:  map[types.NamespacedName]bool{},
+	}
+	g.mux.HandleFunc("/projects/{namespace}/{name}/mcp", g.serveProject)
+	opts.Registry.Watch(g.markDirty)
+	return g
+}
+
+// SetBaseURL sets the URL clients reach the gateway at, once its listener is bound.
+func (g *Gateway) SetBaseURL(u string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.opts.BaseURL = u
+}
+
+// Endpoint is the URL sessions of a project use.
+func (g *Gateway) Endpoint(key types.NamespacedName) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return strings.TrimSuffix(g.opts.BaseURL, "/") + Path(key)
+}
+
+// Path is a project's endpoint path.
+func Path(key types.NamespacedName) string {
+	return fmt.Sprintf("/projects/%s/%s/mcp", key.Namespace, key.Name)
+}
+
+// markDirty is the registry watcher: it only records the key (the registry's lock is held).
+func (g *Gateway) markDirty(key types.NamespacedName) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.projects[key] == nil {
+		return // nobody has connected to this project yet: nothing to keep current
+	}
+	g.pending[key] = true
+	select {
+	case g.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// Serve serves the gateway on ln until ctx ends, keeping projections current and expiring idle
+// stateless sessions; on the way out it closes every session and the listener.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.run(ctx)
+	}()
+	err := g.listen(ctx, ln)
+	<-done
+	return err
+}
+
+// run keeps projections current and expires idle stateless sessions until ctx ends.
+func (g *Gateway) run(ctx context.Context) {
+	sweep := time.NewTicker(min(g.opts.StatelessIdle/4, time.Minute))
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.dirty:
+			g.mu.Lock()
+			var work []*project
+			for key := range g.pending {
+				if p := g.projects[key]; p != nil {
+					work = append(work, p)
+				}
+			}
+			clear(g.pending)
+			g.mu.Unlock()
+			for _, p := range work {
+				p.sync()
+			}
+		case now := <-sweep.C:
+			g.mu.Lock()
+			projects := make([]*project, 0, len(g.projects))
+			for _, p := range g.projects {
+				projects = append(projects, p)
+			}
+			g.mu.Unlock()
+			for _, p := range projects {
+				p.expireStateless(now)
+			}
+		}
+	}
+}
+
+func (g *Gateway) shutdown() {
+	g.mu.Lock()
+	g.closed = true
+	projects := g.projects
+	g.projects = map[types.NamespacedName]*project{}
+	g.mu.Unlock()
+	for _, p := range projects {
+		p.close()
+	}
+}
+
+// ServeHTTP checks access, bounds the body and routes to the project's endpoint.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mux.ServeHTTP(w, r)
+}
+
+func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
+	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	if status, msg := g.authorize(r, key); status != 0 {
+		http.Error(w, msg, status)
+		return
+	}
+	p := g.project(key)
+	if p == nil {
+		http.Error(w, fmt.Sprintf("no ProjectMCP %s", key), http.StatusNotFound)
+		return
+	}
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, g.opts.MaxBodyBytes)
+	}
+	p.serveHTTP(w, r)
+}
+
+// project returns the project's endpoint, creating it for a project the registry knows.
+func (g *Gateway) project(key types.NamespacedName) *project {
+	if !g.opts.Registry.Known(key) {
+		return nil
+	}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	p := g.projects[key]
+	created := false
+	if p == nil {
+		p = newProject(g, key)
+		g.projects[key] = p
+		created = true
+	}
+	g.mu.Unlock()
+	if created {
+		p.sync()
+	}
+	return p
+}
+
+func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		g.shutdown()
+		return err
+	case <-ctx.Done():
+	}
+	g.shutdown() // close MCP sessions first: their GET streams would hold Shutdown open
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return nil
+}

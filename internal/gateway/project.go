@@ -1,0 +1,372 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"reflect"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/registry"
+	"github.com/dsh-dev/projectmcp/internal/toolname"
+)
+
+// project is one project's endpoint: an MCP server whose tools are the projection of the
+// project's connections.
+type project struct {
+	g         *Gateway
+	key       types.NamespacedName
+	server    *mcp.Server
+	stateful  http.Handler
+	stateless http.Handler
+
+	syncMu sync.Mutex // one sync at a time; guards tools
+	tools  map[string]projected
+
+	mu        sync.Mutex
+	statefuls map[string]*mcp.ServerSession // mounted stateful sessions
+	lastSeen  map[string]time.Time          // stateless sessions and their last request
+}
+
+// projected is one tool as sessions see it; fingerprint covers everything they see, so an
+// unchanged tool is never re-added (every AddTool is a list_changed).
+type projected struct {
+	server, raw string
+	fingerprint string
+}
+
+func newProject(g *Gateway, key types.NamespacedName) *project {
+	p := &project{
+		g: g, key: key,
+		tools:     map[string]projected{},
+		statefuls: map[string]*mcp.ServerSession{},
+		lastSeen:  map[string]time.Time{},
+	}
+	p.server = mcp.NewServer(&mcp.Implementation{Name: "projectmcp", Title: "projectmcp " + key.String(), Version: "v1alpha1"},
+		&mcp.ServerOptions{
+			// The tool set may start empty and grow: the capability must be declared up front.
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		})
+	p.server.AddReceivingMiddleware(p.mountMiddleware)
+	getServer := func(*http.Request) *mcp.Server { return p.server }
+	p.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		SessionTimeout: g.opts.SessionTimeout, MaxRequestBodyBytes: g.opts.MaxBodyBytes,
+	})
+	p.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless: true, MaxRequestBodyBytes: g.opts.MaxBodyBytes,
+	})
+	return p
+}
+
+// serveHTTP routes 2026-07-28 requests to the stateless handler and everything else
+// (2025-11-25 and older, which send no such version or an older one) to the stateful one.
+func (p *project) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	r.Header.Set(remoteHeader, r.RemoteAddr)
+	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" && r.Header.Get("Mcp-Session-Id") == "" {
+		p.stateless.ServeHTTP(w, r)
+		return
+	}
+	p.stateful.ServeHTTP(w, r)
+}
+
+// sessionID names the session a request belongs to (see SessionHeader).
+func sessionID(req mcp.Request) (id string, stateless bool) {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	if ss != nil && ss.ID() != "" {
+		return ss.ID(), false
+	}
+	extra := req.GetExtra()
+	var h http.Header
+	if extra != nil {
+		h = extra.Header
+	}
+	if v := h.Get(SessionHeader); v != "" {
+		return "stateless:" + v, true
+	}
+	client := "client"
+	if m := metaOf(req); m != nil {
+		if info, ok := m[mcp.MetaKeyClientInfo].(map[string]any); ok {
+			if name, ok := info["name"].(string); ok && name != "" {
+				client = name
+			}
+		}
+	}
+	addr, _, _ := net.SplitHostPort(h.Get(remoteHeader))
+	return fmt.Sprintf("stateless:%s@%s", client, addr), true
+}
+
+// mountMiddleware mounts a session before its first request is answered: for a stateful
+// client at initialize, for a stateless one at its first request. The mount waits up to
+// readyTimeout, then the projection is brought up to date, so the first tools/list already
+// has every ready server's tools. A mount never fails the request.
+func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		id, stateless := sessionID(req)
+		switch {
+		case stateless:
+			p.mu.Lock()
+			_, seen := p.lastSeen[id]
+			p.lastSeen[id] = time.Now()
+			p.mu.Unlock()
+			if !seen {
+				p.mount(ctx, id, clientName(req))
+			}
+		case method == "initialize":
+			ss := req.GetSession().(*mcp.ServerSession)
+			p.mount(ctx, id, clientName(req))
+			p.mu.Lock()
+			p.statefuls[id] = ss
+			p.mu.Unlock()
+			go p.releaseWhenClosed(ss, id) // ends when the session closes (DELETE, timeout, shutdown)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+func (p *project) mount(ctx context.Context, id, client string) {
+	if _, err := p.g.opts.Registry.Mount(ctx, p.key, id, client); err != nil {
+		p.g.opts.Log.V(1).Info("Mount failed", "projectmcp", p.key.String(), "session", id, "error", err.Error())
+		return
+	}
+	p.sync()
+}
+
+func (p *project) releaseWhenClosed(ss *mcp.ServerSession, id string) {
+	_ = ss.Wait()
+	p.mu.Lock()
+	delete(p.statefuls, id)
+	p.mu.Unlock()
+	p.g.opts.Registry.Release(p.key, id)
+}
+
+// clientName is "name/version" from initialize, or the request's clientInfo on 2026-07-28.
+func clientName(req mcp.Request) string {
+	if ip, ok := req.GetParams().(*mcp.InitializeParams); ok && ip != nil && ip.ClientInfo != nil {
+		return ip.ClientInfo.Name + "/" + ip.ClientInfo.Version
+	}
+	if m := metaOf(req); m != nil {
+		if info, ok := m[mcp.MetaKeyClientInfo].(map[string]any); ok {
+			name, _ := info["name"].(string)
+			version, _ := info["version"].(string)
+			return name + "/" + version
+		}
+	}
+	return ""
+}
+
+// expireStateless releases stateless sessions idle for longer than StatelessIdle.
+func (p *project) expireStateless(now time.Time) {
+	p.mu.Lock()
+	var gone []string
+	for id, seen := range p.lastSeen {
+		if now.Sub(seen) > p.g.opts.StatelessIdle {
+			gone = append(gone, id)
+			delete(p.lastSeen, id)
+		}
+	}
+	p.mu.Unlock()
+	for _, id := range gone {
+		p.g.opts.Registry.Release(p.key, id)
+	}
+}
+
+// close ends every session of the project (the gateway is stopping).
+func (p *project) close() {
+	p.mu.Lock()
+	sessions := make([]*mcp.ServerSession, 0, len(p.statefuls))
+	for _, ss := range p.statefuls {
+		sessions = append(sessions, ss)
+	}
+	stateless := make([]string, 0, len(p.lastSeen))
+	for id := range p.lastSeen {
+		stateless = append(stateless, id)
+	}
+	clear(p.lastSeen)
+	p.mu.Unlock()
+	for _, ss := range sessions {
+		_ = ss.Close()
+	}
+	for _, id := range stateless {
+		p.g.opts.Registry.Release(p.key, id)
+	}
+}
+
+// sync brings the server's tool set in line with the project's connections: tools of Ready and
+// Disconnected connections are offered (a brief disconnect must not withdraw them), Failed and
+// absent ones are not. Only differences are applied, so sessions get one list_changed per real
+// change.
+func (p *project) sync() {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	obs := p.g.opts.Registry.Observe(p.key)
+	want, skipped := projection(obs.Servers)
+	for _, msg := range skipped {
+		p.g.opts.Log.V(1).Info("Tool not offered", "projectmcp", p.key.String(), "reason", msg)
+	}
+	var remove []string
+	for name, have := range p.tools {
+		if w, ok := want[name]; !ok || w.projected != have {
+			remove = append(remove, name)
+		}
+	}
+	if len(remove) > 0 {
+		p.server.RemoveTools(remove...)
+		for _, name := range remove {
+			delete(p.tools, name)
+		}
+	}
+	names := make([]string, 0, len(want))
+	for name := range want {
+		if _, ok := p.tools[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		w := want[name]
+		if err := addTool(p.server, w.tool, p.handler(w.server, w.raw)); err != nil {
+			p.g.opts.Log.Info("Tool skipped", "projectmcp", p.key.String(), "tool", name, "error", err.Error())
+			continue
+		}
+		p.tools[name] = w.projected
+	}
+}
+
+// addTool adds a tool, turning the SDK's panic on a schema it cannot use into an error.
+func addTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the server library refused the tool: %v", r)
+		}
+	}()
+	s.AddTool(t, h)
+	return nil
+}
+
+// wanted is a tool the projection should offer.
+type wanted struct {
+	projected
+	tool *mcp.Tool
+}
+
+// projection computes the projected tool set of a project's servers: a pure function of the
+// connections' tool lists. Names are toolname.Project(server, raw); when two tools would get
+// the same name (after sanitizing), the later one in (server, raw) order gets a numbered
+// suffix, deterministically. Tools whose input schema is not a JSON object are skipped and
+// reported.
+func projection(servers map[string]registry.ServerState) (map[string]wanted, []string) {
+	want := map[string]wanted{}
+	var skipped []string
+	names := make([]string, 0, len(servers))
+	for name := range servers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, server := range names {
+		st := servers[server]
+		if !st.HasConn || (st.Conn.Phase != v1alpha1.PhaseReady && st.Conn.Phase != v1alpha1.PhaseDisconnected) {
+			continue
+		}
+		for _, t := range st.Conn.Tools {
+			if err := checkSchema(t.InputSchema); err != nil {
+				skipped = append(skipped, fmt.Sprintf("%s: tool %q: %v", server, t.Name, err))
+				continue
+			}
+			name := toolname.Project(server, t.Name)
+			for i := 2; ; i++ {
+				if _, taken := want[name]; !taken {
+					break
+				}
+				name = toolname.Project(server, fmt.Sprintf("%s_%d", t.Name, i))
+			}
+			out := *t
+			out.Name = name
+			out.Meta = nil // the upstream's _meta is its own business
+			fp, _ := json.Marshal(out)
+			want[name] = wanted{projected: projected{server: server, raw: t.Name, fingerprint: string(fp)}, tool: &out}
+		}
+	}
+	return want, skipped
+}
+
+// checkSchema accepts what the server library accepts: a JSON object schema.
+func checkSchema(schema any) error {
+	var m map[string]any
+	switch s := schema.(type) {
+	case nil:
+		return errors.New("no input schema")
+	case map[string]any:
+		m = s
+	case json.RawMessage:
+		if err := json.Unmarshal(s, &m); err != nil {
+			return fmt.Errorf("input schema is not a JSON object")
+		}
+	default:
+		data, err := json.Marshal(s)
+		if err != nil || json.Unmarshal(data, &m) != nil {
+			return fmt.Errorf("input schema is not a JSON object")
+		}
+	}
+	if t, _ := m["type"].(string); t != "object" {
+		return fmt.Errorf(`input schema type is %q, not "object"`, m["type"])
+	}
+	return nil
+}
+
+// handler forwards a call on a projected tool to the session's slot for the server.
+func (p *project) handler(server, raw string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		id, _ := sessionID(req)
+		c := p.g.opts.Registry.Lookup(p.key, id, server)
+		if c == nil {
+			return errorResult(fmt.Sprintf("MCP server %q is not available to this session", server)), nil
+		}
+		args := req.Params.Arguments
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage("{}")
+		}
+		var onProgress func(*mcp.ProgressNotificationParams)
+		if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
+			onProgress = func(pp *mcp.ProgressNotificationParams) {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: token, Progress: pp.Progress, Total: pp.Total, Message: pp.Message,
+				})
+			}
+		}
+		res, err := c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args}, onProgress)
+		if err != nil {
+			if errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil {
+				return errorResult(err.Error()), nil
+			}
+			return nil, err
+		}
+		return &mcp.CallToolResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
+	}
+}
+
+func errorResult(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// remoteHeader carries the caller's address from the HTTP layer to the MCP layer, which sees
+// only headers. The gateway overwrites whatever a client sent in it.
+const remoteHeader = "X-ProjectMCP-Remote-Addr"
+
+// metaOf returns a request's _meta, or nil (the params may be a typed nil pointer).
+func metaOf(req mcp.Request) map[string]any {
+	params := req.GetParams()
+	if params == nil || reflect.ValueOf(params).IsNil() {
+		return nil
+	}
+	return params.GetMeta()
+}
