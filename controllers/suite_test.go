@@ -39,13 +39,13 @@ import (
 // fixture MCP server processes: the test binary re-executes itself as the fixture.
 
 var (
-	env     *testenv.Env
-	ctl     *testController
-	logs    = &syncBuffer{}
-	pidDir  string
+	env    *testenv.Env
+	ctl    *testController
+	logs   = &syncBuffer{}
+	pidDir string
 	// gatewayAddr is where the test controller's gateway listens.
 	gatewayAddr = "127.0.0.1:0"
-	testCfg = ConnDefaults{ConnectTimeout: 5 * time.Second, HealthInterval: time.Second, RelistInterval: 5 * time.Second}
+	testCfg     = ConnDefaults{ConnectTimeout: 5 * time.Second, HealthInterval: time.Second, RelistInterval: 5 * time.Second}
 )
 
 // testController is one running manager with its registry; tests restart it to show that
