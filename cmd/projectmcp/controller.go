@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/controllers"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
@@ -36,6 +39,12 @@ type controllerFlags struct {
 	connectTimeout time.Duration
 	healthInterval time.Duration
 	relistInterval time.Duration
+	gatewayAddr    string
+	gatewayURL     string
+	gatewayAuth    string
+	sessionTimeout time.Duration
+	statelessIdle  time.Duration
+	maxBodyBytes   int64
 	zap            zap.Options
 }
 
@@ -48,6 +57,12 @@ func (f *controllerFlags) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", 30*time.Second, "bound on one connect attempt (initialize and first tools/list)")
 	fs.DurationVar(&f.healthInterval, "health-interval", 15*time.Second, "how often an idle connection is probed")
 	fs.DurationVar(&f.relistInterval, "relist-interval", time.Minute, "backstop tools/list interval")
+	fs.StringVar(&f.gatewayAddr, "gateway-bind-address", "127.0.0.1:8484", `address of the per-project MCP endpoints ("0" disables the gateway)`)
+	fs.StringVar(&f.gatewayURL, "gateway-url", "", "URL clients reach the gateway at, written to status.endpoint (default: http://<bind address>)")
+	fs.StringVar(&f.gatewayAuth, "gateway-auth", "local", `"local": loopback callers only; "kubernetes": bearer token checked by TokenReview, verb "use" on the ProjectMCP checked by SubjectAccessReview`)
+	fs.DurationVar(&f.sessionTimeout, "session-timeout", 30*time.Minute, "release a session that sent no request for this long")
+	fs.DurationVar(&f.statelessIdle, "stateless-session-idle", 10*time.Minute, "release a stateless (2026-07-28) session that sent no request for this long")
+	fs.Int64Var(&f.maxBodyBytes, "max-request-bytes", 4<<20, "largest request body the gateway accepts")
 	f.zap.BindFlags(fs)
 }
 
@@ -85,11 +100,11 @@ func newManager(cfg *rest.Config, f *controllerFlags) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	log := ctrl.Log.WithName("registry")
+	reg := registry.New(clock.RealClock{}, ctrl.Log.WithName("registry"))
 	r := &controllers.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Registry:  registry.New(clock.RealClock{}, log),
+		Registry:  reg,
 		Recorder:  mgr.GetEventRecorder("projectmcp"),
 		Clock:     clock.RealClock{},
 		Conn: controllers.ConnDefaults{
@@ -97,6 +112,25 @@ func newManager(cfg *rest.Config, f *controllerFlags) (manager.Manager, error) {
 			HealthInterval: f.healthInterval,
 			RelistInterval: f.relistInterval,
 		},
+	}
+	if f.gatewayAddr != "0" {
+		// Bound now, so that a port of 0 is resolved before any endpoint is written to status.
+		ln, err := net.Listen("tcp", f.gatewayAddr)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		gw, err := f.gateway(cfg, reg, ln.Addr().String())
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		r.Endpoint = gw.Endpoint
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			ctrl.Log.WithName("gateway").Info("Serving MCP endpoints", "address", ln.Addr().String())
+			return gw.Serve(ctx, ln)
+		})); err != nil {
+			return nil, err
+		}
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, err
@@ -108,6 +142,33 @@ func newManager(cfg *rest.Config, f *controllerFlags) (manager.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// gateway builds the per-project MCP endpoint server from the flags.
+func (f *controllerFlags) gateway(cfg *rest.Config, reg *registry.Registry, bound string) (*gateway.Gateway, error) {
+	opts := gateway.Options{
+		Registry: reg, BaseURL: f.gatewayURL, SessionTimeout: f.sessionTimeout,
+		StatelessIdle: f.statelessIdle, MaxBodyBytes: f.maxBodyBytes, Log: ctrl.Log.WithName("gateway"),
+	}
+	if opts.BaseURL == "" {
+		opts.BaseURL = "http://" + bound
+	}
+	switch f.gatewayAuth {
+	case "local":
+		host, _, _ := net.SplitHostPort(bound)
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			return nil, fmt.Errorf("--gateway-auth=local needs a loopback --gateway-bind-address, not %q", f.gatewayAddr)
+		}
+	case "kubernetes":
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts.Auth = &gateway.KubernetesAuth{Client: cs}
+	default:
+		return nil, fmt.Errorf("--gateway-auth must be local or kubernetes, not %q", f.gatewayAuth)
+	}
+	return gateway.New(opts), nil
 }
 
 // runController runs the manager against the kubeconfig's cluster until SIGINT or SIGTERM; on

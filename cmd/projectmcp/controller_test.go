@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,7 +48,8 @@ func TestControllerCommand(t *testing.T) {
 	var out bytes.Buffer
 	cmd := exec.Command(os.Args[0], "controller", "--kubeconfig", env.Kubeconfig,
 		"--leader-elect", "--leader-election-namespace", "default",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--connect-timeout", "5s")
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--connect-timeout", "5s",
+		"--gateway-bind-address", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), mainEnvVar+"=1")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -87,6 +89,23 @@ func TestControllerCommand(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// An agent reaches the server's tools through the endpoint the controller wrote to status.
+	if !strings.HasPrefix(obj.Status.Endpoint, "http://127.0.0.1:") || strings.HasSuffix(obj.Status.Endpoint, ":0/projects/default/cmd/mcp") {
+		t.Fatalf("endpoint %q", obj.Status.Endpoint)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	session, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(cctx,
+		&mcp.StreamableClientTransport{Endpoint: obj.Status.Endpoint}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := session.CallTool(cctx, &mcp.CallToolParams{Name: "a__echo", Arguments: map[string]any{"text": "via the gateway"}})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "via the gateway" {
+		t.Fatalf("call through the gateway: %+v %v", res, err)
+	}
+	_ = session.Close()
+
 	var pids fixture.PIDs
 	data, _ := os.ReadFile(pidFile)
 	if err := json.Unmarshal(data, &pids); err != nil || pids.Grandchild == 0 {
