@@ -65,6 +65,9 @@ fuzz:
 clean:
 	rm -rf bin
 
-## bench: lifecycle latencies (create → Ready, repoint, rebuild) against a real API server
+## bench: lifecycle latencies (create → Ready, repoint, rebuild) and the gateway's call
+## overhead, mount latency and config-edit → list_changed, against a real API server
 bench:
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./controllers -run '^$$' -bench . -benchtime 10x
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./controllers -run '^$$' -bench 'CreateReady|Repoint|Rebuild' -benchtime 10x
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./controllers -run '^$$' -bench 'Gateway(CallOverhead|Mount)' -benchtime 2000x
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./controllers -run '^$$' -bench 'GatewayConfigEdit' -benchtime 50x

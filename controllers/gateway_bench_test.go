@@ -1,0 +1,174 @@
+package controllers
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/test/fixture"
+)
+
+// Gateway benchmarks, run side by side in one process:
+//
+//	go test ./controllers -run '^$' -bench Gateway -benchtime 2000x
+
+// httpFixture runs the fixture over streamable HTTP in this process and returns its /mcp URL.
+func httpFixture(b testing.TB) string {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = fixture.Run(ctx, []string{"--http", "127.0.0.1:0"}, strings.NewReader(""), pw, io.Discard)
+		pw.Close()
+	}()
+	b.Cleanup(func() { cancel(); <-done })
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	return strings.TrimPrefix(strings.TrimSpace(line), "LISTENING ") + "/mcp"
+}
+
+func connectURL(b testing.TB, url string) *mcp.ClientSession {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[(len(s)*p-1)/100]
+}
+
+func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+
+// BenchmarkGatewayCallOverhead calls the same echo tool of one fixture server directly and
+// through the gateway (which reaches that same server over streamable HTTP), alternating, and
+// reports p50/p99 of both and the ratio of the medians.
+func BenchmarkGatewayCallOverhead(b *testing.B) {
+	url := httpFixture(b)
+	ns := newNamespace(b)
+	key := create(b, ns, "overhead", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},
+	}})
+	waitStatus(b, key, 30*time.Second, "Ready", isReady)
+	direct := connectURL(b, url)
+	via := connectAgent(b, key, "2025-11-25", nil).session
+	ctx := context.Background()
+	call := func(s *mcp.ClientSession, name string) time.Duration {
+		start := time.Now()
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"text": "x"}})
+		if err != nil || res.IsError {
+			b.Fatalf("%s: %v %+v", name, err, res)
+		}
+		return time.Since(start)
+	}
+	for range 50 { // warm both paths
+		call(direct, "echo")
+		call(via, "a__echo")
+	}
+	var d, g []time.Duration
+	for b.Loop() {
+		d = append(d, call(direct, "echo"))
+		g = append(g, call(via, "a__echo"))
+	}
+	b.ReportMetric(micros(percentile(d, 50)), "direct-p50-µs")
+	b.ReportMetric(micros(percentile(d, 99)), "direct-p99-µs")
+	b.ReportMetric(micros(percentile(g, 50)), "gateway-p50-µs")
+	b.ReportMetric(micros(percentile(g, 99)), "gateway-p99-µs")
+	b.ReportMetric(micros(percentile(g, 50)-percentile(d, 50)), "added-p50-µs")
+	b.ReportMetric(float64(percentile(g, 50))/float64(percentile(d, 50)), "ratio-p50")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkGatewayMount: a new session (initialize + first tools/list) on a project whose five
+// servers are already connected.
+func BenchmarkGatewayMount(b *testing.B) {
+	ns := newNamespace(b)
+	var servers []v1alpha1.MCPServer
+	for i := range 5 {
+		servers = append(servers, fixtureServer(b, fmt.Sprintf("s%d", i)))
+	}
+	key := create(b, ns, "mount", v1alpha1.ProjectMCPSpec{Servers: servers})
+	obj := waitStatus(b, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	var d []time.Duration
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		start := time.Now()
+		s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: obj.Status.Endpoint},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := s.ListTools(ctx, nil)
+		d = append(d, time.Since(start))
+		if err != nil || len(res.Tools) < 5 {
+			b.Fatalf("tools/list: %v (%d tools)", err, len(res.Tools))
+		}
+		_ = s.Close()
+		cancel()
+	}
+	b.ReportMetric(float64(percentile(d, 50).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(percentile(d, 99).Microseconds())/1000, "p99-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkGatewayConfigEdit: from a config edit (a server added, pointing at an already
+// running fixture) to notifications/tools/list_changed at a live session; then the server is
+// removed again for the next round.
+func BenchmarkGatewayConfigEdit(b *testing.B) {
+	url := httpFixture(b)
+	ns := newNamespace(b)
+	key := create(b, ns, "edit", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(b, "base")}})
+	waitStatus(b, key, 30*time.Second, "Ready", isReady)
+	ag := connectAgent(b, key, "2025-11-25", nil)
+	var d []time.Duration
+	for i := 0; b.Loop(); i++ {
+		drain(ag.changed)
+		name := fmt.Sprintf("w%d", i)
+		start := time.Now()
+		update(b, key, func(o *v1alpha1.ProjectMCP) {
+			o.Spec.Servers = append(o.Spec.Servers, v1alpha1.MCPServer{Name: name, HTTP: &v1alpha1.HTTPServer{URL: url}})
+		})
+		select {
+		case <-ag.changed:
+			d = append(d, time.Since(start))
+		case <-time.After(10 * time.Second):
+			b.Fatal("no list_changed after a config edit")
+		}
+		ag.waitTools(b, "the new server's tools", has(name+"__echo"))
+		update(b, key, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = o.Spec.Servers[:1] })
+		ag.waitTools(b, "the server's tools gone", hasNot(name+"__echo"))
+	}
+	b.ReportMetric(float64(percentile(d, 50).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(percentile(d, 99).Microseconds())/1000, "p99-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+func drain(ch chan struct{}) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
