@@ -241,3 +241,60 @@ func TestGatewaySessionsShareAndRelease(t *testing.T) {
 	// The stateless session expires after its inactivity window (2 s in this suite).
 	waitStatus(t, key, 15*time.Second, "0 sessions after stateless expiry", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
 }
+
+// Progress notifications flow from the upstream to the session that called; one upstream
+// change is one list_changed (no storms); a stateless (2026-07-28) session gets list_changed
+// through subscriptions/listen.
+func TestGatewayProgressAndNotifications(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "notify", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	obj := waitStatus(t, key, 30*time.Second, "an endpoint", func(o *v1alpha1.ProjectMCP) bool { return o.Status.Endpoint != "" })
+
+	progress := make(chan *mcp.ProgressNotificationParams, 32)
+	changed := make(chan struct{}, 32)
+	client := mcp.NewClient(&mcp.Implementation{Name: "p", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params },
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: obj.Status.Endpoint}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	params := &mcp.CallToolParams{Name: "a__sleep", Arguments: map[string]any{"ms": 450}}
+	params.SetProgressToken("tok-1")
+	if res, err := s.CallTool(ctx, params); err != nil || res.IsError {
+		t.Fatalf("sleep: %v %+v", err, res)
+	}
+	if len(progress) < 2 {
+		t.Fatalf("want progress notifications relayed, got %d", len(progress))
+	}
+	if p := <-progress; p.ProgressToken != "tok-1" {
+		t.Fatalf("progress must carry the caller's token, got %v", p.ProgressToken)
+	}
+
+	stateless := connectAgent(t, key, "", http.Header{gateway.SessionHeader: {"listener"}})
+	stateless.tools(t)
+	drain(changed)
+	drain(stateless.changed)
+	if res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "a__add_tool", Arguments: map[string]any{"name": "once"}}); err != nil || res.IsError {
+		t.Fatalf("add_tool: %v %+v", err, res)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no list_changed for the stateful session")
+	}
+	select {
+	case <-stateless.changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no list_changed for the stateless session")
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := len(changed); n != 0 {
+		t.Fatalf("one upstream change must be one list_changed, got %d more", n)
+	}
+}

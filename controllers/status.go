@@ -3,14 +3,15 @@ package controllers
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/registry"
-	"github.com/dsh-dev/projectmcp/internal/toolname"
 )
 
 // buildStatus derives the whole status from spec and the registry's observation; it keeps only
@@ -32,8 +33,17 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 	}
 	counts := map[v1alpha1.ServerPhase]int{}
 	enabled := 0
+	tools, notes := gateway.Projection(obs.Servers)
+	names := map[string][]string{}
+	for name, w := range tools {
+		names[w.Server()] = append(names[w.Server()], name)
+	}
+	messages := map[string][]string{}
+	for _, n := range notes {
+		messages[n.Server] = append(messages[n.Server], n.Message)
+	}
 	for _, srv := range obj.Spec.Servers {
-		ss := serverStatus(srv, obs.Servers[srv.Name])
+		ss := serverStatus(srv, obs.Servers[srv.Name], names[srv.Name], messages[srv.Name])
 		if old, ok := prevPhase[srv.Name]; ok && old.Phase == ss.Phase && old.LastTransitionTime != nil {
 			ss.LastTransitionTime = old.LastTransitionTime
 		} else {
@@ -61,8 +71,9 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 	return st
 }
 
-// serverStatus is one server's status from its observed state.
-func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState) v1alpha1.ServerStatus {
+// serverStatus is one server's status from its observed state and the projected names of its
+// tools (as sessions see them), with notes about renamed or skipped tools.
+func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState, names, notes []string) v1alpha1.ServerStatus {
 	ss := v1alpha1.ServerStatus{Name: srv.Name, ConfigHash: ConfigHash(srv), Sessions: int32(o.Refs)}
 	switch {
 	case srv.Disabled:
@@ -78,19 +89,24 @@ func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState) v1alpha1.Serve
 	c := o.Conn
 	ss.Phase, ss.Connection = c.Phase, c.ID
 	ss.ReconnectAttempts, ss.LastError = int32(c.ReconnectAttempts), c.LastError
-	names := make([]string, 0, len(c.Tools))
-	for _, t := range c.Tools {
-		names = append(names, toolname.Project(srv.Name, t.Name))
-	}
 	sort.Strings(names)
 	ss.ToolCount = int32(len(names))
 	ss.Tools = names[:min(len(names), v1alpha1.MaxStatusTools)]
-	if c.Phase == v1alpha1.PhaseReady && c.RawToolCount == 0 {
-		ss.Message = "the server lists no tools"
-	} else if len(names) == 0 && c.RawToolCount > 0 {
-		ss.Message = fmt.Sprintf("the tools filter hides all %d tools", c.RawToolCount)
+	switch {
+	case c.Phase == v1alpha1.PhaseReady && c.RawToolCount == 0:
+		notes = append(notes, "the server lists no tools")
+	case len(c.Tools) == 0 && c.RawToolCount > 0:
+		notes = append(notes, fmt.Sprintf("the tools filter hides all %d tools", c.RawToolCount))
 	}
+	ss.Message = truncate(strings.Join(notes, "; "), v1alpha1.MaxErrorLength)
 	return ss
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
 }
 
 // setConditions summarizes the servers into Ready and Degraded.

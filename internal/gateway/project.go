@@ -209,10 +209,7 @@ func (p *project) sync() {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
 	obs := p.g.opts.Registry.Observe(p.key)
-	want, skipped := projection(obs.Servers)
-	for _, msg := range skipped {
-		p.g.opts.Log.V(1).Info("Tool not offered", "projectmcp", p.key.String(), "reason", msg)
-	}
+	want, _ := Projection(obs.Servers)
 	var remove []string
 	for name, have := range p.tools {
 		if w, ok := want[name]; !ok || w.projected != have {
@@ -259,14 +256,23 @@ type wanted struct {
 	tool *mcp.Tool
 }
 
-// projection computes the projected tool set of a project's servers: a pure function of the
-// connections' tool lists. Names are toolname.Project(server, raw); when two tools would get
-// the same name (after sanitizing), the later one in (server, raw) order gets a numbered
-// suffix, deterministically. Tools whose input schema is not a JSON object are skipped and
-// reported.
-func projection(servers map[string]registry.ServerState) (map[string]wanted, []string) {
+// Server returns the server a projected tool comes from.
+func (w wanted) Server() string { return w.server }
+
+// Note is something about a server's tools that status should say: a renamed collision or a
+// skipped tool.
+type Note struct {
+	Server, Message string
+}
+
+// Projection computes the projected tool set of a project's servers: a pure function of the
+// connections' tool lists, used by the gateway to serve tools and by status to list them.
+// Names are toolname.Project(server, raw); when two tools would get the same name (after
+// sanitizing), the later one in (server, raw) order gets a numbered suffix, deterministically.
+// Tools whose input schema is not a JSON object are skipped. Both are reported as notes.
+func Projection(servers map[string]registry.ServerState) (map[string]wanted, []Note) {
 	want := map[string]wanted{}
-	var skipped []string
+	var notes []Note
 	names := make([]string, 0, len(servers))
 	for name := range servers {
 		names = append(names, name)
@@ -279,7 +285,7 @@ func projection(servers map[string]registry.ServerState) (map[string]wanted, []s
 		}
 		for _, t := range st.Conn.Tools {
 			if err := checkSchema(t.InputSchema); err != nil {
-				skipped = append(skipped, fmt.Sprintf("%s: tool %q: %v", server, t.Name, err))
+				notes = append(notes, Note{server, fmt.Sprintf("tool %q skipped: %v", t.Name, err)})
 				continue
 			}
 			name := toolname.Project(server, t.Name)
@@ -289,6 +295,9 @@ func projection(servers map[string]registry.ServerState) (map[string]wanted, []s
 				}
 				name = toolname.Project(server, fmt.Sprintf("%s_%d", t.Name, i))
 			}
+			if base := toolname.Project(server, t.Name); name != base {
+				notes = append(notes, Note{server, fmt.Sprintf("tool %q is %q: %q was taken", t.Name, name, base)})
+			}
 			out := *t
 			out.Name = name
 			out.Meta = nil // the upstream's _meta is its own business
@@ -296,7 +305,7 @@ func projection(servers map[string]registry.ServerState) (map[string]wanted, []s
 			want[name] = wanted{projected: projected{server: server, raw: t.Name, fingerprint: string(fp)}, tool: &out}
 		}
 	}
-	return want, skipped
+	return want, notes
 }
 
 // checkSchema accepts what the server library accepts: a JSON object schema.
