@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,8 +31,9 @@ type project struct {
 	stateful  http.Handler
 	stateless http.Handler
 
-	syncMu sync.Mutex // one sync at a time; guards tools
+	syncMu sync.Mutex // one sync at a time; guards tools and synced
 	tools  map[string]projected
+	synced string // signature of the connection states last projected
 
 	mu        sync.Mutex
 	statefuls map[string]*mcp.ServerSession // mounted stateful sessions
@@ -209,6 +211,11 @@ func (p *project) sync() {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
 	obs := p.g.opts.Registry.Observe(p.key)
+	if sig := signature(obs.Servers); sig == p.synced {
+		return // no connection changed since the last projection (the common case at mount)
+	} else {
+		p.synced = sig
+	}
 	want, _ := Projection(obs.Servers)
 	var remove []string
 	for name, have := range p.tools {
@@ -237,6 +244,17 @@ func (p *project) sync() {
 		}
 		p.tools[name] = w.projected
 	}
+}
+
+// signature identifies the connection states a projection depends on: every change of a
+// connection's phase or tools bumps its generation.
+func signature(servers map[string]registry.ServerState) string {
+	parts := make([]string, 0, len(servers))
+	for name, st := range servers {
+		parts = append(parts, fmt.Sprintf("%s/%s/%d", name, st.Conn.ID, st.Conn.Generation))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
 }
 
 // addTool adds a tool, turning the SDK's panic on a schema it cannot use into an error.
