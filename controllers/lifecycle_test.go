@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -329,6 +330,8 @@ func TestRestartRebuildsFromObjects(t *testing.T) {
 	before := waitStatus(t, key, 30*time.Second, "Ready", isReady)
 	old, _ := serverStatusOf(before, "a")
 	oldPID := readPIDs(t, srv).PID
+	ag := connectAgent(t, key, "2025-11-25", nil)
+	oldSession := ag.session.ID()
 
 	ctl.stop()
 	ctl = nil
@@ -339,10 +342,28 @@ func TestRestartRebuildsFromObjects(t *testing.T) {
 	if ctl, err = startController(); err != nil {
 		t.Fatal(err)
 	}
-	waitStatus(t, key, 30*time.Second, "a new connection after restart", func(o *v1alpha1.ProjectMCP) bool {
+	after := waitStatus(t, key, 30*time.Second, "a new connection after restart", func(o *v1alpha1.ProjectMCP) bool {
 		s, _ := serverStatusOf(o, "a")
 		return s.Phase == v1alpha1.PhaseReady && s.Connection != old.Connection
 	})
+	// A session of the old process is unknown now: 404, and the client re-initializes (spec).
+	req, _ := http.NewRequest(http.MethodPost, after.Status.Endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", oldSession)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("an old session id got %d, want 404", resp.StatusCode)
+	}
+	fresh := connectAgent(t, key, "2025-11-25", nil)
+	if got := text(fresh.call(t, "a__echo", map[string]any{"text": "again"})); got != "again" {
+		t.Fatalf("a re-initialized session must work: %q", got)
+	}
 }
 
 // Secrets: ${TOKEN} from the Secret reaches the server's environment, and the value appears in
