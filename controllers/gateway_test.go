@@ -298,3 +298,28 @@ func TestGatewayProgressAndNotifications(t *testing.T) {
 		t.Fatalf("one upstream change must be one list_changed, got %d more", n)
 	}
 }
+
+// Deleting the ProjectMCP ends its sessions and its endpoint answers 404.
+func TestGatewayProjectDeleted(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "gone", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ag := connectAgent(t, key, "2025-11-25", nil)
+	ag.tools(t)
+	deleteAndWait(t, key)
+	done := make(chan error, 1)
+	go func() { done <- ag.session.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session of a deleted project must end")
+	}
+	resp, err := http.Post(obj.Status.Endpoint, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("the endpoint of a deleted project answered %d", resp.StatusCode)
+	}
+}

@@ -143,14 +143,34 @@ func (g *Gateway) run(ctx context.Context) {
 			return
 		case <-g.dirty:
 			g.mu.Lock()
-			var work []*project
+			keys := make([]types.NamespacedName, 0, len(g.pending))
 			for key := range g.pending {
-				if p := g.projects[key]; p != nil {
-					work = append(work, p)
-				}
+				keys = append(keys, key)
 			}
 			clear(g.pending)
 			g.mu.Unlock()
+			// Lock order: the registry calls markDirty with its lock held, so g.mu is never
+			// held while calling into the registry.
+			var work, gone []*project
+			for _, key := range keys {
+				known := g.opts.Registry.Known(key)
+				g.mu.Lock()
+				p := g.projects[key]
+				if p != nil && !known { // the ProjectMCP was deleted
+					delete(g.projects, key)
+				}
+				g.mu.Unlock()
+				switch {
+				case p == nil:
+				case !known:
+					gone = append(gone, p)
+				default:
+					work = append(work, p)
+				}
+			}
+			for _, p := range gone {
+				p.close()
+			}
 			for _, p := range work {
 				p.sync()
 			}

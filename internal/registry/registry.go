@@ -330,6 +330,9 @@ func (r *Registry) Forget(key types.NamespacedName) {
 		}
 		close(p.changed)
 	}
+	for _, fn := range r.watchers { // not the reconciler: the object is gone
+		fn(key)
+	}
 	r.mu.Unlock()
 	destroyAll(conns)
 }
