@@ -1,12 +1,9 @@
 package controllers
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,25 +16,6 @@ import (
 // Gateway benchmarks, run side by side in one process:
 //
 //	go test ./controllers -run '^$' -bench Gateway -benchtime 2000x
-
-// httpFixture runs the fixture over streamable HTTP in this process and returns its /mcp URL.
-func httpFixture(b testing.TB) string {
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = fixture.Run(ctx, []string{"--http", "127.0.0.1:0"}, strings.NewReader(""), pw, io.Discard)
-		pw.Close()
-	}()
-	b.Cleanup(func() { cancel(); <-done })
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	return strings.TrimPrefix(strings.TrimSpace(line), "LISTENING ") + "/mcp"
-}
 
 func connectURL(b testing.TB, url string) *mcp.ClientSession {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -63,7 +41,7 @@ func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 // through the gateway (which reaches that same server over streamable HTTP), alternating, and
 // reports p50/p99 of both and the ratio of the medians.
 func BenchmarkGatewayCallOverhead(b *testing.B) {
-	url := httpFixture(b)
+	url := fixture.StartHTTP(b) + "/mcp"
 	ns := newNamespace(b)
 	key := create(b, ns, "overhead", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
 		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},
@@ -135,7 +113,7 @@ func BenchmarkGatewayMount(b *testing.B) {
 // running fixture) to notifications/tools/list_changed at a live session; then the server is
 // removed again for the next round.
 func BenchmarkGatewayConfigEdit(b *testing.B) {
-	url := httpFixture(b)
+	url := fixture.StartHTTP(b) + "/mcp"
 	ns := newNamespace(b)
 	key := create(b, ns, "edit", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(b, "base")}})
 	waitStatus(b, key, 30*time.Second, "Ready", isReady)

@@ -1,10 +1,8 @@
 package conn
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -257,26 +255,6 @@ func TestStderrLoggedScrubbedAndLimited(t *testing.T) {
 	}
 }
 
-// startHTTP runs the fixture over HTTP in-process and returns its base URL.
-func startHTTP(t *testing.T, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = fixture.Run(ctx, append([]string{"--http", "127.0.0.1:0"}, args...), strings.NewReader(""), pw, io.Discard)
-		pw.Close()
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	return strings.TrimPrefix(strings.TrimSpace(line), "LISTENING ")
-}
-
 func TestHTTPTransports(t *testing.T) {
 	cases := map[string]struct {
 		args      []string
@@ -289,7 +267,7 @@ func TestHTTPTransports(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			base := startHTTP(t, tc.args...)
+			base := fixture.StartHTTP(t, tc.args...)
 			c := start(t, Options{Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: base + tc.path, Transport: tc.transport}}})
 			s := waitPhase(t, c, v1alpha1.PhaseReady)
 			if !slices.Contains(names(s.Tools), "echo") {
@@ -306,7 +284,7 @@ func TestHTTPTransports(t *testing.T) {
 
 // A server that forgets the session (HTTP 404) is re-initialized and the call retried.
 func TestHTTPSessionLossReinitializes(t *testing.T) {
-	base := startHTTP(t)
+	base := fixture.StartHTTP(t)
 	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: base + "/mcp"}}})
 	waitPhase(t, c, v1alpha1.PhaseReady)
 	call(t, c, "forget_sessions", nil)
@@ -321,7 +299,7 @@ func TestHTTPSessionLossReinitializes(t *testing.T) {
 
 // Headers from spec, with ${VAR} expanded, reach the server on every request.
 func TestHTTPHeaders(t *testing.T) {
-	base := startHTTP(t)
+	base := fixture.StartHTTP(t)
 	target, _ := url.Parse(base)
 	var mu sync.Mutex
 	seen := map[string]bool{}
