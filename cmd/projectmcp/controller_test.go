@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -65,12 +66,16 @@ func TestControllerCommand(t *testing.T) {
 	}()
 
 	pidFile := filepath.Join(t.TempDir(), "pids.json")
+	broken := filepath.Join(t.TempDir(), "broken") // while it exists the server cannot start
 	obj := &v1alpha1.ProjectMCP{
 		ObjectMeta: metav1.ObjectMeta{Name: "cmd", Namespace: "default"},
-		Spec: v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{{Name: "a", Stdio: &v1alpha1.StdioServer{
-			Command: os.Args[0], Args: []string{"--grandchild", "--pid-file", pidFile},
-			Env: []v1alpha1.NameValue{{Name: fixture.EnvVar, Value: "1"}},
-		}}}},
+		Spec: v1alpha1.ProjectMCPSpec{
+			Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](0)},
+			Servers: []v1alpha1.MCPServer{{Name: "a", Stdio: &v1alpha1.StdioServer{
+				Command: os.Args[0], Args: []string{"--grandchild", "--pid-file", pidFile, "--fail-if-exists", broken},
+				Env: []v1alpha1.NameValue{{Name: fixture.EnvVar, Value: "1"}},
+			}}},
+		},
 	}
 	ctx := context.Background()
 	if err := env.Client.Create(ctx, obj); err != nil {
@@ -106,8 +111,38 @@ func TestControllerCommand(t *testing.T) {
 	}
 	_ = session.Close()
 
+	// `projectmcp reconnect` rebuilds a Failed server and status records the handled request.
 	var pids fixture.PIDs
 	data, _ := os.ReadFile(pidFile)
+	_ = json.Unmarshal(data, &pids)
+	if err := os.WriteFile(broken, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Kill(pids.PID, syscall.SIGKILL)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_ = env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		if len(obj.Status.Servers) == 1 && obj.Status.Servers[0].Phase == v1alpha1.PhaseFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not Failed: %+v", obj.Status.Servers)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = os.Remove(broken)
+	var rout, rerr bytes.Buffer
+	if code := run([]string{"reconnect", "cmd", "--server", "a", "--namespace", "default", "--kubeconfig", env.Kubeconfig, "--wait", "30s"}, &rout, &rerr); code != 0 {
+		t.Fatalf("reconnect exited %d: %s", code, rerr.String())
+	}
+	if !strings.Contains(rout.String(), "handled: a Ready") {
+		t.Fatalf("reconnect output: %s", rout.String())
+	}
+	_ = env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	if obj.Status.LastHandledReconnectAt == "" || obj.Status.LastHandledReconnectAt != obj.Annotations[v1alpha1.AnnotationReconnectRequestedAt] {
+		t.Fatalf("status must record the handled request: %q vs %q", obj.Status.LastHandledReconnectAt, obj.Annotations)
+	}
+
+	data, _ = os.ReadFile(pidFile)
 	if err := json.Unmarshal(data, &pids); err != nil || pids.Grandchild == 0 {
 		t.Fatalf("pid file %q: %v", data, err)
 	}

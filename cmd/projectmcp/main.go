@@ -2,6 +2,7 @@
 // .dsh/mcp.json lists. Subcommands:
 //
 //	controller      run the controller (reconciler and connection registry) against a cluster
+//	reconnect NAME  rebuild a project's connections now
 //	render FILE     print the ProjectMCP manifest for a config file (for GitOps)
 //
 // Later subcommands run the controller, the local dev environment, the mirror and reconnects.
@@ -22,6 +23,7 @@ type command struct {
 var commands = map[string]command{
 	"render":     {"print the ProjectMCP manifest for a .dsh/mcp.json", runRender},
 	"controller": {"run the controller against the kubeconfig's cluster", runController},
+	"reconnect":  {"rebuild a project's connections now (all, or --server S)", runReconnect},
 }
 
 func main() {
@@ -47,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: projectmcp COMMAND [flags]\n\ncommands:")
-	for _, name := range []string{"controller", "render"} {
+	for _, name := range []string{"controller", "reconnect", "render"} {
 		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
 	}
 }
