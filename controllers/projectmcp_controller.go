@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -104,7 +105,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if desired.Reconnect != nil {
 		status.LastHandledReconnectAt = obj.Annotations[v1alpha1.AnnotationReconnectRequestedAt]
 	}
-	return reconcile.Result{}, r.writeStatus(ctx, obj, status)
+	if err := r.writeStatus(ctx, obj, status); errors.Is(err, errRequeue) {
+		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
+	} else if err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, nil
 }
 
 // desiredOf is the planner's view of a ProjectMCP's spec.
@@ -151,6 +157,10 @@ func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, action
 	}
 	wg.Wait()
 }
+
+// errRequeue asks for another reconcile after a status write conflict; it is expected and not
+// logged as a failure by callers that check for it.
+var errRequeue = errors.New("status changed concurrently; reconciling again")
 
 // eventReasons names the event each connection-building action records.
 var eventReasons = map[ActionKind]string{
@@ -217,11 +227,16 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *v1alpha1.ProjectMCP, 
 			r.event(obj, corev1.EventTypeNormal, v1alpha1.EventIdleReclaimed, "Reclaim", "Reclaimed idle connection of server %q", s.Name)
 		}
 	}
-	patch := client.MergeFrom(obj.DeepCopy())
+	// The optimistic lock keeps this write from overwriting a ConfigSynced condition the
+	// mirror set since obj was read: on conflict the reconcile runs again with fresh state.
+	patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	obj.Status = status
 	if err := r.Client.Status().Patch(ctx, obj, patch); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
+		}
+		if apierrors.IsConflict(err) {
+			return errRequeue
 		}
 		return err
 	}

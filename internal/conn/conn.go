@@ -132,7 +132,7 @@ type Conn struct {
 	session      *mcp.ClientSession
 	changed      chan struct{} // closed and replaced on every change
 	secretValues []string      // resolved values to scrub from errors and logs
-	progress     map[any]func(*mcp.ProgressNotificationParams)
+	progress     map[string]func(*mcp.ProgressNotificationParams)
 	nextToken    atomic.Uint64
 }
 
@@ -149,7 +149,7 @@ func New(opts Options) *Conn {
 		relist:   make(chan struct{}, 1),
 		dead:     make(chan struct{}, 1),
 		changed:  make(chan struct{}),
-		progress: map[any]func(*mcp.ProgressNotificationParams){},
+		progress: map[string]func(*mcp.ProgressNotificationParams){},
 	}
 	c.state = Snapshot{ID: c.id, Phase: v1alpha1.PhaseConnecting}
 	go c.run()
@@ -298,8 +298,12 @@ func (c *Conn) awaitNewSession(ctx context.Context, old *mcp.ClientSession, ch <
 
 // relayProgress hands an upstream progress notification to the call that asked for it.
 func (c *Conn) relayProgress(p *mcp.ProgressNotificationParams) {
+	token, ok := p.ProgressToken.(string) // ours are strings; a server may send anything
+	if !ok {
+		return
+	}
 	c.mu.Lock()
-	fn := c.progress[p.ProgressToken]
+	fn := c.progress[token]
 	c.mu.Unlock()
 	if fn != nil {
 		fn(p)

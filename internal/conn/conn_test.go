@@ -139,6 +139,13 @@ func names(tools []*mcp.Tool) []string {
 	return out
 }
 
+// A server sending a progress token of a type we never use (an object) must not crash anything.
+func TestProgressWithOddTokenIgnored(t *testing.T) {
+	c := &Conn{progress: map[string]func(*mcp.ProgressNotificationParams){}}
+	c.relayProgress(&mcp.ProgressNotificationParams{ProgressToken: map[string]any{}})
+	c.relayProgress(&mcp.ProgressNotificationParams{ProgressToken: []any{1}})
+}
+
 func TestGlob(t *testing.T) {
 	cases := []struct {
 		pattern, name string

@@ -112,7 +112,17 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 	c.secrets(x.values)
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
-	client := &http.Client{Transport: &headerTransport{base: base, headers: headers}}
+	client := &http.Client{
+		Transport: &headerTransport{base: base, headers: headers},
+		// The configured headers (often credentials) are added to every request, so a
+		// redirect to another host must not be followed.
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if req.URL.Host != via[0].URL.Host {
+				return fmt.Errorf("refusing a redirect from %s to another host", via[0].URL.Host)
+			}
+			return nil
+		},
+	}
 	ep := &endpoint{http: base}
 	if h.Transport == v1alpha1.TransportSSE {
 		ep.transport = &mcp.SSEClientTransport{Endpoint: raw, HTTPClient: client}

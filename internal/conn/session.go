@@ -90,6 +90,10 @@ func (c *Conn) closeSession(session *mcp.ClientSession, ep *endpoint) {
 }
 
 func (c *Conn) setReady(session *mcp.ClientSession, tools []*mcp.Tool, raw, pid int) {
+	select { // a death signal left by a call on the previous session is stale now
+	case <-c.dead:
+	default:
+	}
 	c.mu.Lock()
 	c.session = session
 	c.mu.Unlock()

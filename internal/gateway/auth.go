@@ -97,10 +97,16 @@ func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key typ
 	}
 	a.mu.Unlock()
 	status, msg := a.review(ctx, token, key)
-	if status != http.StatusInternalServerError {
+	// Only verdicts on valid tokens are cached: random tokens must not grow the cache.
+	if status != http.StatusInternalServerError && status != http.StatusUnauthorized {
 		a.mu.Lock()
 		if a.cache == nil {
 			a.cache = map[string]decision{}
+		}
+		for k, d := range a.cache { // expired entries go as new ones come
+			if now.After(d.expires) {
+				delete(a.cache, k)
+			}
 		}
 		ttl := a.TTL
 		if ttl <= 0 {

@@ -153,16 +153,17 @@ func (g *Gateway) run(ctx context.Context) {
 			// held while calling into the registry.
 			var work, gone []*project
 			for _, key := range keys {
-				known := g.opts.Registry.Known(key)
+				epoch := g.opts.Registry.Epoch(key)
 				g.mu.Lock()
 				p := g.projects[key]
-				if p != nil && !known { // the ProjectMCP was deleted
+				stale := p != nil && p.epoch != epoch // deleted (0), or deleted and created again
+				if stale {
 					delete(g.projects, key)
 				}
 				g.mu.Unlock()
 				switch {
 				case p == nil:
-				case !known:
+				case stale:
 					gone = append(gone, p)
 				default:
 					work = append(work, p)
@@ -223,7 +224,8 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 
 // project returns the project's endpoint, creating it for a project the registry knows.
 func (g *Gateway) project(key types.NamespacedName) *project {
-	if !g.opts.Registry.Known(key) {
+	epoch := g.opts.Registry.Epoch(key)
+	if epoch == 0 {
 		return nil
 	}
 	g.mu.Lock()
@@ -233,8 +235,11 @@ func (g *Gateway) project(key types.NamespacedName) *project {
 	}
 	p := g.projects[key]
 	created := false
-	if p == nil {
-		p = newProject(g, key)
+	if p == nil || p.epoch != epoch {
+		if p != nil { // a recreated project: the old one's sessions are gone from the registry
+			go p.close()
+		}
+		p = newProject(g, key, epoch)
 		g.projects[key] = p
 		created = true
 	}

@@ -27,6 +27,7 @@ import (
 type project struct {
 	g         *Gateway
 	key       types.NamespacedName
+	epoch     uint64 // the registry's incarnation of the project this endpoint serves
 	server    *mcp.Server
 	stateful  http.Handler
 	stateless http.Handler
@@ -47,9 +48,9 @@ type projected struct {
 	fingerprint string
 }
 
-func newProject(g *Gateway, key types.NamespacedName) *project {
+func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 	p := &project{
-		g: g, key: key,
+		g: g, key: key, epoch: epoch,
 		tools:     map[string]projected{},
 		statefuls: map[string]*mcp.ServerSession{},
 		lastSeen:  map[string]time.Time{},
@@ -117,10 +118,11 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		switch {
 		case stateless:
 			p.mu.Lock()
-			_, seen := p.lastSeen[id]
 			p.lastSeen[id] = time.Now()
 			p.mu.Unlock()
-			if !seen {
+			// Mount is idempotent; asking the registry (not lastSeen) also heals a session
+			// released by expiry while a request was arriving.
+			if !p.g.opts.Registry.Mounted(p.key, id) {
 				p.mount(ctx, id, clientName(req))
 			}
 		case method == "initialize":

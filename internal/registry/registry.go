@@ -44,7 +44,8 @@ type Registry struct {
 	log   logr.Logger
 
 	mu       sync.Mutex
-	closed   bool // after Shutdown: nothing new may be installed
+	closed   bool   // after Shutdown: nothing new may be installed
+	epochs   uint64 // counts projects set up, so a recreated project is told apart
 	projects map[types.NamespacedName]*project
 	pending  map[types.NamespacedName]bool
 	wake     chan struct{}
@@ -53,6 +54,7 @@ type Registry struct {
 }
 
 type project struct {
+	epoch    uint64
 	desired  Desired
 	known    bool // SetDesired has been called
 	servers  map[string]*entry
@@ -193,7 +195,8 @@ func (r *Registry) notify(key types.NamespacedName) {
 func (r *Registry) projectLocked(key types.NamespacedName) *project {
 	p := r.projects[key]
 	if p == nil {
-		p = &project{servers: map[string]*entry{}, sessions: map[string]*Session{}, changed: make(chan struct{})}
+		r.epochs++
+		p = &project{epoch: r.epochs, servers: map[string]*entry{}, sessions: map[string]*Session{}, changed: make(chan struct{})}
 		r.projects[key] = p
 	}
 	return p
@@ -238,11 +241,17 @@ func (r *Registry) entryLocked(p *project, name string) *entry {
 }
 
 // Known reports whether the reconciler has set up a project (a ProjectMCP exists for it).
-func (r *Registry) Known(key types.NamespacedName) bool {
+func (r *Registry) Known(key types.NamespacedName) bool { return r.Epoch(key) != 0 }
+
+// Epoch identifies the current incarnation of a project: 0 when unknown, a new value when a
+// deleted project is created again, so holders of per-project state can tell they are stale.
+func (r *Registry) Epoch(key types.NamespacedName) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p := r.projects[key]
-	return p != nil && p.known
+	if p := r.projects[key]; p != nil && p.known {
+		return p.epoch
+	}
+	return 0
 }
 
 // Mounted reports whether a session is bound to a project.
