@@ -421,6 +421,15 @@ func TestSecretsNeverLeak(t *testing.T) {
 
 func assertEvent(t testing.TB, ns, reason string) {
 	t.Helper()
+	defer func() {
+		if t.Failed() {
+			evs := &eventsv1.EventList{}
+			_ = env.Client.List(context.Background(), evs, client.InNamespace(ns))
+			for _, e := range evs.Items {
+				t.Logf("event %s %s: %s", e.Reason, e.Type, e.Note)
+			}
+		}
+	}()
 	eventually(t, 10*time.Second, "event "+reason, func() bool {
 		evs := &eventsv1.EventList{}
 		if err := env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
@@ -148,6 +149,8 @@ func (c *testController) stop() {
 		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
 	}
 }
+
+func ctrlLog(name string) logr.Logger { return ctrl.Log.WithName(name) }
 
 // syncBuffer collects the controller's log so tests can search it for secrets.
 type syncBuffer struct {
@@ -315,7 +318,10 @@ func waitStatus(t testing.TB, key types.NamespacedName, timeout time.Duration, w
 	t.Helper()
 	var obj *v1alpha1.ProjectMCP
 	eventually(t, timeout, what, func() bool {
-		obj = get(t, key)
+		obj = &v1alpha1.ProjectMCP{}
+		if err := env.Client.Get(context.Background(), key, obj); err != nil {
+			return false // not created yet, e.g. by the mirror
+		}
 		return cond(obj)
 	})
 	return obj

@@ -2,6 +2,7 @@
 // .dsh/mcp.json lists. Subcommands:
 //
 //	controller      run the controller (reconciler and connection registry) against a cluster
+//	mirror          apply project directories' .dsh/mcp.json to ProjectMCPs as they change
 //	reconnect NAME  rebuild a project's connections now
 //	render FILE     print the ProjectMCP manifest for a config file (for GitOps)
 //
@@ -24,6 +25,7 @@ var commands = map[string]command{
 	"render":     {"print the ProjectMCP manifest for a .dsh/mcp.json", runRender},
 	"controller": {"run the controller against the kubeconfig's cluster", runController},
 	"reconnect":  {"rebuild a project's connections now (all, or --server S)", runReconnect},
+	"mirror":     {"apply each --project's .dsh/mcp.json to a ProjectMCP as it changes", runMirror},
 }
 
 func main() {
@@ -49,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: projectmcp COMMAND [flags]\n\ncommands:")
-	for _, name := range []string{"controller", "reconnect", "render"} {
+	for _, name := range []string{"controller", "mirror", "reconnect", "render"} {
 		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
 	}
 }

@@ -19,12 +19,12 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -39,11 +39,10 @@ const debounce = 150 * time.Millisecond
 
 // Mirror mirrors one project directory into one ProjectMCP.
 type Mirror struct {
-	Client   client.Client
-	Recorder events.EventRecorder // optional
-	Dir      string               // the project directory (holding .dsh/)
-	Key      types.NamespacedName
-	Log      logr.Logger
+	Client client.Client
+	Dir    string // the project directory (holding .dsh/)
+	Key    types.NamespacedName
+	Log    logr.Logger
 }
 
 // Path is the config file the mirror reads.
@@ -182,7 +181,10 @@ func (m *Mirror) setCondition(ctx context.Context, cond metav1.Condition) error 
 			return err
 		}
 		cond.ObservedGeneration = obj.Generation
-		old := meta.FindStatusCondition(obj.Status.Conditions, cond.Type)
+		oldMessage := ""
+		if old := meta.FindStatusCondition(obj.Status.Conditions, cond.Type); old != nil {
+			oldMessage = old.Message // copied: SetStatusCondition updates the element in place
+		}
 		changed := meta.SetStatusCondition(&obj.Status.Conditions, cond)
 		if !changed {
 			return nil
@@ -191,11 +193,31 @@ func (m *Mirror) setCondition(ctx context.Context, cond metav1.Condition) error 
 		if apierrors.IsConflict(err) && attempt < 5 {
 			continue
 		}
-		if err == nil && cond.Status == metav1.ConditionFalse && m.Recorder != nil &&
-			(old == nil || old.Message != cond.Message) {
-			m.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, v1alpha1.ReasonConfigInvalid, "Mirror", "%s", truncate(cond.Message, 1024))
+		if err == nil && cond.Status == metav1.ConditionFalse && oldMessage != cond.Message {
+			m.warn(ctx, obj, cond.Message)
 		}
 		return err
+	}
+}
+
+// warn records a Warning event on the object. The mirror writes events itself: it runs without
+// a manager and emits one only when the file's error changes.
+func (m *Mirror) warn(ctx context.Context, obj *v1alpha1.ProjectMCP, msg string) {
+	host, _ := os.Hostname()
+	ev := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: obj.Name + "-", Namespace: obj.Namespace},
+		EventTime:  metav1.NewMicroTime(time.Now()),
+		Regarding: corev1.ObjectReference{
+			APIVersion: v1alpha1.GroupVersion.String(), Kind: "ProjectMCP",
+			Namespace: obj.Namespace, Name: obj.Name, UID: obj.UID, ResourceVersion: obj.ResourceVersion,
+		},
+		Type: corev1.EventTypeWarning, Reason: v1alpha1.ReasonConfigInvalid, Action: "Mirror",
+		Note:                truncate(msg, 1024),
+		ReportingController: "mcp.dsh.dev/" + FieldManager,
+		ReportingInstance:   truncate(FieldManager+"-"+host, 128),
+	}
+	if err := m.Client.Create(ctx, ev); err != nil {
+		m.Log.Error(err, "Recording the invalid-config event")
 	}
 }
 
