@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -84,13 +85,14 @@ func newScheme() (*runtime.Scheme, error) {
 	return s, v1alpha1.AddToScheme(s)
 }
 
-// newManager wires the registry and the reconciler into a manager.
-func newManager(cfg *rest.Config, f *controllerFlags) (manager.Manager, error) {
+// newManager wires the registry, the reconciler and the gateway into a manager. endpoint
+// gives a project's gateway URL ("" when the gateway is off).
+func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, endpoint func(types.NamespacedName) string, err error) {
 	scheme, err := newScheme()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err = ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:        f.probeAddr,
@@ -100,7 +102,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (manager.Manager, error) {
 		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	reg := registry.New(clock.RealClock{}, ctrl.Log.WithName("registry"))
 	r := &controllers.Reconciler{
@@ -119,31 +121,35 @@ func newManager(cfg *rest.Config, f *controllerFlags) (manager.Manager, error) {
 		// Bound now, so that a port of 0 is resolved before any endpoint is written to status.
 		ln, err := net.Listen("tcp", f.gatewayAddr)
 		if err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
+			return nil, nil, fmt.Errorf("gateway: %w", err)
 		}
 		gw, err := f.gateway(cfg, reg, ln.Addr().String())
 		if err != nil {
 			ln.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		r.Endpoint = gw.Endpoint
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 			ctrl.Log.WithName("gateway").Info("Serving MCP endpoints", "address", ln.Addr().String())
 			return gw.Serve(ctx, ln)
 		})); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return mgr, nil
+	endpoint = func(types.NamespacedName) string { return "" }
+	if r.Endpoint != nil {
+		endpoint = r.Endpoint
+	}
+	return mgr, endpoint, nil
 }
 
 // gateway builds the per-project MCP endpoint server from the flags.
@@ -199,7 +205,7 @@ func runController(args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "projectmcp controller: %v\n", err)
 		return 1
 	}
-	mgr, err := newManager(cfg, &f)
+	mgr, _, err := newManager(cfg, &f)
 	if err != nil {
 		fmt.Fprintf(stderr, "projectmcp controller: %v\n", err)
 		return 1

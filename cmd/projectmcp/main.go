@@ -1,6 +1,7 @@
 // Command projectmcp keeps every agent session of a project on the MCP servers its
 // .dsh/mcp.json lists. Subcommands:
 //
+//	dev             run everything locally for a project folder (the default way to start)
 //	controller      run the controller (reconciler and connection registry) against a cluster
 //	mirror          apply project directories' .dsh/mcp.json to ProjectMCPs as they change
 //	reconnect NAME  rebuild a project's connections now
@@ -26,6 +27,7 @@ var commands = map[string]command{
 	"controller": {"run the controller against the kubeconfig's cluster", runController},
 	"reconnect":  {"rebuild a project's connections now (all, or --server S)", runReconnect},
 	"mirror":     {"apply each --project's .dsh/mcp.json to a ProjectMCP as it changes", runMirror},
+	"dev":        {"run everything locally for this folder: control plane, controller, gateway, mirror", runDev},
 }
 
 func main() {
@@ -51,7 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: projectmcp COMMAND [flags]\n\ncommands:")
-	for _, name := range []string{"controller", "mirror", "reconnect", "render"} {
+	for _, name := range []string{"dev", "controller", "mirror", "reconnect", "render"} {
 		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
 	}
 }

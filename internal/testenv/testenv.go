@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -123,4 +124,43 @@ func (e *Env) Stop() {
 	if e.dir != "" {
 		_ = os.RemoveAll(e.dir)
 	}
+}
+
+// FindAssets locates kube-apiserver and etcd for a control plane outside the tests
+// (`projectmcp dev`): KUBEBUILDER_ASSETS, else the cache hack/envtest-assets.sh fills, else that
+// script itself when a projectmcp checkout is found above the working directory.
+func FindAssets() (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, nil
+	}
+	if v := apiVersion(); v != "" {
+		data := os.Getenv("XDG_DATA_HOME")
+		if data == "" {
+			home, _ := os.UserHomeDir()
+			data = filepath.Join(home, ".local", "share")
+		}
+		dir := filepath.Join(data, "projectmcp", "envtest", "v1."+strings.TrimPrefix(v, "v0."))
+		if _, err := os.Stat(filepath.Join(dir, "kube-apiserver")); err == nil {
+			return dir, nil
+		}
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", fmt.Errorf("no kube-apiserver found: set KUBEBUILDER_ASSETS, or run `make envtest` in the projectmcp checkout once")
+	}
+	return Assets(root)
+}
+
+// apiVersion is the k8s.io/api version this binary was built with.
+func apiVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, d := range info.Deps {
+		if d.Path == "k8s.io/api" {
+			return d.Version
+		}
+	}
+	return ""
 }
