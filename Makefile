@@ -7,13 +7,19 @@ GO ?= go
 FUZZTIME ?= 10s
 CONTROLLER_GEN := $(GO) tool controller-gen
 
-.PHONY: all build test unit envtest manifests generate verify vet fmt fuzz render clean bench
+.PHONY: all build test unit envtest manifests generate verify vet fmt fuzz render clean bench dev
 
 all: build
 
 ## build: compile bin/projectmcp
 build:
 	$(GO) build -o bin/projectmcp ./cmd/projectmcp
+
+## dev: run projectmcp locally for PROJECT (default: the bundled example): a local control
+## plane, the controller, the gateway and the mirror; Ctrl-C stops everything
+PROJECT ?= examples/demo
+dev:
+	$(GO) run ./cmd/projectmcp dev --project $(PROJECT)
 
 ## render: print the ProjectMCP for the bundled example config
 render:
