@@ -34,6 +34,8 @@ import (
 
 // ConnDefaults are the connection timings the controller's flags set.
 type ConnDefaults struct {
+	// AllowCommands restricts stdio commands (globs); nil allows every command.
+	AllowCommands  []string
 	ConnectTimeout time.Duration
 	HealthInterval time.Duration
 	RelistInterval time.Duration
@@ -187,6 +189,7 @@ func (r *Reconciler) connOptions(obj *v1alpha1.ProjectMCP, srv v1alpha1.MCPServe
 	opts := conn.Options{
 		Server:         srv,
 		Policy:         policy,
+		AllowCommands:  r.Conn.AllowCommands,
 		ConnectTimeout: r.Conn.ConnectTimeout,
 		HealthInterval: r.Conn.HealthInterval,
 		RelistInterval: r.Conn.RelistInterval,

@@ -48,6 +48,8 @@ type controllerFlags struct {
 	sessionTimeout time.Duration
 	statelessIdle  time.Duration
 	maxBodyBytes   int64
+	allowCommands  stringList
+	allowAny       bool
 	zap            zap.Options
 }
 
@@ -66,6 +68,9 @@ func (f *controllerFlags) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&f.sessionTimeout, "session-timeout", 30*time.Minute, "release a session that sent no request for this long")
 	fs.DurationVar(&f.statelessIdle, "stateless-session-idle", 10*time.Minute, "release a stateless (2026-07-28) session that sent no request for this long")
 	fs.Int64Var(&f.maxBodyBytes, "max-request-bytes", 4<<20, "largest request body the gateway accepts")
+	fs.Var(&f.allowCommands, "allow-command", "glob of a stdio command servers may run (repeatable); with none, stdio servers are refused in a cluster")
+	_, inCluster := os.LookupEnv("KUBERNETES_SERVICE_HOST")
+	fs.BoolVar(&f.allowAny, "allow-any-command", !inCluster, "run any stdio command (the default outside a cluster, where the controller runs as the user)")
 	f.zap.BindFlags(fs)
 }
 
@@ -112,6 +117,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, endp
 		Recorder:  mgr.GetEventRecorder("projectmcp"),
 		Clock:     clock.RealClock{},
 		Conn: controllers.ConnDefaults{
+			AllowCommands:  f.commandAllowlist(),
 			ConnectTimeout: f.connectTimeout,
 			HealthInterval: f.healthInterval,
 			RelistInterval: f.relistInterval,
@@ -150,6 +156,14 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, endp
 		endpoint = r.Endpoint
 	}
 	return mgr, endpoint, nil
+}
+
+// commandAllowlist is nil (everything allowed) or the --allow-command patterns (possibly none).
+func (f *controllerFlags) commandAllowlist() []string {
+	if f.allowAny && len(f.allowCommands) == 0 {
+		return nil
+	}
+	return append([]string{}, f.allowCommands...)
 }
 
 // gateway builds the per-project MCP endpoint server from the flags.

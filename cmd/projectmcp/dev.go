@@ -103,6 +103,7 @@ func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, stdout, s
 		metricsAddr: "0", probeAddr: "0", gatewayAddr: gatewayAddr, gatewayAuth: "local",
 		connectTimeout: 30 * time.Second, healthInterval: 15 * time.Second, relistInterval: time.Minute,
 		sessionTimeout: 30 * time.Minute, statelessIdle: 10 * time.Minute, maxBodyBytes: 4 << 20,
+		allowAny: true, // dev runs as the user, with the user's commands
 	}
 	mgr, endpointOf, err := newManager(cfg, &f)
 	if err != nil {

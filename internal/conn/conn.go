@@ -54,6 +54,9 @@ type Options struct {
 	// nil means no variables.
 	Variables func(ctx context.Context) (map[string]string, error)
 	Policy    Policy
+	// AllowCommands, when not nil, lists the glob patterns a stdio command (as written in
+	// spec, before expansion) must match to be started; others fail at once. Nil allows all.
+	AllowCommands []string
 
 	// ConnectTimeout bounds one connect attempt, initialize and first tools/list included.
 	ConnectTimeout time.Duration

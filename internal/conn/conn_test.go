@@ -239,6 +239,17 @@ func TestMissingVariableFailsAtOnce(t *testing.T) {
 	}
 }
 
+// A command outside the controller's allowlist is refused with a clear, permanent error.
+func TestCommandAllowlist(t *testing.T) {
+	c := start(t, Options{Server: stdioServer("a"), AllowCommands: []string{"/usr/local/bin/*", "npx"}})
+	s := waitPhase(t, c, v1alpha1.PhaseFailed)
+	if !s.Permanent || !strings.Contains(s.LastError, "is not allowed here") || !strings.Contains(s.LastError, os.Args[0]) {
+		t.Fatalf("want a refusal naming the command, got %+v", s)
+	}
+	ok := start(t, Options{Server: stdioServer("b"), AllowCommands: []string{"/tmp/*", os.Args[0]}})
+	waitPhase(t, ok, v1alpha1.PhaseReady)
+}
+
 // stderr reaches the log, scrubbed of secret values and rate-limited.
 func TestStderrLoggedScrubbedAndLimited(t *testing.T) {
 	sink := &logSink{}

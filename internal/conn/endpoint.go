@@ -157,6 +157,9 @@ type process struct {
 }
 
 func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, error) {
+	if allow := c.opts.AllowCommands; allow != nil && !slices.ContainsFunc(allow, func(p string) bool { return Glob(p, s.Command) }) {
+		return nil, &invalidConfigError{msg: fmt.Sprintf("command %q is not allowed here: it matches no --allow-command pattern of the controller", s.Command)}
+	}
 	command := x.expand(s.Command)
 	args := make([]string, len(s.Args))
 	for i, a := range s.Args {
