@@ -137,6 +137,15 @@ func TestControllerCommand(t *testing.T) {
 	if !strings.Contains(rout.String(), "handled: a Ready") {
 		t.Fatalf("reconnect output: %s", rout.String())
 	}
+	var sout, serr bytes.Buffer
+	if code := run([]string{"status", "cmd", "--kubeconfig", env.Kubeconfig}, &sout, &serr); code != 0 {
+		t.Fatalf("status exited %d: %s", code, serr.String())
+	}
+	for _, want := range []string{"projectmcp default/cmd", "Ready: True", "SERVER", "a ", "Ready"} {
+		if !strings.Contains(sout.String(), want) {
+			t.Fatalf("status output lacks %q:\n%s", want, sout.String())
+		}
+	}
 	_ = env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 	if obj.Status.LastHandledReconnectAt == "" || obj.Status.LastHandledReconnectAt != obj.Annotations[v1alpha1.AnnotationReconnectRequestedAt] {
 		t.Fatalf("status must record the handled request: %q vs %q", obj.Status.LastHandledReconnectAt, obj.Annotations)

@@ -5,6 +5,7 @@
 //	controller      run the controller (reconciler and connection registry) against a cluster
 //	mirror          apply project directories' .dsh/mcp.json to ProjectMCPs as they change
 //	reconnect NAME  rebuild a project's connections now
+//	status NAME     show a project's servers, connections, tools and sessions
 //	render FILE     print the ProjectMCP manifest for a config file (for GitOps)
 //
 // Later subcommands run the controller, the local dev environment, the mirror and reconnects.
@@ -28,6 +29,7 @@ var commands = map[string]command{
 	"reconnect":  {"rebuild a project's connections now (all, or --server S)", runReconnect},
 	"mirror":     {"apply each --project's .dsh/mcp.json to a ProjectMCP as it changes", runMirror},
 	"dev":        {"run everything locally for this folder: control plane, controller, gateway, mirror", runDev},
+	"status":     {"show a project's servers, connections, tools and sessions", runStatus},
 }
 
 func main() {
@@ -53,7 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: projectmcp COMMAND [flags]\n\ncommands:")
-	for _, name := range []string{"dev", "controller", "mirror", "reconnect", "render"} {
+	for _, name := range []string{"dev", "controller", "mirror", "reconnect", "status", "render"} {
 		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
 	}
 }
