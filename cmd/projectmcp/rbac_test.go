@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testenv"
+	"github.com/dsh-dev/projectmcp/test/fixture"
+)
+
+// The generated RBAC is enough: the controller runs as its ServiceAccount (impersonated) with
+// leader election, finalizers, status, events, Secrets, TokenReview and the allowlist, and a
+// ProjectMCP reaches Ready; a command outside the allowlist is refused in status.
+func TestGeneratedRBACSuffices(t *testing.T) {
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "projectmcp-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	root, _ := testenv.RepoRoot()
+	for _, f := range []string{"role.yaml", "role_binding.yaml", "service_account.yaml"} {
+		data, err := os.ReadFile(filepath.Join(root, "config", "rbac", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Create(ctx, u); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tokens", Namespace: "default"}, StringData: map[string]string{"T": "x"}}
+	if err := env.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:projectmcp-system:projectmcp-controller",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:projectmcp-system", "system:authenticated"},
+	}
+	f := controllerFlags{
+		metricsAddr: "0", probeAddr: "0", leaderElect: true, leaderElectNS: "projectmcp-system",
+		gatewayAddr: "127.0.0.1:0", gatewayAuth: "kubernetes", allowCommands: stringList{os.Args[0]},
+		connectTimeout: 10 * time.Second, healthInterval: 15 * time.Second, relistInterval: time.Minute,
+		sessionTimeout: time.Minute, statelessIdle: time.Minute, maxBodyBytes: 1 << 20,
+	}
+	mgr, endpointOf, err := newManager(cfg, &f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+
+	obj := &v1alpha1.ProjectMCP{
+		ObjectMeta: metav1.ObjectMeta{Name: "rbac", Namespace: "default"},
+		Spec: v1alpha1.ProjectMCPSpec{
+			SecretRef: &corev1.LocalObjectReference{Name: "tokens"},
+			Reconnect: &v1alpha1.ReconnectPolicy{},
+			Servers: []v1alpha1.MCPServer{
+				{Name: "ok", Stdio: &v1alpha1.StdioServer{Command: os.Args[0],
+					Env: []v1alpha1.NameValue{{Name: fixture.EnvVar, Value: "1"}, {Name: "T", Value: "${T}"}}}},
+				{Name: "shell", Stdio: &v1alpha1.StdioServer{Command: "/bin/sh", Args: []string{"-c", "true"}}},
+			},
+		},
+	}
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Fatal(err)
+		}
+		var okReady, shellRefused bool
+		for _, s := range obj.Status.Servers {
+			okReady = okReady || (s.Name == "ok" && s.Phase == v1alpha1.PhaseReady)
+			shellRefused = shellRefused || (s.Name == "shell" && s.Phase == v1alpha1.PhaseFailed && strings.Contains(s.LastError, "not allowed"))
+		}
+		if okReady && shellRefused && obj.Status.Endpoint == endpointOf(client.ObjectKeyFromObject(obj)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("as the ServiceAccount the controller did not reach Ready / refuse the shell: %+v", obj.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(obj.Finalizers) == 0 {
+		t.Fatal("the finalizer must be set (update permission)")
+	}
+}
