@@ -302,9 +302,10 @@ type ProjectMCPStatus struct {
 	// +optional
 	ReadyServers string `json:"readyServers,omitempty"`
 
-	// toolCount is the number of tools offered across all servers.
+	// toolCount is the number of tools offered across all servers (always written, so that
+	// kubectl shows 0 rather than nothing).
 	// +optional
-	ToolCount int32 `json:"toolCount,omitempty"`
+	ToolCount int32 `json:"toolCount"`
 
 	// servers is the state of each server's connection.
 	// +optional
@@ -313,9 +314,9 @@ type ProjectMCPStatus struct {
 	// +kubebuilder:validation:MaxItems=64
 	Servers []ServerStatus `json:"servers,omitempty"`
 
-	// sessionCount is the number of sessions bound to the project.
+	// sessionCount is the number of sessions bound to the project (always written).
 	// +optional
-	SessionCount int32 `json:"sessionCount,omitempty"`
+	SessionCount int32 `json:"sessionCount"`
 
 	// sessions lists the newest session bindings (at most 20; sessionCount has the total).
 	// +optional
