@@ -25,6 +25,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/proctest"
 )
 
 // callEcho calls a server's echo tool through a mounted session's slot.
@@ -127,7 +128,7 @@ func TestRepointKeepsNamesAndSlots(t *testing.T) {
 	if now.Sessions != 1 {
 		t.Fatalf("the slot's reference must move with it: sessions = %d", now.Sessions)
 	}
-	eventually(t, 10*time.Second, "the old process to exit", func() bool { return !alive(oldPID) })
+	eventually(t, 10*time.Second, "the old process to exit", func() bool { return !proctest.Alive(oldPID) })
 	if got, err := callEcho(context.Background(), key, "s1", "alpha", "hi"); err != nil || got != "hi" {
 		t.Fatalf("call after repoint = %q, %v", got, err)
 	}
@@ -140,7 +141,7 @@ func TestRetireEndsProcessGroup(t *testing.T) {
 	key := create(t, ns, "retire", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{keep, gone}})
 	waitStatus(t, key, 30*time.Second, "Ready", isReady)
 	pids := readPIDs(t, gone)
-	if !alive(pids.PID) || !alive(pids.Grandchild) {
+	if !proctest.Alive(pids.PID) || !proctest.Alive(pids.Grandchild) {
 		t.Fatalf("fixture and grandchild must be running: %+v", pids)
 	}
 	mount(t, key, "s1")
@@ -152,7 +153,7 @@ func TestRetireEndsProcessGroup(t *testing.T) {
 		return !ok && o.Status.ObservedGeneration == o.Generation
 	})
 	eventually(t, 10*time.Second, "the process and its grandchild to exit", func() bool {
-		return !alive(pids.PID) && !alive(pids.Grandchild)
+		return !proctest.Alive(pids.PID) && !proctest.Alive(pids.Grandchild)
 	})
 	if ctl.registry.Lookup(key, "s1", "gone") != nil {
 		t.Fatal("the session's slot for the retired server must be dropped")
@@ -318,7 +319,7 @@ func TestDeleteStopsEverything(t *testing.T) {
 	pa, pb := readPIDs(t, a), readPIDs(t, b)
 	deleteAndWait(t, key)
 	eventually(t, 10*time.Second, "every process to exit", func() bool {
-		return !alive(pa.PID) && !alive(pa.Grandchild) && !alive(pb.PID)
+		return !proctest.Alive(pa.PID) && !proctest.Alive(pa.Grandchild) && !proctest.Alive(pb.PID)
 	})
 }
 
@@ -335,7 +336,7 @@ func TestRestartRebuildsFromObjects(t *testing.T) {
 
 	ctl.stop()
 	ctl = nil
-	if alive(oldPID) {
+	if proctest.Alive(oldPID) {
 		t.Fatal("stopping the controller must end its server processes")
 	}
 	var err error

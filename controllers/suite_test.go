@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
 	"github.com/dsh-dev/projectmcp/test/fixture"
@@ -214,22 +214,6 @@ func readPIDs(t testing.TB, s v1alpha1.MCPServer) fixture.PIDs {
 	return p
 }
 
-func alive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	if err := syscall.Kill(pid, 0); err != nil {
-		return false
-	}
-	// A zombie has exited; it only waits for its parent to reap it.
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(data))
-	return len(fields) > 2 && fields[2] != "Z"
-}
-
 // leakedProcesses lists fixture processes (from every pid file) that are still alive.
 func leakedProcesses() []int {
 	files, _ := filepath.Glob(filepath.Join(pidDir, "*.json"))
@@ -244,7 +228,7 @@ func leakedProcesses() []int {
 			continue
 		}
 		for _, pid := range []int{p.PID, p.Grandchild} {
-			if alive(pid) {
+			if proctest.Alive(pid) {
 				leaked = append(leaked, pid)
 			}
 		}

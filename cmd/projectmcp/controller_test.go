@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
@@ -166,20 +166,11 @@ func TestControllerCommand(t *testing.T) {
 		t.Fatal("the controller did not stop on SIGTERM")
 	}
 	for _, pid := range []int{pids.PID, pids.Grandchild} {
-		if running(pid) {
+		if proctest.Alive(pid) {
 			t.Errorf("process %d outlived the controller", pid)
 		}
 	}
 	if !strings.Contains(strings.ToLower(out.String()), "successfully acquired lease") {
 		t.Errorf("the controller should have taken the leader lease:\n%s", out.String())
 	}
-}
-
-func running(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(data))
-	return len(f) > 2 && f[2] != "Z"
 }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,29 +15,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dsh-dev/projectmcp/internal/proctest"
+
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
-
-// children lists the live processes whose parent is pid.
-func children(pid int) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-		if len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(pid) {
-			out = append(out, child)
-		}
-	}
-	return out
-}
 
 // `projectmcp dev` end to end, as a user runs it in a project folder.
 func TestDevEndToEnd(t *testing.T) {
@@ -164,7 +144,7 @@ func TestDevEndToEnd(t *testing.T) {
 	_ = session.Close()
 
 	// Ctrl-C ends everything it started: apiserver, etcd and the MCP servers.
-	kids := children(cmd.Process.Pid)
+	kids := proctest.Children(cmd.Process.Pid)
 	if len(kids) < 4 { // kube-apiserver, etcd, two fixture servers
 		t.Fatalf("want at least 4 child processes, got %v", kids)
 	}
@@ -178,7 +158,7 @@ func TestDevEndToEnd(t *testing.T) {
 		t.Fatal("dev did not stop on SIGINT")
 	}
 	for _, pid := range kids {
-		if running(pid) {
+		if proctest.Alive(pid) {
 			t.Errorf("child process %d survived dev", pid)
 		}
 	}

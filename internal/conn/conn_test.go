@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -208,24 +209,13 @@ func TestDeathSeenThroughGrandchildAndGroupKilled(t *testing.T) {
 	}
 	c.Destroy()
 	deadline := time.Now().Add(10 * time.Second)
-	for syscall.Kill(pids.Grandchild, 0) == nil && !isZombie(pids.Grandchild) {
+	for proctest.Alive(pids.Grandchild) {
 		if time.Now().After(deadline) {
 			t.Fatal("the grandchild survived Destroy")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
-func isZombie(pid int) bool {
-	data, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	f := strings.Fields(string(data))
-	return len(f) > 2 && f[2] == "Z"
-}
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // A missing variable is a permanent failure that names the variable, without spending the
 // reconnect budget.
@@ -345,24 +335,6 @@ func TestHTTPHeaders(t *testing.T) {
 	front.CloseClientConnections()
 }
 
-// groupAlive reports whether any live process is in process group pgid.
-func groupAlive(pgid int) bool {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// Fields after the command name (which is in parentheses): state, ppid, pgrp, ...
-		rest := string(data[strings.LastIndexByte(string(data), ')')+1:])
-		f := strings.Fields(rest)
-		if len(f) > 2 && f[0] != "Z" && f[2] == itoa(pgid) {
-			return true
-		}
-	}
-	return false
-}
-
 // Real third-party servers from the npm registry, started through npx (a wrapper that leaves
 // grandchildren): they connect, list and answer, and Destroy ends the whole process group.
 func TestNpmServers(t *testing.T) {
@@ -388,7 +360,7 @@ func TestNpmServers(t *testing.T) {
 			}
 			call(t, c, tc.tool, tc.args)
 			c.Destroy()
-			if groupAlive(s.PID) {
+			if proctest.GroupAlive(s.PID) {
 				t.Fatalf("processes of group %d outlived Destroy", s.PID)
 			}
 		})

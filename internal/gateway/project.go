@@ -213,15 +213,20 @@ func (p *project) sync() {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
 	obs := p.g.opts.Registry.Observe(p.key)
-	if sig := signature(obs.Servers); sig == p.synced {
+	sig := signature(obs.Servers)
+	if sig == p.synced {
 		return // no connection changed since the last projection (the common case at mount)
-	} else {
-		p.synced = sig
 	}
+	p.synced = sig
 	want, _ := Projection(obs.Servers)
+	seen := make(map[string]projected, len(want))
+	for name, w := range want {
+		fp, _ := json.Marshal(w.tool)
+		seen[name] = projected{server: w.server, raw: w.raw, fingerprint: string(fp)}
+	}
 	var remove []string
 	for name, have := range p.tools {
-		if w, ok := want[name]; !ok || w.projected != have {
+		if now, ok := seen[name]; !ok || now != have {
 			remove = append(remove, name)
 		}
 	}
@@ -244,7 +249,7 @@ func (p *project) sync() {
 			p.g.opts.Log.Info("Tool skipped", "projectmcp", p.key.String(), "tool", name, "error", err.Error())
 			continue
 		}
-		p.tools[name] = w.projected
+		p.tools[name] = seen[name]
 	}
 }
 
@@ -270,10 +275,10 @@ func addTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
 	return nil
 }
 
-// wanted is a tool the projection should offer.
+// wanted is a tool the projection should offer, under its projected name.
 type wanted struct {
-	projected
-	tool *mcp.Tool
+	server, raw string
+	tool        *mcp.Tool
 }
 
 // Server returns the server a projected tool comes from.
@@ -321,8 +326,7 @@ func Projection(servers map[string]registry.ServerState) (map[string]wanted, []N
 			out := *t
 			out.Name = name
 			out.Meta = nil // the upstream's _meta is its own business
-			fp, _ := json.Marshal(out)
-			want[name] = wanted{projected: projected{server: server, raw: t.Name, fingerprint: string(fp)}, tool: &out}
+			want[name] = wanted{server: server, raw: t.Name, tool: &out}
 		}
 	}
 	return want, notes

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -56,10 +57,8 @@ func TestProjection(t *testing.T) {
 		}
 	}
 	again, _ := Projection(servers)
-	for n, w := range want {
-		if again[n].fingerprint != w.fingerprint || again[n].raw != w.raw {
-			t.Fatal("the projection is not a pure function")
-		}
+	if d := cmp.Diff(want, again, cmp.AllowUnexported(wanted{})); d != "" {
+		t.Fatalf("the projection is not a pure function:\n%s", d)
 	}
 }
 

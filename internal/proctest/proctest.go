@@ -1,0 +1,48 @@
+// Package proctest reads the process table (/proc) for tests that check that no process
+// outlives its owner. A zombie counts as gone: it has exited and only waits to be reaped.
+package proctest
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// stat returns the fields of /proc/PID/stat after the command name: state, ppid, pgrp, ...
+func stat(pid string) []string {
+	data, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return nil
+	}
+	s := string(data)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+}
+
+// Alive reports whether pid is a running (not zombie) process.
+func Alive(pid int) bool {
+	f := stat(strconv.Itoa(pid))
+	return pid > 0 && len(f) > 0 && f[0] != "Z"
+}
+
+// Children lists the live processes whose parent is pid.
+func Children(pid int) []int { return matching(1, pid) }
+
+// GroupAlive reports whether any live process is in process group pgid.
+func GroupAlive(pgid int) bool { return len(matching(2, pgid)) > 0 }
+
+// matching lists live processes whose stat field i (after the name) equals want.
+func matching(i, want int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f := stat(e.Name()); len(f) > i && f[0] != "Z" && f[i] == strconv.Itoa(want) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
