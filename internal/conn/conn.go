@@ -258,19 +258,36 @@ func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress 
 		res, err := s.CallTool(callCtx, params)
 		stop()
 		cancel()
-		if err == nil || !isGone(err) {
-			return res, err
+		if err == nil {
+			return res, nil
+		}
+		if !isGone(err) {
+			return nil, c.callError(err)
 		}
 		c.signalDead()
 		if attempt > 0 || !errors.Is(err, mcp.ErrSessionMissing) {
-			return nil, fmt.Errorf("MCP server %q: %w", c.opts.Server.Name, err)
+			return nil, c.callError(err)
 		}
 		// Wait for the supervisor to replace the session, then retry once.
 		if !c.awaitNewSession(ctx, s, ch) {
-			return nil, fmt.Errorf("MCP server %q: %w", c.opts.Server.Name, err)
+			return nil, c.callError(err)
 		}
 	}
 }
+
+// callError names the server and scrubs secret values (a URL or header value may appear in
+// a transport error) from an error that goes back to the agent; errors.Is still sees the cause.
+func (c *Conn) callError(err error) error {
+	return &scrubbedError{msg: fmt.Sprintf("MCP server %q: %s", c.opts.Server.Name, c.scrub(err.Error())), err: err}
+}
+
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
 
 // awaitNewSession waits until a Ready session other than old is in place.
 func (c *Conn) awaitNewSession(ctx context.Context, old *mcp.ClientSession, ch <-chan struct{}) bool {
