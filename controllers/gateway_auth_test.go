@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -143,4 +144,33 @@ func TestGatewayLocalGuards(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("an unknown project got %d", resp.StatusCode)
 	}
+}
+
+// A stateful session that sends no request for the session timeout is released: its slots
+// leave status, as if it had sent DELETE.
+func TestGatewaySessionTimeoutReleases(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "timeout", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	gw := gateway.New(gateway.Options{Registry: ctl.registry, SessionTimeout: 1500 * time.Millisecond})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gw.Serve(gctx, ln) }()
+	defer func() { cancel(); <-done }()
+
+	ctx, cancelConnect := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelConnect()
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "idle", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + gateway.Path(key)},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	waitStatus(t, key, 10*time.Second, "the session bound", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 1 })
+	waitStatus(t, key, 15*time.Second, "the idle session released", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
 }
