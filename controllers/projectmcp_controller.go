@@ -101,7 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		ReadyTimeout: durationOr(obj.Spec.ReadyTimeout, v1alpha1.DefaultReadyTimeout),
 	})
 	actions := Plan(desired, r.Registry.Observe(req.NamespacedName).Servers, r.Clock.Now())
-	r.apply(ctx, obj, actions)
+	r.apply(ctx, obj, desired.Servers, actions)
 
 	status := buildStatus(obj, r.Registry.Observe(req.NamespacedName), r.endpoint(req.NamespacedName), r.Clock.Now())
 	if desired.Reconnect != nil {
@@ -132,7 +132,8 @@ func desiredOf(obj *v1alpha1.ProjectMCP) Desired {
 
 // apply carries out the plan, one goroutine per action (each touches a different server), and
 // records an event for each.
-func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, actions []Action) {
+// hashes are the planner's config hashes of the enabled servers.
+func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, hashes map[string]string, actions []Action) {
 	key := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}
 	servers := map[string]v1alpha1.MCPServer{}
 	for _, s := range obj.Spec.Servers {
@@ -151,7 +152,7 @@ func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, action
 				if a.Kind != ActionCreate {
 					settle = r.Conn.ConnectTimeout // keep the old tools until the new server answers
 				}
-				c := r.Registry.Connect(ctx, key, ConfigHash(srv), r.connOptions(obj, srv), settle)
+				c := r.Registry.Connect(ctx, key, hashes[a.Server], r.connOptions(obj, srv), settle)
 				reason := eventReasons[a.Kind]
 				r.event(obj, corev1.EventTypeNormal, reason, string(a.Kind), "%s server %q as connection %s: %s", reason, a.Server, c.ID(), a.Reason)
 			}

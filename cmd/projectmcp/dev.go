@@ -23,8 +23,8 @@ import (
 
 	projectconfig "github.com/dsh-dev/projectmcp/config"
 	"github.com/dsh-dev/projectmcp/internal/config"
+	"github.com/dsh-dev/projectmcp/internal/controlplane"
 	"github.com/dsh-dev/projectmcp/internal/mirror"
-	"github.com/dsh-dev/projectmcp/internal/testenv"
 )
 
 // runDev is the embedded default: a local control plane (a real kube-apiserver and etcd), the
@@ -72,7 +72,7 @@ func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, stdout, s
 	}
 
 	fmt.Fprintln(stderr, "Starting a local control plane (kube-apiserver and etcd)...")
-	assets, err := testenv.FindAssets()
+	assets, err := controlplane.FindAssets()
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/dsh-dev/projectmcp/internal/config"
@@ -52,16 +51,7 @@ func runMirror(args []string, _, stderr io.Writer) int {
 
 // mirrorProjects runs one mirror per directory until ctx ends.
 func mirrorProjects(ctx context.Context, kubeconfig string, dirs []string, name, namespace string) error {
-	f := controllerFlags{kubeconfig: kubeconfig}
-	cfg, err := f.restConfig()
-	if err != nil {
-		return err
-	}
-	scheme, err := newScheme()
-	if err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := newClient(kubeconfig)
 	if err != nil {
 		return err
 	}
