@@ -339,16 +339,15 @@ func TestRestartRebuildsFromObjects(t *testing.T) {
 	if proctest.Alive(oldPID) {
 		t.Fatal("stopping the controller must end its server processes")
 	}
+	// The new process has not reconciled the project yet (held back) when the old session's
+	// client gets 404 and re-initializes at once: the new session waits for the reconcile and
+	// its first tools/list has the tools.
+	release := hold(t, key)
 	var err error
 	if ctl, err = startController(); err != nil {
 		t.Fatal(err)
 	}
-	after := waitStatus(t, key, 30*time.Second, "a new connection after restart", func(o *v1alpha1.ProjectMCP) bool {
-		s, _ := serverStatusOf(o, "a")
-		return s.Phase == v1alpha1.PhaseReady && s.Connection != old.Connection
-	})
-	// A session of the old process is unknown now: 404, and the client re-initializes (spec).
-	req, _ := http.NewRequest(http.MethodPost, after.Status.Endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+	req, _ := http.NewRequest(http.MethodPost, before.Status.Endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Session-Id", oldSession)
@@ -361,9 +360,24 @@ func TestRestartRebuildsFromObjects(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("an old session id got %d, want 404", resp.StatusCode)
 	}
-	fresh := connectAgent(t, key, "2025-11-25", nil)
-	if got := text(fresh.call(t, "a__echo", map[string]any{"text": "again"})); got != "again" {
-		t.Fatalf("a re-initialized session must work: %q", got)
+	reinit := dialAsync(t, before.Status.Endpoint, "2025-11-25", nil)
+	time.Sleep(300 * time.Millisecond)
+	stillWaiting(t, "a re-initialize", reinit)
+	release()
+	fresh := awaitDial(t, reinit)
+	if names := firstTools(t, fresh); !slices.Contains(names, "a__echo") {
+		t.Fatalf("the re-initialized session's first tools/list must have the tools: %v", names)
+	}
+	res, err := fresh.CallTool(context.Background(), &mcp.CallToolParams{Name: "a__echo", Arguments: map[string]any{"text": "again"}})
+	if err != nil || text(res) != "again" {
+		t.Fatalf("a re-initialized session must work: %v %+v", err, res)
+	}
+	after := waitStatus(t, key, 30*time.Second, "a new connection after restart", func(o *v1alpha1.ProjectMCP) bool {
+		s, _ := serverStatusOf(o, "a")
+		return s.Phase == v1alpha1.PhaseReady && s.Connection != old.Connection
+	})
+	if after.Status.Endpoint != before.Status.Endpoint {
+		t.Fatalf("the endpoint changed across the restart: %s → %s", before.Status.Endpoint, after.Status.Endpoint)
 	}
 }
 

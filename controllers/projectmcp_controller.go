@@ -58,6 +58,11 @@ type Reconciler struct {
 // wake-ups (connection state changes, mounts, releases, idle reclaims) arrive through a
 // source.Channel.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	return r.setupWithManager(mgr, r)
+}
+
+// setupWithManager registers rec, which is r or (in tests) a wrapper around it.
+func (r *Reconciler) setupWithManager(mgr manager.Manager, rec reconcile.Reconciler) error {
 	if err := mgr.Add(r.Registry); err != nil {
 		return err
 	}
@@ -67,7 +72,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		WatchesRawSource(source.Channel(r.Registry.Events(), &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("projectmcp").
-		Complete(r)
+		Complete(rec)
 }
 
 // Reconcile follows the usual shape: get, finalize, ensure the finalizer, then observe → plan →

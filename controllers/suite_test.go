@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
@@ -115,7 +116,10 @@ func startController() (*testController, error) {
 		return nil, err
 	}
 	reg := registry.New(clock.RealClock{}, ctrl.Log.WithName("registry"))
-	gw := gateway.New(gateway.Options{Registry: reg, Log: ctrl.Log.WithName("gateway"), StatelessIdle: 2 * time.Second})
+	gw := gateway.New(gateway.Options{
+		Registry: reg, Log: ctrl.Log.WithName("gateway"), StatelessIdle: 2 * time.Second,
+		Objects: mgr.GetClient(), Live: mgr.GetAPIReader(),
+	})
 	ln, err := net.Listen("tcp", gatewayAddr)
 	if err != nil {
 		return nil, err
@@ -134,7 +138,7 @@ func startController() (*testController, error) {
 		Conn:      testCfg,
 		Endpoint:  gw.Endpoint,
 	}
-	if err := r.SetupWithManager(mgr); err != nil {
+	if err := r.setupWithManager(mgr, heldReconciler{r}); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -148,6 +152,39 @@ func (c *testController) stop() {
 	if err := <-c.done; err != nil {
 		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
 	}
+}
+
+// holds are the projects whose reconciles tests hold back (hold), across controller restarts.
+var holds sync.Map // types.NamespacedName → chan struct{} (closed on release)
+
+// hold stops the test controller from reconciling a project until the returned function is
+// called (or the test ends), so tests can act before a project's first reconcile.
+func hold(t testing.TB, key types.NamespacedName) (release func()) {
+	ch := make(chan struct{})
+	holds.Store(key, ch)
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			holds.Delete(key)
+			close(ch)
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// heldReconciler runs the reconciler once a held project is released.
+type heldReconciler struct{ r *Reconciler }
+
+func (h heldReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if ch, ok := holds.Load(req.NamespacedName); ok {
+		select {
+		case <-ch.(chan struct{}):
+		case <-ctx.Done():
+			return reconcile.Result{}, ctx.Err()
+		}
+	}
+	return h.r.Reconcile(ctx, req)
 }
 
 func ctrlLog(name string) logr.Logger { return ctrl.Log.WithName(name) }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -90,9 +89,9 @@ func newScheme() (*runtime.Scheme, error) {
 	return s, v1alpha1.AddToScheme(s)
 }
 
-// newManager wires the registry, the reconciler and the gateway into a manager. endpoint
-// gives a project's gateway URL ("" when the gateway is off).
-func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, endpoint func(types.NamespacedName) string, err error) {
+// newManager wires the registry, the reconciler and the gateway into a manager. The gateway is
+// nil when it is off.
+func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *gateway.Gateway, err error) {
 	scheme, err := newScheme()
 	if err != nil {
 		return nil, nil, err
@@ -129,7 +128,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, endp
 		if err != nil {
 			return nil, nil, fmt.Errorf("gateway: %w", err)
 		}
-		gw, err := f.gateway(cfg, reg, ln.Addr().String())
+		gw, err = f.gateway(cfg, mgr, reg, ln.Addr().String())
 		if err != nil {
 			ln.Close()
 			return nil, nil, err
@@ -151,11 +150,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, endp
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, nil, err
 	}
-	endpoint = func(types.NamespacedName) string { return "" }
-	if r.Endpoint != nil {
-		endpoint = r.Endpoint
-	}
-	return mgr, endpoint, nil
+	return mgr, gw, nil
 }
 
 // commandAllowlist is nil (everything allowed) or the --allow-command patterns (possibly none).
@@ -167,10 +162,11 @@ func (f *controllerFlags) commandAllowlist() []string {
 }
 
 // gateway builds the per-project MCP endpoint server from the flags.
-func (f *controllerFlags) gateway(cfg *rest.Config, reg *registry.Registry, bound string) (*gateway.Gateway, error) {
+func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *registry.Registry, bound string) (*gateway.Gateway, error) {
 	opts := gateway.Options{
 		Registry: reg, BaseURL: f.gatewayURL, SessionTimeout: f.sessionTimeout,
 		StatelessIdle: f.statelessIdle, MaxBodyBytes: f.maxBodyBytes, Log: ctrl.Log.WithName("gateway"),
+		Objects: mgr.GetClient(), Live: mgr.GetAPIReader(),
 	}
 	if opts.BaseURL == "" {
 		opts.BaseURL = "http://" + bound

@@ -21,9 +21,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	projectconfig "github.com/dsh-dev/projectmcp/config"
 	"github.com/dsh-dev/projectmcp/internal/config"
 	"github.com/dsh-dev/projectmcp/internal/controlplane"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/mirror"
 )
 
@@ -57,6 +59,9 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 }
 
 func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, stdout, stderr io.Writer) error {
+	if gatewayAddr == "0" {
+		return errors.New(`dev serves the project's endpoint: --gateway-bind-address cannot be "0"`)
+	}
 	abs, err := filepath.Abs(projectDir)
 	if err != nil {
 		return err
@@ -105,7 +110,7 @@ func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, stdout, s
 		sessionTimeout: 30 * time.Minute, statelessIdle: 10 * time.Minute, maxBodyBytes: 4 << 20,
 		allowAny: true, // dev runs as the user, with the user's commands
 	}
-	mgr, endpointOf, err := newManager(cfg, &f)
+	mgr, gw, err := newManager(cfg, &f)
 	if err != nil {
 		return err
 	}
@@ -122,8 +127,18 @@ func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, stdout, s
 	go func() { errs <- mgr.Start(ctx) }()
 	go func() { errs <- m.Run(ctx) }()
 
-	endpoint := endpointOf(key)
-	fmt.Fprintf(stdout, `projectmcp dev is running for %s
+	// The endpoint is printed once a request to it would be served: the gateway answers and
+	// the mirror has created the ProjectMCP (a session arriving before the first reconcile
+	// then waits for it). Until then a request would get 404.
+	var firstErr error
+	waiting := 2
+	if err := awaitServing(ctx, c, gw, key, m.Path(), errs, stderr); err != nil {
+		firstErr = err
+		waiting--
+	}
+	if firstErr == nil && ctx.Err() == nil {
+		endpoint := gw.Endpoint(key)
+		fmt.Fprintf(stdout, `projectmcp dev is running for %s
   config:     %s
   kubeconfig: %s
               export KUBECONFIG=%s
@@ -134,14 +149,15 @@ Add it to an MCP client, e.g. Claude Code's .mcp.json:
 
 Press Ctrl-C to stop.
 `, abs, m.Path(), kubeconfig, kubeconfig, endpoint, endpoint)
+	}
 
 	// Run until Ctrl-C or until the manager or the mirror fails; then stop both and wait.
-	var firstErr error
-	waiting := 2
-	select {
-	case <-ctx.Done():
-	case firstErr = <-errs:
-		waiting--
+	if firstErr == nil {
+		select {
+		case <-ctx.Done():
+		case firstErr = <-errs:
+			waiting--
+		}
 	}
 	cancel()
 	for ; waiting > 0; waiting-- {
@@ -151,6 +167,40 @@ Press Ctrl-C to stop.
 	}
 	fmt.Fprintln(stderr, "Stopped: connections closed, control plane stopping.")
 	return firstErr
+}
+
+// stillStartingAfter is how long dev waits before saying what it is still waiting for.
+const stillStartingAfter = 10 * time.Second
+
+// awaitServing waits until the gateway serves requests and the project's ProjectMCP exists.
+// It returns the error of the manager or the mirror if one stops first (taken from errs), and
+// nil when ready or when ctx ends.
+func awaitServing(ctx context.Context, c client.Client, gw *gateway.Gateway, key types.NamespacedName, file string, errs <-chan error, stderr io.Writer) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	slow := time.NewTimer(stillStartingAfter)
+	defer slow.Stop()
+	for {
+		select {
+		case <-gw.Serving():
+			if err := c.Get(ctx, key, &v1alpha1.ProjectMCP{}); err == nil {
+				return nil
+			}
+		default:
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errs:
+			if err == nil {
+				err = errors.New("stopped while starting")
+			}
+			return err
+		case <-slow.C:
+			fmt.Fprintf(stderr, "Still starting: waiting for %s to be applied as ProjectMCP %s (run with -v to see why it is not).\n", file, key)
+		case <-tick.C:
+		}
+	}
 }
 
 // embeddedCRDs parses the CRDs compiled into the binary.

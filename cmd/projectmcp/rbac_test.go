@@ -65,7 +65,7 @@ func TestGeneratedRBACSuffices(t *testing.T) {
 		connectTimeout: 10 * time.Second, healthInterval: 15 * time.Second, relistInterval: time.Minute,
 		sessionTimeout: time.Minute, statelessIdle: time.Minute, maxBodyBytes: 1 << 20,
 	}
-	mgr, endpointOf, err := newManager(cfg, &f)
+	mgr, gw, err := newManager(cfg, &f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestGeneratedRBACSuffices(t *testing.T) {
 			okReady = okReady || (s.Name == "ok" && s.Phase == v1alpha1.PhaseReady)
 			shellRefused = shellRefused || (s.Name == "shell" && s.Phase == v1alpha1.PhaseFailed && strings.Contains(s.LastError, "not allowed"))
 		}
-		if okReady && shellRefused && obj.Status.Endpoint == endpointOf(client.ObjectKeyFromObject(obj)) {
+		if okReady && shellRefused && obj.Status.Endpoint == gw.Endpoint(client.ObjectKeyFromObject(obj)) {
 			break
 		}
 		if time.Now().After(deadline) {

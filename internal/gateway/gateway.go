@@ -23,6 +23,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
@@ -48,15 +49,21 @@ type Options struct {
 	MaxBodyBytes int64
 	// Auth decides who may use a project; nil means local mode (loopback callers only).
 	Auth Authorizer
-	Log  logr.Logger
+	// Objects reads ProjectMCPs (the manager's cache) and Live confirms a cache miss against
+	// the API server. With them, a request for a project that exists but that the reconciler
+	// has not set up yet (just created, or after a controller restart) waits for its first
+	// reconcile instead of getting 404. Without them, such a request gets 404.
+	Objects, Live client.Reader
+	Log           logr.Logger
 }
 
 // Gateway is an http.Handler for every project's endpoint and a manager Runnable that keeps
 // the projections current.
 type Gateway struct {
-	opts  Options
-	mux   *http.ServeMux
-	dirty chan struct{}
+	opts    Options
+	mux     *http.ServeMux
+	dirty   chan struct{}
+	serving chan struct{} // closed once Serve accepts requests
 
 	mu       sync.Mutex
 	projects map[types.NamespacedName]*project
@@ -79,6 +86,7 @@ func New(opts Options) *Gateway {
 		opts:     opts,
 		mux:      http.NewServeMux(),
 		dirty:    make(chan struct{}, 1),
+		serving:  make(chan struct{}),
 		projects: map[types.NamespacedName]*project{},
 		pending:  map[types.NamespacedName]bool{},
 	}
@@ -132,6 +140,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	<-done
 	return err
 }
+
+// Serving is closed once Serve is answering requests.
+func (g *Gateway) Serving() <-chan struct{} { return g.serving }
 
 // run keeps projections current and expires idle stateless sessions until ctx ends.
 func (g *Gateway) run(ctx context.Context) {
@@ -213,8 +224,15 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	}
 	p := g.project(key)
 	if p == nil {
-		http.Error(w, fmt.Sprintf("no ProjectMCP %s", key), http.StatusNotFound)
-		return
+		var status int
+		var msg string
+		if p, status, msg = g.awaitProject(r, key); p == nil {
+			if status == http.StatusServiceUnavailable {
+				w.Header().Set("Retry-After", "1")
+			}
+			http.Error(w, msg, status)
+			return
+		}
 	}
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, g.opts.MaxBodyBytes)
@@ -254,6 +272,7 @@ func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	close(g.serving)
 	select {
 	case err := <-errc:
 		g.shutdown()

@@ -51,6 +51,9 @@ type Registry struct {
 	wake     chan struct{}
 	events   chan event.GenericEvent
 	watchers []func(types.NamespacedName)
+	// setUp is closed and replaced whenever a project becomes known (its first SetDesired),
+	// waking requests that arrived before their project's first reconcile (WaitKnown).
+	setUp chan struct{}
 }
 
 type project struct {
@@ -92,6 +95,7 @@ func New(clk clock.WithDelayedExecution, log logr.Logger) *Registry {
 		pending:  map[types.NamespacedName]bool{},
 		wake:     make(chan struct{}, 1),
 		events:   make(chan event.GenericEvent, 64),
+		setUp:    make(chan struct{}),
 	}
 }
 
@@ -208,6 +212,10 @@ func (r *Registry) SetDesired(key types.NamespacedName, d Desired) {
 	defer r.mu.Unlock()
 	p := r.projectLocked(key)
 	rearm := p.desired.IdleTimeout != d.IdleTimeout
+	if !p.known {
+		close(r.setUp)
+		r.setUp = make(chan struct{})
+	}
 	p.desired, p.known = d, true
 	// A server added to the config reaches the sessions already mounted: each gets a slot.
 	added := false
@@ -252,6 +260,29 @@ func (r *Registry) Epoch(key types.NamespacedName) uint64 {
 		return p.epoch
 	}
 	return 0
+}
+
+// WaitKnown waits until the reconciler has set up a project and returns its epoch, or 0 when
+// ctx ends first. The gateway uses it for sessions that arrive between a ProjectMCP's creation
+// (or a controller restart) and its first reconcile.
+func (r *Registry) WaitKnown(ctx context.Context, key types.NamespacedName) uint64 {
+	for {
+		r.mu.Lock()
+		var epoch uint64
+		if p := r.projects[key]; p != nil && p.known {
+			epoch = p.epoch
+		}
+		setUp := r.setUp
+		r.mu.Unlock()
+		if epoch != 0 {
+			return epoch
+		}
+		select {
+		case <-setUp:
+		case <-ctx.Done():
+			return 0
+		}
+	}
 }
 
 // Mounted reports whether a session is bound to a project.

@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+)
+
+// lookupTimeout bounds reading a ProjectMCP when deciding between 404 and waiting.
+const lookupTimeout = 5 * time.Second
+
+// awaitProject serves a request for a project the registry does not know yet. A ProjectMCP
+// that exists is only waiting for its first reconcile (it was just created, or the controller
+// has just started), so the request waits for that, bounded by the project's readyTimeout (the
+// default when readyTimeout is 0: 0 means "do not wait for servers", not "refuse sessions"),
+// and is then served as a normal mount, which waits for readiness as usual. Only a project
+// that does not exist (or is being deleted) gets 404, at once; a project still not set up
+// when the budget ends gets 503 with Retry-After.
+//
+// A request that names a session (Mcp-Session-Id) gets 404 at once: sessions live in the
+// registry's project, so an unknown project has none, and the spec tells the client to
+// re-initialize, which is the request that waits.
+func (g *Gateway) awaitProject(r *http.Request, key types.NamespacedName) (*project, int, string) {
+	notFound := fmt.Sprintf("no ProjectMCP %s", key)
+	if g.opts.Objects == nil {
+		return nil, http.StatusNotFound, notFound
+	}
+	if r.Header.Get("Mcp-Session-Id") != "" {
+		return nil, http.StatusNotFound, "session not found"
+	}
+	obj, err := g.lookup(r.Context(), key)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, http.StatusNotFound, notFound
+	case err != nil:
+		g.opts.Log.Info("Reading a ProjectMCP for a session failed", "projectmcp", key.String(), "error", err.Error())
+		return nil, http.StatusServiceUnavailable, fmt.Sprintf("ProjectMCP %s could not be read; retry", key)
+	case !obj.DeletionTimestamp.IsZero():
+		return nil, http.StatusNotFound, notFound
+	}
+	budget := v1alpha1.DefaultReadyTimeout
+	if rt := obj.Spec.ReadyTimeout; rt != nil && rt.Duration > 0 {
+		budget = rt.Duration
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), budget)
+	defer cancel()
+	if g.opts.Registry.WaitKnown(ctx, key) == 0 {
+		return nil, http.StatusServiceUnavailable, fmt.Sprintf("ProjectMCP %s is not set up yet; retry", key)
+	}
+	if p := g.project(key); p != nil {
+		return p, 0, ""
+	}
+	return nil, http.StatusNotFound, notFound // deleted while the request waited
+}
+
+// lookup reads a ProjectMCP from the cache, and confirms a miss against the API server: an
+// object created a moment ago may not have reached the cache yet.
+func (g *Gateway) lookup(ctx context.Context, key types.NamespacedName) (*v1alpha1.ProjectMCP, error) {
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	obj := &v1alpha1.ProjectMCP{}
+	err := g.opts.Objects.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) && g.opts.Live != nil {
+		err = g.opts.Live.Get(ctx, key, obj)
+	}
+	return obj, err
+}
