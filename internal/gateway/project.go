@@ -16,7 +16,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/toolname"
@@ -304,11 +303,7 @@ func Projection(servers map[string]registry.ServerState) (map[string]wanted, []N
 	}
 	sort.Strings(names)
 	for _, server := range names {
-		st := servers[server]
-		if !st.HasConn || (st.Conn.Phase != v1alpha1.PhaseReady && st.Conn.Phase != v1alpha1.PhaseDisconnected) {
-			continue
-		}
-		for _, t := range st.Conn.Tools {
+		for _, t := range servers[server].Offered() {
 			if err := checkSchema(t.InputSchema); err != nil {
 				notes = append(notes, Note{server, fmt.Sprintf("tool %q skipped: %v", t.Name, err)})
 				continue

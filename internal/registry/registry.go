@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -539,6 +540,16 @@ type ServerState struct {
 	// Reclaimed is true when an idle timer destroyed the connection.
 	Reclaimed bool
 	LastMount time.Time
+}
+
+// Offered are the tools sessions should see from this server: those of a Ready or
+// Disconnected connection (a brief disconnect must not withdraw them), none from a Failed or
+// absent one.
+func (s ServerState) Offered() []*mcp.Tool {
+	if !s.HasConn || (s.Conn.Phase != v1alpha1.PhaseReady && s.Conn.Phase != v1alpha1.PhaseDisconnected) {
+		return nil
+	}
+	return s.Conn.Tools
 }
 
 // SlotState is one session's binding as status shows it.
