@@ -274,7 +274,7 @@ func TestZeroToolsRebuiltAtMount(t *testing.T) {
 	key := create(t, ns, "empty", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--no-tools")}})
 	obj := waitStatus(t, key, 30*time.Second, "Ready", isReady)
 	first, _ := serverStatusOf(obj, "a")
-	time.Sleep(DeadAfter + 500*time.Millisecond)
+	time.Sleep(conn.DeadAfter + 500*time.Millisecond)
 	mount(t, key, "s1")
 	waitStatus(t, key, 30*time.Second, "a rebuild", func(o *v1alpha1.ProjectMCP) bool {
 		s, _ := serverStatusOf(o, "a")

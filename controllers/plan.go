@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/registry"
@@ -33,10 +32,6 @@ type Action struct {
 	Reason string
 }
 
-// DeadAfter is how long a connected server may offer zero tools before it counts as dead: a
-// server that is up but lists nothing is as useless to an agent as one that is down.
-const DeadAfter = 5 * time.Second
-
 // Desired is the planner's view of spec: enabled servers with their config hashes.
 type Desired struct {
 	Servers map[string]string // name → config hash, enabled servers only
@@ -52,13 +47,15 @@ type Desired struct {
 //	observed \ desired   | in spec, same config      | in spec, config changed | not in spec / disabled
 //	no connection        | create if demanded (*)    | create if demanded (*)  | -
 //	healthy              | keep (rebuild on request) | repoint                 | retire
-//	dead                 | rebuild if demanded or    | repoint                 | retire
-//	                     | requested                 |                         |
+//	dead (**)            | keep (rebuild on request) | repoint                 | retire
 //
 // (*) a server never connected in this process is always demanded (one idle window, so tools
 // are warm before the first session); one reclaimed by the idle timer is demanded again by a
 // bound slot, by idleTimeout 0, or by a reconnect request.
-func Plan(desired Desired, observed map[string]registry.ServerState, now time.Time) []Action {
+// (**) Failed, or Ready with no tools for longer than conn.DeadAfter. The seed rebuilds a dead
+// connection at the next session's mount: the registry's Mount does that itself, inside the
+// mount, so the session waits for the rebuilt server (registry.RebuildDeadAtMount).
+func Plan(desired Desired, observed map[string]registry.ServerState) []Action {
 	var actions []Action
 	for name, hash := range desired.Servers {
 		obs, seen := observed[name]
@@ -74,8 +71,6 @@ func Plan(desired Desired, observed map[string]registry.ServerState, now time.Ti
 			actions = append(actions, Action{ActionRepoint, name, "config changed"})
 		case requested:
 			actions = append(actions, Action{ActionRebuild, name, "reconnect requested"})
-		case isDead(obs, now) && obs.LastMount.After(deadSince(obs)):
-			actions = append(actions, Action{ActionRebuild, name, "dead connection demanded by a session"})
 		}
 	}
 	for name := range observed {
@@ -85,28 +80,6 @@ func Plan(desired Desired, observed map[string]registry.ServerState, now time.Ti
 	}
 	sort.Slice(actions, func(i, j int) bool { return actions[i].Server < actions[j].Server })
 	return actions
-}
-
-// isDead reports a connection that will not heal by itself: Failed (budget spent), or Ready
-// with zero tools for longer than DeadAfter.
-func isDead(s registry.ServerState, now time.Time) bool {
-	switch {
-	case !s.HasConn:
-		return false
-	case s.Conn.Phase == v1alpha1.PhaseFailed:
-		return true
-	case s.Conn.Phase == v1alpha1.PhaseReady && s.Conn.RawToolCount == 0:
-		return now.Sub(s.Conn.ReadySince) > DeadAfter
-	}
-	return false
-}
-
-// deadSince is when a dead connection became dead; a mount after it demands a rebuild.
-func deadSince(s registry.ServerState) time.Time {
-	if s.Conn.Phase == v1alpha1.PhaseFailed {
-		return s.Conn.FailedAt
-	}
-	return s.Conn.ReadySince.Add(DeadAfter)
 }
 
 // ConfigHash identifies a server's unexpanded configuration; a different hash means repoint.

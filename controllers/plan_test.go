@@ -91,30 +91,16 @@ func TestPlan(t *testing.T) {
 				s.LastMount = now.Add(-2 * time.Minute)
 			})},
 		},
-		"failed then mounted is rebuilt": {
+		"failed then mounted is left to the mount (it rebuilds inside the mount)": {
 			desired: Desired{Servers: one},
 			observed: map[string]registry.ServerState{"a": with(failed("h1", time.Minute), func(s *registry.ServerState) {
 				s.LastMount = now
 			})},
-			want: []Action{{ActionRebuild, "a", "dead connection demanded by a session"}},
 		},
-		"zero tools for longer than 5s then mounted is rebuilt": {
+		"zero tools for longer than 5s is left to the mount": {
 			desired: Desired{Servers: one},
 			observed: map[string]registry.ServerState{"a": with(ready("h1", 0, 6*time.Second), func(s *registry.ServerState) {
 				s.LastMount = now
-			})},
-			want: []Action{{ActionRebuild, "a", "dead connection demanded by a session"}},
-		},
-		"zero tools for less than 5s is not dead yet": {
-			desired: Desired{Servers: one},
-			observed: map[string]registry.ServerState{"a": with(ready("h1", 0, 4*time.Second), func(s *registry.ServerState) {
-				s.LastMount = now
-			})},
-		},
-		"zero tools but no mount since it went dead": {
-			desired: Desired{Servers: one},
-			observed: map[string]registry.ServerState{"a": with(ready("h1", 0, time.Minute), func(s *registry.ServerState) {
-				s.LastMount = now.Add(-58 * time.Second) // mounted 2s after ready, before the 5s mark
 			})},
 		},
 		"reconnect request rebuilds even a healthy connection": {
@@ -164,7 +150,7 @@ func TestPlan(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := Plan(tc.desired, tc.observed, now)
+			got := Plan(tc.desired, tc.observed)
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Fatalf("plan mismatch (-want +got):\n%s", d)
 			}

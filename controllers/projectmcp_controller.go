@@ -105,7 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		IdleTimeout:  durationOr(obj.Spec.IdleTimeout, v1alpha1.DefaultIdleTimeout),
 		ReadyTimeout: durationOr(obj.Spec.ReadyTimeout, v1alpha1.DefaultReadyTimeout),
 	})
-	actions := Plan(desired, r.Registry.Observe(req.NamespacedName).Servers, r.Clock.Now())
+	actions := Plan(desired, r.Registry.Observe(req.NamespacedName).Servers)
 	r.apply(ctx, obj, desired.Servers, actions)
 
 	status := buildStatus(obj, r.Registry.Observe(req.NamespacedName), r.endpoint(req.NamespacedName), r.Clock.Now())
@@ -152,12 +152,12 @@ func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, hashes
 				r.Registry.Retire(key, a.Server)
 				r.event(obj, corev1.EventTypeNormal, v1alpha1.EventRetired, "Retire", "Retired server %q: %s", a.Server, a.Reason)
 			case ActionCreate, ActionRepoint, ActionRebuild:
-				srv := servers[a.Server]
-				settle := time.Duration(0)
-				if a.Kind != ActionCreate {
-					settle = r.Conn.ConnectTimeout // keep the old tools until the new server answers
+				// Tears the old connection down first; its tools stay listed until the new
+				// one is up.
+				c := r.Registry.Connect(key, hashes[a.Server], r.connOptions(obj, servers[a.Server]))
+				if c == nil {
+					return // the registry is shutting down
 				}
-				c := r.Registry.Connect(ctx, key, hashes[a.Server], r.connOptions(obj, srv), settle)
 				reason := eventReasons[a.Kind]
 				r.event(obj, corev1.EventTypeNormal, reason, string(a.Kind), "%s server %q as connection %s: %s", reason, a.Server, c.ID(), a.Reason)
 			}

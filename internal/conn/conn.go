@@ -30,6 +30,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/utils/clock"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
@@ -67,6 +68,13 @@ type Options struct {
 	// lost (the 2026-07-28 subscription stream can die silently).
 	RelistInterval time.Duration
 
+	// StartAfter, when not nil, holds the first connect attempt until it is closed: a repoint
+	// or rebuild passes the previous connection's Done, so the old server is torn down before
+	// the new one starts (a server holding an exclusive resource cannot run twice).
+	StartAfter <-chan struct{}
+	// Clock stamps ReadySince and FailedAt and times the reconnect backoff (default: real).
+	Clock clock.WithTicker
+
 	Log logr.Logger
 	// OnChange is called after every state or tool-list change, from the supervisor goroutine
 	// with no lock held. It must not block.
@@ -92,6 +100,9 @@ func (o *Options) defaults() {
 	if o.OnChange == nil {
 		o.OnChange = func() {}
 	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
 	if o.Variables == nil {
 		o.Variables = func(context.Context) (map[string]string, error) { return nil, nil }
 	}
@@ -106,7 +117,9 @@ type Snapshot struct {
 	// RawToolCount is how many tools the server listed before filtering.
 	RawToolCount int
 	// ReadySince is when the current session became Ready (zero when not Ready).
-	ReadySince        time.Time
+	ReadySince time.Time
+	// EverReady is true once any session of this connection has been Ready.
+	EverReady         bool
 	ReconnectAttempts int
 	LastError         string
 	// FailedAt is when the connection went Failed (zero otherwise).
@@ -185,14 +198,47 @@ func (c *Conn) Changed() <-chan struct{} {
 	return c.changed
 }
 
-// WaitSettled waits until the connection has left Connecting (it is Ready, Disconnected or
-// Failed) or ctx ends.
-func (c *Conn) WaitSettled(ctx context.Context) {
+// DeadAfter is how long a connected server may offer zero tools before it counts as dead: a
+// server that is up but lists nothing is as useless to an agent as one that is down.
+const DeadAfter = 5 * time.Second
+
+// Starting reports a connection still coming up: Connecting, or Disconnected before it was
+// ever Ready (its first attempts failing inside the reconnect budget). Whoever waits for
+// readiness (a mount, a call during a repoint) waits through it; a connection that was Ready
+// and dropped is not starting, and calls to it fail at once.
+func (s Snapshot) Starting() bool {
+	return s.Phase == v1alpha1.PhaseConnecting || (s.Phase == v1alpha1.PhaseDisconnected && !s.EverReady)
+}
+
+// Dead reports a connection that will not heal by itself: Failed (budget spent), or Ready
+// with zero tools for longer than DeadAfter. The seed rebuilds such a connection at the next
+// session's mount.
+func (s Snapshot) Dead(now time.Time) bool {
+	switch s.Phase {
+	case v1alpha1.PhaseFailed:
+		return true
+	case v1alpha1.PhaseReady:
+		return s.RawToolCount == 0 && now.Sub(s.ReadySince) > DeadAfter
+	}
+	return false
+}
+
+// DeadAt is when a Ready connection with zero tools becomes dead (zero for any other state).
+func (s Snapshot) DeadAt() time.Time {
+	if s.Phase != v1alpha1.PhaseReady || s.RawToolCount != 0 {
+		return time.Time{}
+	}
+	return s.ReadySince.Add(DeadAfter)
+}
+
+// WaitStarted waits until the connection is no longer Starting (it is Ready, Failed, or
+// Disconnected after having been Ready) or ctx ends.
+func (c *Conn) WaitStarted(ctx context.Context) {
 	for {
 		c.mu.Lock()
-		phase, ch := c.state.Phase, c.changed
+		starting, ch := c.state.Starting(), c.changed
 		c.mu.Unlock()
-		if phase != v1alpha1.PhaseConnecting {
+		if !starting {
 			return
 		}
 		select {
@@ -354,6 +400,13 @@ func isGone(err error) bool {
 // run is the supervisor loop; it owns every session and process of this Conn.
 func (c *Conn) run() {
 	defer close(c.done)
+	if c.opts.StartAfter != nil {
+		select {
+		case <-c.opts.StartAfter:
+		case <-c.ctx.Done():
+			return
+		}
+	}
 	attempts := 0 // since the connection was last Ready
 	for {
 		wasReady, err := c.connectAndServe()
@@ -369,7 +422,7 @@ func (c *Conn) run() {
 			c.opts.Log.Info("MCP server failed; tools withdrawn", "error", msg, "attempts", attempts)
 			c.update(func(s *Snapshot) {
 				s.Phase, s.Tools, s.LastError, s.Permanent, s.PID = v1alpha1.PhaseFailed, nil, msg, permanent, 0
-				s.ReadySince, s.FailedAt = time.Time{}, time.Now()
+				s.ReadySince, s.FailedAt = time.Time{}, c.opts.Clock.Now()
 			})
 			<-c.ctx.Done()
 			return
@@ -380,9 +433,9 @@ func (c *Conn) run() {
 			s.Phase, s.ReconnectAttempts, s.LastError, s.PID = v1alpha1.PhaseDisconnected, attempts, msg, 0
 			s.ReadySince = time.Time{}
 		})
-		t := time.NewTimer(backoff(c.opts.Policy, attempts))
+		t := c.opts.Clock.NewTimer(backoff(c.opts.Policy, attempts))
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-c.ctx.Done():
 			t.Stop()
 			return

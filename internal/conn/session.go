@@ -99,7 +99,7 @@ func (c *Conn) setReady(session *mcp.ClientSession, tools []*mcp.Tool, raw, pid 
 	c.mu.Unlock()
 	c.update(func(s *Snapshot) {
 		s.Phase, s.Tools, s.RawToolCount, s.PID = v1alpha1.PhaseReady, tools, raw, pid
-		s.ReadySince, s.ReconnectAttempts, s.LastError, s.Permanent = time.Now(), 0, "", false
+		s.ReadySince, s.ReconnectAttempts, s.LastError, s.Permanent, s.EverReady = c.opts.Clock.Now(), 0, "", false, true
 	})
 	c.opts.Log.V(1).Info("MCP server ready", "tools", len(tools), "protocol", session.InitializeResult().ProtocolVersion)
 }

@@ -70,13 +70,30 @@ type project struct {
 // entry outlives its connection when an idle timer reclaims it, so that status can say Idle
 // and a later mount brings the server back.
 type entry struct {
-	conn      *conn.Conn
-	hash      string
-	refs      int
+	conn *conn.Conn
+	hash string
+	opts conn.Options // what conn was built from, for a rebuild at mount
+	// carried are the previous connection's tools, offered while conn is starting after a
+	// repoint or rebuild, so a swap neither withdraws nor renames them.
+	carried     []*mcp.Tool
+	lastRebuild Rebuild
+	refs        int
 	idle      clock.Timer
 	reclaimed bool      // destroyed by the idle timer
 	lastMount time.Time // the last time a session bound a slot here
 }
+
+// Rebuild records the last rebuild the registry did by itself: the seed's one exception to
+// "only the reconciler builds connections" is a mount that finds its connection dead.
+type Rebuild struct {
+	At         time.Time
+	Reason     string // RebuildDeadAtMount
+	Connection string // the connection built
+	Previous   string // why the old one was dead, for events and status
+}
+
+// RebuildDeadAtMount is the reason of a rebuild started by a session's mount.
+const RebuildDeadAtMount = "DeadAtMount"
 
 // Session is one agent session bound to a project: one slot per server it mounted.
 type Session struct {
@@ -299,40 +316,49 @@ func (r *Registry) connOptions(key types.NamespacedName, opts conn.Options) conn
 	opts.Project = key.String()
 	opts.Log = r.log.WithValues("projectmcp", key.String(), "server", opts.Server.Name)
 	opts.OnChange = func() { r.notify(key) }
+	if clk, ok := r.clock.(clock.WithTicker); ok {
+		opts.Clock = clk
+	}
 	return opts
 }
 
-// Connect builds a new connection for a server and makes it the server's connection: the
-// create, repoint and rebuild actions. Every slot bound to the server moves to the new
-// connection with its reference (slots follow the entry), and the previous connection, if
-// any, is destroyed afterwards. With settle > 0 the swap waits (that long at most) for the new
-// connection to leave Connecting, so sessions keep the old tools while the new server starts.
+// Connect makes a new connection the server's connection: the create, repoint and rebuild
+// actions. The previous connection, if any, is torn down first and the new one starts only
+// after it has ended (a server holding an exclusive resource cannot run twice). During the
+// swap every slot keeps its reference (slots follow the entry) and the old tools stay listed
+// under the same names until the new connection is up (Offered); calls wait for it (Await).
 // A connection with no slot bound gets one idle window, so its tools are warm for the first
-// session.
-func (r *Registry) Connect(ctx context.Context, key types.NamespacedName, hash string, opts conn.Options, settle time.Duration) *conn.Conn {
-	c := conn.New(r.connOptions(key, opts))
-	if settle > 0 {
-		wait, cancel := context.WithTimeout(ctx, settle)
-		c.WaitSettled(wait)
-		cancel()
-	}
+// session. Connect returns nil after Shutdown.
+func (r *Registry) Connect(key types.NamespacedName, hash string, opts conn.Options) *conn.Conn {
 	r.mu.Lock()
-	if r.closed { // a reconcile still running while the manager stops must not leak a server
+	if r.closed { // a reconcile still running while the manager stops must not start a server
 		r.mu.Unlock()
-		c.Destroy()
-		return c
+		return nil
 	}
 	p := r.projectLocked(key)
-	e := r.entryLocked(p, opts.Server.Name)
-	old := e.conn
-	e.conn, e.hash, e.reclaimed = c, hash, false
-	r.armIdleLocked(key, p, e)
-	r.notifyLocked(key, p)
+	c, old := r.swapLocked(key, p, r.entryLocked(p, opts.Server.Name), hash, opts)
 	r.mu.Unlock()
 	if old != nil {
 		old.Destroy()
 	}
 	return c
+}
+
+// swapLocked installs a new connection in e, started once the current one (returned as old,
+// for the caller to Destroy outside the lock) has ended. Callers hold r.mu.
+func (r *Registry) swapLocked(key types.NamespacedName, p *project, e *entry, hash string, opts conn.Options) (c, old *conn.Conn) {
+	old = e.conn
+	e.carried = nil
+	run := r.connOptions(key, opts)
+	if old != nil {
+		run.StartAfter = old.Done()
+		e.carried = (ServerState{HasConn: true, Conn: old.Snapshot()}).Offered()
+	}
+	c = conn.New(run)
+	e.conn, e.hash, e.opts, e.reclaimed = c, hash, opts, false
+	r.armIdleLocked(key, p, e)
+	r.notifyLocked(key, p)
+	return c, old
 }
 
 // Retire drops every slot bound to a server and destroys its connection now (no idle wait).
@@ -418,9 +444,13 @@ func (r *Registry) reclaim(key types.NamespacedName, c *conn.Conn) {
 // ErrUnknownProject is returned by Mount for a project the reconciler has not seen.
 var ErrUnknownProject = errors.New("unknown project")
 
-// Mount binds a new session: one slot per enabled server. It then waits up to the project's
-// readyTimeout for connections that are still being created or connecting. A server that is
-// late or failed never fails the mount; its tools are simply absent for now.
+// Mount binds a new session: one slot per enabled server. A bound connection that is dead
+// (Failed, or Ready with no tools for longer than conn.DeadAfter) is rebuilt here, at once:
+// the seed's rebuild-at-mount, recorded as lastRebuild for status and events. Mount then waits
+// up to the project's readyTimeout until every slot's connection is Ready, Failed for good,
+// or Disconnected after having been Ready (first attempts failing inside the reconnect budget
+// are waited through). A server that is late or failed never fails the mount; its tools are
+// simply absent for now.
 func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, client string) (*Session, error) {
 	r.mu.Lock()
 	p := r.projects[key]
@@ -435,28 +465,44 @@ func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, clie
 	now := r.clock.Now()
 	s := &Session{ID: id, Client: client, BoundAt: now, slots: map[string]bool{}}
 	p.sessions[id] = s
+	var dead []*conn.Conn
 	for _, name := range p.desired.Servers {
 		e := r.entryLocked(p, name)
 		s.slots[name] = true
 		e.refs++
 		e.lastMount = now
 		stopTimer(e)
+		if e.conn != nil && e.conn.Snapshot().Dead(now) {
+			why := deadReason(e.conn.Snapshot())
+			c, old := r.swapLocked(key, p, e, e.hash, e.opts)
+			e.lastRebuild = Rebuild{At: now, Reason: RebuildDeadAtMount, Connection: c.ID(), Previous: why}
+			dead = append(dead, old)
+		}
 	}
 	ready := p.desired.ReadyTimeout
-	r.notifyLocked(key, p) // the reconciler creates or rebuilds what the mount demands
+	r.notifyLocked(key, p) // the reconciler creates what the mount demands and writes status
 	r.mu.Unlock()
+	destroyAll(dead) // the rebuilt connections start once these have ended
 
 	if ready > 0 {
 		wait, cancel := context.WithTimeout(ctx, ready)
 		defer cancel()
-		r.waitSettled(wait, key)
+		r.waitStarted(wait, key)
 	}
 	return s, nil
 }
 
-// waitSettled waits until every slot-bound server of the project has a connection that has
-// left Connecting, or ctx ends.
-func (r *Registry) waitSettled(ctx context.Context, key types.NamespacedName) {
+// deadReason says why a dead connection counts as dead.
+func deadReason(s conn.Snapshot) string {
+	if s.Phase == v1alpha1.PhaseFailed {
+		return "failed: " + s.LastError
+	}
+	return fmt.Sprintf("connected with no tools for more than %s", conn.DeadAfter)
+}
+
+// waitStarted waits until every slot-bound server of the project has a connection that is no
+// longer starting (conn.Snapshot.Starting), or ctx ends.
+func (r *Registry) waitStarted(ctx context.Context, key types.NamespacedName) {
 	for {
 		r.mu.Lock()
 		p := r.projects[key]
@@ -469,10 +515,10 @@ func (r *Registry) waitSettled(ctx context.Context, key types.NamespacedName) {
 		for _, name := range p.desired.Servers {
 			e := p.servers[name]
 			if e == nil || e.conn == nil {
-				unsettled = true
+				unsettled = true // the reconciler has yet to create it
 				continue
 			}
-			if e.conn.Snapshot().Phase == v1alpha1.PhaseConnecting {
+			if e.conn.Snapshot().Starting() {
 				pendingConn = e.conn
 			}
 		}
@@ -521,13 +567,32 @@ func (r *Registry) Release(key types.NamespacedName, id string) {
 // Lookup returns the connection a session's slot currently points at, or nil when the slot
 // was dropped or the server has no connection right now.
 func (r *Registry) Lookup(key types.NamespacedName, id, server string) *conn.Conn {
+	c, _ := r.lookup(key, id, server)
+	return c
+}
+
+func (r *Registry) lookup(key types.NamespacedName, id, server string) (*conn.Conn, time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.projects[key]
 	if p == nil || p.sessions[id] == nil || !p.sessions[id].slots[server] || p.servers[server] == nil {
-		return nil
+		return nil, 0
 	}
-	return p.servers[server].conn
+	return p.servers[server].conn, p.desired.ReadyTimeout
+}
+
+// Await is Lookup for a call: while the slot's connection is still starting (created,
+// repointed or rebuilt a moment ago) it waits up to the project's readyTimeout for it, so a
+// call made during a swap reaches the new connection instead of failing at once. A
+// connection that was Ready and dropped is returned at once (its calls fail at once).
+func (r *Registry) Await(ctx context.Context, key types.NamespacedName, id, server string) *conn.Conn {
+	c, ready := r.lookup(key, id, server)
+	if c != nil && ready > 0 && c.Snapshot().Starting() {
+		wait, cancel := context.WithTimeout(ctx, ready)
+		defer cancel()
+		c.WaitStarted(wait)
+	}
+	return c
 }
 
 // ServerState is one server's entry as the reconciler observes it.
@@ -540,16 +605,26 @@ type ServerState struct {
 	// Reclaimed is true when an idle timer destroyed the connection.
 	Reclaimed bool
 	LastMount time.Time
+	// Carried are the previous connection's tools while a new one is starting (see Offered).
+	Carried []*mcp.Tool
+	// LastRebuild is the last rebuild a mount started (zero if none).
+	LastRebuild Rebuild
 }
 
 // Offered are the tools sessions should see from this server: those of a Ready or
-// Disconnected connection (a brief disconnect must not withdraw them), none from a Failed or
-// absent one.
+// Disconnected connection (a brief disconnect must not withdraw them); while a repoint or
+// rebuild brings up a new connection, the previous one's (names unchanged during the swap);
+// none from a Failed or absent one.
 func (s ServerState) Offered() []*mcp.Tool {
-	if !s.HasConn || (s.Conn.Phase != v1alpha1.PhaseReady && s.Conn.Phase != v1alpha1.PhaseDisconnected) {
+	switch {
+	case !s.HasConn:
 		return nil
+	case s.Conn.Starting() && s.Carried != nil:
+		return s.Carried
+	case s.Conn.Phase == v1alpha1.PhaseReady || s.Conn.Phase == v1alpha1.PhaseDisconnected:
+		return s.Conn.Tools
 	}
-	return s.Conn.Tools
+	return nil
 }
 
 // SlotState is one session's binding as status shows it.
@@ -580,7 +655,8 @@ func (r *Registry) Observe(key types.NamespacedName) Observation {
 		return obs
 	}
 	for name, e := range p.servers {
-		st := ServerState{Name: name, Hash: e.hash, Refs: e.refs, Reclaimed: e.reclaimed, LastMount: e.lastMount}
+		st := ServerState{Name: name, Hash: e.hash, Refs: e.refs, Reclaimed: e.reclaimed, LastMount: e.lastMount,
+			Carried: e.carried, LastRebuild: e.lastRebuild}
 		if e.conn != nil {
 			st.HasConn, st.Conn = true, e.conn.Snapshot()
 		}

@@ -3,11 +3,15 @@ package registry
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -41,7 +45,7 @@ func TestIdleTimerOnInjectedClock(t *testing.T) {
 	r := New(clk, logr.Discard())
 	defer r.Shutdown()
 	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute, ReadyTimeout: 5 * time.Second})
-	c := r.Connect(context.Background(), key, "h1", fixtureOpts("a"), 5*time.Second)
+	c := connectReady(t, r, "h1", fixtureOpts("a"))
 	if c.Snapshot().Phase != v1alpha1.PhaseReady {
 		t.Fatalf("phase %s", c.Snapshot().Phase)
 	}
@@ -83,11 +87,11 @@ func TestConnectReplacesAndMovesSlots(t *testing.T) {
 	r := New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
 	defer r.Shutdown()
 	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute})
-	old := r.Connect(context.Background(), key, "h1", fixtureOpts("a"), 5*time.Second)
+	old := connectReady(t, r, "h1", fixtureOpts("a"))
 	if _, err := r.Mount(context.Background(), key, "s1", "test"); err != nil {
 		t.Fatal(err)
 	}
-	repl := r.Connect(context.Background(), key, "h2", fixtureOpts("a"), 5*time.Second)
+	repl := connectReady(t, r, "h2", fixtureOpts("a"))
 	select {
 	case <-old.Done():
 	default:
@@ -109,11 +113,9 @@ func TestConnectReplacesAndMovesSlots(t *testing.T) {
 func TestConnectAfterShutdownLeaksNothing(t *testing.T) {
 	r := New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
 	r.Shutdown()
-	c := r.Connect(context.Background(), key, "h1", fixtureOpts("a"), 0)
-	select {
-	case <-c.Done():
-	default:
-		t.Fatal("a connection built after Shutdown must be destroyed")
+	if c := r.Connect(key, "h1", fixtureOpts("a")); c != nil {
+		c.Destroy()
+		t.Fatal("nothing may be started after Shutdown")
 	}
 	if _, err := r.Mount(context.Background(), key, "s1", "test"); err == nil {
 		t.Fatal("mounting after Shutdown must fail")
@@ -147,5 +149,128 @@ func TestWaitKnown(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("WaitKnown did not return after SetDesired")
+	}
+}
+
+// connectReady connects a server of key and waits (5 s at most) for it to start.
+func connectReady(t *testing.T, r *Registry, hash string, opts conn.Options) *conn.Conn {
+	t.Helper()
+	c := r.Connect(key, hash, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.WaitStarted(ctx)
+	return c
+}
+
+func withArgs(opts conn.Options, args ...string) conn.Options {
+	stdio := *opts.Server.Stdio
+	stdio.Args = append(append([]string{}, stdio.Args...), args...)
+	opts.Server.Stdio = &stdio
+	return opts
+}
+
+func toolNames(tools []*mcp.Tool) []string {
+	var out []string
+	for _, t := range tools {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+// A repoint tears the old server down before the new one starts (a server holding an
+// exclusive lock could not start otherwise); during the swap the old tools stay offered and a
+// call waits for the new connection.
+func TestConnectTearsDownBeforeBuild(t *testing.T) {
+	r := New(clock.RealClock{}, logr.Discard())
+	defer r.Shutdown()
+	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute, ReadyTimeout: 5 * time.Second})
+	lock := filepath.Join(t.TempDir(), "lock")
+	old := connectReady(t, r, "h1", withArgs(fixtureOpts("a"), "--lock", lock))
+	before := toolNames(r.Observe(key).Servers["a"].Offered())
+	if _, err := r.Mount(context.Background(), key, "s1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	repl := r.Connect(key, "h2", withArgs(fixtureOpts("a"), "--lock", lock, "--init-delay", "500ms"))
+	select {
+	case <-old.Done():
+	default:
+		t.Fatal("the old connection must be torn down by the time Connect returns")
+	}
+	st := r.Observe(key).Servers["a"]
+	if !st.Conn.Starting() {
+		t.Fatalf("the new connection should still be starting (init delay): %s", st.Conn.Phase)
+	}
+	if got := toolNames(st.Offered()); !slices.Equal(got, before) {
+		t.Fatalf("during the swap the old tools stay offered: %v, want %v", got, before)
+	}
+	if c := r.Await(context.Background(), key, "s1", "a"); c != repl || c.Snapshot().Phase != v1alpha1.PhaseReady {
+		t.Fatalf("a call during the swap must wait for the new connection: %v", c.Snapshot().Phase)
+	}
+	if got := toolNames(r.Observe(key).Servers["a"].Offered()); !slices.Equal(got, before) {
+		t.Fatalf("after the swap the same tools: %v, want %v", got, before)
+	}
+}
+
+// A mount that finds its connection dead (Ready with no tools for more than 5 s, on the
+// injected clock) rebuilds it inside the mount and records why.
+func TestMountRebuildsDeadConnection(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := New(clk, logr.Discard())
+	defer r.Shutdown()
+	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute, ReadyTimeout: 5 * time.Second})
+	dead := connectReady(t, r, "h1", withArgs(fixtureOpts("a"), "--no-tools"))
+	if _, err := r.Mount(context.Background(), key, "s0", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if r.Lookup(key, "s0", "a") != dead {
+		t.Fatal("not dead yet at 0 s: a mount must keep the connection")
+	}
+	clk.Step(conn.DeadAfter + time.Second)
+	if _, err := r.Mount(context.Background(), key, "s1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	st := r.Observe(key).Servers["a"]
+	if st.Conn.ID == dead.ID() || st.LastRebuild.Reason != RebuildDeadAtMount || st.LastRebuild.Connection != st.Conn.ID {
+		t.Fatalf("the mount must rebuild the dead connection: %+v", st.LastRebuild)
+	}
+	if st.Conn.Phase != v1alpha1.PhaseReady {
+		t.Fatalf("the mount must wait for the rebuilt connection: %s", st.Conn.Phase)
+	}
+	select {
+	case <-dead.Done():
+	default:
+		t.Fatal("the dead connection must be destroyed")
+	}
+	if r.Lookup(key, "s0", "a") != r.Lookup(key, "s1", "a") {
+		t.Fatal("every slot moves to the rebuilt connection")
+	}
+}
+
+// The readiness wait covers a first connect attempt that fails and a retry that succeeds
+// inside readyTimeout.
+func TestMountWaitsThroughRetries(t *testing.T) {
+	r := New(clock.RealClock{}, logr.Discard())
+	defer r.Shutdown()
+	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute, ReadyTimeout: 10 * time.Second})
+	broken := filepath.Join(t.TempDir(), "broken")
+	if err := os.WriteFile(broken, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := withArgs(fixtureOpts("a"), "--fail-if-exists", broken)
+	opts.Policy = conn.Policy{MaxAttempts: 20, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+	c := r.Connect(key, "h1", opts)
+	for c.Snapshot().Phase != v1alpha1.PhaseDisconnected { // the first attempt has failed
+		select {
+		case <-c.Changed():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the first attempt did not fail")
+		}
+	}
+	time.AfterFunc(300*time.Millisecond, func() { _ = os.Remove(broken) })
+	if _, err := r.Mount(context.Background(), key, "s1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if phase := c.Snapshot().Phase; phase != v1alpha1.PhaseReady {
+		t.Fatalf("the mount must wait through retries inside readyTimeout: %s", phase)
 	}
 }
