@@ -164,9 +164,10 @@ func TestRetireEndsProcessGroup(t *testing.T) {
 // idleTimeout 0 never does.
 func TestIdleReclaim(t *testing.T) {
 	ns := newNamespace(t)
+	shortSrv := fixtureServer(t, "a")
 	short := create(t, ns, "short", v1alpha1.ProjectMCPSpec{
 		IdleTimeout: &metav1.Duration{Duration: 1500 * time.Millisecond},
-		Servers:     []v1alpha1.MCPServer{fixtureServer(t, "a")},
+		Servers:     []v1alpha1.MCPServer{shortSrv},
 	})
 	never := create(t, ns, "never", v1alpha1.ProjectMCPSpec{
 		IdleTimeout: &metav1.Duration{},
@@ -183,10 +184,16 @@ func TestIdleReclaim(t *testing.T) {
 	if o := get(t, short); !phaseIs("a", v1alpha1.PhaseReady)(o) {
 		t.Fatalf("a connection in use was reclaimed: %+v", o.Status.Servers)
 	}
-	// Releasing it starts the timer; the connection stays until the timer fires.
+	// Releasing it starts the timer; the connection stays until the timer fires: status has
+	// recorded the release (no session) while the server is still Ready and its process alive.
+	pid := readPIDs(t, shortSrv).PID
 	ctl.registry.Release(short, "s1")
-	if o := get(t, short); !phaseIs("a", v1alpha1.PhaseReady)(o) {
-		t.Fatalf("release must not tear the connection down: %+v", o.Status.Servers)
+	released := waitStatus(t, short, 10*time.Second, "the release in status", func(o *v1alpha1.ProjectMCP) bool {
+		s, _ := serverStatusOf(o, "a")
+		return o.Status.SessionCount == 0 && s.Sessions == 0
+	})
+	if !phaseIs("a", v1alpha1.PhaseReady)(released) || !proctest.Alive(pid) {
+		t.Fatalf("release must not tear the connection down: %+v", released.Status.Servers)
 	}
 	waitStatus(t, short, 10*time.Second, "the idle reclaim", phaseIs("a", v1alpha1.PhaseIdle))
 	if o := get(t, never); !phaseIs("a", v1alpha1.PhaseReady)(o) {

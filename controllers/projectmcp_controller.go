@@ -108,7 +108,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	actions := Plan(desired, r.Registry.Observe(req.NamespacedName).Servers)
 	r.apply(ctx, obj, desired.Servers, actions)
 
-	status := buildStatus(obj, r.Registry.Observe(req.NamespacedName), r.endpoint(req.NamespacedName), r.Clock.Now())
+	obs, now := r.Registry.Observe(req.NamespacedName), r.Clock.Now()
+	status := buildStatus(obj, obs, r.endpoint(req.NamespacedName), now)
 	if desired.Reconnect != nil {
 		status.LastHandledReconnectAt = obj.Annotations[v1alpha1.AnnotationReconnectRequestedAt]
 	}
@@ -116,6 +117,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
 	} else if err != nil {
 		return reconcile.Result{}, err
+	}
+	// A server without tools turns dead by time alone: reconcile then, so status says so.
+	if next := nextDeadline(obs, now); next > 0 {
+		return reconcile.Result{RequeueAfter: next + 100*time.Millisecond}, nil
 	}
 	return reconcile.Result{}, nil
 }
@@ -234,6 +239,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *v1alpha1.ProjectMCP, 
 			r.event(obj, corev1.EventTypeWarning, v1alpha1.EventConnectFailed, "Connect", "Server %q failed: %s", s.Name, s.LastError)
 		case s.Phase == v1alpha1.PhaseIdle && seen && old.Phase != v1alpha1.PhaseIdle:
 			r.event(obj, corev1.EventTypeNormal, v1alpha1.EventIdleReclaimed, "Reclaim", "Reclaimed idle connection of server %q", s.Name)
+		}
+		if rb := s.LastRebuild; rb != nil && (old.LastRebuild == nil || old.LastRebuild.Connection != rb.Connection) {
+			r.event(obj, corev1.EventTypeNormal, v1alpha1.EventRebuilt, rb.Reason, "Rebuilt server %q as connection %s: %s: a session's mount found it dead (%s)",
+				s.Name, rb.Connection, rb.Reason, rb.Message)
 		}
 	}
 	// The optimistic lock keeps this write from overwriting a ConfigSynced condition the

@@ -6,11 +6,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
-	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/projection"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
@@ -19,6 +21,7 @@ import (
 // the mirror's ConfigSynced condition). It is pure: the same inputs give the same status, so an
 // unchanged project never writes.
 func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint string, now time.Time) v1alpha1.ProjectMCPStatus {
+	exact := now                    // for rules with sub-second thresholds (dead after 5 s)
 	now = now.Truncate(time.Second) // the API keeps seconds; finer times would always differ
 	prev := obj.Status
 	st := v1alpha1.ProjectMCPStatus{
@@ -32,18 +35,22 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 		prevPhase[s.Name] = s
 	}
 	counts := map[v1alpha1.ServerPhase]int{}
-	enabled := 0
-	tools, notes := gateway.Projection(obs.Servers)
+	enabled, dead := 0, 0 // dead: Ready but with no tools for longer than conn.DeadAfter
+	offered := make(map[string][]*mcp.Tool, len(obs.Servers))
+	for name, o := range obs.Servers {
+		offered[name] = o.Offered()
+	}
+	tools, notes := projection.Project(offered)
 	names := map[string][]string{}
 	for name, w := range tools {
-		names[w.Server()] = append(names[w.Server()], name)
+		names[w.Server] = append(names[w.Server], name)
 	}
 	messages := map[string][]string{}
 	for _, n := range notes {
 		messages[n.Server] = append(messages[n.Server], n.Message)
 	}
 	for _, srv := range obj.Spec.Servers {
-		ss := serverStatus(srv, obs.Servers[srv.Name], names[srv.Name], messages[srv.Name])
+		ss := serverStatus(srv, obs.Servers[srv.Name], names[srv.Name], messages[srv.Name], exact)
 		if old, ok := prevPhase[srv.Name]; ok && old.Phase == ss.Phase && old.LastTransitionTime != nil {
 			ss.LastTransitionTime = old.LastTransitionTime
 		} else {
@@ -53,6 +60,9 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 		if !srv.Disabled {
 			enabled++
 			counts[ss.Phase]++
+			if o := obs.Servers[srv.Name]; o.HasConn && o.Conn.Phase == v1alpha1.PhaseReady && o.Conn.Dead(exact) {
+				dead++
+			}
 		}
 		st.ToolCount += ss.ToolCount
 		st.Servers = append(st.Servers, ss)
@@ -67,14 +77,18 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 		}
 		st.Sessions = append(st.Sessions, b)
 	}
-	setConditions(&st, obj.Generation, counts, enabled, now)
+	setConditions(&st, obj.Generation, counts, enabled, dead, now)
 	return st
 }
 
 // serverStatus is one server's status from its observed state and the projected names of its
-// tools (as sessions see them), with notes about renamed or skipped tools.
-func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState, names, notes []string) v1alpha1.ServerStatus {
+// tools (as sessions see them), with notes about skipped tools.
+func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState, names, notes []string, now time.Time) v1alpha1.ServerStatus {
 	ss := v1alpha1.ServerStatus{Name: srv.Name, ConfigHash: ConfigHash(srv), Sessions: int32(o.Refs)}
+	if rb := o.LastRebuild; !rb.At.IsZero() {
+		ss.LastRebuild = &v1alpha1.RebuildStatus{Reason: rb.Reason, Time: metav1.NewTime(rb.At.Truncate(time.Second)),
+			Connection: rb.Connection, Message: truncate(rb.Previous, v1alpha1.MaxErrorLength)}
+	}
 	switch {
 	case srv.Disabled:
 		ss.Phase = v1alpha1.PhaseDisabled
@@ -93,6 +107,8 @@ func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState, names, notes [
 	ss.ToolCount = int32(len(names))
 	ss.Tools = names[:min(len(names), v1alpha1.MaxStatusTools)]
 	switch {
+	case c.Phase == v1alpha1.PhaseReady && c.Dead(now):
+		notes = append(notes, fmt.Sprintf("dead: the server has listed no tools for more than %s; the next session's mount rebuilds it", conn.DeadAfter))
 	case c.Phase == v1alpha1.PhaseReady && c.RawToolCount == 0:
 		notes = append(notes, "the server lists no tools")
 	case len(c.Tools) == 0 && c.RawToolCount > 0:
@@ -109,8 +125,23 @@ func truncate(s string, n int) string {
 	return s[:n-3] + "..."
 }
 
+// nextDeadline is when the status would change by the passing of time alone: a Ready server
+// with no tools turns dead at ReadySince + conn.DeadAfter. Zero when nothing is pending.
+func nextDeadline(obs registry.Observation, now time.Time) time.Duration {
+	var next time.Duration
+	for _, o := range obs.Servers {
+		if !o.HasConn {
+			continue
+		}
+		if at := o.Conn.DeadAt(); !at.IsZero() && at.After(now) && (next == 0 || at.Sub(now) < next) {
+			next = at.Sub(now)
+		}
+	}
+	return next
+}
+
 // setConditions summarizes the servers into Ready and Degraded.
-func setConditions(st *v1alpha1.ProjectMCPStatus, gen int64, counts map[v1alpha1.ServerPhase]int, enabled int, now time.Time) {
+func setConditions(st *v1alpha1.ProjectMCPStatus, gen int64, counts map[v1alpha1.ServerPhase]int, enabled, dead int, now time.Time) {
 	unavailable := counts[v1alpha1.PhaseDisconnected] + counts[v1alpha1.PhaseFailed]
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)}
 	degraded := metav1.Condition{Type: v1alpha1.ConditionDegraded, ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now),
@@ -123,6 +154,10 @@ func setConditions(st *v1alpha1.ProjectMCPStatus, gen int64, counts map[v1alpha1
 			counts[v1alpha1.PhaseDisconnected], counts[v1alpha1.PhaseFailed])
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonServersUnavailable, msg
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.ReasonServersUnavailable, msg
+	case dead > 0:
+		msg := fmt.Sprintf("%d of %d servers connected but without tools for more than %s (dead until rebuilt)", dead, enabled, conn.DeadAfter)
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonServersWithoutTools, msg
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.ReasonServersWithoutTools, msg
 	case counts[v1alpha1.PhaseConnecting] > 0:
 		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonServersConnecting
 		ready.Message = fmt.Sprintf("%d of %d servers connecting", counts[v1alpha1.PhaseConnecting], enabled)

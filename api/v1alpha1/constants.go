@@ -23,6 +23,10 @@ const (
 	ReasonAllServersReady = "AllServersReady"
 	// ReasonNoServers: Ready=True, the project lists no enabled server.
 	ReasonNoServers = "NoServers"
+	// ReasonServersWithoutTools: Ready=False and Degraded=True when some server is connected
+	// but has listed no tools for more than 5 s: it counts as dead, and the next session's
+	// mount rebuilds it.
+	ReasonServersWithoutTools = "ServersWithoutTools"
 	// ReasonServersConnecting: Ready=False while some server is still connecting.
 	ReasonServersConnecting = "ServersConnecting"
 	// ReasonServersUnavailable: Ready=False and Degraded=True when some server is
@@ -48,6 +52,10 @@ const (
 	EventIdleReclaimed = "IdleReclaimed"
 	EventConnectFailed = "ConnectFailed"
 )
+
+// RebuildReasonDeadAtMount is status.servers[].lastRebuild.reason, and the action of the
+// Rebuilt event, when a session's mount found the connection dead and rebuilt it.
+const RebuildReasonDeadAtMount = "DeadAtMount"
 
 // Annotations the controller reads.
 const (

@@ -95,11 +95,14 @@ type ProjectMCPSpec struct {
 // +kubebuilder:validation:XValidation:rule="has(self.stdio) != has(self.http)",message="exactly one of stdio or http must be set"
 type MCPServer struct {
 	// name identifies the server within the project and prefixes its tools' projected names
-	// (<name>__<tool>). 1 to 64 characters of [A-Za-z0-9_-].
+	// (<name>__<tool>). 1 to 64 characters of [A-Za-z0-9_-], not containing "__" and not
+	// starting or ending with "_", so a projected name's server part ends exactly at its first
+	// "__" and the names of two servers never run into each other.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]{1,64}$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('__') && !self.startsWith('_') && !self.endsWith('_')",message="name must not contain '__' nor start or end with '_'"
 	Name string `json:"name"`
 
 	// stdio runs the server as a local process speaking MCP on stdin/stdout.
@@ -381,6 +384,33 @@ type ServerStatus struct {
 	// lastTransitionTime is when the phase last changed.
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+
+	// lastRebuild records the last rebuild a session's mount started because it found the
+	// connection dead (the seed's rebuild-at-mount; rebuilds the controller decides are
+	// recorded as events).
+	// +optional
+	LastRebuild *RebuildStatus `json:"lastRebuild,omitempty"`
+}
+
+// RebuildStatus says when and why a connection was rebuilt.
+type RebuildStatus struct {
+	// reason is DeadAtMount: a session's mount found the connection Failed, or Ready with no
+	// tools for more than 5 s, and rebuilt it before answering the session.
+	// +required
+	Reason string `json:"reason"`
+
+	// time the rebuild started.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// connection is the id of the connection the rebuild built.
+	// +optional
+	Connection string `json:"connection,omitempty"`
+
+	// message says why the old connection counted as dead.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // SessionBinding is one agent session and the connection each of its slots is bound to.

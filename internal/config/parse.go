@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/toolname"
 )
 
 // MaxFileSize is the largest config file read. A real one is a few kilobytes.
@@ -251,8 +252,17 @@ func (p *parser) serverName(m member) {
 		})
 		c, _ := utf8.DecodeRuneInString(name[bad:])
 		p.errorf(m.keyAt, "server name %q contains %q; names use only A-Z a-z 0-9 _ - (they prefix tool names)", name, c)
+	case strings.Contains(name, toolname.Separator):
+		p.errorf(m.keyAt, "server name %q contains %q; %s", name, toolname.Separator, serverNameUnderscores)
+	case strings.HasPrefix(name, "_"):
+		p.errorf(m.keyAt, "server name %q starts with '_'; %s", name, serverNameUnderscores)
+	case strings.HasSuffix(name, "_"):
+		p.errorf(m.keyAt, "server name %q ends with '_'; %s", name, serverNameUnderscores)
 	}
 }
+
+// serverNameUnderscores explains the rule on '_' in server names.
+const serverNameUnderscores = `tool names are <server>__<tool>, so a server name may not contain "__" nor start or end with '_'`
 
 // serverType decides whether a server is stdio, http or sse from its "type" and its fields,
 // and reports contradictions. It returns "" when no kind can be decided.

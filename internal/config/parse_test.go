@@ -138,6 +138,10 @@ func TestParseErrors(t *testing.T) {
 		{"server name with dot", `{"mcpServers": {"my.server": {"command": "x"}}}`, `"my.server"`, `server name "my.server" contains '.'`},
 		{"server name with space", `{"mcpServers": {"my server": {"command": "x"}}}`, `"my server"`, `contains ' '`},
 		{"server name non-ASCII", `{"mcpServers": {"café": {"command": "x"}}}`, `"café"`, `contains 'é'`},
+		{"server name with double underscore", `{"mcpServers": {"a__b": {"command": "x"}}}`, `"a__b"`, `server name "a__b" contains "__"; tool names are <server>__<tool>, so a server name may not contain "__" nor start or end with '_'`},
+		{"server name starting with underscore", "{\"mcpServers\": {\n  \"ok\": {\"command\": \"x\"},\n  \"_a\": {\"command\": \"x\"}}}", `"_a"`, `server name "_a" starts with '_'; tool names are <server>__<tool>`},
+		{"server name ending with underscore", `{"mcpServers": {"a_": {"command": "x"}}}`, `"a_"`, `server name "a_" ends with '_'; tool names are <server>__<tool>`},
+		{"server name of underscores", `{"mcpServers": {"___": {"command": "x"}}}`, `"___"`, `server name "___" contains "__"`},
 		{"duplicate server", "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\"},\n  \"a\": {\"command\": \"y\"}}}", `"a": {"command": "y"`, `duplicate key "a" (first at line 2, column 3)`},
 		{"duplicate top key", `{"mcpServers": {}, "mcpServers": {}}`, `"mcpServers": {}}`, `duplicate key "mcpServers" (first at line 1, column 2)`},
 		{"duplicate env key", `{"mcpServers": {"a": {"command": "x", "env": {"K": "1", "K": "2"}}}}`, `"K": "2"`, `duplicate key "K"`},
@@ -184,6 +188,20 @@ func TestParseErrors(t *testing.T) {
 			line, col := position(t, tc.src, tc.at)
 			assertError(t, err, line, col, tc.want)
 		})
+	}
+}
+
+// Names close to the rule on '_' that are fine: a single '_' inside, '-' anywhere.
+func TestParseServerNamesAccepted(t *testing.T) {
+	for _, name := range []string{"a_b", "a_b_c", "a-", "-a", "a-_-b", "a--b", "A1_z", strings.Repeat("a", 64)} {
+		spec, err := Parse(file, []byte(`{"mcpServers": {"`+name+`": {"command": "x"}}}`))
+		if err != nil {
+			t.Errorf("%q refused: %v", name, err)
+			continue
+		}
+		if got := spec.Servers[0].Name; got != name {
+			t.Errorf("%q read as %q", name, got)
+		}
 	}
 }
 
@@ -287,7 +305,8 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted input that is not JSON: %q", data)
 		}
 		for i, s := range spec.Servers {
-			if !serverNameRE.MatchString(s.Name) || (s.Stdio == nil) == (s.HTTP == nil) {
+			if !serverNameRE.MatchString(s.Name) || strings.Contains(s.Name, "__") || strings.HasPrefix(s.Name, "_") ||
+				strings.HasSuffix(s.Name, "_") || (s.Stdio == nil) == (s.HTTP == nil) {
 				t.Fatalf("accepted an invalid server %+v", s)
 			}
 			if i > 0 && spec.Servers[i-1].Name >= s.Name {

@@ -39,6 +39,11 @@ import (
 // the server so that an agent sees which tool set is down.
 var ErrUnavailable = errors.New("server unavailable")
 
+// ErrDestroyed is returned by Call on a connection that Destroy has begun to end (a repoint,
+// rebuild or retire replaced it) before the call was sent: the server never saw it, so the
+// caller may send it again on the slot's current connection.
+var ErrDestroyed = errors.New("connection replaced")
+
 // Policy is the reconnect budget.
 type Policy struct {
 	MaxAttempts    int
@@ -289,6 +294,9 @@ func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress 
 		}()
 	}
 	for attempt := 0; ; attempt++ {
+		if c.ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: MCP server %q", ErrDestroyed, c.opts.Server.Name)
+		}
 		c.mu.Lock()
 		s, phase, lastErr, ch := c.session, c.state.Phase, c.state.LastError, c.changed
 		c.mu.Unlock()
@@ -306,6 +314,9 @@ func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress 
 		cancel()
 		if err == nil {
 			return res, nil
+		}
+		if c.ctx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("MCP server %q: the connection was replaced or removed while the call ran; it may or may not have completed", c.opts.Server.Name)
 		}
 		if !isGone(err) {
 			return nil, c.callError(err)

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/projection"
 	"github.com/dsh-dev/projectmcp/internal/registry"
-	"github.com/dsh-dev/projectmcp/internal/toolname"
 )
 
 // project is one project's endpoint: an MCP server whose tools are the projection of the
@@ -217,11 +217,11 @@ func (p *project) sync() {
 		return // no connection changed since the last projection (the common case at mount)
 	}
 	p.synced = sig
-	want, _ := Projection(obs.Servers)
+	want, _ := projection.Project(offered(obs.Servers))
 	seen := make(map[string]projected, len(want))
 	for name, w := range want {
-		fp, _ := json.Marshal(w.tool)
-		seen[name] = projected{server: w.server, raw: w.raw, fingerprint: string(fp)}
+		fp, _ := json.Marshal(w.Tool)
+		seen[name] = projected{server: w.Server, raw: w.Raw, fingerprint: string(fp)}
 	}
 	var remove []string
 	for name, have := range p.tools {
@@ -244,7 +244,7 @@ func (p *project) sync() {
 	sort.Strings(names)
 	for _, name := range names {
 		w := want[name]
-		if err := addTool(p.server, w.tool, p.handler(w.server, w.raw)); err != nil {
+		if err := addTool(p.server, w.Tool, p.handler(w.Server, w.Raw)); err != nil {
 			p.g.opts.Log.Info("Tool skipped", "projectmcp", p.key.String(), "tool", name, "error", err.Error())
 			continue
 		}
@@ -274,91 +274,20 @@ func addTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
 	return nil
 }
 
-// wanted is a tool the projection should offer, under its projected name.
-type wanted struct {
-	server, raw string
-	tool        *mcp.Tool
-}
-
-// Server returns the server a projected tool comes from.
-func (w wanted) Server() string { return w.server }
-
-// Note is something about a server's tools that status should say: a renamed collision or a
-// skipped tool.
-type Note struct {
-	Server, Message string
-}
-
-// Projection computes the projected tool set of a project's servers: a pure function of the
-// connections' tool lists, used by the gateway to serve tools and by status to list them.
-// Names are toolname.Project(server, raw); when two tools would get the same name (after
-// sanitizing), the later one in (server, raw) order gets a numbered suffix, deterministically.
-// Tools whose input schema is not a JSON object are skipped. Both are reported as notes.
-func Projection(servers map[string]registry.ServerState) (map[string]wanted, []Note) {
-	want := map[string]wanted{}
-	var notes []Note
-	names := make([]string, 0, len(servers))
-	for name := range servers {
-		names = append(names, name)
+// offered is, per server, the tools sessions should see from it (see
+// registry.ServerState.Offered): the input of the projection.
+func offered(servers map[string]registry.ServerState) map[string][]*mcp.Tool {
+	out := make(map[string][]*mcp.Tool, len(servers))
+	for name, st := range servers {
+		out[name] = st.Offered()
 	}
-	sort.Strings(names)
-	for _, server := range names {
-		for _, t := range servers[server].Offered() {
-			if err := checkSchema(t.InputSchema); err != nil {
-				notes = append(notes, Note{server, fmt.Sprintf("tool %q skipped: %v", t.Name, err)})
-				continue
-			}
-			name := toolname.Project(server, t.Name)
-			for i := 2; ; i++ {
-				if _, taken := want[name]; !taken {
-					break
-				}
-				name = toolname.Project(server, fmt.Sprintf("%s_%d", t.Name, i))
-			}
-			if base := toolname.Project(server, t.Name); name != base {
-				notes = append(notes, Note{server, fmt.Sprintf("tool %q is %q: %q was taken", t.Name, name, base)})
-			}
-			out := *t
-			out.Name = name
-			out.Meta = nil // the upstream's _meta is its own business
-			want[name] = wanted{server: server, raw: t.Name, tool: &out}
-		}
-	}
-	return want, notes
-}
-
-// checkSchema accepts what the server library accepts: a JSON object schema.
-func checkSchema(schema any) error {
-	var m map[string]any
-	switch s := schema.(type) {
-	case nil:
-		return errors.New("no input schema")
-	case map[string]any:
-		m = s
-	case json.RawMessage:
-		if err := json.Unmarshal(s, &m); err != nil {
-			return fmt.Errorf("input schema is not a JSON object")
-		}
-	default:
-		data, err := json.Marshal(s)
-		if err != nil || json.Unmarshal(data, &m) != nil {
-			return fmt.Errorf("input schema is not a JSON object")
-		}
-	}
-	if t, _ := m["type"].(string); t != "object" {
-		return fmt.Errorf(`input schema type is %q, not "object"`, m["type"])
-	}
-	return nil
+	return out
 }
 
 // handler forwards a call on a projected tool to the session's slot for the server.
 func (p *project) handler(server, raw string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		id, _ := sessionID(req)
-		c := p.g.opts.Registry.Lookup(p.key, id, server)
-		if c == nil {
-			return errorResult(fmt.Sprintf("MCP server %q is not available to this session", server)), nil
-		}
 		args := req.Params.Arguments
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
@@ -371,7 +300,18 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 				})
 			}
 		}
-		res, err := c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args}, onProgress)
+		var res *mcp.CallToolResult
+		var err error
+		for attempt := 0; attempt < 2; attempt++ {
+			c := p.g.opts.Registry.Await(ctx, p.key, id, server) // waits through a repoint or rebuild
+			if c == nil {
+				return errorResult(fmt.Sprintf("MCP server %q is not available to this session", server)), nil
+			}
+			res, err = c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args}, onProgress)
+			if !errors.Is(err, conn.ErrDestroyed) {
+				break // a swap that replaced the connection before the call was sent: once more
+			}
+		}
 		if err != nil {
 			if errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil {
 				return errorResult(err.Error()), nil

@@ -78,9 +78,9 @@ type entry struct {
 	carried     []*mcp.Tool
 	lastRebuild Rebuild
 	refs        int
-	idle      clock.Timer
-	reclaimed bool      // destroyed by the idle timer
-	lastMount time.Time // the last time a session bound a slot here
+	idle        clock.Timer
+	reclaimed   bool      // destroyed by the idle timer
+	lastMount   time.Time // the last time a session bound a slot here
 }
 
 // Rebuild records the last rebuild the registry did by itself: the seed's one exception to
@@ -93,7 +93,7 @@ type Rebuild struct {
 }
 
 // RebuildDeadAtMount is the reason of a rebuild started by a session's mount.
-const RebuildDeadAtMount = "DeadAtMount"
+const RebuildDeadAtMount = v1alpha1.RebuildReasonDeadAtMount
 
 // Session is one agent session bound to a project: one slot per server it mounted.
 type Session struct {

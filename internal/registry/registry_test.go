@@ -274,3 +274,29 @@ func TestMountWaitsThroughRetries(t *testing.T) {
 		t.Fatalf("the mount must wait through retries inside readyTimeout: %s", phase)
 	}
 }
+
+// idleTimeout 0 never reclaims: no timer is armed, and an hour on the injected clock (far past
+// the 5-minute default) leaves the connection in place.
+func TestIdleTimeoutZeroNeverReclaims(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := New(clk, logr.Discard())
+	defer r.Shutdown()
+	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: 0})
+	c := connectReady(t, r, "h1", fixtureOpts("a"))
+	if _, err := r.Mount(context.Background(), key, "s1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	r.Release(key, "s1")
+	if clk.HasWaiters() {
+		t.Fatal("idleTimeout 0 must arm no idle timer")
+	}
+	clk.Step(time.Hour)
+	select {
+	case <-c.Done():
+		t.Fatal("idleTimeout 0 must never reclaim")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if st := r.Observe(key).Servers["a"]; !st.HasConn || st.Reclaimed {
+		t.Fatalf("the connection must stay: %+v", st)
+	}
+}

@@ -170,6 +170,18 @@ func TestInvalidRejected(t *testing.T) {
 			spec: servers(map[string]any{"name": "my.server", "stdio": stdio}),
 			want: []string{"spec.servers[0].name", "should match '^[A-Za-z0-9_-]{1,64}$'"},
 		},
+		"server name with double underscore": {
+			spec: servers(map[string]any{"name": "a__b", "stdio": stdio}),
+			want: []string{"spec.servers[0].name", "name must not contain '__' nor start or end with '_'"},
+		},
+		"server name starting with underscore": {
+			spec: servers(map[string]any{"name": "_a", "stdio": stdio}),
+			want: []string{"spec.servers[0].name", "name must not contain '__' nor start or end with '_'"},
+		},
+		"server name ending with underscore": {
+			spec: servers(map[string]any{"name": "ok", "stdio": stdio}, map[string]any{"name": "a_", "stdio": stdio}),
+			want: []string{"spec.servers[1].name", "name must not contain '__' nor start or end with '_'"},
+		},
 		"server name too long": {
 			spec: servers(map[string]any{"name": strings.Repeat("a", 65), "stdio": stdio}),
 			want: []string{"spec.servers[0].name", "may not be more than 64 bytes"},
@@ -270,6 +282,8 @@ func TestValidStillAccepted(t *testing.T) {
 		"url with references": servers(map[string]any{"name": "a", "http": map[string]any{"url": "https://${HOST:-h.example}/mcp"}}),
 		"zero timeouts":       {"idleTimeout": "0s", "readyTimeout": "0s", "reconnect": map[string]any{"maxAttempts": 0}},
 		"max servers":         manyServers(v1alpha1.MaxServers),
+		"server names with single underscores": servers(map[string]any{"name": "a_b", "stdio": map[string]any{"command": "x"}},
+			map[string]any{"name": "a-_-b", "stdio": map[string]any{"command": "x"}}, map[string]any{"name": "-a-", "stdio": map[string]any{"command": "x"}}),
 	}
 	i := 0
 	for name, spec := range specs {

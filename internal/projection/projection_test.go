@@ -1,0 +1,184 @@
+package projection
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/toolname"
+)
+
+var object = map[string]any{"type": "object"}
+
+func tool(name string, schema any) *mcp.Tool {
+	return &mcp.Tool{Name: name, Description: "d " + name, InputSchema: schema, Meta: mcp.Meta{"upstream": true}}
+}
+
+func tools(names ...string) []*mcp.Tool {
+	out := make([]*mcp.Tool, len(names))
+	for i, n := range names {
+		out[i] = tool(n, object)
+	}
+	return out
+}
+
+// hash is the suffix a raw name that must be changed gets: "_" and 8 hex digits of its sha256.
+func hash(raw string) string {
+	sum := sha256.Sum256([]byte(raw))
+	return "_" + hex.EncodeToString(sum[:4])
+}
+
+func TestProject(t *testing.T) {
+	long := strings.Repeat("l", 150)
+	cases := map[string]struct {
+		offered map[string][]*mcp.Tool
+		want    map[string]string // projected name -> "server/raw"
+		notes   []string          // fragments of "server: message", one per note, in order
+	}{
+		"nothing offered": {
+			offered: map[string][]*mcp.Tool{"a": nil},
+			want:    map[string]string{},
+		},
+		"plain names": {
+			offered: map[string][]*mcp.Tool{"github": tools("search", "get_issue"), "fs": tools("read.file", "write-file")},
+			want: map[string]string{
+				"github__search": "github/search", "github__get_issue": "github/get_issue",
+				"fs__read.file": "fs/read.file", "fs__write-file": "fs/write-file",
+			},
+		},
+		"sanitized names get a hash and stay apart": {
+			offered: map[string][]*mcp.Tool{"a": tools("x y", "x_y", "x/y", "x.y")},
+			want: map[string]string{
+				"a__x_y" + hash("x y"): "a/x y", "a__x_y": "a/x_y", "a__x_y" + hash("x/y"): "a/x/y", "a__x.y": "a/x.y",
+			},
+		},
+		"over-long names are shortened with a hash": {
+			offered: map[string][]*mcp.Tool{"srv": tools(long+"1", long+"2")},
+			want: map[string]string{
+				"srv__" + long[:114] + hash(long+"1"): "srv/" + long + "1",
+				"srv__" + long[:114] + hash(long+"2"): "srv/" + long + "2",
+			},
+		},
+		"a true collision is skipped, not renamed": {
+			// A server name the API refuses today, kept by an old object: "a__b"/"c" and
+			// "a"/"b__c" are both "a__b__c". The later in (server, raw) order goes.
+			offered: map[string][]*mcp.Tool{"a__b": tools("c"), "a": tools("b__c", "d")},
+			want:    map[string]string{"a__b__c": "a/b__c", "a__d": "a/d"},
+			notes:   []string{`a__b: tool "c" skipped: its name "a__b__c" is already taken by tool "b__c" of server "a"`},
+		},
+		"a tool listed twice keeps its first listing": {
+			offered: map[string][]*mcp.Tool{"a": {tool("t", object), tool("t", map[string]any{"type": "object", "x": 1})}},
+			want:    map[string]string{"a__t": "a/t"},
+			notes:   []string{`a: tool "t" skipped: the server lists it more than once`},
+		},
+		"schemas that are not JSON objects are skipped": {
+			offered: map[string][]*mcp.Tool{"a": {
+				tool("bad", map[string]any{"type": "string"}),
+				tool("good", json.RawMessage(`{"type":"object","properties":{}}`)),
+				tool("none", nil),
+				tool("notype", map[string]any{}),
+				tool("null", json.RawMessage(`null`)),
+				tool("raw", json.RawMessage(`[1]`)),
+			}},
+			want: map[string]string{"a__good": "a/good"},
+			notes: []string{
+				`a: tool "bad" skipped: input schema type is "string", not "object"`,
+				`a: tool "none" skipped: no input schema`,
+				`a: tool "notype" skipped: input schema has no type`,
+				`a: tool "null" skipped: input schema is not a JSON object`,
+				`a: tool "raw" skipped: input schema is not a JSON object`,
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, notes := Project(tc.offered)
+			have := map[string]string{}
+			for n, w := range got {
+				have[n] = w.Server + "/" + w.Raw
+				if w.Tool.Name != n || w.Tool.Meta != nil || w.Tool.Description != "d "+w.Raw {
+					t.Errorf("%s: the copy must carry the projected name, no _meta, the rest unchanged: %+v", n, w.Tool)
+				}
+				if !toolname.Valid(n) {
+					t.Errorf("%q is not a valid tool name", n)
+				}
+			}
+			if d := cmp.Diff(tc.want, have); d != "" {
+				t.Errorf("tools (-want +got):\n%s", d)
+			}
+			var msgs []string
+			for _, n := range notes {
+				msgs = append(msgs, n.Server+": "+n.Message)
+			}
+			if len(msgs) != len(tc.notes) {
+				t.Fatalf("notes:\n%s\nwant %d", strings.Join(msgs, "\n"), len(tc.notes))
+			}
+			for i, frag := range tc.notes {
+				if !strings.Contains(msgs[i], frag) {
+					t.Errorf("note %d is %q, want it to contain %q", i, msgs[i], frag)
+				}
+			}
+			again, againNotes := Project(tc.offered)
+			if d := cmp.Diff(got, again); d != "" || !slices.Equal(notes, againNotes) {
+				t.Fatalf("not a pure function:\n%s", d)
+			}
+		})
+	}
+}
+
+// The upstream's tool is copied, never modified.
+func TestProjectLeavesInputAlone(t *testing.T) {
+	in := tool("x y", object)
+	got, _ := Project(map[string][]*mcp.Tool{"a": {in}})
+	if in.Name != "x y" || in.Meta == nil {
+		t.Fatalf("the input was modified: %+v", in)
+	}
+	if w := got["a__x_y"+hash("x y")]; w.Tool == in {
+		t.Fatal("the projected tool must be a copy")
+	}
+}
+
+// A tool's projected name is the same whatever other servers are present: the projection of
+// every subset of servers agrees with the projection of all of them on every tool it keeps.
+func TestNameDoesNotDependOnOtherServers(t *testing.T) {
+	all := map[string][]*mcp.Tool{
+		"a":     tools("b__c", "x y", "x_y"),
+		"a-b":   tools("c", "x y"),
+		"ab":    tools("c"),
+		"gh":    tools("search", strings.Repeat("z", 130)),
+		"other": tools("c", "x_y"),
+	}
+	full, notes := Project(all)
+	if len(notes) != 0 {
+		t.Fatalf("no collisions expected: %v", notes)
+	}
+	names := slices.Sorted(maps.Keys(all))
+	for mask := 1; mask < 1<<len(names); mask++ {
+		subset := map[string][]*mcp.Tool{}
+		for i, n := range names {
+			if mask&(1<<i) != 0 {
+				subset[n] = all[n]
+			}
+		}
+		got, _ := Project(subset)
+		want := 0
+		for _, n := range names {
+			want += len(subset[n])
+		}
+		if len(got) != want {
+			t.Fatalf("subset %v: %d tools, want %d", slices.Collect(maps.Keys(subset)), len(got), want)
+		}
+		for name, w := range got {
+			if f, ok := full[name]; !ok || f.Server != w.Server || f.Raw != w.Raw {
+				t.Fatalf("subset %v: %q is %s/%s, but %+v with every server", slices.Collect(maps.Keys(subset)), name, w.Server, w.Raw, f)
+			}
+		}
+	}
+}
