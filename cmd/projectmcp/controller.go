@@ -73,6 +73,14 @@ func (f *controllerFlags) bind(fs *flag.FlagSet) {
 	f.zap.BindFlags(fs)
 }
 
+// defaultControllerFlags are the flags of `projectmcp controller` with nothing set: dev starts
+// from them, so the two never disagree about a default.
+func defaultControllerFlags() controllerFlags {
+	var f controllerFlags
+	f.bind(flag.NewFlagSet("defaults", flag.ContinueOnError))
+	return f
+}
+
 func (f *controllerFlags) restConfig() (*rest.Config, error) {
 	if f.kubeconfig != "" {
 		return clientcmd.BuildConfigFromFlags("", f.kubeconfig)

@@ -104,12 +104,11 @@ func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, stdout, s
 		return err
 	}
 
-	f := controllerFlags{
-		metricsAddr: "0", probeAddr: "0", gatewayAddr: gatewayAddr, gatewayAuth: "local",
-		connectTimeout: 30 * time.Second, healthInterval: 15 * time.Second, relistInterval: time.Minute,
-		sessionTimeout: 30 * time.Minute, statelessIdle: 10 * time.Minute, maxBodyBytes: 4 << 20,
-		allowAny: true, // dev runs as the user, with the user's commands
-	}
+	// The controller's own defaults, with what a local single-user run needs instead.
+	f := defaultControllerFlags()
+	f.metricsAddr, f.probeAddr, f.leaderElect = "0", "0", false
+	f.gatewayAddr, f.gatewayAuth = gatewayAddr, "local"
+	f.allowAny = true // dev runs as the user, with the user's commands
 	mgr, gw, err := newManager(cfg, &f)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
@@ -70,6 +71,7 @@ func isLoopback(host string) bool {
 type KubernetesAuth struct {
 	Client kubernetes.Interface
 	TTL    time.Duration
+	Clock  clock.PassiveClock // default: real
 
 	mu    sync.Mutex
 	cache map[string]decision
@@ -89,7 +91,12 @@ func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key typ
 	}
 	sum := sha256.Sum256([]byte(token))
 	ck := fmt.Sprintf("%x|%s", sum, key)
-	now := time.Now()
+	var now time.Time
+	if a.Clock != nil {
+		now = a.Clock.Now()
+	} else {
+		now = time.Now()
+	}
 	a.mu.Lock()
 	if d, ok := a.cache[ck]; ok && now.Before(d.expires) {
 		a.mu.Unlock()

@@ -23,6 +23,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/internal/registry"
@@ -54,7 +55,9 @@ type Options struct {
 	// has not set up yet (just created, or after a controller restart) waits for its first
 	// reconcile instead of getting 404. Without them, such a request gets 404.
 	Objects, Live client.Reader
-	Log           logr.Logger
+	// Clock times stateless sessions' inactivity (default: real).
+	Clock clock.WithTicker
+	Log   logr.Logger
 }
 
 // Gateway is an http.Handler for every project's endpoint and a manager Runnable that keeps
@@ -81,6 +84,9 @@ func New(opts Options) *Gateway {
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 4 << 20
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	g := &Gateway{
 		opts:     opts,
@@ -146,58 +152,62 @@ func (g *Gateway) Serving() <-chan struct{} { return g.serving }
 
 // run keeps projections current and expires idle stateless sessions until ctx ends.
 func (g *Gateway) run(ctx context.Context) {
-	sweep := time.NewTicker(min(g.opts.StatelessIdle/4, time.Minute))
+	sweep := g.opts.Clock.NewTicker(min(g.opts.StatelessIdle/4, time.Minute))
 	defer sweep.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-g.dirty:
-			g.mu.Lock()
-			keys := make([]types.NamespacedName, 0, len(g.pending))
-			for key := range g.pending {
-				keys = append(keys, key)
-			}
-			clear(g.pending)
-			g.mu.Unlock()
-			// Lock order: the registry calls markDirty with its lock held, so g.mu is never
-			// held while calling into the registry.
-			var work, gone []*project
-			for _, key := range keys {
-				epoch := g.opts.Registry.Epoch(key)
-				g.mu.Lock()
-				p := g.projects[key]
-				stale := p != nil && p.epoch != epoch // deleted (0), or deleted and created again
-				if stale {
-					delete(g.projects, key)
-				}
-				g.mu.Unlock()
-				switch {
-				case p == nil:
-				case stale:
-					gone = append(gone, p)
-				default:
-					work = append(work, p)
-				}
-			}
-			for _, p := range gone {
-				p.close()
-			}
-			for _, p := range work {
-				p.sync()
-			}
-		case now := <-sweep.C:
-			g.mu.Lock()
-			projects := make([]*project, 0, len(g.projects))
-			for _, p := range g.projects {
-				projects = append(projects, p)
-			}
-			g.mu.Unlock()
-			for _, p := range projects {
+			g.syncPending()
+		case now := <-sweep.C():
+			for _, p := range g.all() {
 				p.expireStateless(now)
 			}
 		}
 	}
+}
+
+// syncPending re-projects the projects the registry reported changed, and closes the
+// endpoints of projects that were deleted (or deleted and created again) since.
+//
+// Lock order: the registry calls markDirty with its lock held, so g.mu is never held while
+// calling into the registry.
+func (g *Gateway) syncPending() {
+	g.mu.Lock()
+	keys := make([]types.NamespacedName, 0, len(g.pending))
+	for key := range g.pending {
+		keys = append(keys, key)
+	}
+	clear(g.pending)
+	g.mu.Unlock()
+	for _, key := range keys {
+		epoch := g.opts.Registry.Epoch(key)
+		g.mu.Lock()
+		p := g.projects[key]
+		stale := p != nil && p.epoch != epoch // deleted (0), or deleted and created again
+		if stale {
+			delete(g.projects, key)
+		}
+		g.mu.Unlock()
+		switch {
+		case stale:
+			p.close()
+		case p != nil:
+			p.sync()
+		}
+	}
+}
+
+// all returns every project endpoint.
+func (g *Gateway) all() []*project {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	projects := make([]*project, 0, len(g.projects))
+	for _, p := range g.projects {
+		projects = append(projects, p)
+	}
+	return projects
 }
 
 func (g *Gateway) shutdown() {

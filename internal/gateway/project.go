@@ -117,7 +117,7 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		switch {
 		case stateless:
 			p.mu.Lock()
-			p.lastSeen[id] = time.Now()
+			p.lastSeen[id] = p.g.opts.Clock.Now()
 			p.mu.Unlock()
 			// Mount is idempotent; asking the registry (not lastSeen) also heals a session
 			// released by expiry while a request was arriving.

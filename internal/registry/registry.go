@@ -3,9 +3,11 @@
 // those connections, the idle timers, and the wake-ups that tell the reconciler something
 // changed.
 //
-// Ownership: only the reconciler creates, repoints, retires and rebuilds connections (through
-// Create, Replace and Retire); sessions only bind and release slots; an idle timer only
-// destroys a connection no slot uses. Lock order: Registry.mu is never held while a
+// Ownership: the reconciler creates, repoints, retires and rebuilds connections (Connect and
+// Retire); sessions only bind and release slots (Mount and Release), with the seed's one
+// exception: a mount that finds a bound connection dead rebuilds it at once (Mount); an idle
+// timer only destroys a connection no slot uses. A swap always tears the old connection down
+// before the new one starts. Lock order: Registry.mu is never held while a
 // connection is built, destroyed or waited for, nor during any network I/O.
 package registry
 

@@ -1,0 +1,153 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/registry"
+)
+
+// buildStatus and its conditions, as a table: spec and observation in, status out.
+func TestBuildStatus(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	echo := []*mcp.Tool{{Name: "echo", InputSchema: map[string]any{"type": "object"}}}
+	srv := func(name string) v1alpha1.MCPServer {
+		return v1alpha1.MCPServer{Name: name, Stdio: &v1alpha1.StdioServer{Command: "x"}}
+	}
+	ready := func(tools []*mcp.Tool, since time.Duration) registry.ServerState {
+		return registry.ServerState{HasConn: true, Conn: conn.Snapshot{ID: "c1", Phase: v1alpha1.PhaseReady,
+			Tools: tools, RawToolCount: len(tools), ReadySince: now.Add(-since), EverReady: true}}
+	}
+	phase := func(p v1alpha1.ServerPhase) registry.ServerState {
+		return registry.ServerState{HasConn: true, Conn: conn.Snapshot{ID: "c1", Phase: p, LastError: "boom"}}
+	}
+	type want struct {
+		ready, degraded metav1.ConditionStatus
+		reason          string
+		readyServers    string
+		tools           int32
+		phases          map[string]v1alpha1.ServerPhase
+		message         map[string]string // substring of a server's message
+	}
+	cases := map[string]struct {
+		servers []v1alpha1.MCPServer
+		obs     map[string]registry.ServerState
+		want    want
+	}{
+		"no servers is ready": {
+			want: want{ready: "True", degraded: "False", reason: v1alpha1.ReasonNoServers, readyServers: "0/0"},
+		},
+		"every server ready": {
+			servers: []v1alpha1.MCPServer{srv("a"), srv("b")},
+			obs:     map[string]registry.ServerState{"a": ready(echo, time.Minute), "b": ready(echo, time.Minute)},
+			want: want{ready: "True", degraded: "False", reason: v1alpha1.ReasonAllServersReady, readyServers: "2/2", tools: 2,
+				phases: map[string]v1alpha1.ServerPhase{"a": v1alpha1.PhaseReady, "b": v1alpha1.PhaseReady}},
+		},
+		"a server not created yet is connecting": {
+			servers: []v1alpha1.MCPServer{srv("a"), srv("b")},
+			obs:     map[string]registry.ServerState{"a": ready(echo, time.Minute)},
+			want: want{ready: "False", degraded: "False", reason: v1alpha1.ReasonServersConnecting, readyServers: "1/2", tools: 1,
+				phases: map[string]v1alpha1.ServerPhase{"b": v1alpha1.PhaseConnecting}},
+		},
+		"a failed server degrades the project": {
+			servers: []v1alpha1.MCPServer{srv("a"), srv("b")},
+			obs:     map[string]registry.ServerState{"a": ready(echo, time.Minute), "b": phase(v1alpha1.PhaseFailed)},
+			want: want{ready: "False", degraded: "True", reason: v1alpha1.ReasonServersUnavailable, readyServers: "1/2", tools: 1,
+				phases: map[string]v1alpha1.ServerPhase{"b": v1alpha1.PhaseFailed}},
+		},
+		"a disconnected server keeps its tools listed": {
+			servers: []v1alpha1.MCPServer{srv("a")},
+			obs: map[string]registry.ServerState{"a": {HasConn: true, Conn: conn.Snapshot{ID: "c1",
+				Phase: v1alpha1.PhaseDisconnected, Tools: echo, RawToolCount: 1, EverReady: true}}},
+			want: want{ready: "False", degraded: "True", reason: v1alpha1.ReasonServersUnavailable, readyServers: "0/1", tools: 1},
+		},
+		"no tools for more than 5 s is dead, not healthy": {
+			servers: []v1alpha1.MCPServer{srv("a")},
+			obs:     map[string]registry.ServerState{"a": ready(nil, conn.DeadAfter+time.Second)},
+			want: want{ready: "False", degraded: "True", reason: v1alpha1.ReasonServersWithoutTools, readyServers: "1/1",
+				message: map[string]string{"a": "dead"}},
+		},
+		"no tools for less than 5 s is not dead yet": {
+			servers: []v1alpha1.MCPServer{srv("a")},
+			obs:     map[string]registry.ServerState{"a": ready(nil, time.Second)},
+			want: want{ready: "True", degraded: "False", reason: v1alpha1.ReasonAllServersReady, readyServers: "1/1",
+				message: map[string]string{"a": "lists no tools"}},
+		},
+		"disabled and idle servers": {
+			servers: []v1alpha1.MCPServer{srv("a"), {Name: "off", Disabled: true, Stdio: &v1alpha1.StdioServer{Command: "x"}}},
+			obs:     map[string]registry.ServerState{"a": {Reclaimed: true}},
+			want: want{ready: "True", degraded: "False", reason: v1alpha1.ReasonAllServersReady, readyServers: "0/1",
+				phases: map[string]v1alpha1.ServerPhase{"a": v1alpha1.PhaseIdle, "off": v1alpha1.PhaseDisabled}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			obj := &v1alpha1.ProjectMCP{Spec: v1alpha1.ProjectMCPSpec{Servers: tc.servers}}
+			st := buildStatus(obj, registry.Observation{Servers: tc.obs}, "http://e", now)
+			rc := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
+			dc := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDegraded)
+			if rc.Status != tc.want.ready || rc.Reason != tc.want.reason || dc.Status != tc.want.degraded {
+				t.Errorf("Ready %s/%s, Degraded %s; want %s/%s, %s", rc.Status, rc.Reason, dc.Status, tc.want.ready, tc.want.reason, tc.want.degraded)
+			}
+			if st.ReadyServers != tc.want.readyServers || st.ToolCount != tc.want.tools {
+				t.Errorf("readyServers %q tools %d; want %q %d", st.ReadyServers, st.ToolCount, tc.want.readyServers, tc.want.tools)
+			}
+			for _, s := range st.Servers {
+				if p, ok := tc.want.phases[s.Name]; ok && s.Phase != p {
+					t.Errorf("server %s phase %s, want %s", s.Name, s.Phase, p)
+				}
+				if m, ok := tc.want.message[s.Name]; ok && !strings.Contains(s.Message, m) {
+					t.Errorf("server %s message %q, want it to contain %q", s.Name, s.Message, m)
+				}
+			}
+		})
+	}
+}
+
+// Status keeps what must survive from the previous one and records a rebuild at mount.
+func TestBuildStatusKeepsAndRecords(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	earlier := metav1.NewTime(now.Add(-time.Hour))
+	obj := &v1alpha1.ProjectMCP{
+		Spec: v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{{Name: "a", Stdio: &v1alpha1.StdioServer{Command: "x"}}}},
+		Status: v1alpha1.ProjectMCPStatus{LastHandledReconnectAt: "tok",
+			Servers: []v1alpha1.ServerStatus{{Name: "a", Phase: v1alpha1.PhaseReady, LastTransitionTime: &earlier}}},
+	}
+	obs := registry.Observation{Servers: map[string]registry.ServerState{"a": {HasConn: true,
+		Conn:        conn.Snapshot{ID: "c2", Phase: v1alpha1.PhaseReady, RawToolCount: 1, ReadySince: now},
+		LastRebuild: registry.Rebuild{At: now, Reason: registry.RebuildDeadAtMount, Connection: "c2", Previous: "failed: boom"}}}}
+	st := buildStatus(obj, obs, "", now)
+	s := st.Servers[0]
+	if !s.LastTransitionTime.Equal(&earlier) {
+		t.Errorf("an unchanged phase keeps its transition time: %v", s.LastTransitionTime)
+	}
+	if st.LastHandledReconnectAt != "tok" {
+		t.Errorf("the handled reconnect token must survive")
+	}
+	if rb := s.LastRebuild; rb == nil || rb.Reason != v1alpha1.RebuildReasonDeadAtMount || rb.Connection != "c2" || rb.Message != "failed: boom" {
+		t.Errorf("lastRebuild: %+v", rb)
+	}
+}
+
+// nextDeadline is when a Ready server without tools turns dead.
+func TestNextDeadline(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	obs := registry.Observation{Servers: map[string]registry.ServerState{
+		"empty": {HasConn: true, Conn: conn.Snapshot{Phase: v1alpha1.PhaseReady, ReadySince: now.Add(-2 * time.Second)}},
+		"full":  {HasConn: true, Conn: conn.Snapshot{Phase: v1alpha1.PhaseReady, RawToolCount: 3, ReadySince: now}},
+	}}
+	if got := nextDeadline(obs, now); got != conn.DeadAfter-2*time.Second {
+		t.Fatalf("nextDeadline = %s", got)
+	}
+	delete(obs.Servers, "empty")
+	if got := nextDeadline(obs, now); got != 0 {
+		t.Fatalf("nothing pending: %s", got)
+	}
+}
