@@ -60,9 +60,14 @@ test: verify vet
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/config
 
-## unit: the tests that need no API server
+## unit: the tests that need no API server, and no kube-apiserver is started. With
+## PROJECTMCP_UNIT=1 and KUBEBUILDER_ASSETS unset (only here: `make test` always sets it), a test
+## that needs the API server skips itself (testenv.Require, testenv.Lazy) and testenv.Start
+## refuses to start one, so a test that forgets to say so fails instead. Left out: test/crd,
+## where every test needs the API server.
 unit:
-	$(GO) test -count=1 ./api/... ./cmd/... ./internal/config/...
+	env -u KUBEBUILDER_ASSETS PROJECTMCP_UNIT=1 $(GO) test -count=1 \
+		./api/... ./cmd/... ./controllers/... ./internal/... ./test/fixture/...
 
 ## fuzz: fuzz the config parser for longer (FUZZTIME=10m make fuzz)
 fuzz:

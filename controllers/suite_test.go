@@ -1,10 +1,10 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -34,6 +34,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -43,7 +44,7 @@ import (
 var (
 	env    *testenv.Env
 	ctl    *testController
-	logs   = &syncBuffer{}
+	logs   = &testutil.SyncBuffer{} // the controller's log, searched for secrets
 	pidDir string
 	// gatewayAddr is where the test controller's gateway listens.
 	gatewayAddr = "127.0.0.1:0"
@@ -75,21 +76,14 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(pidDir)
-	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true), zap.Level(zapcore.Level(-2))))
-	if env, err = testenv.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if ctl, err = startController(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		env.Stop()
-		return 1
-	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.MultiWriter(os.Stderr, logs)), zap.UseDevMode(true), zap.Level(zapcore.Level(-2))))
 	code := m.Run()
 	if ctl != nil {
 		ctl.stop()
 	}
-	env.Stop()
+	if env != nil {
+		env.Stop()
+	}
 	if code == 0 {
 		if leaked := leakedProcesses(); len(leaked) > 0 {
 			fmt.Fprintf(os.Stderr, "FAIL: fixture processes still running after the suite: %v\n", leaked)
@@ -103,6 +97,29 @@ func runSuite(m *testing.M) int {
 		}
 	}
 	return code
+}
+
+// The API server and the test controller start with the first test that needs them (every
+// such test calls newNamespace first), so the pure tests of this package run without one
+// (make unit).
+var (
+	suiteOnce sync.Once
+	suiteErr  error
+)
+
+// needAPI starts the suite's API server and controller on first use.
+func needAPI(t testing.TB) {
+	t.Helper()
+	testenv.Require(t)
+	suiteOnce.Do(func() {
+		if env, suiteErr = testenv.Start(); suiteErr != nil {
+			return
+		}
+		ctl, suiteErr = startController()
+	})
+	if suiteErr != nil {
+		t.Fatalf("starting the API server and the controller: %v", suiteErr)
+	}
 }
 
 func startController() (*testController, error) {
@@ -189,29 +206,11 @@ func (h heldReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 
 func ctrlLog(name string) logr.Logger { return ctrl.Log.WithName(name) }
 
-// syncBuffer collects the controller's log so tests can search it for secrets.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	os.Stderr.Write(p) //nolint:errcheck // mirror for debugging failed runs
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // --- helpers for tests ---
 
 func newNamespace(t testing.TB) string {
 	t.Helper()
+	needAPI(t)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "pmcp-"}}
 	if err := env.Client.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
@@ -275,13 +274,7 @@ func leakedProcesses() []int {
 
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.Eventually(t, timeout, what, cond)
 }
 
 func create(t testing.TB, ns, name string, spec v1alpha1.ProjectMCPSpec) types.NamespacedName {

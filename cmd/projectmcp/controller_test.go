@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,34 +20,16 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
-	"github.com/dsh-dev/projectmcp/internal/testenv"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
-
-// mainEnvVar makes the test binary behave as the projectmcp command, so the controller test
-// runs the real main, flags and signal handling in a separate process.
-const mainEnvVar = "PROJECTMCP_TEST_MAIN"
-
-func TestMain(m *testing.M) {
-	switch {
-	case os.Getenv(fixture.EnvVar) != "":
-		fixture.Main()
-	case os.Getenv(mainEnvVar) != "":
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
 
 // `projectmcp controller` against a real API server: a ProjectMCP reaches Ready, and SIGTERM
 // ends the controller and every server process it started.
 func TestControllerCommand(t *testing.T) {
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop()
+	env := apiServer(t)
 
-	var out bytes.Buffer
+	var out testutil.SyncBuffer // written by exec's copying goroutine while the test reads it
 	cmd := exec.Command(os.Args[0], "controller", "--kubeconfig", env.Kubeconfig,
 		"--leader-elect", "--leader-election-namespace", "default",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--connect-timeout", "5s",
@@ -78,22 +61,20 @@ func TestControllerCommand(t *testing.T) {
 		},
 	}
 	ctx := context.Background()
+	env.DeleteOnCleanup(t, obj)
 	if err := env.Client.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second) // leader election comes first
-	for {
+	// Leader election comes first.
+	testutil.EventuallyOK(t, 60*time.Second, "Ready with tools", func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			t.Fatal(err)
 		}
 		if obj.Status.ReadyServers == "1/1" && obj.Status.ToolCount > 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not Ready: %+v", obj.Status)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("status %+v", obj.Status)
+	})
 	// An agent reaches the server's tools through the endpoint the controller wrote to status.
 	if !strings.HasPrefix(obj.Status.Endpoint, "http://127.0.0.1:") || strings.HasSuffix(obj.Status.Endpoint, ":0/projects/default/cmd/mcp") {
 		t.Fatalf("endpoint %q", obj.Status.Endpoint)
@@ -119,16 +100,13 @@ func TestControllerCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = syscall.Kill(pids.PID, syscall.SIGKILL)
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	testutil.EventuallyOK(t, 30*time.Second, "the server Failed", func() error {
 		_ = env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 		if len(obj.Status.Servers) == 1 && obj.Status.Servers[0].Phase == v1alpha1.PhaseFailed {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not Failed: %+v", obj.Status.Servers)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("servers %+v", obj.Status.Servers)
+	})
 	_ = os.Remove(broken)
 	var rout, rerr bytes.Buffer
 	if code := run([]string{"reconnect", "cmd", "--server", "a", "--namespace", "default", "--kubeconfig", env.Kubeconfig, "--wait", "30s"}, &rout, &rerr); code != 0 {

@@ -16,12 +16,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/proctest"
-
+	"github.com/dsh-dev/projectmcp/internal/testenv"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
 // `projectmcp dev` end to end, as a user runs it in a project folder.
 func TestDevEndToEnd(t *testing.T) {
+	testenv.Require(t) // dev starts a kube-apiserver of its own
 	dir := filepath.Join(t.TempDir(), "shop")
 	if err := os.MkdirAll(filepath.Join(dir, ".dsh"), 0o755); err != nil {
 		t.Fatal(err)
@@ -44,7 +46,7 @@ func TestDevEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
+	var stderr testutil.SyncBuffer // exec copies into it while a failing test reads it
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

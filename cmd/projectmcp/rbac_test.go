@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -25,13 +28,10 @@ import (
 // leader election, finalizers, status, events, Secrets, TokenReview and the allowlist, and a
 // ProjectMCP reaches Ready; a command outside the allowlist is refused in status.
 func TestGeneratedRBACSuffices(t *testing.T) {
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop()
+	env := apiServer(t)
 	ctx := context.Background()
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "projectmcp-system"}}); err != nil {
+	// Kept afterwards: envtest never finishes deleting a namespace.
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "projectmcp-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	root, _ := testenv.RepoRoot()
@@ -45,11 +45,13 @@ func TestGeneratedRBACSuffices(t *testing.T) {
 		if err := dec.Decode(&u.Object); err != nil {
 			t.Fatal(err)
 		}
+		env.DeleteOnCleanup(t, u)
 		if err := env.Client.Create(ctx, u); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tokens", Namespace: "default"}, StringData: map[string]string{"T": "x"}}
+	env.DeleteOnCleanup(t, secret)
 	if err := env.Client.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +93,11 @@ func TestGeneratedRBACSuffices(t *testing.T) {
 			},
 		},
 	}
+	env.DeleteOnCleanup(t, obj)
 	if err := env.Client.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testutil.EventuallyOK(t, 60*time.Second, "the controller, as the ServiceAccount, to reach Ready and refuse the shell", func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			t.Fatal(err)
 		}
@@ -105,13 +107,10 @@ func TestGeneratedRBACSuffices(t *testing.T) {
 			shellRefused = shellRefused || (s.Name == "shell" && s.Phase == v1alpha1.PhaseFailed && strings.Contains(s.LastError, "not allowed"))
 		}
 		if okReady && shellRefused && obj.Status.Endpoint == gw.Endpoint(client.ObjectKeyFromObject(obj)) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("as the ServiceAccount the controller did not reach Ready / refuse the shell: %+v", obj.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("status %+v", obj.Status)
+	})
 	if len(obj.Finalizers) == 0 {
 		t.Fatal("the finalizer must be set (update permission)")
 	}

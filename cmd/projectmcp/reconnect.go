@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,7 +72,9 @@ func runReconnect(args []string, stdout, stderr io.Writer) int {
 	}
 	deadline := time.Now().Add(*wait)
 	for time.Now().Before(deadline) {
-		if err := c.Get(ctx, key, obj); err == nil && obj.Status.LastHandledReconnectAt == token {
+		// Handled, and the rebuilt connections have come up (or failed): a rebuild tears the
+		// old connection down first, so the request is handled while the new one connects.
+		if err := c.Get(ctx, key, obj); err == nil && obj.Status.LastHandledReconnectAt == token && settled(obj, servers) {
 			fmt.Fprintf(stdout, "handled: %s\n", summary(obj))
 			return 0
 		}
@@ -79,6 +82,17 @@ func runReconnect(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "projectmcp reconnect: the controller did not handle the request within %s\n", *wait)
 	return 1
+}
+
+// settled reports whether every server a reconnect covers (servers, or all when empty) has
+// left Connecting.
+func settled(obj *v1alpha1.ProjectMCP, servers []string) bool {
+	for _, s := range obj.Status.Servers {
+		if (len(servers) == 0 || slices.Contains(servers, s.Name)) && s.Phase == v1alpha1.PhaseConnecting {
+			return false
+		}
+	}
+	return true
 }
 
 // summary is one line per server: name, phase, connection, tools.

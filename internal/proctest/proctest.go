@@ -3,10 +3,15 @@
 package proctest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // stat returns the fields of /proc/PID/stat after the command name: state, ppid, pgrp, ...
@@ -23,6 +28,19 @@ func stat(pid string) []string {
 func Alive(pid int) bool {
 	f := stat(strconv.Itoa(pid))
 	return pid > 0 && len(f) > 0 && f[0] != "Z"
+}
+
+// WaitGone fails the test unless every pid has exited (or is a zombie) within timeout.
+func WaitGone(t testing.TB, timeout time.Duration, pids ...int) {
+	t.Helper()
+	testutil.EventuallyOK(t, timeout, fmt.Sprintf("processes %v to exit", pids), func() error {
+		for _, pid := range pids {
+			if Alive(pid) {
+				return fmt.Errorf("%d still runs", pid)
+			}
+		}
+		return nil
+	})
 }
 
 // Children lists the live processes whose parent is pid.
