@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -36,11 +35,10 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 	}
 	counts := map[v1alpha1.ServerPhase]int{}
 	enabled, dead := 0, 0 // dead: Ready but with no tools for longer than conn.DeadAfter
-	offered := make(map[string][]*mcp.Tool, len(obs.Servers))
-	for name, o := range obs.Servers {
-		offered[name] = o.Offered()
-	}
-	tools, notes := projection.Project(offered)
+	tools, notes := projection.Project(obs.Tools())
+	_, promptNotes := projection.Prompts(obs.Prompts())
+	_, _, resourceNotes := projection.Resources(obs.Resources())
+	notes = append(append(notes, promptNotes...), resourceNotes...)
 	names := map[string][]string{}
 	for name, w := range tools {
 		names[w.Server] = append(names[w.Server], name)

@@ -121,6 +121,14 @@ type Snapshot struct {
 	Tools []*mcp.Tool
 	// RawToolCount is how many tools the server listed before filtering.
 	RawToolCount int
+	// Prompts, Resources and Templates are what the server lists (nil when it declares none
+	// or while not Ready); like Tools they are shared and must not be modified.
+	Prompts   []*mcp.Prompt
+	Resources []*mcp.Resource
+	Templates []*mcp.ResourceTemplate
+	// Capabilities and Instructions are what the server declared at initialize.
+	Capabilities *mcp.ServerCapabilities
+	Instructions string
 	// ReadySince is when the current session became Ready (zero when not Ready).
 	ReadySince time.Time
 	// EverReady is true once any session of this connection has been Ready.
@@ -155,6 +163,9 @@ type Conn struct {
 	secretValues []string      // resolved values to scrub from errors and logs
 	progress     map[string]func(*mcp.ProgressNotificationParams)
 	nextToken    atomic.Uint64
+	closing      bool          // Destroy has begun: no new request may start
+	inflight     int           // requests sent and not yet answered
+	drained      chan struct{} // closed when closing and inflight reaches 0
 }
 
 // New starts supervising a connection. The caller owns the Conn and must call Destroy.
@@ -170,6 +181,7 @@ func New(opts Options) *Conn {
 		relist:   make(chan struct{}, 1),
 		dead:     make(chan struct{}, 1),
 		changed:  make(chan struct{}),
+		drained:  make(chan struct{}),
 		progress: map[string]func(*mcp.ProgressNotificationParams){},
 	}
 	c.state = Snapshot{ID: c.id, Phase: v1alpha1.PhaseConnecting}
@@ -265,12 +277,54 @@ func (c *Conn) update(f func(s *Snapshot)) {
 	c.opts.OnChange()
 }
 
-// Destroy ends the connection: in-flight calls are cancelled, the session is closed, a stdio
-// server's whole process group is terminated. It returns when everything has ended and is
-// idempotent.
+// DrainTimeout is how long Destroy lets requests already sent finish before it cancels them:
+// a call in flight when a config edit repoints its server usually completes, and a hung one
+// holds the teardown (and so the new connection) this long at most.
+const DrainTimeout = 2 * time.Second
+
+// Destroy ends the connection: new requests fail with ErrDestroyed at once (callers send them
+// to the replacement), requests already sent get DrainTimeout to finish and are then
+// cancelled, the session is closed, a stdio server's whole process group is terminated. It
+// returns when everything has ended and is idempotent.
 func (c *Conn) Destroy() {
+	c.mu.Lock()
+	if !c.closing {
+		c.closing = true
+		if c.inflight == 0 {
+			close(c.drained)
+		}
+	}
+	c.mu.Unlock()
+	drain := time.NewTimer(DrainTimeout)
+	select {
+	case <-c.drained:
+	case <-c.done: // the supervisor ended by itself (never, before cancel; kept for safety)
+	case <-drain.C:
+	}
+	drain.Stop()
 	c.cancel()
 	<-c.done
+}
+
+// begin registers a request about to be sent; false once Destroy has begun.
+func (c *Conn) begin() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return false
+	}
+	c.inflight++
+	return true
+}
+
+// end unregisters a request begun with begin.
+func (c *Conn) end() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inflight--
+	if c.closing && c.inflight == 0 {
+		close(c.drained)
+	}
 }
 
 // Done is closed when the supervisor has ended (after Destroy).
@@ -293,41 +347,77 @@ func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress 
 			c.mu.Unlock()
 		}()
 	}
+	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CallToolResult, error) {
+		return s.CallTool(ctx, params)
+	})
+}
+
+// GetPrompt forwards prompts/get, with Call's rules.
+func (c *Conn) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.GetPromptResult, error) {
+		return s.GetPrompt(ctx, params)
+	})
+}
+
+// ReadResource forwards resources/read, with Call's rules.
+func (c *Conn) ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
+		return s.ReadResource(ctx, params)
+	})
+}
+
+// Complete forwards completion/complete, with Call's rules.
+func (c *Conn) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CompleteResult, error) {
+		return s.Complete(ctx, params)
+	})
+}
+
+// roundTrip runs one request on the connection's current session. While the connection is not
+// Ready it fails at once with ErrUnavailable; on a connection Destroy has begun to end it
+// fails with ErrDestroyed before sending. A session the server forgot (HTTP 404) is
+// re-initialized and the request retried once: the server never saw the first attempt.
+func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mcp.ClientSession) (T, error)) (T, error) {
+	var zero T
 	for attempt := 0; ; attempt++ {
-		if c.ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: MCP server %q", ErrDestroyed, c.opts.Server.Name)
-		}
 		c.mu.Lock()
-		s, phase, lastErr, ch := c.session, c.state.Phase, c.state.LastError, c.changed
+		s, phase, lastErr, ch, closing := c.session, c.state.Phase, c.state.LastError, c.changed, c.closing
 		c.mu.Unlock()
+		if closing || c.ctx.Err() != nil {
+			return zero, fmt.Errorf("%w: MCP server %q", ErrDestroyed, c.opts.Server.Name)
+		}
 		if s == nil || phase != v1alpha1.PhaseReady {
 			msg := fmt.Sprintf("MCP server %q is %s", c.opts.Server.Name, strings.ToLower(string(phase)))
 			if lastErr != "" {
 				msg += ": " + lastErr
 			}
-			return nil, fmt.Errorf("%w: %s", ErrUnavailable, msg)
+			return zero, fmt.Errorf("%w: %s", ErrUnavailable, msg)
+		}
+		if !c.begin() {
+			return zero, fmt.Errorf("%w: MCP server %q", ErrDestroyed, c.opts.Server.Name)
 		}
 		callCtx, cancel := context.WithCancel(ctx)
-		stop := context.AfterFunc(c.ctx, cancel) // Destroy cancels in-flight calls
-		res, err := s.CallTool(callCtx, params)
+		stop := context.AfterFunc(c.ctx, cancel) // Destroy cancels requests still running after the drain
+		res, err := do(callCtx, s)
 		stop()
 		cancel()
+		c.end()
 		if err == nil {
 			return res, nil
 		}
 		if c.ctx.Err() != nil && ctx.Err() == nil {
-			return nil, fmt.Errorf("MCP server %q: the connection was replaced or removed while the call ran; it may or may not have completed", c.opts.Server.Name)
+			return zero, fmt.Errorf("MCP server %q: the connection was replaced or removed while the request ran; it may or may not have completed", c.opts.Server.Name)
 		}
 		if !isGone(err) {
-			return nil, c.callError(err)
+			return zero, c.callError(err)
 		}
 		c.signalDead()
 		if attempt > 0 || !errors.Is(err, mcp.ErrSessionMissing) {
-			return nil, c.callError(err)
+			return zero, c.callError(err)
 		}
 		// Wait for the supervisor to replace the session, then retry once.
 		if !c.awaitNewSession(ctx, s, ch) {
-			return nil, c.callError(err)
+			return zero, c.callError(err)
 		}
 	}
 }
@@ -433,6 +523,7 @@ func (c *Conn) run() {
 			c.opts.Log.Info("MCP server failed; tools withdrawn", "error", msg, "attempts", attempts)
 			c.update(func(s *Snapshot) {
 				s.Phase, s.Tools, s.LastError, s.Permanent, s.PID = v1alpha1.PhaseFailed, nil, msg, permanent, 0
+				s.Prompts, s.Resources, s.Templates = nil, nil, nil
 				s.ReadySince, s.FailedAt = time.Time{}, c.opts.Clock.Now()
 			})
 			<-c.ctx.Done()

@@ -3,6 +3,7 @@ package conn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -365,4 +366,41 @@ func TestNpmServers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Destroy drains: a call already sent finishes, a call after Destroy began is refused with
+// ErrDestroyed (the caller sends it to the replacement), and a hung call is cancelled after
+// DrainTimeout.
+func TestDestroyDrainsInFlightCalls(t *testing.T) {
+	c := start(t, Options{Server: stdioServer("a"), ConnectTimeout: 5 * time.Second})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	slow := make(chan error, 1)
+	go func() {
+		_, err := c.Call(context.Background(), &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 400}}, nil)
+		slow <- err
+	}()
+	hung := make(chan error, 1)
+	go func() {
+		_, err := c.Call(context.Background(), &mcp.CallToolParams{Name: "hang", Arguments: map[string]any{}}, nil)
+		hung <- err
+	}()
+	time.Sleep(150 * time.Millisecond) // both calls are in flight
+	destroyed := make(chan struct{})
+	go func() { c.Destroy(); close(destroyed) }()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := c.Call(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}, nil); !errors.Is(err, ErrDestroyed) {
+		t.Fatalf("a call after Destroy began must get ErrDestroyed: %v", err)
+	}
+	if err := <-slow; err != nil {
+		t.Fatalf("a call in flight must finish during the drain: %v", err)
+	}
+	select {
+	case err := <-hung:
+		if err == nil {
+			t.Fatal("a hung call must be cancelled after the drain")
+		}
+	case <-time.After(DrainTimeout + 10*time.Second):
+		t.Fatal("the hung call was never cancelled")
+	}
+	<-destroyed
 }

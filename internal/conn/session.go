@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
@@ -34,7 +35,9 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 
 	client := mcp.NewClient(clientInfo, &mcp.ClientOptions{
 		// Handlers run one at a time per session: only signal here, re-list in serve.
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { c.requestRelist() },
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { c.requestRelist() },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { c.requestRelist() },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { c.requestRelist() },
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			c.relayProgress(req.Params)
 		},
@@ -46,13 +49,12 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	session, err := client.Connect(ctx, ep.transport, nil)
 	if err == nil {
 		defer c.closeSession(session, ep)
-		var tools []*mcp.Tool
-		var raw int
-		if tools, raw, err = c.listTools(ctx, session); err == nil && !timer.Stop() {
+		var cat catalog
+		if cat, err = c.list(ctx, session); err == nil && !timer.Stop() {
 			err = context.DeadlineExceeded
 		}
 		if err == nil {
-			c.setReady(session, tools, raw, ep.pid())
+			c.setReady(session, cat, ep.pid())
 			defer c.clearSession()
 			return true, c.serve(ctx, session, ep)
 		}
@@ -89,7 +91,7 @@ func (c *Conn) closeSession(session *mcp.ClientSession, ep *endpoint) {
 	}
 }
 
-func (c *Conn) setReady(session *mcp.ClientSession, tools []*mcp.Tool, raw, pid int) {
+func (c *Conn) setReady(session *mcp.ClientSession, cat catalog, pid int) {
 	select { // a death signal left by a call on the previous session is stale now
 	case <-c.dead:
 	default:
@@ -97,11 +99,14 @@ func (c *Conn) setReady(session *mcp.ClientSession, tools []*mcp.Tool, raw, pid 
 	c.mu.Lock()
 	c.session = session
 	c.mu.Unlock()
+	init := session.InitializeResult()
 	c.update(func(s *Snapshot) {
-		s.Phase, s.Tools, s.RawToolCount, s.PID = v1alpha1.PhaseReady, tools, raw, pid
+		cat.apply(s)
+		s.Phase, s.PID, s.Capabilities, s.Instructions = v1alpha1.PhaseReady, pid, init.Capabilities, init.Instructions
 		s.ReadySince, s.ReconnectAttempts, s.LastError, s.Permanent, s.EverReady = c.opts.Clock.Now(), 0, "", false, true
 	})
-	c.opts.Log.V(1).Info("MCP server ready", "tools", len(tools), "protocol", session.InitializeResult().ProtocolVersion)
+	c.opts.Log.V(1).Info("MCP server ready", "tools", len(cat.tools), "prompts", len(cat.prompts), "resources", len(cat.resources),
+		"protocol", init.ProtocolVersion)
 }
 
 func (c *Conn) clearSession() {
@@ -133,11 +138,11 @@ func (c *Conn) serve(ctx context.Context, session *mcp.ClientSession, ep *endpoi
 				return fmt.Errorf("health check failed: %w", err)
 			}
 		case <-relist.C:
-			if err := c.refreshTools(ctx, session); err != nil {
+			if err := c.refresh(ctx, session); err != nil {
 				return err
 			}
 		case <-c.relist:
-			if err := c.refreshTools(ctx, session); err != nil {
+			if err := c.refresh(ctx, session); err != nil {
 				return err
 			}
 		}
@@ -156,25 +161,72 @@ func (c *Conn) probe(ctx context.Context, session *mcp.ClientSession) error {
 	return session.Ping(ctx, nil)
 }
 
-// refreshTools re-lists and publishes the tools when they changed.
-func (c *Conn) refreshTools(ctx context.Context, session *mcp.ClientSession) error {
-	tools, raw, err := c.listTools(ctx, session)
+// catalog is what a server offers, as listed after connect and after every list_changed.
+type catalog struct {
+	tools     []*mcp.Tool // after the allow/deny filter
+	rawTools  int         // before it
+	prompts   []*mcp.Prompt
+	resources []*mcp.Resource
+	templates []*mcp.ResourceTemplate
+}
+
+func (cat catalog) apply(s *Snapshot) {
+	s.Tools, s.RawToolCount = cat.tools, cat.rawTools
+	s.Prompts, s.Resources, s.Templates = cat.prompts, cat.resources, cat.templates
+}
+
+// same reports whether a snapshot already shows the catalog (compared as sessions see it).
+func (cat catalog) same(s Snapshot) bool {
+	return cat.rawTools == s.RawToolCount && sameJSON(cat.tools, s.Tools) && sameJSON(cat.prompts, s.Prompts) &&
+		sameJSON(cat.resources, s.Resources) && sameJSON(cat.templates, s.Templates)
+}
+
+// refresh re-lists and publishes the catalog when it changed.
+func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession) error {
+	cat, err := c.list(ctx, session)
 	if err != nil {
-		return fmt.Errorf("tools/list failed: %w", err)
+		return err
 	}
 	c.mu.Lock()
-	same := raw == c.state.RawToolCount && sameTools(c.state.Tools, tools)
+	same := cat.same(c.state)
 	c.mu.Unlock()
 	if !same {
-		c.update(func(s *Snapshot) { s.Tools, s.RawToolCount = tools, raw })
+		c.update(cat.apply)
 	}
 	return nil
 }
 
-// listTools lists every page of tools and applies the server's allow/deny filter.
-func (c *Conn) listTools(ctx context.Context, session *mcp.ClientSession) ([]*mcp.Tool, int, error) {
+// list lists every page of what the server offers: tools (filtered by the server's
+// allow/deny rules), and prompts, resources and resource templates when the server declares
+// them.
+func (c *Conn) list(ctx context.Context, session *mcp.ClientSession) (catalog, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
+	var cat catalog
+	var err error
+	if cat.tools, cat.rawTools, err = c.listTools(ctx, session); err != nil {
+		return cat, fmt.Errorf("tools/list failed: %w", err)
+	}
+	caps := session.InitializeResult().Capabilities
+	if caps != nil && caps.Prompts != nil {
+		if cat.prompts, err = collect(session.Prompts(ctx, nil)); err != nil {
+			return cat, fmt.Errorf("prompts/list failed: %w", err)
+		}
+		slices.SortFunc(cat.prompts, func(a, b *mcp.Prompt) int { return strings.Compare(a.Name, b.Name) })
+	}
+	if caps != nil && caps.Resources != nil {
+		if cat.resources, err = collect(session.Resources(ctx, nil)); err != nil {
+			return cat, fmt.Errorf("resources/list failed: %w", err)
+		}
+		if cat.templates, err = collect(session.ResourceTemplates(ctx, nil)); err != nil {
+			return cat, fmt.Errorf("resources/templates/list failed: %w", err)
+		}
+	}
+	return cat, nil
+}
+
+// listTools lists every page of tools and applies the server's allow/deny filter.
+func (c *Conn) listTools(ctx context.Context, session *mcp.ClientSession) ([]*mcp.Tool, int, error) {
 	var tools []*mcp.Tool
 	raw := 0
 	for tool, err := range session.Tools(ctx, nil) {
@@ -190,14 +242,25 @@ func (c *Conn) listTools(ctx context.Context, session *mcp.ClientSession) ([]*mc
 	return tools, raw, nil
 }
 
-// sameTools compares two sorted tool lists by everything a session sees.
-func sameTools(a, b []*mcp.Tool) bool {
-	return slices.EqualFunc(a, b, func(x, y *mcp.Tool) bool { return toolKey(x) == toolKey(y) })
+// collect drains a paging iterator.
+func collect[T any](seq iter.Seq2[T, error]) ([]T, error) {
+	var out []T
+	for v, err := range seq {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
-func toolKey(t *mcp.Tool) string {
-	data, _ := jsonMarshal(t)
-	return string(data)
+// sameJSON compares two lists by everything a session sees.
+func sameJSON[T any](a, b []T) bool {
+	return slices.EqualFunc(a, b, func(x, y T) bool {
+		dx, _ := jsonMarshal(x)
+		dy, _ := jsonMarshal(y)
+		return string(dx) == string(dy)
+	})
 }
 
 // isPermanent reports failures that retrying cannot heal.

@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,8 +14,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/dsh-dev/projectmcp/internal/conn"
-	"github.com/dsh-dev/projectmcp/internal/projection"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
@@ -31,33 +27,37 @@ type project struct {
 	stateful  http.Handler
 	stateless http.Handler
 
-	syncMu sync.Mutex // one sync at a time; guards tools and synced
-	tools  map[string]projected
-	synced string // signature of the connection states last projected
+	syncMu    sync.Mutex // one sync at a time; guards the four sets and synced
+	tools     map[string]projected
+	prompts   map[string]projected
+	resources map[string]projected // by URI
+	templates map[string]projected // by URI template
+	synced    string               // signature of the connection states last projected
 
 	mu        sync.Mutex
 	statefuls map[string]*mcp.ServerSession // mounted stateful sessions
 	lastSeen  map[string]time.Time          // stateless sessions and their last request
 }
 
-// projected is one tool as sessions see it; fingerprint covers everything they see, so an
-// unchanged tool is never re-added (every AddTool is a list_changed).
-type projected struct {
-	server, raw string
-	fingerprint string
-}
-
 func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 	p := &project{
 		g: g, key: key, epoch: epoch,
 		tools:     map[string]projected{},
+		prompts:   map[string]projected{},
+		resources: map[string]projected{},
+		templates: map[string]projected{},
 		statefuls: map[string]*mcp.ServerSession{},
 		lastSeen:  map[string]time.Time{},
 	}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "projectmcp", Title: "projectmcp " + key.String(), Version: "v1alpha1"},
 		&mcp.ServerOptions{
-			// The tool set may start empty and grow: the capability must be declared up front.
-			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+			// The sets may start empty and grow as servers come up: the capabilities must be
+			// declared up front.
+			Capabilities: &mcp.ServerCapabilities{
+				Tools:     &mcp.ToolCapabilities{ListChanged: true},
+				Prompts:   &mcp.PromptCapabilities{ListChanged: true},
+				Resources: &mcp.ResourceCapabilities{ListChanged: true},
+			},
 		})
 	p.server.AddReceivingMiddleware(p.mountMiddleware)
 	getServer := func(*http.Request) *mcp.Server { return p.server }
@@ -204,54 +204,6 @@ func (p *project) close() {
 	}
 }
 
-// sync brings the server's tool set in line with the project's connections: tools of Ready and
-// Disconnected connections are offered (a brief disconnect must not withdraw them), Failed and
-// absent ones are not. Only differences are applied, so sessions get one list_changed per real
-// change.
-func (p *project) sync() {
-	p.syncMu.Lock()
-	defer p.syncMu.Unlock()
-	obs := p.g.opts.Registry.Observe(p.key)
-	sig := signature(obs.Servers)
-	if sig == p.synced {
-		return // no connection changed since the last projection (the common case at mount)
-	}
-	p.synced = sig
-	want, _ := projection.Project(offered(obs.Servers))
-	seen := make(map[string]projected, len(want))
-	for name, w := range want {
-		fp, _ := json.Marshal(w.Tool)
-		seen[name] = projected{server: w.Server, raw: w.Raw, fingerprint: string(fp)}
-	}
-	var remove []string
-	for name, have := range p.tools {
-		if now, ok := seen[name]; !ok || now != have {
-			remove = append(remove, name)
-		}
-	}
-	if len(remove) > 0 {
-		p.server.RemoveTools(remove...)
-		for _, name := range remove {
-			delete(p.tools, name)
-		}
-	}
-	names := make([]string, 0, len(want))
-	for name := range want {
-		if _, ok := p.tools[name]; !ok {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		w := want[name]
-		if err := addTool(p.server, w.Tool, p.handler(w.Server, w.Raw)); err != nil {
-			p.g.opts.Log.Info("Tool skipped", "projectmcp", p.key.String(), "tool", name, "error", err.Error())
-			continue
-		}
-		p.tools[name] = seen[name]
-	}
-}
-
 // signature identifies the connection states a projection depends on: every change of a
 // connection's phase or tools bumps its generation.
 func signature(servers map[string]registry.ServerState) string {
@@ -261,69 +213,6 @@ func signature(servers map[string]registry.ServerState) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
-}
-
-// addTool adds a tool, turning the SDK's panic on a schema it cannot use into an error.
-func addTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("the server library refused the tool: %v", r)
-		}
-	}()
-	s.AddTool(t, h)
-	return nil
-}
-
-// offered is, per server, the tools sessions should see from it (see
-// registry.ServerState.Offered): the input of the projection.
-func offered(servers map[string]registry.ServerState) map[string][]*mcp.Tool {
-	out := make(map[string][]*mcp.Tool, len(servers))
-	for name, st := range servers {
-		out[name] = st.Offered()
-	}
-	return out
-}
-
-// handler forwards a call on a projected tool to the session's slot for the server.
-func (p *project) handler(server, raw string) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		id, _ := sessionID(req)
-		args := req.Params.Arguments
-		if len(args) == 0 || string(args) == "null" {
-			args = json.RawMessage("{}")
-		}
-		var onProgress func(*mcp.ProgressNotificationParams)
-		if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
-			onProgress = func(pp *mcp.ProgressNotificationParams) {
-				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-					ProgressToken: token, Progress: pp.Progress, Total: pp.Total, Message: pp.Message,
-				})
-			}
-		}
-		var res *mcp.CallToolResult
-		var err error
-		for attempt := 0; attempt < 2; attempt++ {
-			c := p.g.opts.Registry.Await(ctx, p.key, id, server) // waits through a repoint or rebuild
-			if c == nil {
-				return errorResult(fmt.Sprintf("MCP server %q is not available to this session", server)), nil
-			}
-			res, err = c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args}, onProgress)
-			if !errors.Is(err, conn.ErrDestroyed) {
-				break // a swap that replaced the connection before the call was sent: once more
-			}
-		}
-		if err != nil {
-			if errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil {
-				return errorResult(err.Error()), nil
-			}
-			return nil, err
-		}
-		return &mcp.CallToolResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
-	}
-}
-
-func errorResult(msg string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
 }
 
 // remoteHeader carries the caller's address from the HTTP layer to the MCP layer, which sees

@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -38,48 +41,83 @@ type Note struct {
 // input schema is not a JSON object are skipped with a note too. The same input always gives
 // the same output.
 func Project(offered map[string][]*mcp.Tool) (map[string]Tool, []Note) {
-	tools := map[string]Tool{}
-	var notes []Note
-	servers := make([]string, 0, len(offered))
-	for name := range offered {
-		servers = append(servers, name)
-	}
-	sort.Strings(servers)
-	for _, server := range servers {
-		list := make([]*mcp.Tool, 0, len(offered[server]))
-		for _, t := range offered[server] {
-			if t != nil {
-				list = append(list, t)
-			}
-		}
-		// Stable: a raw name listed twice keeps its first listing.
-		sort.SliceStable(list, func(i, j int) bool { return list[i].Name < list[j].Name })
-		for _, t := range list {
-			if err := checkSchema(t.InputSchema); err != nil {
-				notes = append(notes, Note{server, fmt.Sprintf("tool %q skipped: %v", t.Name, err)})
-				continue
-			}
-			name := toolname.Project(server, t.Name)
-			if first, taken := tools[name]; taken {
-				notes = append(notes, Note{server, collision(server, t.Name, name, first)})
-				continue
-			}
-			out := *t
-			out.Name = name
-			out.Meta = nil
-			tools[name] = Tool{Server: server, Raw: t.Name, Tool: &out}
-		}
+	named, notes := project(offered, "tool", func(t *mcp.Tool) string { return t.Name }, func(t *mcp.Tool) error {
+		return checkSchema(t.InputSchema)
+	})
+	tools := make(map[string]Tool, len(named))
+	for name, n := range named {
+		out := *n.item
+		out.Name = name
+		out.Meta = nil
+		tools[name] = Tool{Server: n.server, Raw: n.raw, Tool: &out}
 	}
 	return tools, notes
 }
 
-// collision explains why tool raw of server was skipped.
-func collision(server, raw, name string, first Tool) string {
-	if first.Server == server && first.Raw == raw {
-		return fmt.Sprintf("tool %q skipped: the server lists it more than once", raw)
+// Prompt is one prompt as sessions see it.
+type Prompt struct {
+	// Server and Raw are the server the prompt comes from and its name there.
+	Server, Raw string
+	// Prompt is a copy of the upstream prompt under its projected name, without _meta.
+	Prompt *mcp.Prompt
+}
+
+// Prompts projects prompts exactly as Project projects tools: the same pure naming function
+// (toolname.Project), and a true collision skipped with a note, never renamed.
+func Prompts(offered map[string][]*mcp.Prompt) (map[string]Prompt, []Note) {
+	named, notes := project(offered, "prompt", func(p *mcp.Prompt) string { return p.Name }, nil)
+	prompts := make(map[string]Prompt, len(named))
+	for name, n := range named {
+		out := *n.item
+		out.Name = name
+		out.Meta = nil
+		prompts[name] = Prompt{Server: n.server, Raw: n.raw, Prompt: &out}
 	}
-	return fmt.Sprintf("tool %q skipped: its name %q is already taken by tool %q of server %q (tools are never renamed)",
-		raw, name, first.Raw, first.Server)
+	return prompts, notes
+}
+
+type named[T any] struct {
+	server, raw string
+	item        T
+}
+
+// project names the items of every server (kind is "tool" or "prompt", for notes): servers in
+// name order, each server's items in raw-name order, items that fail check skipped, and the
+// later of two items that project to the same name skipped.
+func project[T any](offered map[string][]T, kind string, rawName func(T) string, check func(T) error) (map[string]named[T], []Note) {
+	out := map[string]named[T]{}
+	var notes []Note
+	for _, server := range slices.Sorted(maps.Keys(offered)) {
+		list := slices.Clone(offered[server])
+		list = slices.DeleteFunc(list, func(v T) bool { return any(v) == nil || reflect.ValueOf(v).IsNil() })
+		// Stable: a raw name listed twice keeps its first listing.
+		slices.SortStableFunc(list, func(a, b T) int { return strings.Compare(rawName(a), rawName(b)) })
+		for _, v := range list {
+			raw := rawName(v)
+			if check != nil {
+				if err := check(v); err != nil {
+					notes = append(notes, Note{server, fmt.Sprintf("%s %q skipped: %v", kind, raw, err)})
+					continue
+				}
+			}
+			name := toolname.Project(server, raw)
+			if first, taken := out[name]; taken {
+				notes = append(notes, Note{server, collision(kind, server, raw, name, first.server, first.raw)})
+				continue
+			}
+			out[name] = named[T]{server: server, raw: raw, item: v}
+		}
+	}
+	return out, notes
+}
+
+// collision explains why an item was skipped.
+func collision(kind, server, raw, name, firstServer, firstRaw string) string {
+	if firstServer == server && firstRaw == raw {
+		return fmt.Sprintf("%s %q skipped: the server lists it more than once", kind, raw)
+	}
+	return fmt.Sprintf("%s %q skipped: its name %q is already taken by %s %q of server %q (names are never changed to avoid a clash)",
+		kind, raw, name, kind, firstRaw, firstServer)
 }
 
 // checkSchema accepts what the server library accepts: a JSON object schema.
@@ -110,4 +148,55 @@ func checkSchema(schema any) error {
 		return fmt.Errorf(`input schema type is %s, not "object"`, data)
 	}
 	return nil
+}
+
+// Resource is one resource as sessions see it: its URI passes unchanged (links inside tool
+// results must stay valid), so only the server it is routed to is added.
+type Resource struct {
+	Server   string
+	Resource *mcp.Resource
+}
+
+// Template is one resource template as sessions see it, with the server it is routed to.
+type Template struct {
+	Server   string
+	Template *mcp.ResourceTemplate
+}
+
+// Resources merges the servers' resources (keyed by URI) and resource templates (keyed by
+// URI template). A URI or template that two servers list goes to the first in server-name
+// order; the later one is skipped and a note names both.
+func Resources(resources map[string][]*mcp.Resource, templates map[string][]*mcp.ResourceTemplate) (map[string]Resource, map[string]Template, []Note) {
+	var notes []Note
+	byURI := map[string]Resource{}
+	for _, server := range slices.Sorted(maps.Keys(resources)) {
+		for _, r := range resources[server] {
+			if r == nil {
+				continue
+			}
+			if first, taken := byURI[r.URI]; taken {
+				if first.Server != server {
+					notes = append(notes, Note{server, fmt.Sprintf("resource %q skipped: server %q lists the same URI and comes first", r.URI, first.Server)})
+				}
+				continue
+			}
+			byURI[r.URI] = Resource{Server: server, Resource: r}
+		}
+	}
+	byTemplate := map[string]Template{}
+	for _, server := range slices.Sorted(maps.Keys(templates)) {
+		for _, t := range templates[server] {
+			if t == nil {
+				continue
+			}
+			if first, taken := byTemplate[t.URITemplate]; taken {
+				if first.Server != server {
+					notes = append(notes, Note{server, fmt.Sprintf("resource template %q skipped: server %q lists the same template and comes first", t.URITemplate, first.Server)})
+				}
+				continue
+			}
+			byTemplate[t.URITemplate] = Template{Server: server, Template: t}
+		}
+	}
+	return byURI, byTemplate, notes
 }

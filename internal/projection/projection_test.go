@@ -182,3 +182,42 @@ func TestNameDoesNotDependOnOtherServers(t *testing.T) {
 		}
 	}
 }
+
+// Prompts take the tools' naming rule: kept when valid, hashed when changed, a clash skipped.
+func TestPrompts(t *testing.T) {
+	offered := map[string][]*mcp.Prompt{
+		"a": {{Name: "greet", Meta: mcp.Meta{"x": 1}}, {Name: "b__c"}, {Name: "x y"}},
+		"b": {{Name: "greet"}},
+	}
+	got, notes := Prompts(offered)
+	want := map[string]string{"a__greet": "a/greet", "a__b__c": "a/b__c", "a__x_y" + hash("x y"): "a/x y", "b__greet": "b/greet"}
+	if len(got) != len(want) || len(notes) != 0 {
+		t.Fatalf("got %v, notes %v", got, notes)
+	}
+	for name, from := range want {
+		p, ok := got[name]
+		if !ok || p.Server+"/"+p.Raw != from || p.Prompt.Name != name || p.Prompt.Meta != nil {
+			t.Errorf("%s: %+v", name, p)
+		}
+	}
+	if offered["a"][0].Name != "greet" {
+		t.Error("the input must not be changed")
+	}
+}
+
+// Resources keep their URIs; a URI or template two servers list goes to the first by name.
+func TestResources(t *testing.T) {
+	res, tmpl, notes := Resources(
+		map[string][]*mcp.Resource{"b": {{URI: "file:///x"}, {URI: "file:///b"}}, "a": {{URI: "file:///x"}}},
+		map[string][]*mcp.ResourceTemplate{"b": {{URITemplate: "t://{id}"}}, "a": {{URITemplate: "t://{id}"}, {URITemplate: "a://{id}"}}},
+	)
+	if res["file:///x"].Server != "a" || res["file:///b"].Server != "b" || len(res) != 2 {
+		t.Errorf("resources: %+v", res)
+	}
+	if tmpl["t://{id}"].Server != "a" || tmpl["a://{id}"].Server != "a" || len(tmpl) != 2 {
+		t.Errorf("templates: %+v", tmpl)
+	}
+	if len(notes) != 2 || notes[0].Server != "b" || !strings.Contains(notes[0].Message, `"a"`) {
+		t.Errorf("notes: %+v", notes)
+	}
+}

@@ -75,9 +75,10 @@ type entry struct {
 	conn *conn.Conn
 	hash string
 	opts conn.Options // what conn was built from, for a rebuild at mount
-	// carried are the previous connection's tools, offered while conn is starting after a
-	// repoint or rebuild, so a swap neither withdraws nor renames them.
-	carried     []*mcp.Tool
+	// carried is the previous connection's last state, whose tools, prompts and resources are
+	// offered while conn is starting after a repoint or rebuild, so a swap neither withdraws
+	// nor renames them.
+	carried     *conn.Snapshot
 	lastRebuild Rebuild
 	refs        int
 	idle        clock.Timer
@@ -354,7 +355,7 @@ func (r *Registry) swapLocked(key types.NamespacedName, p *project, e *entry, ha
 	run := r.connOptions(key, opts)
 	if old != nil {
 		run.StartAfter = old.Done()
-		e.carried = (ServerState{HasConn: true, Conn: old.Snapshot()}).Offered()
+		e.carried = (ServerState{HasConn: true, Conn: old.Snapshot()}).offering()
 	}
 	c = conn.New(run)
 	e.conn, e.hash, e.opts, e.reclaimed = c, hash, opts, false
@@ -607,8 +608,8 @@ type ServerState struct {
 	// Reclaimed is true when an idle timer destroyed the connection.
 	Reclaimed bool
 	LastMount time.Time
-	// Carried are the previous connection's tools while a new one is starting (see Offered).
-	Carried []*mcp.Tool
+	// Carried is the previous connection's state while a new one is starting (see Offered).
+	Carried *conn.Snapshot
 	// LastRebuild is the last rebuild a mount started (zero if none).
 	LastRebuild Rebuild
 }
@@ -616,15 +617,39 @@ type ServerState struct {
 // Offered are the tools sessions should see from this server: those of a Ready or
 // Disconnected connection (a brief disconnect must not withdraw them); while a repoint or
 // rebuild brings up a new connection, the previous one's (names unchanged during the swap);
-// none from a Failed or absent one.
+// none from a Failed or absent one. Prompts and resources follow the same rule.
 func (s ServerState) Offered() []*mcp.Tool {
+	if o := s.offering(); o != nil {
+		return o.Tools
+	}
+	return nil
+}
+
+// OfferedPrompts are the prompts sessions should see (see Offered).
+func (s ServerState) OfferedPrompts() []*mcp.Prompt {
+	if o := s.offering(); o != nil {
+		return o.Prompts
+	}
+	return nil
+}
+
+// OfferedResources are the resources and resource templates sessions should see (see Offered).
+func (s ServerState) OfferedResources() ([]*mcp.Resource, []*mcp.ResourceTemplate) {
+	if o := s.offering(); o != nil {
+		return o.Resources, o.Templates
+	}
+	return nil, nil
+}
+
+// offering is the state whose lists sessions see, or nil.
+func (s ServerState) offering() *conn.Snapshot {
 	switch {
 	case !s.HasConn:
 		return nil
 	case s.Conn.Starting() && s.Carried != nil:
 		return s.Carried
 	case s.Conn.Phase == v1alpha1.PhaseReady || s.Conn.Phase == v1alpha1.PhaseDisconnected:
-		return s.Conn.Tools
+		return &s.Conn
 	}
 	return nil
 }
@@ -684,4 +709,33 @@ func (r *Registry) Observe(key types.NamespacedName) Observation {
 		return a.ID < b.ID
 	})
 	return obs
+}
+
+// Tools is, per server, the tools sessions should see (ServerState.Offered): the input of
+// the tool projection.
+func (o Observation) Tools() map[string][]*mcp.Tool {
+	out := make(map[string][]*mcp.Tool, len(o.Servers))
+	for name, st := range o.Servers {
+		out[name] = st.Offered()
+	}
+	return out
+}
+
+// Prompts is, per server, the prompts sessions should see.
+func (o Observation) Prompts() map[string][]*mcp.Prompt {
+	out := make(map[string][]*mcp.Prompt, len(o.Servers))
+	for name, st := range o.Servers {
+		out[name] = st.OfferedPrompts()
+	}
+	return out
+}
+
+// Resources is, per server, the resources and resource templates sessions should see.
+func (o Observation) Resources() (map[string][]*mcp.Resource, map[string][]*mcp.ResourceTemplate) {
+	res := make(map[string][]*mcp.Resource, len(o.Servers))
+	tmpl := make(map[string][]*mcp.ResourceTemplate, len(o.Servers))
+	for name, st := range o.Servers {
+		res[name], tmpl[name] = st.OfferedResources()
+	}
+	return res, tmpl
 }

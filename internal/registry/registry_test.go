@@ -300,3 +300,32 @@ func TestIdleTimeoutZeroNeverReclaims(t *testing.T) {
 		t.Fatalf("the connection must stay: %+v", st)
 	}
 }
+
+// What sessions see of a server: a Ready or Disconnected connection's tools, prompts and
+// resources; the previous connection's while a new one starts; nothing from a Failed or
+// absent one.
+func TestOffered(t *testing.T) {
+	echo := []*mcp.Tool{{Name: "echo"}}
+	greet := []*mcp.Prompt{{Name: "greet"}}
+	readme := []*mcp.Resource{{URI: "x://readme"}}
+	state := func(phase v1alpha1.ServerPhase) ServerState {
+		return ServerState{HasConn: true, Conn: conn.Snapshot{Phase: phase, Tools: echo, Prompts: greet, Resources: readme, EverReady: true}}
+	}
+	old := state(v1alpha1.PhaseReady).Conn
+	obs := Observation{Servers: map[string]ServerState{
+		"ready":    state(v1alpha1.PhaseReady),
+		"down":     state(v1alpha1.PhaseDisconnected),
+		"dead":     state(v1alpha1.PhaseFailed),
+		"idle":     {Reclaimed: true},
+		"swapping": {HasConn: true, Conn: conn.Snapshot{Phase: v1alpha1.PhaseConnecting}, Carried: &old},
+		"new":      {HasConn: true, Conn: conn.Snapshot{Phase: v1alpha1.PhaseConnecting}},
+	}}
+	tools, prompts := obs.Tools(), obs.Prompts()
+	resources, _ := obs.Resources()
+	for server, want := range map[string]int{"ready": 1, "down": 1, "dead": 0, "idle": 0, "swapping": 1, "new": 0} {
+		if len(tools[server]) != want || len(prompts[server]) != want || len(resources[server]) != want {
+			t.Errorf("%s offers %d tools, %d prompts, %d resources; want %d each", server,
+				len(tools[server]), len(prompts[server]), len(resources[server]), want)
+		}
+	}
+}

@@ -1,0 +1,231 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/test/fixture"
+)
+
+// What a session sees through the endpoint is what it sees talking to each server directly,
+// apart from the documented names: prompts (projected like tools) and resources (URIs
+// unchanged), side by side with a direct session to the same fixture.
+
+// direct is a Go SDK session straight to a fixture process with the given name, speaking the
+// given revision ("" for the SDK's default).
+func direct(t testing.TB, name, version string) *mcp.ClientSession {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "--name", name)
+	cmd.Env = append(os.Environ(), fixture.EnvVar+"=1")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "direct", Version: "1"}, nil).Connect(ctx,
+		&mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// asJSON renders v for comparing what two sessions see: without the top-level _meta (each
+// server stamps its own serverInfo there; the endpoint is the server a session talks to), with
+// the given replacements (projected names) applied.
+func asJSON(t testing.TB, v any, rename ...string) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if json.Unmarshal(data, &m) == nil && m != nil {
+		delete(m, "_meta")
+		data, _ = json.Marshal(m)
+	}
+	s := string(data)
+	for i := 0; i+1 < len(rename); i += 2 {
+		s = strings.ReplaceAll(s, rename[i], rename[i+1])
+	}
+	return s
+}
+
+func codeOf(err error) int64 {
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		return wire.Code
+	}
+	return 0
+}
+
+func TestGatewayPromptsAndResourcesMatchDirect(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "protocol", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a"), fixtureServer(t, "b")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	for _, version := range []string{"2025-11-25", ""} {
+		d := direct(t, "a", version)
+		ag := connectAgent(t, key, version, http.Header{gateway.SessionHeader: {"protocol-" + version}})
+		s := ag.session
+		name := "revision " + version
+
+		// Prompts: listed under projected names, otherwise as the server lists them.
+		want, err := d.ListPrompts(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.ListPrompts(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]*mcp.Prompt{}
+		for _, p := range got.Prompts {
+			byName[p.Name] = p
+		}
+		for _, p := range want.Prompts {
+			gp := byName["a__"+p.Name]
+			if gp == nil || asJSON(t, gp, `"a__`+p.Name+`"`, `"`+p.Name+`"`) != asJSON(t, p) {
+				t.Fatalf("%s: prompt %s through the endpoint %s, directly %s", name, p.Name, asJSON(t, gp), asJSON(t, p))
+			}
+		}
+		if byName["b__greet"] == nil {
+			t.Fatalf("%s: b's prompts must be listed: %v", name, byName)
+		}
+		args := map[string]string{"name": "Ada"}
+		wantRes, err := d.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotRes, err := s.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a__greet", Arguments: args})
+		if err != nil || asJSON(t, gotRes) != asJSON(t, wantRes) {
+			t.Fatalf("%s: prompts/get through the endpoint %s (%v), directly %s", name, asJSON(t, gotRes), err, asJSON(t, wantRes))
+		}
+		_, errDirect := d.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet"})
+		_, errGateway := s.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a__greet"})
+		if errDirect == nil || errGateway == nil || codeOf(errGateway) != codeOf(errDirect) {
+			t.Fatalf("%s: a missing argument: directly %v, through the endpoint %v", name, errDirect, errGateway)
+		}
+
+		// Resources and templates: URIs unchanged, reads routed to the owner.
+		wantList, err := d.ListResources(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotList, err := s.ListResources(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range wantList.Resources {
+			i := slices.IndexFunc(gotList.Resources, func(g *mcp.Resource) bool { return g.URI == r.URI })
+			if i < 0 || asJSON(t, gotList.Resources[i]) != asJSON(t, r) {
+				t.Fatalf("%s: resource %s through the endpoint: %s", name, r.URI, asJSON(t, gotList.Resources))
+			}
+		}
+		if !slices.ContainsFunc(gotList.Resources, func(g *mcp.Resource) bool { return g.URI == "fixture://b/readme" }) {
+			t.Fatalf("%s: b's resources must be listed", name)
+		}
+		tmpls, err := s.ListResourceTemplates(ctx, nil)
+		if err != nil || len(tmpls.ResourceTemplates) != 2 {
+			t.Fatalf("%s: templates %s (%v)", name, asJSON(t, tmpls), err)
+		}
+		for _, uri := range []string{"fixture://a/readme", "fixture://a/items/42"} {
+			want, err := d.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+			if err != nil || asJSON(t, got) != asJSON(t, want) {
+				t.Fatalf("%s: read %s through the endpoint %s (%v), directly %s", name, uri, asJSON(t, got), err, asJSON(t, want))
+			}
+		}
+		if got, err := s.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fixture://b/items/7"}); err != nil || got.Contents[0].Text != "item 7" {
+			t.Fatalf("%s: a template of b must route to b: %v %v", name, asJSON(t, got), err)
+		}
+		if _, err := s.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fixture://nobody/x"}); err == nil {
+			t.Fatalf("%s: a URI no server claims must be an error", name)
+		}
+	}
+}
+
+// Prompts follow the seed's rules for tools: a prompt added upstream reaches a live session
+// with list_changed; a disconnected server's prompts stay listed and fail fast naming the
+// server; a Failed server's are withdrawn.
+func TestGatewayPromptsSeedRules(t *testing.T) {
+	ns := newNamespace(t)
+	broken := filepath.Join(t.TempDir(), "broken")
+	srv := fixtureServer(t, "a", "--fail-if-exists", broken)
+	key := create(t, ns, "prompts", v1alpha1.ProjectMCPSpec{
+		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](1),
+			InitialBackoff: &metav1.Duration{Duration: 3 * time.Second}, MaxBackoff: &metav1.Duration{Duration: 3 * time.Second}},
+		Servers: []v1alpha1.MCPServer{srv},
+	})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	changed := make(chan struct{}, 16)
+	client := mcp.NewClient(&mcp.Implementation{Name: "prompts", Version: "1"}, &mcp.ClientOptions{
+		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) { changed <- struct{}{} },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpointOf(key)}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	prompts := func() []string {
+		res, err := s.ListPrompts(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, p := range res.Prompts {
+			names = append(names, p.Name)
+		}
+		return names
+	}
+	waitPrompts := func(what string, cond func([]string) bool) {
+		t.Helper()
+		for names := prompts(); !cond(names); names = prompts() {
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				t.Fatalf("timed out waiting for %s: %v", what, names)
+			}
+		}
+	}
+	if _, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "a__add_prompt", Arguments: map[string]any{"name": "extra"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitPrompts("the added prompt", has("a__extra"))
+
+	if err := os.WriteFile(broken, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Kill(readPIDs(t, srv).PID, syscall.SIGKILL)
+	waitStatus(t, key, 10*time.Second, "Disconnected", phaseIs("a", v1alpha1.PhaseDisconnected))
+	if names := prompts(); !slices.Contains(names, "a__greet") {
+		t.Fatalf("prompts must stay listed while the server is disconnected: %v", names)
+	}
+	_, err = s.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a__greet", Arguments: map[string]string{"name": "x"}})
+	if err == nil || !strings.Contains(err.Error(), `"a"`) {
+		t.Fatalf("prompts/get while disconnected must fail naming the server: %v", err)
+	}
+	waitPrompts("a's prompts withdrawn when Failed", hasNot("a__greet"))
+}

@@ -1,0 +1,116 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/projection"
+)
+
+// projected is one item (tool, prompt, resource or template) as sessions see it; fingerprint
+// covers everything they see, so an unchanged item is never re-added (every add is a
+// list_changed).
+type projected struct {
+	server, raw string
+	fingerprint string
+}
+
+// sync brings the endpoint's tools, prompts, resources and templates in line with the
+// project's connections (registry.ServerState.Offered: a Ready or Disconnected server's, the
+// previous connection's during a swap, none from a Failed one). Only differences are applied,
+// so sessions get one list_changed per real change.
+func (p *project) sync() {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	obs := p.g.opts.Registry.Observe(p.key)
+	sig := signature(obs.Servers)
+	if sig == p.synced {
+		return // no connection changed since the last projection (the common case at mount)
+	}
+	p.synced = sig
+
+	tools, _ := projection.Project(obs.Tools())
+	applySet(p, "tool", p.tools, tools, func(t projection.Tool) (projected, any) {
+		return projected{server: t.Server, raw: t.Raw}, t.Tool
+	}, p.server.RemoveTools, func(name string, t projection.Tool) error {
+		return addTool(p.server, t.Tool, p.handler(t.Server, t.Raw))
+	})
+
+	prompts, _ := projection.Prompts(obs.Prompts())
+	applySet(p, "prompt", p.prompts, prompts, func(pr projection.Prompt) (projected, any) {
+		return projected{server: pr.Server, raw: pr.Raw}, pr.Prompt
+	}, p.server.RemovePrompts, func(name string, pr projection.Prompt) error {
+		return guard("prompt", func() { p.server.AddPrompt(pr.Prompt, p.promptHandler(pr.Server, pr.Raw)) })
+	})
+
+	resources, templates, _ := projection.Resources(obs.Resources())
+	applySet(p, "resource", p.resources, resources, func(r projection.Resource) (projected, any) {
+		return projected{server: r.Server, raw: r.Resource.URI}, r.Resource
+	}, p.server.RemoveResources, func(uri string, r projection.Resource) error {
+		return guard("resource", func() { p.server.AddResource(r.Resource, p.resourceHandler(r.Server)) })
+	})
+	applySet(p, "resource template", p.templates, templates, func(t projection.Template) (projected, any) {
+		return projected{server: t.Server, raw: t.Template.URITemplate}, t.Template
+	}, p.server.RemoveResourceTemplates, func(uri string, t projection.Template) error {
+		return guard("resource template", func() { p.server.AddResourceTemplate(t.Template, p.resourceHandler(t.Server)) })
+	})
+}
+
+// applySet makes have (what the SDK server holds) match want: items gone or changed are
+// removed, new ones added in name order. describe gives an item's identity and what sessions
+// see of it (fingerprinted). An item the SDK refuses is logged and left out.
+func applySet[T any](p *project, kind string, have map[string]projected, want map[string]T,
+	describe func(T) (projected, any), remove func(...string), add func(string, T) error) {
+	seen := make(map[string]projected, len(want))
+	for name, w := range want {
+		id, visible := describe(w)
+		fp, _ := json.Marshal(visible)
+		id.fingerprint = string(fp)
+		seen[name] = id
+	}
+	var gone []string
+	for name, h := range have {
+		if now, ok := seen[name]; !ok || now != h {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		remove(gone...)
+		for _, name := range gone {
+			delete(have, name)
+		}
+	}
+	var names []string
+	for name := range want {
+		if _, ok := have[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := add(name, want[name]); err != nil {
+			p.g.opts.Log.Info("Skipped", "projectmcp", p.key.String(), kind, name, "error", err.Error())
+			continue
+		}
+		have[name] = seen[name]
+	}
+}
+
+// addTool adds a tool, turning the SDK's panic on a schema it cannot use into an error.
+func addTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) error {
+	return guard("tool", func() { s.AddTool(t, h) })
+}
+
+// guard turns a panic of the server library (it panics on input it cannot use) into an error.
+func guard(kind string, add func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the server library refused the %s: %v", kind, r)
+		}
+	}()
+	add()
+	return nil
+}

@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/conn"
+)
+
+// forward sends one request of a session to the session's slot for server. It waits through
+// a repoint or rebuild (registry.Await), and sends once more, on the new connection, when a
+// swap replaced the connection before the request was sent (conn.ErrDestroyed: the old server
+// never saw it).
+func forward[T any](ctx context.Context, p *project, req mcp.Request, server string, do func(*conn.Conn) (T, error)) (T, error) {
+	id, _ := sessionID(req)
+	for attempt := 0; ; attempt++ {
+		c := p.g.opts.Registry.Await(ctx, p.key, id, server)
+		if c == nil {
+			var zero T
+			return zero, fmt.Errorf("%w: MCP server %q is not available to this session", conn.ErrUnavailable, server)
+		}
+		res, err := do(c)
+		if attempt == 0 && errors.Is(err, conn.ErrDestroyed) {
+			continue
+		}
+		return res, err
+	}
+}
+
+// handler forwards a call on a projected tool to the session's slot for the server. Failures
+// of the server (down, gone, protocol errors) come back as tool errors naming the server, so
+// the agent sees them as it sees any failing tool.
+func (p *project) handler(server, raw string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args := req.Params.Arguments
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage("{}")
+		}
+		var onProgress func(*mcp.ProgressNotificationParams)
+		if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
+			onProgress = func(pp *mcp.ProgressNotificationParams) {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: token, Progress: pp.Progress, Total: pp.Total, Message: pp.Message,
+				})
+			}
+		}
+		res, err := forward(ctx, p, req, server, func(c *conn.Conn) (*mcp.CallToolResult, error) {
+			return c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args}, onProgress)
+		})
+		if err != nil {
+			if errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil {
+				return errorResult(err.Error()), nil
+			}
+			return nil, err
+		}
+		return &mcp.CallToolResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
+	}
+}
+
+// promptHandler forwards prompts/get on a projected prompt under the server's own name.
+func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
+	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		res, err := forward(ctx, p, req, server, func(c *conn.Conn) (*mcp.GetPromptResult, error) {
+			return c.GetPrompt(ctx, &mcp.GetPromptParams{Name: raw, Arguments: req.Params.Arguments})
+		})
+		if err != nil {
+			return nil, protocolError(err)
+		}
+		return &mcp.GetPromptResult{Description: res.Description, Messages: res.Messages}, nil
+	}
+}
+
+// resourceHandler forwards resources/read, URI unchanged, to the server that lists the URI or
+// whose template matched it (the SDK server routes by exact URI, then by template).
+func (p *project) resourceHandler(server string) mcp.ResourceHandler {
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		res, err := forward(ctx, p, req, server, func(c *conn.Conn) (*mcp.ReadResourceResult, error) {
+			return c.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI})
+		})
+		if err != nil {
+			return nil, protocolError(err)
+		}
+		return &mcp.ReadResourceResult{Contents: res.Contents}, nil
+	}
+}
+
+// protocolError is the JSON-RPC error a session gets for a failed forwarded request: the
+// upstream's own code when it answered with one (so "not found" stays "not found"), an
+// internal error otherwise; the message names the server and carries no secret (conn scrubs).
+func protocolError(err error) error {
+	code := int64(jsonrpc.CodeInternalError)
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		code = wire.Code
+	}
+	return &jsonrpc.Error{Code: code, Message: err.Error()}
+}
+
+func errorResult(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
