@@ -229,3 +229,122 @@ func TestGatewayPromptsSeedRules(t *testing.T) {
 	}
 	waitPrompts("a's prompts withdrawn when Failed", hasNot("a__greet"))
 }
+
+// listener is a stateful session that records log messages and resource updates.
+type listener struct {
+	s       *mcp.ClientSession
+	logs    chan *mcp.LoggingMessageParams
+	updates chan string
+}
+
+func listen(t testing.TB, endpoint string) *listener {
+	t.Helper()
+	l := &listener{logs: make(chan *mcp.LoggingMessageParams, 16), updates: make(chan string, 16)}
+	client := mcp.NewClient(&mcp.Implementation{Name: "listener", Version: "1"}, &mcp.ClientOptions{
+		LoggingMessageHandler:  func(_ context.Context, r *mcp.LoggingMessageRequest) { l.logs <- r.Params },
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { l.updates <- r.Params.URI },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var err error
+	if l.s, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.s.Close() })
+	return l
+}
+
+// nothing fails when a value arrives on ch within a short while.
+func nothing[T any](t testing.TB, what string, ch <-chan T) {
+	t.Helper()
+	select {
+	case v := <-ch:
+		t.Fatalf("%s: got %v", what, v)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+func receive[T any](t testing.TB, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: nothing arrived", what)
+	}
+	var zero T
+	return zero
+}
+
+// Completion is routed by its reference and answers as the server does directly; log messages
+// reach each session whose level admits them, named after their server; resource updates
+// reach only the sessions that subscribed, until they unsubscribe.
+func TestGatewayCompletionLoggingSubscriptions(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "notices", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	verbose, quiet := listen(t, endpointOf(key)), listen(t, endpointOf(key))
+
+	d := direct(t, "a", "2025-11-25")
+	arg := mcp.CompleteParamsArgument{Name: "name", Value: "A"}
+	want, err := d.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "greet"}, Argument: arg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := verbose.s.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "a__greet"}, Argument: arg})
+	if err != nil || asJSON(t, got) != asJSON(t, want) {
+		t.Fatalf("completion through the endpoint %s (%v), directly %s", asJSON(t, got), err, asJSON(t, want))
+	}
+	if _, err := verbose.s.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "nope"}, Argument: arg}); err == nil {
+		t.Fatal("completing an unknown prompt must be an error")
+	}
+
+	if err := verbose.s.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := quiet.s.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "error"}); err != nil {
+		t.Fatal(err)
+	}
+	logAt := func(level, text string) {
+		t.Helper()
+		if _, err := verbose.s.CallTool(ctx, &mcp.CallToolParams{Name: "a__log", Arguments: map[string]any{"level": level, "text": text}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logAt("warning", "w")
+	if m := receive(t, "a warning at level info", verbose.logs); m.Data != "w" || m.Logger != "a/fixture" || m.Level != "warning" {
+		t.Fatalf("log message %+v", m)
+	}
+	nothing(t, "a warning at level error", quiet.logs)
+	logAt("error", "e")
+	receive(t, "an error at level info", verbose.logs)
+	if m := receive(t, "an error at level error", quiet.logs); m.Data != "e" {
+		t.Fatalf("log message %+v", m)
+	}
+
+	const uri = "fixture://a/readme"
+	if err := verbose.s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	touch := func() {
+		t.Helper()
+		if _, err := quiet.s.CallTool(ctx, &mcp.CallToolParams{Name: "a__touch_resource", Arguments: map[string]any{"uri": uri}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touch()
+	if got := receive(t, "the update of a subscribed resource", verbose.updates); got != uri {
+		t.Fatalf("updated %q", got)
+	}
+	nothing(t, "an update without a subscription", quiet.updates)
+	if err := verbose.s.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	touch()
+	nothing(t, "an update after unsubscribing", verbose.updates)
+	if err := verbose.s.Subscribe(ctx, &mcp.SubscribeParams{URI: "fixture://nobody/x"}); err == nil {
+		t.Fatal("subscribing a URI no server claims must be an error")
+	}
+}

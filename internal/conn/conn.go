@@ -22,7 +22,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,6 +86,14 @@ type Options struct {
 	// OnChange is called after every state or tool-list change, from the supervisor goroutine
 	// with no lock held. It must not block.
 	OnChange func()
+	// OnNotice receives the server's notifications meant for sessions (resources/updated,
+	// log messages), from the SDK's receive loop: it must not block.
+	OnNotice func(Notice)
+	// LogLevel and Subscriptions are applied at every connect: the level sessions asked for,
+	// and the resource URIs subscribed (with reference counts), carried over from the previous
+	// connection of the server on a repoint or rebuild.
+	LogLevel      mcp.LoggingLevel
+	Subscriptions map[string]int
 }
 
 func (o *Options) defaults() {
@@ -104,6 +114,9 @@ func (o *Options) defaults() {
 	}
 	if o.OnChange == nil {
 		o.OnChange = func() {}
+	}
+	if o.OnNotice == nil {
+		o.OnNotice = func(Notice) {}
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -163,9 +176,11 @@ type Conn struct {
 	secretValues []string      // resolved values to scrub from errors and logs
 	progress     map[string]func(*mcp.ProgressNotificationParams)
 	nextToken    atomic.Uint64
-	closing      bool          // Destroy has begun: no new request may start
-	inflight     int           // requests sent and not yet answered
-	drained      chan struct{} // closed when closing and inflight reaches 0
+	level        mcp.LoggingLevel // what sessions asked for (SetLogLevel)
+	subs         map[string]int   // subscribed resource URIs → subscribers
+	closing      bool             // Destroy has begun: no new request may start
+	inflight     int              // requests sent and not yet answered
+	drained      chan struct{}    // closed when closing and inflight reaches 0
 }
 
 // New starts supervising a connection. The caller owns the Conn and must call Destroy.
@@ -182,7 +197,12 @@ func New(opts Options) *Conn {
 		dead:     make(chan struct{}, 1),
 		changed:  make(chan struct{}),
 		drained:  make(chan struct{}),
+		level:    opts.LogLevel,
+		subs:     maps.Clone(opts.Subscriptions),
 		progress: map[string]func(*mcp.ProgressNotificationParams){},
+	}
+	if c.subs == nil {
+		c.subs = map[string]int{}
 	}
 	c.state = Snapshot{ID: c.id, Phase: v1alpha1.PhaseConnecting}
 	go c.run()
@@ -277,6 +297,121 @@ func (c *Conn) update(f func(s *Snapshot)) {
 	c.opts.OnChange()
 }
 
+// Notice is a server notification meant for the project's sessions: exactly one field is set.
+type Notice struct {
+	ResourceUpdated *mcp.ResourceUpdatedNotificationParams
+	Log             *mcp.LoggingMessageParams
+}
+
+// SetLogLevel sets the level of log messages the server should send, now (when Ready) and at
+// every later connect. Failures are the server's business (it may not support logging).
+func (c *Conn) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) {
+	c.mu.Lock()
+	c.level = level
+	s := c.session
+	c.mu.Unlock()
+	if s != nil && level != "" {
+		c.applyLevel(ctx, s, level)
+	}
+}
+
+func (c *Conn) applyLevel(ctx context.Context, s *mcp.ClientSession, level mcp.LoggingLevel) {
+	init := s.InitializeResult()
+	if init.Capabilities == nil || init.Capabilities.Logging == nil || init.ProtocolVersion >= "2026-07-28" {
+		return // 2026-07-28 has no logging/setLevel: the level travels with each request (withLevel)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
+	defer cancel()
+	if err := s.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+		c.opts.Log.V(1).Info("Setting the server's log level failed", "level", level, "error", c.scrub(err.Error()))
+	}
+}
+
+// withLevel puts the log level into a request's _meta: on 2026-07-28 servers log only within
+// a request, at the level that request names.
+func (c *Conn) withLevel(params mcp.Params) {
+	c.mu.Lock()
+	level := c.level
+	c.mu.Unlock()
+	if level == "" {
+		return
+	}
+	m := params.GetMeta()
+	if m == nil {
+		m = map[string]any{}
+	}
+	m[mcp.MetaKeyLogLevel] = level
+	params.SetMeta(m)
+}
+
+// Subscribe subscribes the connection to a resource's updates, once for any number of
+// sessions: the first subscriber sends resources/subscribe, later ones only count.
+func (c *Conn) Subscribe(ctx context.Context, uri string) error {
+	c.mu.Lock()
+	c.subs[uri]++
+	first := c.subs[uri] == 1
+	c.mu.Unlock()
+	if !first {
+		return nil
+	}
+	_, err := roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
+		return struct{}{}, s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+	})
+	if err != nil {
+		c.mu.Lock()
+		if c.subs[uri]--; c.subs[uri] <= 0 {
+			delete(c.subs, uri)
+		}
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// Unsubscribe drops one subscriber of a resource; the last one sends resources/unsubscribe.
+func (c *Conn) Unsubscribe(ctx context.Context, uri string) {
+	c.mu.Lock()
+	if c.subs[uri] <= 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.subs[uri]--
+	last := c.subs[uri] == 0
+	if last {
+		delete(c.subs, uri)
+	}
+	c.mu.Unlock()
+	if last {
+		_, _ = roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
+			return struct{}{}, s.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+		})
+	}
+}
+
+// Subscriptions returns the subscribed URIs with their reference counts (a copy), and the log
+// level: what a replacement connection takes over.
+func (c *Conn) Subscriptions() (map[string]int, mcp.LoggingLevel) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.subs), c.level
+}
+
+// restore re-applies the log level and the subscriptions on a new session.
+func (c *Conn) restore(ctx context.Context, s *mcp.ClientSession) {
+	c.mu.Lock()
+	level, uris := c.level, slices.Collect(maps.Keys(c.subs))
+	c.mu.Unlock()
+	if level != "" {
+		c.applyLevel(ctx, s, level)
+	}
+	for _, uri := range uris {
+		sctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
+		if err := s.Subscribe(sctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			c.opts.Log.V(1).Info("Re-subscribing a resource failed", "uri", uri, "error", c.scrub(err.Error()))
+		}
+		cancel()
+	}
+}
+
 // DrainTimeout is how long Destroy lets requests already sent finish before it cancels them:
 // a call in flight when a config edit repoints its server usually completes, and a hung one
 // holds the teardown (and so the new connection) this long at most.
@@ -347,6 +482,7 @@ func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress 
 			c.mu.Unlock()
 		}()
 	}
+	c.withLevel(params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CallToolResult, error) {
 		return s.CallTool(ctx, params)
 	})
@@ -354,6 +490,7 @@ func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress 
 
 // GetPrompt forwards prompts/get, with Call's rules.
 func (c *Conn) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	c.withLevel(params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.GetPromptResult, error) {
 		return s.GetPrompt(ctx, params)
 	})
@@ -361,6 +498,7 @@ func (c *Conn) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp
 
 // ReadResource forwards resources/read, with Call's rules.
 func (c *Conn) ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	c.withLevel(params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
 		return s.ReadResource(ctx, params)
 	})
@@ -368,6 +506,7 @@ func (c *Conn) ReadResource(ctx context.Context, params *mcp.ReadResourceParams)
 
 // Complete forwards completion/complete, with Call's rules.
 func (c *Conn) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	c.withLevel(params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CompleteResult, error) {
 		return s.Complete(ctx, params)
 	})

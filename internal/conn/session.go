@@ -38,6 +38,12 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { c.requestRelist() },
 		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { c.requestRelist() },
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { c.requestRelist() },
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			c.opts.OnNotice(Notice{ResourceUpdated: req.Params})
+		},
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			c.opts.OnNotice(Notice{Log: req.Params})
+		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			c.relayProgress(req.Params)
 		},
@@ -54,6 +60,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 			err = context.DeadlineExceeded
 		}
 		if err == nil {
+			c.restore(ctx, session)
 			c.setReady(session, cat, ep.pid())
 			defer c.clearSession()
 			return true, c.serve(ctx, session, ep)

@@ -98,6 +98,7 @@ func New(opts Options) *Gateway {
 	}
 	g.mux.HandleFunc("/projects/{namespace}/{name}/mcp", g.serveProject)
 	opts.Registry.Watch(g.markDirty)
+	opts.Registry.OnNotice(g.notice)
 	return g
 }
 

@@ -37,6 +37,8 @@ type project struct {
 	mu        sync.Mutex
 	statefuls map[string]*mcp.ServerSession // mounted stateful sessions
 	lastSeen  map[string]time.Time          // stateless sessions and their last request
+	levels    map[string]mcp.LoggingLevel   // the log level each session set
+	subs      map[string]map[string]string  // session → subscribed URI → server
 }
 
 func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
@@ -48,18 +50,25 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 		templates: map[string]projected{},
 		statefuls: map[string]*mcp.ServerSession{},
 		lastSeen:  map[string]time.Time{},
+		levels:    map[string]mcp.LoggingLevel{},
+		subs:      map[string]map[string]string{},
 	}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "projectmcp", Title: "projectmcp " + key.String(), Version: "v1alpha1"},
 		&mcp.ServerOptions{
 			// The sets may start empty and grow as servers come up: the capabilities must be
 			// declared up front.
 			Capabilities: &mcp.ServerCapabilities{
-				Tools:     &mcp.ToolCapabilities{ListChanged: true},
-				Prompts:   &mcp.PromptCapabilities{ListChanged: true},
-				Resources: &mcp.ResourceCapabilities{ListChanged: true},
+				Tools:       &mcp.ToolCapabilities{ListChanged: true},
+				Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+				Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+				Logging:     &mcp.LoggingCapabilities{},
+				Completions: &mcp.CompletionCapabilities{},
 			},
+			SubscribeHandler:   p.subscribe,
+			UnsubscribeHandler: p.unsubscribe,
+			CompletionHandler:  p.complete,
 		})
-	p.server.AddReceivingMiddleware(p.mountMiddleware)
+	p.server.AddReceivingMiddleware(p.mountMiddleware, p.levelMiddleware)
 	getServer := func(*http.Request) *mcp.Server { return p.server }
 	p.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		SessionTimeout: g.opts.SessionTimeout, MaxRequestBodyBytes: g.opts.MaxBodyBytes,
@@ -149,7 +158,7 @@ func (p *project) releaseWhenClosed(ss *mcp.ServerSession, id string) {
 	p.mu.Lock()
 	delete(p.statefuls, id)
 	p.mu.Unlock()
-	p.g.opts.Registry.Release(p.key, id)
+	p.release(id)
 }
 
 // clientName is "name/version" from initialize, or the request's clientInfo on 2026-07-28.
@@ -179,7 +188,7 @@ func (p *project) expireStateless(now time.Time) {
 	}
 	p.mu.Unlock()
 	for _, id := range gone {
-		p.g.opts.Registry.Release(p.key, id)
+		p.release(id)
 	}
 }
 
@@ -200,7 +209,7 @@ func (p *project) close() {
 		_ = ss.Close()
 	}
 	for _, id := range stateless {
-		p.g.opts.Registry.Release(p.key, id)
+		p.release(id)
 	}
 }
 

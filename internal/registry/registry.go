@@ -54,12 +54,14 @@ type Registry struct {
 	wake     chan struct{}
 	events   chan event.GenericEvent
 	watchers []func(types.NamespacedName)
+	notices  []func(types.NamespacedName, string, conn.Notice)
 	// setUp is closed and replaced whenever a project becomes known (its first SetDesired),
 	// waking requests that arrived before their project's first reconcile (WaitKnown).
 	setUp chan struct{}
 }
 
 type project struct {
+	logLevel mcp.LoggingLevel // the most verbose level a session asked for (SetLogLevel)
 	epoch    uint64
 	desired  Desired
 	known    bool // SetDesired has been called
@@ -210,6 +212,37 @@ func (r *Registry) Watch(fn func(types.NamespacedName)) {
 	r.watchers = append(r.watchers, fn)
 }
 
+// OnNotice registers fn to receive the servers' notifications meant for sessions
+// (resources/updated, log messages), with the project and server they come from. fn runs on
+// the connection's receive loop with no lock held: it must not block.
+func (r *Registry) OnNotice(fn func(key types.NamespacedName, server string, n conn.Notice)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notices = append(r.notices, fn)
+}
+
+// SetLogLevel sets the level of log messages every server of the project sends (the most
+// verbose level any session wants), now and for connections built later.
+func (r *Registry) SetLogLevel(ctx context.Context, key types.NamespacedName, level mcp.LoggingLevel) {
+	r.mu.Lock()
+	p := r.projects[key]
+	if p == nil || p.logLevel == level {
+		r.mu.Unlock()
+		return
+	}
+	p.logLevel = level
+	var conns []*conn.Conn
+	for _, e := range p.servers {
+		if e.conn != nil {
+			conns = append(conns, e.conn)
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range conns {
+		c.SetLogLevel(ctx, level)
+	}
+}
+
 // notify wakes the reconciler for a project (used as a connection's OnChange).
 func (r *Registry) notify(key types.NamespacedName) {
 	r.mu.Lock()
@@ -319,6 +352,15 @@ func (r *Registry) connOptions(key types.NamespacedName, opts conn.Options) conn
 	opts.Project = key.String()
 	opts.Log = r.log.WithValues("projectmcp", key.String(), "server", opts.Server.Name)
 	opts.OnChange = func() { r.notify(key) }
+	server := opts.Server.Name
+	opts.OnNotice = func(n conn.Notice) {
+		r.mu.Lock()
+		fns := r.notices
+		r.mu.Unlock()
+		for _, fn := range fns {
+			fn(key, server, n)
+		}
+	}
 	if clk, ok := r.clock.(clock.WithTicker); ok {
 		opts.Clock = clk
 	}
@@ -353,8 +395,10 @@ func (r *Registry) swapLocked(key types.NamespacedName, p *project, e *entry, ha
 	old = e.conn
 	e.carried = nil
 	run := r.connOptions(key, opts)
+	run.LogLevel = p.logLevel
 	if old != nil {
 		run.StartAfter = old.Done()
+		run.Subscriptions, _ = old.Subscriptions() // subscribers stay subscribed across the swap
 		e.carried = (ServerState{HasConn: true, Conn: old.Snapshot()}).offering()
 	}
 	c = conn.New(run)

@@ -1,0 +1,220 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dsh-dev/projectmcp/internal/conn"
+)
+
+// Logging, resource subscriptions and completion: what a session asks of the project that is
+// not a call on one named item.
+//
+// Logging: each session sets its own level (the SDK keeps it and filters what a session
+// receives); every server of the project is set to the most verbose level any session wants,
+// and its log messages go to every session whose level admits them, with the server's name
+// as logger.
+//
+// Subscriptions: a session subscribes a URI; the connection of the server that owns it is
+// subscribed once for all sessions (reference-counted in conn, carried across a repoint),
+// and notifications/resources/updated reaches only the sessions that subscribed (the SDK
+// keeps who). A session that ends drops its subscriptions.
+
+// notice delivers a server's notification to the project's sessions.
+func (g *Gateway) notice(key types.NamespacedName, server string, n conn.Notice) {
+	g.mu.Lock()
+	p := g.projects[key]
+	g.mu.Unlock()
+	if p == nil {
+		return
+	}
+	ctx := context.Background()
+	switch {
+	case n.ResourceUpdated != nil:
+		_ = p.server.ResourceUpdated(ctx, n.ResourceUpdated)
+	case n.Log != nil:
+		msg := *n.Log
+		msg.Logger = server
+		if n.Log.Logger != "" {
+			msg.Logger = server + "/" + n.Log.Logger
+		}
+		p.mu.Lock()
+		sessions := make([]*mcp.ServerSession, 0, len(p.statefuls))
+		for _, ss := range p.statefuls {
+			sessions = append(sessions, ss)
+		}
+		p.mu.Unlock()
+		for _, ss := range sessions {
+			_ = ss.Log(ctx, &msg) // filtered by the session's own level
+		}
+	}
+}
+
+// levelMiddleware records the level a session sets and sets the servers to the most verbose
+// level any session wants.
+func (p *project) levelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method == "logging/setLevel" && err == nil {
+			if params, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && params != nil {
+				id, _ := sessionID(req)
+				p.mu.Lock()
+				p.levels[id] = params.Level
+				p.mu.Unlock()
+				p.applyLevel(ctx)
+			}
+		}
+		return res, err
+	}
+}
+
+// logLevels from the most verbose to the least (RFC 5424 order, as MCP uses).
+var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// applyLevel sets every server to the most verbose level a session of the project wants.
+func (p *project) applyLevel(ctx context.Context) {
+	p.mu.Lock()
+	level := mcp.LoggingLevel("")
+	best := len(logLevels)
+	for _, l := range p.levels {
+		if i := slices.Index(logLevels, l); i >= 0 && i < best {
+			best, level = i, l
+		}
+	}
+	p.mu.Unlock()
+	if level != "" {
+		p.g.opts.Registry.SetLogLevel(ctx, p.key, level)
+	}
+}
+
+// owner is the server that serves a URI: the one that lists it, else the first (in template
+// order) whose resource template matches it.
+func (p *project) owner(uri string) (string, bool) {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	if r, ok := p.resources[uri]; ok {
+		return r.server, true
+	}
+	templates := make([]string, 0, len(p.templates))
+	for t := range p.templates {
+		templates = append(templates, t)
+	}
+	sort.Strings(templates)
+	for _, t := range templates {
+		if tmpl, err := uritemplate.New(t); err == nil && tmpl.Regexp().MatchString(uri) {
+			return p.templates[t].server, true
+		}
+	}
+	return "", false
+}
+
+func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	server, ok := p.owner(uri)
+	if !ok {
+		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no server of this project lists the resource %q", uri)}
+	}
+	id, _ := sessionID(req)
+	p.mu.Lock()
+	_, already := p.subs[id][uri]
+	p.mu.Unlock()
+	if already {
+		return nil
+	}
+	_, err := forward(ctx, p, req, server, func(c *conn.Conn) (struct{}, error) { return struct{}{}, c.Subscribe(ctx, uri) })
+	if err != nil {
+		return protocolError(err)
+	}
+	p.mu.Lock()
+	if p.subs[id] == nil {
+		p.subs[id] = map[string]string{}
+	}
+	p.subs[id][uri] = server
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *project) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	id, _ := sessionID(req)
+	p.dropSubscription(ctx, id, req.Params.URI)
+	return nil
+}
+
+// dropSubscription ends one session's subscription to a URI.
+func (p *project) dropSubscription(ctx context.Context, id, uri string) {
+	p.mu.Lock()
+	server, ok := p.subs[id][uri]
+	delete(p.subs[id], uri)
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	if c := p.g.opts.Registry.Lookup(p.key, id, server); c != nil {
+		c.Unsubscribe(ctx, uri)
+	}
+}
+
+// release ends a session: its subscriptions and log level go, then its slots.
+func (p *project) release(id string) {
+	p.mu.Lock()
+	uris := make([]string, 0, len(p.subs[id]))
+	for uri := range p.subs[id] {
+		uris = append(uris, uri)
+	}
+	_, leveled := p.levels[id]
+	delete(p.levels, id)
+	p.mu.Unlock()
+	ctx := context.Background()
+	for _, uri := range uris {
+		p.dropSubscription(ctx, id, uri)
+	}
+	p.mu.Lock()
+	delete(p.subs, id)
+	p.mu.Unlock()
+	if leveled {
+		p.applyLevel(ctx)
+	}
+	p.g.opts.Registry.Release(p.key, id)
+}
+
+// complete routes completion/complete by its reference: a prompt by projected name (sent
+// upstream under the server's own name), a resource template by its URI template.
+func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	ref := req.Params.Ref
+	if ref == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete needs a ref"}
+	}
+	up := *ref
+	var server string
+	p.syncMu.Lock()
+	switch ref.Type {
+	case "ref/prompt":
+		if pr, ok := p.prompts[ref.Name]; ok {
+			server, up.Name = pr.server, pr.raw
+		}
+	case "ref/resource":
+		if t, ok := p.templates[ref.URI]; ok {
+			server = t.server
+		} else if r, ok := p.resources[ref.URI]; ok {
+			server = r.server
+		}
+	}
+	p.syncMu.Unlock()
+	if server == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server of this project offers %s %q", ref.Type, ref.Name+ref.URI)}
+	}
+	params := *req.Params
+	params.Ref = &up
+	res, err := forward(ctx, p, req, server, func(c *conn.Conn) (*mcp.CompleteResult, error) { return c.Complete(ctx, &params) })
+	if err != nil {
+		return nil, protocolError(err)
+	}
+	return &mcp.CompleteResult{Completion: res.Completion}, nil
+}
