@@ -348,3 +348,69 @@ func TestGatewayCompletionLoggingSubscriptions(t *testing.T) {
 		t.Fatal("subscribing a URI no server claims must be an error")
 	}
 }
+
+// agentOptions are the handlers of an agent that samples, elicits and has roots.
+func agentClient(name string) *mcp.Client {
+	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			in := r.Params.Messages[0].Content.(*mcp.TextContent).Text
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "test-model", Content: &mcp.TextContent{Text: name + " samples " + in}}, nil
+		},
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": name + " answers " + r.Params.Message}}, nil
+		},
+	})
+	c.AddRoots(&mcp.Root{URI: "file:///work/" + name, Name: name})
+	return c
+}
+
+// A server's sampling, elicitation and roots requests made inside a call reach the session
+// that made the call, and come back as they do directly; a session that did not declare the
+// capability makes the server's request fail clearly.
+func TestGatewayServerRequests(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "server-requests", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	cmd := exec.Command(os.Args[0], "--name", "a")
+	cmd.Env = append(os.Environ(), fixture.EnvVar+"=1")
+	d, err := agentClient("agent").Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	s, err := agentClient("agent").Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpointOf(key)}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other, err := agentClient("other").Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpointOf(key)}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+
+	for _, tool := range []string{"sample", "elicit", "roots"} {
+		args := map[string]any{"text": "hi"}
+		want, err := d.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil || want.IsError {
+			t.Fatalf("%s directly: %v %q", tool, err, text(want))
+		}
+		got, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "a__" + tool, Arguments: args})
+		if err != nil || got.IsError || text(got) != text(want) {
+			t.Fatalf("%s through the endpoint %q (%v), directly %q", tool, text(got), err, text(want))
+		}
+		// The other session's calls reach the other session, never this one.
+		if got, err := other.CallTool(ctx, &mcp.CallToolParams{Name: "a__" + tool, Arguments: args}); err != nil || !strings.Contains(text(got), "other") {
+			t.Fatalf("%s from the other session went elsewhere: %q (%v)", tool, text(got), err)
+		}
+	}
+
+	plain := connectAgent(t, key, "2025-11-25", nil) // declares neither sampling nor elicitation
+	res, err := plain.session.CallTool(ctx, &mcp.CallToolParams{Name: "a__sample", Arguments: map[string]any{"text": "hi"}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "sampling") {
+		t.Fatalf("sampling for a session without the capability must fail clearly: %q (%v)", text(res), err)
+	}
+}

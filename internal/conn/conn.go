@@ -94,6 +94,9 @@ type Options struct {
 	// connection of the server on a repoint or rebuild.
 	LogLevel      mcp.LoggingLevel
 	Subscriptions map[string]int
+	// Roots answer a server's roots/list when no session's request is in flight (the
+	// project's folder).
+	Roots []*mcp.Root
 }
 
 func (o *Options) defaults() {
@@ -180,6 +183,7 @@ type Conn struct {
 	subs         map[string]int   // subscribed resource URIs → subscribers
 	closing      bool             // Destroy has begun: no new request may start
 	inflight     int              // requests sent and not yet answered
+	callers      map[Caller]int   // sessions with requests in flight, and how many
 	drained      chan struct{}    // closed when closing and inflight reaches 0
 }
 
@@ -204,6 +208,7 @@ func New(opts Options) *Conn {
 	if c.subs == nil {
 		c.subs = map[string]int{}
 	}
+	c.callers = map[Caller]int{}
 	c.state = Snapshot{ID: c.id, Phase: v1alpha1.PhaseConnecting}
 	go c.run()
 	return c
@@ -441,21 +446,30 @@ func (c *Conn) Destroy() {
 	<-c.done
 }
 
-// begin registers a request about to be sent; false once Destroy has begun.
-func (c *Conn) begin() bool {
+// begin registers a request about to be sent, and the session it comes from; false once
+// Destroy has begun.
+func (c *Conn) begin(caller Caller) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing {
 		return false
 	}
 	c.inflight++
+	if caller != nil {
+		c.callers[caller]++
+	}
 	return true
 }
 
 // end unregisters a request begun with begin.
-func (c *Conn) end() {
+func (c *Conn) end(caller Caller) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if caller != nil {
+		if c.callers[caller]--; c.callers[caller] <= 0 {
+			delete(c.callers, caller)
+		}
+	}
 	c.inflight--
 	if c.closing && c.inflight == 0 {
 		close(c.drained)
@@ -484,7 +498,10 @@ func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress 
 	}
 	c.withLevel(params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CallToolResult, error) {
-		return s.CallTool(ctx, params)
+		p := *params
+		return inputLoop(c, ctx, func() (*mcp.CallToolResult, error) { return s.CallTool(ctx, &p) },
+			func(r *mcp.CallToolResult) (mcp.InputRequestMap, string) { return r.InputRequests, r.RequestState },
+			func(a mcp.InputResponseMap, state string) { p.InputResponses, p.RequestState = a, state })
 	})
 }
 
@@ -492,7 +509,10 @@ func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress 
 func (c *Conn) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
 	c.withLevel(params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.GetPromptResult, error) {
-		return s.GetPrompt(ctx, params)
+		p := *params
+		return inputLoop(c, ctx, func() (*mcp.GetPromptResult, error) { return s.GetPrompt(ctx, &p) },
+			func(r *mcp.GetPromptResult) (mcp.InputRequestMap, string) { return r.InputRequests, r.RequestState },
+			func(a mcp.InputResponseMap, state string) { p.InputResponses, p.RequestState = a, state })
 	})
 }
 
@@ -500,7 +520,10 @@ func (c *Conn) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp
 func (c *Conn) ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
 	c.withLevel(params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
-		return s.ReadResource(ctx, params)
+		p := *params
+		return inputLoop(c, ctx, func() (*mcp.ReadResourceResult, error) { return s.ReadResource(ctx, &p) },
+			func(r *mcp.ReadResourceResult) (mcp.InputRequestMap, string) { return r.InputRequests, r.RequestState },
+			func(a mcp.InputResponseMap, state string) { p.InputResponses, p.RequestState = a, state })
 	})
 }
 
@@ -532,7 +555,8 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 			}
 			return zero, fmt.Errorf("%w: %s", ErrUnavailable, msg)
 		}
-		if !c.begin() {
+		caller := callerFrom(ctx)
+		if !c.begin(caller) {
 			return zero, fmt.Errorf("%w: MCP server %q", ErrDestroyed, c.opts.Server.Name)
 		}
 		callCtx, cancel := context.WithCancel(ctx)
@@ -540,7 +564,7 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 		res, err := do(callCtx, s)
 		stop()
 		cancel()
-		c.end()
+		c.end(caller)
 		if err == nil {
 			return res, nil
 		}

@@ -33,7 +33,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	}
 	defer ep.close()
 
-	client := mcp.NewClient(clientInfo, &mcp.ClientOptions{
+	copts := &mcp.ClientOptions{
 		// Handlers run one at a time per session: only signal here, re-list in serve.
 		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { c.requestRelist() },
 		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { c.requestRelist() },
@@ -47,7 +47,10 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			c.relayProgress(req.Params)
 		},
-	})
+	}
+	c.serverRequests(copts) // declares sampling and elicitation, so servers offer those features
+	client := mcp.NewClient(clientInfo, copts)
+	client.AddReceivingMiddleware(c.rootsMiddleware)
 	// The deadline cancels the session's own context rather than a derived one: the legacy SSE
 	// transport lives only as long as the context given to Connect.
 	timedOut := make(chan struct{})

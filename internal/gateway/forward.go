@@ -15,16 +15,20 @@ import (
 // forward sends one request of a session to the session's slot for server. It waits through
 // a repoint or rebuild (registry.Await), and sends once more, on the new connection, when a
 // swap replaced the connection before the request was sent (conn.ErrDestroyed: the old server
-// never saw it).
-func forward[T any](ctx context.Context, p *project, req mcp.Request, server string, do func(*conn.Conn) (T, error)) (T, error) {
+// never saw it). The server's own requests made meanwhile (sampling, elicitation, roots) go
+// to this session (conn.WithCaller).
+func forward[T any](ctx context.Context, p *project, req mcp.Request, server string, do func(context.Context, *conn.Conn) (T, error)) (T, error) {
 	id, _ := sessionID(req)
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
+		ctx = conn.WithCaller(ctx, sessionCaller{ss})
+	}
 	for attempt := 0; ; attempt++ {
 		c := p.g.opts.Registry.Await(ctx, p.key, id, server)
 		if c == nil {
 			var zero T
 			return zero, fmt.Errorf("%w: MCP server %q is not available to this session", conn.ErrUnavailable, server)
 		}
-		res, err := do(c)
+		res, err := do(ctx, c)
 		if attempt == 0 && errors.Is(err, conn.ErrDestroyed) {
 			continue
 		}
@@ -49,7 +53,7 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 				})
 			}
 		}
-		res, err := forward(ctx, p, req, server, func(c *conn.Conn) (*mcp.CallToolResult, error) {
+		res, err := forward(ctx, p, req, server, func(ctx context.Context, c *conn.Conn) (*mcp.CallToolResult, error) {
 			return c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args}, onProgress)
 		})
 		if err != nil {
@@ -65,7 +69,7 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 // promptHandler forwards prompts/get on a projected prompt under the server's own name.
 func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		res, err := forward(ctx, p, req, server, func(c *conn.Conn) (*mcp.GetPromptResult, error) {
+		res, err := forward(ctx, p, req, server, func(ctx context.Context, c *conn.Conn) (*mcp.GetPromptResult, error) {
 			return c.GetPrompt(ctx, &mcp.GetPromptParams{Name: raw, Arguments: req.Params.Arguments})
 		})
 		if err != nil {
@@ -79,7 +83,7 @@ func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
 // whose template matched it (the SDK server routes by exact URI, then by template).
 func (p *project) resourceHandler(server string) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		res, err := forward(ctx, p, req, server, func(c *conn.Conn) (*mcp.ReadResourceResult, error) {
+		res, err := forward(ctx, p, req, server, func(ctx context.Context, c *conn.Conn) (*mcp.ReadResourceResult, error) {
 			return c.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI})
 		})
 		if err != nil {
@@ -103,4 +107,46 @@ func protocolError(err error) error {
 
 func errorResult(msg string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// sessionCaller sends a server's requests to a stateful agent session, when the session
+// declared the capability (else the server gets a clear error, as the session would give).
+type sessionCaller struct{ ss *mcp.ServerSession }
+
+func (s sessionCaller) capabilities() *mcp.ClientCapabilities {
+	if ip := s.ss.InitializeParams(); ip != nil && ip.Capabilities != nil {
+		return ip.Capabilities
+	}
+	return &mcp.ClientCapabilities{}
+}
+
+func lacks(capability string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "projectmcp: the agent session did not declare the " + capability + " capability"}
+}
+
+func (s sessionCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	if s.capabilities().Sampling == nil {
+		return nil, lacks("sampling")
+	}
+	return s.ss.CreateMessage(ctx, p)
+}
+
+func (s sessionCaller) CreateMessageWithTools(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	if s.capabilities().Sampling == nil {
+		return nil, lacks("sampling")
+	}
+	return s.ss.CreateMessageWithTools(ctx, p)
+}
+
+func (s sessionCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	if s.capabilities().Elicitation == nil {
+		return nil, lacks("elicitation")
+	}
+	return s.ss.Elicit(ctx, p)
+}
+
+// ListRoots asks the session (an empty roots capability cannot be told from none once
+// parsed, so the session itself answers a client without roots).
+func (s sessionCaller) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	return s.ss.ListRoots(ctx, p)
 }
