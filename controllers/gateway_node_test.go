@@ -2,27 +2,32 @@ package controllers
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
 )
 
-// The npm @modelcontextprotocol/sdk client (test/node/client.mjs) lists and calls tools through
-// the gateway and receives list_changed. It runs when node and npm are present; dependencies
-// come from test/node/package-lock.json.
-func TestGatewayNodeClient(t *testing.T) {
+// nodeClient returns node and the folder of the npm client scripts (test/node), with their
+// dependencies installed from test/node/package-lock.json; it skips without node and npm.
+func nodeClient(t *testing.T) (node, dir string) {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not on PATH")
 	}
 	root, _ := testenv.RepoRoot()
-	dir := filepath.Join(root, "test", "node")
+	dir = filepath.Join(root, "test", "node")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
 		npm, err := exec.LookPath("npm")
 		if err != nil {
@@ -34,6 +39,14 @@ func TestGatewayNodeClient(t *testing.T) {
 			t.Fatalf("npm ci: %v\n%s", err, out)
 		}
 	}
+	return node, dir
+}
+
+// The npm @modelcontextprotocol/sdk client (test/node/client.mjs) lists and calls tools through
+// the gateway and receives list_changed. It runs when node and npm are present; dependencies
+// come from test/node/package-lock.json.
+func TestGatewayNodeClient(t *testing.T) {
+	node, dir := nodeClient(t)
 	ns := newNamespace(t)
 	key := create(t, ns, "node", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
 	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
@@ -53,5 +66,55 @@ func TestGatewayNodeClient(t *testing.T) {
 	}
 	if !slices.Contains(got.Before, "a__echo") || got.Echo != "from node" || !slices.Contains(got.After, "a__from_node") {
 		t.Fatalf("node client saw %+v", got)
+	}
+}
+
+// The npm @modelcontextprotocol/server-everything behind the endpoint, against the same server
+// directly, through the npm SDK client that declares sampling, elicitation and roots
+// (test/node/compare.mjs): every operation that works directly works through the endpoint
+// and answers the same, apart from the projected names. Needs npx (the package comes from the
+// npm registry, or its cache).
+func TestGatewayMatchesServerEverything(t *testing.T) {
+	node, dir := nodeClient(t)
+	if _, err := exec.LookPath("npx"); err != nil {
+		t.Skip("npx is not on PATH")
+	}
+	pkg := []string{"-y", "@modelcontextprotocol/server-everything"}
+	ns := newNamespace(t)
+	key := create(t, ns, "everything", v1alpha1.ProjectMCPSpec{
+		// The first run may download the package: retries cover it.
+		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](30),
+			InitialBackoff: &metav1.Duration{Duration: time.Second}, MaxBackoff: &metav1.Duration{Duration: 5 * time.Second}},
+		Servers: []v1alpha1.MCPServer{{Name: "everything", Stdio: &v1alpha1.StdioServer{Command: "npx", Args: pkg}}},
+	})
+	obj := waitStatus(t, key, 4*time.Minute, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	cmd := exec.Command(node, append([]string{filepath.Join(dir, "compare.mjs"), obj.Status.Endpoint, "everything__", "npx"}, pkg...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("compare.mjs: %v\n%s\n%s", err, out, stderr.String())
+	}
+	var table map[string]struct {
+		Direct, Endpoint, Diff string
+		Same                   bool
+	}
+	if err := json.Unmarshal(out, &table); err != nil {
+		t.Fatalf("compare.mjs printed %q: %v", out, err)
+	}
+	ops := slices.Sorted(maps.Keys(table))
+	for _, op := range ops {
+		r := table[op]
+		t.Logf("%-50s direct: %-10s endpoint: %s", op, r.Direct, r.Endpoint)
+	}
+	for _, op := range ops {
+		if r := table[op]; !r.Same {
+			t.Errorf("%s: directly %s, through the endpoint %s; first difference %s", op, r.Direct, r.Endpoint, r.Diff)
+		}
+	}
+	for _, op := range []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list"} {
+		if table[op].Endpoint != "ok" {
+			t.Errorf("%s must work through the endpoint: %s", op, table[op].Endpoint)
+		}
 	}
 }

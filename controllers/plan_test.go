@@ -207,3 +207,13 @@ func TestReconnectRequest(t *testing.T) {
 		})
 	}
 }
+
+// A server asking for roots with no session involved gets the project's folder.
+func TestProjectRoots(t *testing.T) {
+	if got := projectRoots("/home/me/shop"); len(got) != 1 || got[0].URI != "file:///home/me/shop" || got[0].Name != "shop" {
+		t.Fatalf("roots %+v", got)
+	}
+	if got := projectRoots("https://github.com/x/y"); got != nil {
+		t.Fatalf("a repository URL is no root: %+v", got)
+	}
+}

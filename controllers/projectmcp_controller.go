@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -198,6 +201,7 @@ func (r *Reconciler) connOptions(obj *v1alpha1.ProjectMCP, srv v1alpha1.MCPServe
 		policy.MaxBackoff = durationOr(rc.MaxBackoff, policy.MaxBackoff)
 	}
 	opts := conn.Options{
+		Roots:          projectRoots(obj.Spec.Project),
 		Server:         srv,
 		Policy:         policy,
 		AllowCommands:  r.Conn.AllowCommands,
@@ -220,6 +224,15 @@ func (r *Reconciler) connOptions(obj *v1alpha1.ProjectMCP, srv v1alpha1.MCPServe
 		}
 	}
 	return opts
+}
+
+// projectRoots is what a server's roots/list gets when no session is involved: the project's
+// folder, when spec.project names a local absolute path.
+func projectRoots(project string) []*mcp.Root {
+	if !filepath.IsAbs(project) {
+		return nil
+	}
+	return []*mcp.Root{{URI: (&url.URL{Scheme: "file", Path: filepath.ToSlash(project)}).String(), Name: filepath.Base(project)}}
 }
 
 // writeStatus patches status when it changed, and records events for servers that failed or
