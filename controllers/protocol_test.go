@@ -414,3 +414,19 @@ func TestGatewayServerRequests(t *testing.T) {
 		t.Fatalf("sampling for a session without the capability must fail clearly: %q (%v)", text(res), err)
 	}
 }
+
+// A session that cancels a call cancels it upstream: the server's handler sees it.
+func TestGatewayCancellationReachesServer(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "cancel", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "hanger")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ag := connectAgent(t, key, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := ag.session.CallTool(ctx, &mcp.CallToolParams{Name: "hanger__hang", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("a cancelled call must not succeed")
+	}
+	eventually(t, 10*time.Second, "the server to see the cancellation", func() bool {
+		return strings.Contains(logs.String(), "fixture hanger: hang cancelled")
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,9 @@ func runSuite(m *testing.M) int {
 	if env != nil {
 		env.Stop()
 	}
+	// The tests' own HTTP clients keep idle keep-alive connections (and their goroutines) in
+	// the shared transport: those are the tests', not the controller's.
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 	if code == 0 {
 		if leaked := leakedProcesses(); len(leaked) > 0 {
 			fmt.Fprintf(os.Stderr, "FAIL: fixture processes still running after the suite: %v\n", leaked)
