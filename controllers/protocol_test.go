@@ -32,12 +32,17 @@ import (
 // given revision ("" for the SDK's default).
 func direct(t testing.TB, name, version string) *mcp.ClientSession {
 	t.Helper()
+	return directWith(t, mcp.NewClient(&mcp.Implementation{Name: "direct", Version: "1"}, nil), name, version)
+}
+
+// directWith is direct with a client of the test's own.
+func directWith(t testing.TB, client *mcp.Client, name, version string) *mcp.ClientSession {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "--name", name)
 	cmd.Env = append(os.Environ(), fixture.EnvVar+"=1")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := mcp.NewClient(&mcp.Implementation{Name: "direct", Version: "1"}, nil).Connect(ctx,
-		&mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	s, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +354,7 @@ func TestGatewayCompletionLoggingSubscriptions(t *testing.T) {
 	}
 }
 
-// agentOptions are the handlers of an agent that samples, elicits and has roots.
+// agentClient is an agent that samples, elicits and has roots, each answer naming it.
 func agentClient(name string) *mcp.Client {
 	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ClientOptions{
 		CreateMessageHandler: func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
@@ -374,13 +379,7 @@ func TestGatewayServerRequests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	cmd := exec.Command(os.Args[0], "--name", "a")
-	cmd.Env = append(os.Environ(), fixture.EnvVar+"=1")
-	d, err := agentClient("agent").Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := directWith(t, agentClient("agent"), "a", "")
 	s, err := agentClient("agent").Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpointOf(key)}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
