@@ -92,6 +92,12 @@ func TestGatewayPromptsAndResourcesMatchDirect(t *testing.T) {
 		s := ag.session
 		name := "revision " + version
 
+		// Instructions: each server's, under its name.
+		if got := s.InitializeResult().Instructions; !strings.Contains(got, "## a\n\n"+d.InitializeResult().Instructions) ||
+			!strings.Contains(got, "## b\n\nThe fixture server b") {
+			t.Fatalf("%s: instructions %q", name, got)
+		}
+
 		// Prompts: listed under projected names, otherwise as the server lists them.
 		want, err := d.ListPrompts(ctx, nil)
 		if err != nil {

@@ -404,3 +404,26 @@ func TestDestroyDrainsInFlightCalls(t *testing.T) {
 	}
 	<-destroyed
 }
+
+type fakeCaller struct{ Caller }
+
+// A server's request is attributed to the caller of the request it came with, else to the
+// only session in flight; with none or several, the server gets a clear error.
+func TestCallerFor(t *testing.T) {
+	c := &Conn{callers: map[Caller]int{}}
+	if _, err := c.callerFor(context.Background(), "sampling/createMessage"); err == nil || !strings.Contains(err.Error(), "no agent session") {
+		t.Fatalf("no session in flight: %v", err)
+	}
+	one, two := &fakeCaller{}, &fakeCaller{}
+	c.callers[one] = 1
+	if got, err := c.callerFor(context.Background(), "x"); err != nil || got != one {
+		t.Fatalf("the only session in flight: %v %v", got, err)
+	}
+	c.callers[two] = 2
+	if _, err := c.callerFor(context.Background(), "elicitation/create"); err == nil || !strings.Contains(err.Error(), "2 agent sessions") {
+		t.Fatalf("two sessions in flight: %v", err)
+	}
+	if got, err := c.callerFor(WithCaller(context.Background(), two), "x"); err != nil || got != two {
+		t.Fatalf("the caller the request came with: %v %v", got, err)
+	}
+}

@@ -3,15 +3,19 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
 // Logging, resource subscriptions and completion: what a session asks of the project that is
@@ -92,6 +96,41 @@ func (p *project) applyLevel(ctx context.Context) {
 	if level != "" {
 		p.g.opts.Registry.SetLogLevel(ctx, p.key, level)
 	}
+}
+
+// instructionsMiddleware gives a session, at initialize (or server/discover), the instructions of every server it
+// can use, each under its server's name (the servers' own instructions are for their own
+// clients; the endpoint is the server a session talks to).
+func (p *project) instructionsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		switch r := res.(type) {
+		case *mcp.InitializeResult: // 2025-11-25
+			if r != nil {
+				r.Instructions = instructions(p.g.opts.Registry.Observe(p.key))
+			}
+		case *mcp.DiscoverResult: // 2026-07-28
+			if r != nil {
+				r.Instructions = instructions(p.g.opts.Registry.Observe(p.key))
+			}
+		}
+		return res, err
+	}
+}
+
+// instructions combines the servers' instructions, in server-name order.
+func instructions(obs registry.Observation) string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(obs.Servers)) {
+		st := obs.Servers[name]
+		if !st.HasConn || st.Conn.Phase == v1alpha1.PhaseFailed {
+			continue
+		}
+		if text := strings.TrimSpace(st.Conn.Instructions); text != "" {
+			fmt.Fprintf(&b, "## %s\n\n%s\n\n", name, text)
+		}
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // owner is the server that serves a URI: the one that lists it, else the first (in template

@@ -68,7 +68,7 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 			UnsubscribeHandler: p.unsubscribe,
 			CompletionHandler:  p.complete,
 		})
-	p.server.AddReceivingMiddleware(p.mountMiddleware, p.levelMiddleware)
+	p.server.AddReceivingMiddleware(p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware)
 	getServer := func(*http.Request) *mcp.Server { return p.server }
 	p.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		SessionTimeout: g.opts.SessionTimeout, MaxRequestBodyBytes: g.opts.MaxBodyBytes,
