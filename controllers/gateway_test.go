@@ -84,7 +84,7 @@ func (a *agent) call(t testing.TB, tool string, args map[string]any) *mcp.CallTo
 }
 
 func text(res *mcp.CallToolResult) string {
-	if len(res.Content) == 0 {
+	if res == nil || len(res.Content) == 0 {
 		return ""
 	}
 	if tc, ok := res.Content[0].(*mcp.TextContent); ok {

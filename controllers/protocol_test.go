@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -397,15 +398,26 @@ func TestGatewayServerRequests(t *testing.T) {
 	}
 	defer other.Close()
 
+	// A 2026-07-28 client is served statelessly: the server's input requests travel back in
+	// the call's result and the client's next call carries the answers.
+	stateless, err := agentClient("agent").Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpointOf(key),
+		HTTPClient: &http.Client{Transport: headerRT{http.Header{gateway.SessionHeader: {"server-requests"}}}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stateless.Close()
+
 	for _, tool := range []string{"sample", "elicit", "roots"} {
 		args := map[string]any{"text": "hi"}
 		want, err := d.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 		if err != nil || want.IsError {
 			t.Fatalf("%s directly: %v %q", tool, err, text(want))
 		}
-		got, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "a__" + tool, Arguments: args})
-		if err != nil || got.IsError || text(got) != text(want) {
-			t.Fatalf("%s through the endpoint %q (%v), directly %q", tool, text(got), err, text(want))
+		for revision, session := range map[string]*mcp.ClientSession{"2025-11-25": s, "2026-07-28": stateless} {
+			got, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "a__" + tool, Arguments: args})
+			if err != nil || got.IsError || text(got) != text(want) {
+				t.Fatalf("%s through the endpoint (%s) %q (%v), directly %q", tool, revision, text(got), err, text(want))
+			}
 		}
 		// The other session's calls reach the other session, never this one.
 		if got, err := other.CallTool(ctx, &mcp.CallToolParams{Name: "a__" + tool, Arguments: args}); err != nil || !strings.Contains(text(got), "other") {
@@ -415,7 +427,11 @@ func TestGatewayServerRequests(t *testing.T) {
 
 	plain := connectAgent(t, key, "2025-11-25", nil) // declares neither sampling nor elicitation
 	res, err := plain.session.CallTool(ctx, &mcp.CallToolParams{Name: "a__sample", Arguments: map[string]any{"text": "hi"}})
-	if err != nil || !res.IsError || !strings.Contains(text(res), "sampling") {
+	failure := fmt.Sprint(err)
+	if err == nil && res.IsError {
+		failure = text(res)
+	}
+	if !strings.Contains(failure, "sampling") {
 		t.Fatalf("sampling for a session without the capability must fail clearly: %q (%v)", text(res), err)
 	}
 }

@@ -18,7 +18,6 @@ const ServerRequestTimeout = 5 * time.Minute
 // shared by every session of the project, so the request in flight is what tells them apart.
 type Caller interface {
 	CreateMessage(context.Context, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
-	CreateMessageWithTools(context.Context, *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error)
 	Elicit(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
 	ListRoots(context.Context, *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
 }
@@ -35,10 +34,10 @@ func callerFrom(ctx context.Context) Caller {
 	return c
 }
 
-// callerFor finds the session a server's request belongs to: the caller of the request it
-// arrived with (2026-07-28 servers ask inside the call, and the SDK hands over that call's
-// context), else the only session with a request in flight on this connection. With none, or
-// several that cannot be told apart, it answers the server with a clear error.
+// callerFor finds the session a 2025-11-25 server's request belongs to: the caller of the
+// request it arrived with, when the SDK hands over that request's context, else the only
+// session with a request in flight on this connection. With none, or several that cannot be
+// told apart, it answers the server with a clear error.
 func (c *Conn) callerFor(ctx context.Context, method string) (Caller, error) {
 	if caller := callerFrom(ctx); caller != nil {
 		return caller, nil
@@ -71,8 +70,10 @@ func (c *Conn) serverRequests(opts *mcp.ClientOptions) {
 			return caller.Elicit(ctx, req.Params)
 		})
 	}
-	// 2026-07-28 servers ask inside a result instead (inputRequests): answered by inputLoop,
-	// so that roots, too, come from the session rather than from this client's own list.
+	// 2026-07-28 servers ask inside a result instead (inputRequests): such a result goes back
+	// to the session as it is, with the server's requestState, and the session's next request
+	// carries the answers (the gateway passes both through; the SDK asks a 2025-11-25 session
+	// itself). So the input requests reach the session that made the call by construction.
 	opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
 }
 
@@ -88,8 +89,8 @@ func ask[T any](c *Conn, ctx context.Context, method string, do func(context.Con
 	return do(ctx, caller)
 }
 
-// roots answers roots/list: the session's roots, or the project's own when no session's
-// request is in flight.
+// roots answers a 2025-11-25 server's roots/list: the session's roots, or the project's own
+// when no session's request is in flight.
 func (c *Conn) roots(ctx context.Context, params *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
 	caller, err := c.callerFor(ctx, "roots/list")
 	if err != nil {
@@ -109,68 +110,4 @@ func (c *Conn) rootsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		params, _ := req.GetParams().(*mcp.ListRootsParams)
 		return c.roots(ctx, params)
 	}
-}
-
-// maxInputRounds bounds how often a 2026-07-28 server may ask for input within one request.
-const maxInputRounds = 10
-
-// needsInput is a 2026-07-28 result that may ask for input.
-type needsInput interface {
-	NeedsInput() bool
-}
-
-// inputLoop sends a request and, while a 2026-07-28 server answers with inputRequests, asks
-// the session for each (answer), and sends the request again with the answers and the
-// server's requestState (set by retry on the params).
-func inputLoop[R needsInput](c *Conn, ctx context.Context, send func() (R, error), requests func(R) (mcp.InputRequestMap, string),
-	retry func(mcp.InputResponseMap, string)) (R, error) {
-	for round := 0; ; round++ {
-		res, err := send()
-		if err != nil || !res.NeedsInput() {
-			return res, err
-		}
-		if round == maxInputRounds {
-			var zero R
-			return zero, fmt.Errorf("the server asked for input more than %d times", maxInputRounds)
-		}
-		reqs, state := requests(res)
-		answers, err := c.answer(ctx, reqs)
-		if err != nil {
-			var zero R
-			return zero, err
-		}
-		retry(answers, state)
-	}
-}
-
-// answer fulfils a 2026-07-28 server's input requests through the session in flight.
-func (c *Conn) answer(ctx context.Context, reqs mcp.InputRequestMap) (mcp.InputResponseMap, error) {
-	out := make(mcp.InputResponseMap, len(reqs))
-	for id, r := range reqs {
-		var res mcp.InputResponse
-		var err error
-		switch p := r.(type) {
-		case *mcp.CreateMessageParams:
-			res, err = ask(c, ctx, "sampling/createMessage", func(ctx context.Context, caller Caller) (*mcp.CreateMessageResult, error) {
-				return caller.CreateMessage(ctx, p)
-			})
-		case *mcp.CreateMessageWithToolsParams:
-			res, err = ask(c, ctx, "sampling/createMessage", func(ctx context.Context, caller Caller) (*mcp.CreateMessageWithToolsResult, error) {
-				return caller.CreateMessageWithTools(ctx, p)
-			})
-		case *mcp.ElicitParams:
-			res, err = ask(c, ctx, "elicitation/create", func(ctx context.Context, caller Caller) (*mcp.ElicitResult, error) {
-				return caller.Elicit(ctx, p)
-			})
-		case *mcp.ListRootsParams:
-			res, err = c.roots(ctx, p)
-		default:
-			err = fmt.Errorf("unsupported input request %T", r)
-		}
-		if err != nil {
-			return nil, err
-		}
-		out[id] = res
-	}
-	return out, nil
 }

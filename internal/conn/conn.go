@@ -498,10 +498,7 @@ func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress 
 	}
 	c.withLevel(params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CallToolResult, error) {
-		p := *params
-		return inputLoop(c, ctx, func() (*mcp.CallToolResult, error) { return s.CallTool(ctx, &p) },
-			func(r *mcp.CallToolResult) (mcp.InputRequestMap, string) { return r.InputRequests, r.RequestState },
-			func(a mcp.InputResponseMap, state string) { p.InputResponses, p.RequestState = a, state })
+		return s.CallTool(ctx, params)
 	})
 }
 
@@ -509,10 +506,7 @@ func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress 
 func (c *Conn) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
 	c.withLevel(params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.GetPromptResult, error) {
-		p := *params
-		return inputLoop(c, ctx, func() (*mcp.GetPromptResult, error) { return s.GetPrompt(ctx, &p) },
-			func(r *mcp.GetPromptResult) (mcp.InputRequestMap, string) { return r.InputRequests, r.RequestState },
-			func(a mcp.InputResponseMap, state string) { p.InputResponses, p.RequestState = a, state })
+		return s.GetPrompt(ctx, params)
 	})
 }
 
@@ -520,10 +514,7 @@ func (c *Conn) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp
 func (c *Conn) ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
 	c.withLevel(params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
-		p := *params
-		return inputLoop(c, ctx, func() (*mcp.ReadResourceResult, error) { return s.ReadResource(ctx, &p) },
-			func(r *mcp.ReadResourceResult) (mcp.InputRequestMap, string) { return r.InputRequests, r.RequestState },
-			func(a mcp.InputResponseMap, state string) { p.InputResponses, p.RequestState = a, state })
+		return s.ReadResource(ctx, params)
 	})
 }
 

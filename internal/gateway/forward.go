@@ -54,7 +54,8 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 			}
 		}
 		res, err := forward(ctx, p, req, server, func(ctx context.Context, c *conn.Conn) (*mcp.CallToolResult, error) {
-			return c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args}, onProgress)
+			return c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args,
+				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}, onProgress)
 		})
 		if err != nil {
 			if errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil {
@@ -62,7 +63,8 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 			}
 			return nil, err
 		}
-		return &mcp.CallToolResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
+		return &mcp.CallToolResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError,
+			InputRequests: res.InputRequests, RequestState: res.RequestState}, nil
 	}
 }
 
@@ -70,12 +72,14 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		res, err := forward(ctx, p, req, server, func(ctx context.Context, c *conn.Conn) (*mcp.GetPromptResult, error) {
-			return c.GetPrompt(ctx, &mcp.GetPromptParams{Name: raw, Arguments: req.Params.Arguments})
+			return c.GetPrompt(ctx, &mcp.GetPromptParams{Name: raw, Arguments: req.Params.Arguments,
+				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState})
 		})
 		if err != nil {
 			return nil, protocolError(err)
 		}
-		return &mcp.GetPromptResult{Description: res.Description, Messages: res.Messages}, nil
+		return &mcp.GetPromptResult{Description: res.Description, Messages: res.Messages,
+			InputRequests: res.InputRequests, RequestState: res.RequestState}, nil
 	}
 }
 
@@ -84,12 +88,13 @@ func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
 func (p *project) resourceHandler(server string) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		res, err := forward(ctx, p, req, server, func(ctx context.Context, c *conn.Conn) (*mcp.ReadResourceResult, error) {
-			return c.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI})
+			return c.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI,
+				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState})
 		})
 		if err != nil {
 			return nil, protocolError(err)
 		}
-		return &mcp.ReadResourceResult{Contents: res.Contents}, nil
+		return &mcp.ReadResourceResult{Contents: res.Contents, InputRequests: res.InputRequests, RequestState: res.RequestState}, nil
 	}
 }
 
@@ -129,13 +134,6 @@ func (s sessionCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessagePa
 		return nil, lacks("sampling")
 	}
 	return s.ss.CreateMessage(ctx, p)
-}
-
-func (s sessionCaller) CreateMessageWithTools(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
-	if s.capabilities().Sampling == nil {
-		return nil, lacks("sampling")
-	}
-	return s.ss.CreateMessageWithTools(ctx, p)
 }
 
 func (s sessionCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
