@@ -451,3 +451,36 @@ func TestGatewayCancellationReachesServer(t *testing.T) {
 		return strings.Contains(logs.String(), "fixture hanger: hang cancelled")
 	})
 }
+
+// Aggregated lists page like a server's: 1,000 tools and more come in pages with cursors. A prompt
+// that vanished and a method nobody serves get clear JSON-RPC errors, and the session goes on.
+func TestGatewayPagingAndBadRequests(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "paging", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--extra-tools", "1000", "--page-size", "400")}})
+	waitStatus(t, key, 60*time.Second, "Ready", isReady)
+	ag := connectAgent(t, key, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	first, err := ag.session.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := ag.tools(t) // follows the cursors
+	if first.NextCursor == "" || len(first.Tools) >= len(all) {
+		t.Fatalf("a long list must come in pages: %d of %d tools, cursor %q", len(first.Tools), len(all), first.NextCursor)
+	}
+	if len(all) < 1000 || !slices.Contains(all, "a__tool_999") {
+		t.Fatalf("all pages: %d tools", len(all))
+	}
+
+	_, err = ag.session.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a__vanished"})
+	if err == nil || codeOf(err) == 0 {
+		t.Fatalf("a prompt no server offers must be a JSON-RPC error: %v", err)
+	}
+	if _, err := ag.session.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fixture://a/nothing"}); err == nil {
+		t.Fatal("a URI no server claims must be an error")
+	}
+	if got := text(ag.call(t, "a__echo", map[string]any{"text": "still here"})); got != "still here" {
+		t.Fatalf("the session must go on after bad requests: %q", got)
+	}
+}
