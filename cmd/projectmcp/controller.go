@@ -57,7 +57,7 @@ func (f *controllerFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:8080", `metrics endpoint address ("0" disables)`)
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", "127.0.0.1:8081", `healthz/readyz address ("0" disables)`)
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "hold a Lease so that one replica owns the connections")
-	fs.StringVar(&f.leaderElectNS, "leader-election-namespace", "", "namespace of the Lease (default: in-cluster namespace)")
+	fs.StringVar(&f.leaderElectNS, "leader-election-namespace", "", "namespace of the Lease (default: the pod's in a cluster, else the kubeconfig context's)")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", 30*time.Second, "bound on one connect attempt (initialize and first tools/list)")
 	fs.DurationVar(&f.healthInterval, "health-interval", 15*time.Second, "how often an idle connection is probed")
 	fs.DurationVar(&f.relistInterval, "relist-interval", time.Minute, "backstop tools/list interval")
@@ -72,6 +72,36 @@ func (f *controllerFlags) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&f.allowAny, "allow-any-command", !inCluster, "run any stdio command (the default outside a cluster, where the controller runs as the user)")
 	f.zap.BindFlags(fs)
 }
+
+// electionNamespace makes leader election work with no extra flags: in a cluster the Lease
+// lives in the pod's namespace (controller-runtime finds it); outside one, in the namespace of
+// the kubeconfig's current context ("default" when it names none). It says which, first thing.
+func (f *controllerFlags) electionNamespace() error {
+	log := ctrl.Log.WithName("setup")
+	if !f.leaderElect {
+		log.Info("Leader election off: this process owns every ProjectMCP it sees")
+		return nil
+	}
+	source := "flag"
+	if f.leaderElectNS == "" {
+		if _, inCluster := os.LookupEnv("KUBERNETES_SERVICE_HOST"); inCluster {
+			log.Info("Leader election on", "lease", leaseName, "namespace", "the pod's", "source", "in-cluster")
+			return nil
+		}
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = f.kubeconfig
+		ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).Namespace()
+		if err != nil {
+			return fmt.Errorf("leader election: the kubeconfig's namespace: %w (or set --leader-election-namespace, or --leader-elect=false)", err)
+		}
+		f.leaderElectNS, source = ns, "kubeconfig context (not running in a cluster)"
+	}
+	log.Info("Leader election on", "lease", leaseName, "namespace", f.leaderElectNS, "source", source)
+	return nil
+}
+
+// leaseName is the Lease replicas elect with.
+const leaseName = "projectmcp.mcp.dsh.dev"
 
 // defaultControllerFlags are the flags of `projectmcp controller` with nothing set: dev starts
 // from them, so the two never disagree about a default.
@@ -109,7 +139,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:        f.probeAddr,
 		LeaderElection:                f.leaderElect,
-		LeaderElectionID:              "projectmcp.mcp.dsh.dev",
+		LeaderElectionID:              leaseName,
 		LeaderElectionNamespace:       f.leaderElectNS,
 		LeaderElectionReleaseOnCancel: true,
 	})
@@ -220,6 +250,10 @@ func runController(args []string, _, stderr io.Writer) int {
 	}
 	cfg, err := f.restConfig()
 	if err != nil {
+		fmt.Fprintf(stderr, "projectmcp controller: %v\n", err)
+		return 1
+	}
+	if err := f.electionNamespace(); err != nil {
 		fmt.Fprintf(stderr, "projectmcp controller: %v\n", err)
 		return 1
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,7 +32,7 @@ func TestControllerCommand(t *testing.T) {
 
 	var out testutil.SyncBuffer // written by exec's copying goroutine while the test reads it
 	cmd := exec.Command(os.Args[0], "controller", "--kubeconfig", env.Kubeconfig,
-		"--leader-elect", "--leader-election-namespace", "default",
+		// No leader election flags: outside a cluster it elects in the kubeconfig's namespace.
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--connect-timeout", "5s",
 		"--gateway-bind-address", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), mainEnvVar+"=1")
@@ -65,7 +66,13 @@ func TestControllerCommand(t *testing.T) {
 	if err := env.Client.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	// Leader election comes first.
+	// Leader election comes first, and the first lines say where.
+	testutil.EventuallyOK(t, 30*time.Second, "the leader election log line", func() error {
+		if strings.Contains(out.String(), `"Leader election on"`) && strings.Contains(out.String(), `"namespace":"default"`) {
+			return nil
+		}
+		return errors.New("not yet")
+	})
 	testutil.EventuallyOK(t, 60*time.Second, "Ready with tools", func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			t.Fatal(err)
