@@ -80,5 +80,6 @@ clean:
 ## overhead, mount latency and config-edit → list_changed, against a real API server
 bench:
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./controllers -run '^$$' -bench 'CreateReady|Repoint|Rebuild' -benchtime 10x
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./controllers -run '^$$' -bench 'Gateway(CallOverhead|Mount)' -benchtime 2000x
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./controllers -run '^$$' -bench 'Gateway(CallOverhead|Mount)' -benchtime 2000x -benchmem
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./controllers -run '^$$' -bench 'GatewayConfigEdit' -benchtime 50x
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./controllers -run '^$$' -bench 'GatewayThroughput' -benchtime 20x

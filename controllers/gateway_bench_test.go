@@ -150,3 +150,87 @@ func drain(ch chan struct{}) {
 		}
 	}
 }
+
+// BenchmarkGatewayCallOverheadStdio is BenchmarkGatewayCallOverhead with a stdio upstream: a
+// direct session to one fixture process against the same call through the gateway, whose
+// connection to its own fixture process is stdio too.
+func BenchmarkGatewayCallOverheadStdio(b *testing.B) {
+	ns := newNamespace(b)
+	key := create(b, ns, "overhead-stdio", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(b, "a")}})
+	waitStatus(b, key, 30*time.Second, "Ready", isReady)
+	d := direct(b, "a", "")
+	via := connectAgent(b, key, "2025-11-25", nil).session
+	ctx := context.Background()
+	call := func(s *mcp.ClientSession, name string) time.Duration {
+		start := time.Now()
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"text": "x"}})
+		if err != nil || res.IsError {
+			b.Fatalf("%s: %v %+v", name, err, res)
+		}
+		return time.Since(start)
+	}
+	for range 50 {
+		call(d, "echo")
+		call(via, "a__echo")
+	}
+	var dd, g []time.Duration
+	for b.Loop() {
+		dd = append(dd, call(d, "echo"))
+		g = append(g, call(via, "a__echo"))
+	}
+	b.ReportMetric(micros(percentile(dd, 50)), "direct-p50-µs")
+	b.ReportMetric(micros(percentile(g, 50)), "gateway-p50-µs")
+	b.ReportMetric(micros(percentile(g, 50)-percentile(dd, 50)), "added-p50-µs")
+	b.ReportMetric(float64(percentile(g, 50))/float64(percentile(dd, 50)), "ratio-p50")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkGatewayThroughput: 8 concurrent sessions calling echo, directly to one fixture over
+// streamable HTTP and through the gateway (one shared connection to the same fixture), each
+// for the same number of calls; reports calls per second both ways and their ratio.
+func BenchmarkGatewayThroughput(b *testing.B) {
+	const sessions = 8
+	url := fixture.StartHTTP(b) + "/mcp"
+	ns := newNamespace(b)
+	key := create(b, ns, "throughput", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},
+	}})
+	waitStatus(b, key, 30*time.Second, "Ready", isReady)
+	var directs, vias []*mcp.ClientSession
+	for range sessions {
+		directs = append(directs, connectURL(b, url))
+		vias = append(vias, connectAgent(b, key, "2025-11-25", nil).session)
+	}
+	run := func(ss []*mcp.ClientSession, name string, calls int) float64 {
+		start := time.Now()
+		errs := make(chan error, len(ss))
+		for _, s := range ss {
+			go func() {
+				for range calls {
+					if _, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: map[string]any{"text": "x"}}); err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range ss {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+		return float64(calls*len(ss)) / time.Since(start).Seconds()
+	}
+	run(directs, "echo", 20)
+	run(vias, "a__echo", 20)
+	var direct, via float64
+	for b.Loop() {
+		direct += run(directs, "echo", 25)
+		via += run(vias, "a__echo", 25)
+	}
+	b.ReportMetric(direct/float64(b.N), "direct-calls/s")
+	b.ReportMetric(via/float64(b.N), "gateway-calls/s")
+	b.ReportMetric(via/direct, "ratio")
+	b.ReportMetric(0, "ns/op")
+}
