@@ -36,6 +36,24 @@ import (
 // announced name and remote address.
 const SessionHeader = "X-ProjectMCP-Session"
 
+// maxSessionName bounds the stateless session header and the client name a session announces:
+// both are copied into status, whose size every session of the project shares.
+const maxSessionName = 128
+
+// validSessionName reports whether a stateless session's header value may name a session.
+func validSessionName(v string) bool {
+	if len(v) == 0 || len(v) > maxSessionName {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._-:@", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
 // Options configure a Gateway.
 type Options struct {
 	Registry *registry.Registry
@@ -233,6 +251,10 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, msg, status)
 		return
 	}
+	if v := r.Header.Get(SessionHeader); v != "" && !validSessionName(v) {
+		http.Error(w, fmt.Sprintf("%s must be 1 to %d characters of A-Z a-z 0-9 . _ - : @", SessionHeader, maxSessionName), http.StatusBadRequest)
+		return
+	}
 	p := g.project(key)
 	if p == nil {
 		var status int
@@ -280,7 +302,8 @@ func (g *Gateway) project(key types.NamespacedName) *project {
 }
 
 func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	close(g.serving)

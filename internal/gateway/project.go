@@ -112,6 +112,9 @@ func sessionID(req mcp.Request) (id string, stateless bool) {
 			}
 		}
 	}
+	if len(client) > maxSessionName {
+		client = strings.ToValidUTF8(client[:maxSessionName], "")
+	}
 	addr, _, _ := net.SplitHostPort(h.Get(remoteHeader))
 	return fmt.Sprintf("stateless:%s@%s", client, addr), true
 }
@@ -161,8 +164,17 @@ func (p *project) releaseWhenClosed(ss *mcp.ServerSession, id string) {
 	p.release(id)
 }
 
-// clientName is "name/version" from initialize, or the request's clientInfo on 2026-07-28.
+// clientName is "name/version" from initialize, or the request's clientInfo on 2026-07-28,
+// cut to maxSessionName bytes (it goes into status).
 func clientName(req mcp.Request) string {
+	name := announcedName(req)
+	if len(name) > maxSessionName {
+		name = strings.ToValidUTF8(name[:maxSessionName], "")
+	}
+	return name
+}
+
+func announcedName(req mcp.Request) string {
 	if ip, ok := req.GetParams().(*mcp.InitializeParams); ok && ip != nil && ip.ClientInfo != nil {
 		return ip.ClientInfo.Name + "/" + ip.ClientInfo.Version
 	}
