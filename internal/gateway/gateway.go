@@ -302,8 +302,9 @@ func (g *Gateway) project(key types.NamespacedName) *project {
 }
 
 func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
-		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	// No ReadTimeout: its deadline stays on the connection while the handler runs and would
+	// cancel long calls and the GET streams that carry list_changed.
+	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	close(g.serving)
