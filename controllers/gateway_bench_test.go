@@ -47,8 +47,12 @@ func BenchmarkGatewayCallOverhead(b *testing.B) {
 		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},
 	}})
 	waitStatus(b, key, 30*time.Second, "Ready", isReady)
-	direct := connectURL(b, url)
-	via := connectAgent(b, key, "2025-11-25", nil).session
+	measureOverhead(b, connectURL(b, url), connectAgent(b, key, "2025-11-25", nil).session)
+}
+
+// measureOverhead calls echo on direct and a__echo on via, alternating (after a warm-up), and
+// reports p50/p99 of both, the added p50 and the ratio of the medians.
+func measureOverhead(b *testing.B, direct, via *mcp.ClientSession) {
 	ctx := context.Background()
 	call := func(s *mcp.ClientSession, name string) time.Duration {
 		start := time.Now()
@@ -158,31 +162,7 @@ func BenchmarkGatewayCallOverheadStdio(b *testing.B) {
 	ns := newNamespace(b)
 	key := create(b, ns, "overhead-stdio", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(b, "a")}})
 	waitStatus(b, key, 30*time.Second, "Ready", isReady)
-	d := direct(b, "a", "")
-	via := connectAgent(b, key, "2025-11-25", nil).session
-	ctx := context.Background()
-	call := func(s *mcp.ClientSession, name string) time.Duration {
-		start := time.Now()
-		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"text": "x"}})
-		if err != nil || res.IsError {
-			b.Fatalf("%s: %v %+v", name, err, res)
-		}
-		return time.Since(start)
-	}
-	for range 50 {
-		call(d, "echo")
-		call(via, "a__echo")
-	}
-	var dd, g []time.Duration
-	for b.Loop() {
-		dd = append(dd, call(d, "echo"))
-		g = append(g, call(via, "a__echo"))
-	}
-	b.ReportMetric(micros(percentile(dd, 50)), "direct-p50-µs")
-	b.ReportMetric(micros(percentile(g, 50)), "gateway-p50-µs")
-	b.ReportMetric(micros(percentile(g, 50)-percentile(dd, 50)), "added-p50-µs")
-	b.ReportMetric(float64(percentile(g, 50))/float64(percentile(dd, 50)), "ratio-p50")
-	b.ReportMetric(0, "ns/op")
+	measureOverhead(b, direct(b, "a", ""), connectAgent(b, key, "2025-11-25", nil).session)
 }
 
 // BenchmarkGatewayThroughput: 8 concurrent sessions calling echo, directly to one fixture over
