@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,15 +28,26 @@ import (
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
+// freeAddr is a loopback address with a port free at the time of asking.
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // `projectmcp controller` against a real API server: a ProjectMCP reaches Ready, and SIGTERM
 // ends the controller and every server process it started.
 func TestControllerCommand(t *testing.T) {
 	env := apiServer(t)
 
 	var out testutil.SyncBuffer // written by exec's copying goroutine while the test reads it
-	cmd := exec.Command(os.Args[0], "controller", "--kubeconfig", env.Kubeconfig,
+	metricsAddr := freeAddr(t)
+	cmd := exec.Command(os.Args[0], "controller", "--kubeconfig", env.Kubeconfig, "--metrics-bind-address", metricsAddr,
 		// No leader election flags: outside a cluster it elects in the kubeconfig's namespace.
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--connect-timeout", "5s",
+		"--health-probe-bind-address", "0", "--connect-timeout", "5s",
 		"--gateway-bind-address", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), mainEnvVar+"=1")
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -98,6 +112,24 @@ func TestControllerCommand(t *testing.T) {
 		t.Fatalf("call through the gateway: %+v %v", res, err)
 	}
 	_ = session.Close()
+
+	// /metrics says what the controller holds and how the forwarded call went.
+	scrape := func() string {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
+	}
+	m := scrape()
+	for _, want := range []string{`projectmcp_connections{phase="Ready"}`, `projectmcp_forwarded_requests_total{method="tools/call",result="ok"}`,
+		"projectmcp_mount_wait_seconds_count", "projectmcp_sessions", "projectmcp_projects"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 
 	// `projectmcp reconnect` rebuilds a Failed server and status records the handled request.
 	var pids fixture.PIDs

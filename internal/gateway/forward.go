@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/metrics"
 )
 
 // forward sends one request of a session to the session's slot for server. It waits through
@@ -17,7 +18,8 @@ import (
 // swap replaced the connection before the request was sent (conn.ErrDestroyed: the old server
 // never saw it). The server's own requests made meanwhile (sampling, elicitation, roots) go
 // to this session (conn.WithCaller).
-func forward[T any](ctx context.Context, p *project, req mcp.Request, server string, do func(context.Context, *conn.Conn) (T, error)) (T, error) {
+func forward[T any](ctx context.Context, p *project, req mcp.Request, server string, do func(context.Context, *conn.Conn) (T, error)) (res T, err error) {
+	defer func() { metrics.Forwarded.WithLabelValues(methodOf(req), resultOf(err)).Inc() }()
 	id, _ := sessionID(req)
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
 		ctx = conn.WithCaller(ctx, sessionCaller{ss})
@@ -28,12 +30,40 @@ func forward[T any](ctx context.Context, p *project, req mcp.Request, server str
 			var zero T
 			return zero, fmt.Errorf("%w: MCP server %q is not available to this session", conn.ErrUnavailable, server)
 		}
-		res, err := do(ctx, c)
+		res, err = do(ctx, c)
 		if attempt == 0 && errors.Is(err, conn.ErrDestroyed) {
 			continue
 		}
 		return res, err
 	}
+}
+
+// methodOf names a forwarded request's MCP method, for metrics.
+func methodOf(req mcp.Request) string {
+	switch req.(type) {
+	case *mcp.CallToolRequest:
+		return "tools/call"
+	case *mcp.GetPromptRequest:
+		return "prompts/get"
+	case *mcp.ReadResourceRequest:
+		return "resources/read"
+	case *mcp.CompleteRequest:
+		return "completion/complete"
+	case *mcp.SubscribeRequest:
+		return "resources/subscribe"
+	}
+	return "other"
+}
+
+// resultOf is a forwarded request's result label.
+func resultOf(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, conn.ErrUnavailable):
+		return "unavailable"
+	}
+	return "error"
 }
 
 // handler forwards a call on a projected tool to the session's slot for the server. Failures

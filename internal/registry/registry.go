@@ -27,6 +27,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/metrics"
 )
 
 // coalesceWindow batches wake-ups: a burst of mounts or state changes within it becomes one
@@ -532,9 +533,11 @@ func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, clie
 	destroyAll(dead) // the rebuilt connections start once these have ended
 
 	if ready > 0 {
+		start := r.clock.Now()
 		wait, cancel := context.WithTimeout(ctx, ready)
 		defer cancel()
 		r.waitStarted(wait, key)
+		metrics.MountWait.Observe(r.clock.Since(start).Seconds())
 	}
 	return s, nil
 }
@@ -753,6 +756,22 @@ func (r *Registry) Observe(key types.NamespacedName) Observation {
 		return a.ID < b.ID
 	})
 	return obs
+}
+
+// Counts are the process's projects, sessions and connections by phase, for /metrics.
+func (r *Registry) Counts() metrics.Counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := metrics.Counts{Projects: len(r.projects), Connections: map[string]int{}}
+	for _, p := range r.projects {
+		c.Sessions += len(p.sessions)
+		for _, e := range p.servers {
+			if e.conn != nil {
+				c.Connections[string(e.conn.Snapshot().Phase)]++
+			}
+		}
+	}
+	return c
 }
 
 // Tools is, per server, the tools sessions should see (ServerState.Offered): the input of
