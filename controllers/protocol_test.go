@@ -484,3 +484,21 @@ func TestGatewayPagingAndBadRequests(t *testing.T) {
 		t.Fatalf("the session must go on after bad requests: %q", got)
 	}
 }
+
+// A server that never answers one call costs the session an error naming it after the call
+// timeout, and the session goes on.
+func TestGatewayCallTimeout(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "timeout", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ag := connectAgent(t, key, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := ag.session.CallTool(ctx, &mcp.CallToolParams{Name: "a__hang", Arguments: map[string]any{}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), `"a" did not answer within `+callTimeout.String()) {
+		t.Fatalf("a call the server never answers: %q (%v)", text(res), err)
+	}
+	if got := text(ag.call(t, "a__echo", map[string]any{"text": "after"})); got != "after" {
+		t.Fatalf("the session must go on: %q", got)
+	}
+}

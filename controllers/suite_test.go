@@ -52,6 +52,9 @@ var (
 	testCfg     = ConnDefaults{ConnectTimeout: 5 * time.Second, HealthInterval: time.Second, RelistInterval: 5 * time.Second}
 )
 
+// callTimeout bounds forwarded requests in this suite (TestGatewayCallTimeout).
+const callTimeout = 4 * time.Second
+
 // testController is one running manager with its registry; tests restart it to show that
 // connections are rebuilt from the objects.
 type testController struct {
@@ -138,7 +141,7 @@ func startController() (*testController, error) {
 	}
 	reg := registry.New(clock.RealClock{}, ctrl.Log.WithName("registry"))
 	gw := gateway.New(gateway.Options{
-		Registry: reg, Log: ctrl.Log.WithName("gateway"), StatelessIdle: 2 * time.Second,
+		Registry: reg, Log: ctrl.Log.WithName("gateway"), StatelessIdle: 2 * time.Second, CallTimeout: callTimeout,
 		Objects: mgr.GetClient(), Live: mgr.GetAPIReader(),
 	})
 	ln, err := net.Listen("tcp", gatewayAddr)

@@ -48,6 +48,7 @@ type controllerFlags struct {
 	sessionTimeout time.Duration
 	statelessIdle  time.Duration
 	maxBodyBytes   int64
+	callTimeout    time.Duration
 	allowCommands  stringList
 	allowAny       bool
 	zap            zap.Options
@@ -68,6 +69,7 @@ func (f *controllerFlags) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&f.sessionTimeout, "session-timeout", 30*time.Minute, "release a session that sent no request for this long")
 	fs.DurationVar(&f.statelessIdle, "stateless-session-idle", 10*time.Minute, "release a stateless (2026-07-28) session that sent no request for this long")
 	fs.Int64Var(&f.maxBodyBytes, "max-request-bytes", 4<<20, "largest request body the gateway accepts")
+	fs.DurationVar(&f.callTimeout, "call-timeout", 30*time.Minute, `bound on one forwarded request (a tool call, a prompt, a read); "0" means none`)
 	fs.Var(&f.allowCommands, "allow-command", "glob of a stdio command servers may run (repeatable); with none, stdio servers are refused in a cluster")
 	_, inCluster := os.LookupEnv("KUBERNETES_SERVICE_HOST")
 	fs.BoolVar(&f.allowAny, "allow-any-command", !inCluster, "run any stdio command (the default outside a cluster, where the controller runs as the user)")
@@ -205,7 +207,7 @@ func (f *controllerFlags) commandAllowlist() []string {
 func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *registry.Registry, bound string) (*gateway.Gateway, error) {
 	opts := gateway.Options{
 		Registry: reg, BaseURL: f.gatewayURL, SessionTimeout: f.sessionTimeout,
-		StatelessIdle: f.statelessIdle, MaxBodyBytes: f.maxBodyBytes, Log: ctrl.Log.WithName("gateway"),
+		StatelessIdle: f.statelessIdle, MaxBodyBytes: f.maxBodyBytes, CallTimeout: f.callTimeout, Log: ctrl.Log.WithName("gateway"),
 		Objects: mgr.GetClient(), Live: mgr.GetAPIReader(),
 	}
 	if opts.BaseURL == "" {

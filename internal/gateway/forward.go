@@ -20,6 +20,16 @@ import (
 // to this session (conn.WithCaller).
 func forward[T any](ctx context.Context, p *project, req mcp.Request, server string, do func(context.Context, *conn.Conn) (T, error)) (res T, err error) {
 	defer func() { metrics.Forwarded.WithLabelValues(methodOf(req), resultOf(err)).Inc() }()
+	if limit := p.g.opts.CallTimeout; limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+		defer func() {
+			if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				err = fmt.Errorf("MCP server %q did not answer within %s (the gateway's --call-timeout)", server, limit)
+			}
+		}()
+	}
 	id, _ := sessionID(req)
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
 		ctx = conn.WithCaller(ctx, sessionCaller{ss})

@@ -66,6 +66,10 @@ type Options struct {
 	StatelessIdle time.Duration
 	// MaxBodyBytes bounds a request body.
 	MaxBodyBytes int64
+	// CallTimeout bounds one forwarded request (a call, a prompt, a read, a completion): a
+	// server that never answers costs the session an error after this long, not a request
+	// held forever. 0 means no bound.
+	CallTimeout time.Duration
 	// Auth decides who may use a project; nil means local mode (loopback callers only).
 	Auth Authorizer
 	// Objects reads ProjectMCPs (the manager's cache) and Live confirms a cache miss against
