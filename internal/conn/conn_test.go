@@ -427,3 +427,41 @@ func TestCallerFor(t *testing.T) {
 		t.Fatalf("the caller the request came with: %v %v", got, err)
 	}
 }
+
+// The allowlist checks the command as it will run: a clean path, '*' within one segment; and
+// refuses variables that make a runtime load other code.
+func TestCommandAllowed(t *testing.T) {
+	patterns := []string{"/opt/mcp/*", "npx", "/usr/bin/node"}
+	for command, want := range map[string]bool{
+		"/opt/mcp/server": true, "npx": true, "/usr/bin/node": true,
+		"/opt/mcp/../../bin/sh": false, "/opt/mcp/sub/server": false, "/opt/mcp//server": false,
+		"/opt/mcp/./server": false, "/bin/sh": false, "": false, "npx2": false,
+	} {
+		if got := commandAllowed(patterns, command); got != want {
+			t.Errorf("commandAllowed(%q) = %v, want %v", command, got, want)
+		}
+	}
+	for name, want := range map[string]bool{"LD_PRELOAD": true, "DYLD_INSERT_LIBRARIES": true, "NODE_OPTIONS": true, "PYTHONPATH": true, "API_TOKEN": false, "PATH": false} {
+		if loaderVariable(name) != want {
+			t.Errorf("loaderVariable(%q) != %v", name, want)
+		}
+	}
+}
+
+// With an allowlist, a ${VAR} cannot turn an allowed command into another, and LD_PRELOAD is
+// refused.
+func TestCommandAllowlistAfterExpansion(t *testing.T) {
+	srv := stdioServer("a")
+	srv.Stdio.Command = "${CMD}"
+	vars := func(context.Context) (map[string]string, error) { return map[string]string{"CMD": "/bin/sh"}, nil }
+	c := start(t, Options{Server: srv, Variables: vars, AllowCommands: []string{"${CMD}", "/opt/mcp/*"}})
+	if s := waitPhase(t, c, v1alpha1.PhaseFailed); !s.Permanent || !strings.Contains(s.LastError, "is not allowed here") || strings.Contains(s.LastError, "/bin/sh") {
+		t.Fatalf("want a refusal naming the command as written, got %+v", s)
+	}
+	preload := stdioServer("b")
+	preload.Stdio.Env = append(preload.Stdio.Env, v1alpha1.NameValue{Name: "LD_PRELOAD", Value: "/tmp/x.so"})
+	p := start(t, Options{Server: preload, AllowCommands: []string{os.Args[0]}})
+	if s := waitPhase(t, p, v1alpha1.PhaseFailed); !strings.Contains(s.LastError, "LD_PRELOAD") {
+		t.Fatalf("LD_PRELOAD must be refused with an allowlist: %+v", s)
+	}
+}

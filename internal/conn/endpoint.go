@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"slices"
 	"strings"
 	"syscall"
@@ -157,9 +158,6 @@ type process struct {
 }
 
 func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, error) {
-	if allow := c.opts.AllowCommands; allow != nil && !slices.ContainsFunc(allow, func(p string) bool { return Glob(p, s.Command) }) {
-		return nil, &invalidConfigError{msg: fmt.Sprintf("command %q is not allowed here: it matches no --allow-command pattern of the controller", s.Command)}
-	}
 	command := x.expand(s.Command)
 	args := make([]string, len(s.Args))
 	for i, a := range s.Args {
@@ -172,6 +170,17 @@ func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, er
 	dir := x.expand(s.WorkingDir)
 	if x.err != nil {
 		return nil, x.err
+	}
+	if allow := c.opts.AllowCommands; allow != nil {
+		// Checked as it will run: after expansion (a ${VAR} cannot smuggle another command in).
+		if !commandAllowed(allow, command) {
+			return nil, &invalidConfigError{msg: fmt.Sprintf("command %q is not allowed here: it matches no --allow-command pattern of the controller", s.Command)}
+		}
+		for _, kv := range s.Env {
+			if loaderVariable(kv.Name) {
+				return nil, &invalidConfigError{msg: fmt.Sprintf("environment variable %q is not allowed with --allow-command: it makes the server's runtime load code the allowlist did not check", kv.Name)}
+			}
+		}
 	}
 	c.secrets(x.values)
 
@@ -337,6 +346,41 @@ func Offered(f *v1alpha1.ToolFilter, name string) bool {
 		}
 	}
 	return false
+}
+
+// commandAllowed reports whether a stdio command, as it will run, matches an --allow-command
+// pattern. A path must be clean (no "..", "." or doubled slashes: /opt/mcp/../../bin/sh is
+// refused whatever the patterns say), and '*' and '?' match within one path segment, so
+// /opt/mcp/* allows /opt/mcp/server but not /opt/mcp/sub/server.
+func commandAllowed(patterns []string, command string) bool {
+	if command == "" || (strings.Contains(command, "/") && path.Clean(command) != command) {
+		return false
+	}
+	segments := strings.Split(command, "/")
+	return slices.ContainsFunc(patterns, func(pattern string) bool {
+		parts := strings.Split(pattern, "/")
+		if len(parts) != len(segments) {
+			return false
+		}
+		for i := range parts {
+			if !Glob(parts[i], segments[i]) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// loaderVariable reports environment variables that make a runtime load code of their
+// choosing (a library, a module, a startup script): with an allowlist they would run what the
+// allowlist never checked.
+func loaderVariable(name string) bool {
+	switch name {
+	case "NODE_OPTIONS", "NODE_PATH", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PERL5OPT", "PERL5LIB",
+		"RUBYOPT", "RUBYLIB", "BASH_ENV", "ENV", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS":
+		return true
+	}
+	return strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_")
 }
 
 // Glob matches name against a pattern where '*' matches any run of characters and '?' any one
