@@ -65,22 +65,52 @@ func isLoopback(host string) bool {
 }
 
 // KubernetesAuth authenticates a bearer token with a TokenReview and authorizes the user with
-// a SubjectAccessReview for verb "use" on the ProjectMCP. Decisions are cached briefly (keyed
-// by a hash of the token, never the token) so that a session's requests do not each cost two
-// API calls.
+// a SubjectAccessReview for verb "use" on the ProjectMCP. Both verdicts are cached briefly,
+// keyed by a hash of the token (never the token): a session's requests do not each cost two
+// API calls, a token is reviewed once whatever paths it asks for, and the caches are bounded
+// (maxAuthEntries each; expired entries are swept when a cache is full, then arbitrary ones),
+// so a caller spraying paths costs one access review per new path and no unbounded memory.
 type KubernetesAuth struct {
 	Client kubernetes.Interface
 	TTL    time.Duration
 	Clock  clock.PassiveClock // default: real
 
-	mu    sync.Mutex
-	cache map[string]decision
+	mu        sync.Mutex
+	users     map[[32]byte]userEntry   // token hash → who (or 401)
+	decisions map[decisionKey]decision // (token hash, project) → verdict
+}
+
+// maxAuthEntries bounds each cache.
+const maxAuthEntries = 4096
+
+type decisionKey struct {
+	token   [32]byte
+	project types.NamespacedName
+}
+
+type userEntry struct {
+	user    *authnv1.UserInfo // nil: the token is not valid
+	expires time.Time
 }
 
 type decision struct {
 	status  int
 	message string
 	expires time.Time
+}
+
+func (a *KubernetesAuth) now() time.Time {
+	if a.Clock != nil {
+		return a.Clock.Now()
+	}
+	return time.Now()
+}
+
+func (a *KubernetesAuth) ttl() time.Duration {
+	if a.TTL > 0 {
+		return a.TTL
+	}
+	return 30 * time.Second
 }
 
 // Authorize implements Authorizer.
@@ -90,51 +120,75 @@ func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key typ
 		return http.StatusUnauthorized, "a bearer token is required"
 	}
 	sum := sha256.Sum256([]byte(token))
-	ck := fmt.Sprintf("%x|%s", sum, key)
-	var now time.Time
-	if a.Clock != nil {
-		now = a.Clock.Now()
-	} else {
-		now = time.Now()
-	}
+	now := a.now()
+	dk := decisionKey{sum, key}
 	a.mu.Lock()
-	if d, ok := a.cache[ck]; ok && now.Before(d.expires) {
+	if d, ok := a.decisions[dk]; ok && now.Before(d.expires) {
 		a.mu.Unlock()
 		return d.status, d.message
 	}
+	u, known := a.users[sum]
 	a.mu.Unlock()
-	status, msg := a.review(ctx, token, key)
-	// Only verdicts on valid tokens are cached: random tokens must not grow the cache.
-	if status != http.StatusInternalServerError && status != http.StatusUnauthorized {
+	if !known || !now.Before(u.expires) {
+		user, status := a.authenticate(ctx, token)
+		if status == http.StatusInternalServerError {
+			return status, "token review failed"
+		}
+		u = userEntry{user: user, expires: now.Add(a.ttl())}
 		a.mu.Lock()
-		if a.cache == nil {
-			a.cache = map[string]decision{}
-		}
-		for k, d := range a.cache { // expired entries go as new ones come
-			if now.After(d.expires) {
-				delete(a.cache, k)
-			}
-		}
-		ttl := a.TTL
-		if ttl <= 0 {
-			ttl = 30 * time.Second
-		}
-		a.cache[ck] = decision{status, msg, now.Add(ttl)}
+		a.users = put(a.users, sum, u, now, func(e userEntry) time.Time { return e.expires })
+		a.mu.Unlock()
+	}
+	if u.user == nil {
+		return http.StatusUnauthorized, "the bearer token is not valid"
+	}
+	status, msg := a.authorize(ctx, u.user, key)
+	if status != http.StatusInternalServerError {
+		a.mu.Lock()
+		a.decisions = put(a.decisions, dk, decision{status, msg, now.Add(a.ttl())}, now, func(d decision) time.Time { return d.expires })
 		a.mu.Unlock()
 	}
 	return status, msg
 }
 
-func (a *KubernetesAuth) review(ctx context.Context, token string, key types.NamespacedName) (int, string) {
+// put adds an entry to a bounded cache. Callers hold a.mu.
+func put[K comparable, V any](m map[K]V, k K, v V, now time.Time, expires func(V) time.Time) map[K]V {
+	if m == nil {
+		m = map[K]V{}
+	}
+	if len(m) >= maxAuthEntries {
+		for key, e := range m {
+			if !now.Before(expires(e)) {
+				delete(m, key)
+			}
+		}
+		for key := range m { // still full: drop arbitrary entries down to three quarters
+			if len(m) < maxAuthEntries*3/4 {
+				break
+			}
+			delete(m, key)
+		}
+	}
+	m[k] = v
+	return m
+}
+
+// authenticate asks a TokenReview who the token is: the user, nil for an invalid token, or
+// 500 when the review itself failed.
+func (a *KubernetesAuth) authenticate(ctx context.Context, token string) (*authnv1.UserInfo, int) {
 	tr, err := a.Client.AuthenticationV1().TokenReviews().Create(ctx,
 		&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
-		return http.StatusInternalServerError, "token review failed"
+		return nil, http.StatusInternalServerError
 	}
 	if !tr.Status.Authenticated {
-		return http.StatusUnauthorized, "the bearer token is not valid"
+		return nil, 0
 	}
-	u := tr.Status.User
+	return &tr.Status.User, 0
+}
+
+// authorize asks a SubjectAccessReview whether the user may use the project.
+func (a *KubernetesAuth) authorize(ctx context.Context, u *authnv1.UserInfo, key types.NamespacedName) (int, string) {
 	extra := map[string]authzv1.ExtraValue{}
 	for k, v := range u.Extra {
 		extra[k] = authzv1.ExtraValue(v)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -251,6 +252,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	// A name no object can have is answered before any access review: it cannot exist, and
+	// it must not reach the auth caches or messages.
+	if len(validation.IsDNS1123Label(key.Namespace)) > 0 || len(validation.IsDNS1123Subdomain(key.Name)) > 0 {
+		http.Error(w, "no such ProjectMCP: the path must be /projects/<namespace>/<name>/mcp with valid object names", http.StatusNotFound)
+		return
+	}
 	if status, msg := g.authorize(r, key); status != 0 {
 		http.Error(w, msg, status)
 		return

@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/dsh-dev/projectmcp/internal/registry"
+)
+
+// countingClient answers TokenReviews (valid: "good") and SubjectAccessReviews (allowed:
+// project ns/allowed) and counts them.
+func countingClient() (*fake.Clientset, *atomic.Int32, *atomic.Int32) {
+	cs := fake.NewClientset()
+	var reviews, accesses atomic.Int32
+	cs.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		reviews.Add(1)
+		tr := a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview)
+		tr.Status.Authenticated = tr.Spec.Token == "good"
+		tr.Status.User = authnv1.UserInfo{Username: "alice"}
+		return true, tr, nil
+	})
+	cs.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		accesses.Add(1)
+		sar := a.(k8stesting.CreateAction).GetObject().(*authzv1.SubjectAccessReview)
+		sar.Status.Allowed = sar.Spec.ResourceAttributes.Namespace == "ns" && sar.Spec.ResourceAttributes.Name == "allowed"
+		return true, sar, nil
+	})
+	return cs, &reviews, &accesses
+}
+
+// A token is reviewed once whatever paths it asks for; each project's verdict is cached; the
+// caches stay bounded under a spray of paths; names no object can have cost no review at all.
+func TestKubernetesAuthCachesAndBounds(t *testing.T) {
+	cs, reviews, accesses := countingClient()
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := &KubernetesAuth{Client: cs, Clock: clk}
+	req := func(token string) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		return r
+	}
+	ctx := context.Background()
+	allowed := types.NamespacedName{Namespace: "ns", Name: "allowed"}
+	for range 3 {
+		if status, msg := a.Authorize(ctx, req("good"), allowed); status != 0 {
+			t.Fatalf("allowed project: %d %s", status, msg)
+		}
+	}
+	if reviews.Load() != 1 || accesses.Load() != 1 {
+		t.Fatalf("three requests cost %d token reviews and %d access reviews, want 1 and 1", reviews.Load(), accesses.Load())
+	}
+	const spray = maxAuthEntries + 500
+	for i := range spray {
+		if status, _ := a.Authorize(ctx, req("good"), types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("p%d", i)}); status != http.StatusForbidden {
+			t.Fatalf("a project the user may not use: %d", status)
+		}
+	}
+	if reviews.Load() != 1 {
+		t.Fatalf("a spray of paths must not review the token again: %d reviews", reviews.Load())
+	}
+	a.mu.Lock()
+	size := len(a.decisions)
+	a.mu.Unlock()
+	if size > maxAuthEntries {
+		t.Fatalf("the decision cache grew to %d entries (bound %d)", size, maxAuthEntries)
+	}
+	if status, _ := a.Authorize(ctx, req("bad"), allowed); status != http.StatusUnauthorized {
+		t.Fatalf("an invalid token: %d", status)
+	}
+	clk.Step(time.Minute)
+	before := reviews.Load()
+	a.Authorize(ctx, req("good"), allowed)
+	if reviews.Load() != before+1 {
+		t.Fatal("an expired verdict must be reviewed again")
+	}
+
+	// Invalid object names never reach the Authorizer.
+	reg := registry.New(clk, logr.Discard())
+	defer reg.Shutdown()
+	g := New(Options{Registry: reg, Auth: a})
+	before = reviews.Load() + accesses.Load()
+	for _, path := range []string{"/projects/NS/x/mcp", "/projects/ns/x_y/mcp", "/projects/ns/" + string(make([]byte, 300)) + "/mcp"} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/", nil)
+		r.URL.Path = path
+		r.Header.Set("Authorization", "Bearer good")
+		g.ServeHTTP(w, r)
+		if w.Code != http.StatusNotFound {
+			t.Errorf("%q: %d, want 404", path, w.Code)
+		}
+	}
+	if reviews.Load()+accesses.Load() != before {
+		t.Fatal("invalid names must cost no review")
+	}
+}
