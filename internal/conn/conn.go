@@ -74,6 +74,10 @@ type Options struct {
 	// RelistInterval is the backstop re-list for servers whose list_changed notifications are
 	// lost (the 2026-07-28 subscription stream can die silently).
 	RelistInterval time.Duration
+	// MaxListItems bounds each list a server offers (tools, prompts, resources, templates),
+	// whatever its paging does: a server listing more is refused with a clear error rather
+	// than allowed to fill the controller's memory (default 10,000).
+	MaxListItems int
 
 	// StartAfter, when not nil, holds the first connect attempt until it is closed: a repoint
 	// or rebuild passes the previous connection's Done, so the old server is torn down before
@@ -108,6 +112,9 @@ func (o *Options) defaults() {
 	}
 	if o.RelistInterval <= 0 {
 		o.RelistInterval = time.Minute
+	}
+	if o.MaxListItems <= 0 {
+		o.MaxListItems = 10000
 	}
 	if o.Policy.InitialBackoff <= 0 {
 		o.Policy.InitialBackoff = v1alpha1.DefaultInitialBackoff

@@ -465,3 +465,13 @@ func TestCommandAllowlistAfterExpansion(t *testing.T) {
 		t.Fatalf("LD_PRELOAD must be refused with an allowlist: %+v", s)
 	}
 }
+
+// A server listing more than the bound is refused with a clear error, not kept in memory.
+func TestListBounded(t *testing.T) {
+	c := start(t, Options{Server: stdioServer("a"), MaxListItems: 10,
+		Policy: Policy{MaxAttempts: 0, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}})
+	s := waitPhase(t, c, v1alpha1.PhaseFailed)
+	if !strings.Contains(s.LastError, "more than 10 tools") {
+		t.Fatalf("want the bound named in lastError, got %q", s.LastError)
+	}
+}

@@ -219,16 +219,16 @@ func (c *Conn) list(ctx context.Context, session *mcp.ClientSession) (catalog, e
 	}
 	caps := session.InitializeResult().Capabilities
 	if caps != nil && caps.Prompts != nil {
-		if cat.prompts, err = collect(session.Prompts(ctx, nil)); err != nil {
+		if cat.prompts, err = collect(session.Prompts(ctx, nil), c.opts.MaxListItems, "prompts"); err != nil {
 			return cat, fmt.Errorf("prompts/list failed: %w", err)
 		}
 		slices.SortFunc(cat.prompts, func(a, b *mcp.Prompt) int { return strings.Compare(a.Name, b.Name) })
 	}
 	if caps != nil && caps.Resources != nil {
-		if cat.resources, err = collect(session.Resources(ctx, nil)); err != nil {
+		if cat.resources, err = collect(session.Resources(ctx, nil), c.opts.MaxListItems, "resources"); err != nil {
 			return cat, fmt.Errorf("resources/list failed: %w", err)
 		}
-		if cat.templates, err = collect(session.ResourceTemplates(ctx, nil)); err != nil {
+		if cat.templates, err = collect(session.ResourceTemplates(ctx, nil), c.opts.MaxListItems, "resource templates"); err != nil {
 			return cat, fmt.Errorf("resources/templates/list failed: %w", err)
 		}
 	}
@@ -243,6 +243,9 @@ func (c *Conn) listTools(ctx context.Context, session *mcp.ClientSession) ([]*mc
 		if err != nil {
 			return nil, 0, err
 		}
+		if raw == c.opts.MaxListItems {
+			return nil, 0, tooMany("tools", c.opts.MaxListItems)
+		}
 		raw++
 		if Offered(c.opts.Server.Tools, tool.Name) {
 			tools = append(tools, tool)
@@ -252,16 +255,23 @@ func (c *Conn) listTools(ctx context.Context, session *mcp.ClientSession) ([]*mc
 	return tools, raw, nil
 }
 
-// collect drains a paging iterator.
-func collect[T any](seq iter.Seq2[T, error]) ([]T, error) {
+// collect drains a paging iterator, refusing more than max items.
+func collect[T any](seq iter.Seq2[T, error], max int, what string) ([]T, error) {
 	var out []T
 	for v, err := range seq {
 		if err != nil {
 			return nil, err
 		}
+		if len(out) == max {
+			return nil, tooMany(what, max)
+		}
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+func tooMany(what string, max int) error {
+	return fmt.Errorf("the server lists more than %d %s; refused (the controller's bound)", max, what)
 }
 
 // sameJSON compares two lists by everything a session sees.
