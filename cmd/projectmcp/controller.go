@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -190,6 +191,18 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 		return nil, nil, err
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, nil, err
+	}
+	// Only the leader holds connections and serves the gateway: a replica waiting for the
+	// Lease is not ready, so a Service sends sessions to the leader alone.
+	if err := mgr.AddReadyzCheck("leader", func(*http.Request) error {
+		select {
+		case <-mgr.Elected():
+			return nil
+		default:
+			return errors.New("not the leader: waiting for the Lease")
+		}
+	}); err != nil {
 		return nil, nil, err
 	}
 	return mgr, gw, nil

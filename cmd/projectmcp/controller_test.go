@@ -44,10 +44,11 @@ func TestControllerCommand(t *testing.T) {
 	env := apiServer(t)
 
 	var out testutil.SyncBuffer // written by exec's copying goroutine while the test reads it
-	metricsAddr := freeAddr(t)
+	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
 	cmd := exec.Command(os.Args[0], "controller", "--kubeconfig", env.Kubeconfig, "--metrics-bind-address", metricsAddr,
+		"--health-probe-bind-address", probeAddr,
 		// No leader election flags: outside a cluster it elects in the kubeconfig's namespace.
-		"--health-probe-bind-address", "0", "--connect-timeout", "5s",
+		"--connect-timeout", "5s",
 		"--gateway-bind-address", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), mainEnvVar+"=1")
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -112,6 +113,41 @@ func TestControllerCommand(t *testing.T) {
 		t.Fatalf("call through the gateway: %+v %v", res, err)
 	}
 	_ = session.Close()
+
+	// A second replica waits for the Lease: its readiness says so, so a Service sends sessions
+	// to the leader alone; the leader is ready.
+	readyz := func(addr string) int {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := readyz(probeAddr); code != http.StatusOK {
+		t.Fatalf("the leader's /readyz: %d", code)
+	}
+	secondProbe := freeAddr(t)
+	second := exec.Command(os.Args[0], "controller", "--kubeconfig", env.Kubeconfig, "--metrics-bind-address", "0",
+		"--health-probe-bind-address", secondProbe, "--gateway-bind-address", "127.0.0.1:0")
+	second.Env = append(os.Environ(), mainEnvVar+"=1")
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyOK(t, 30*time.Second, "the second replica's probe endpoint", func() error {
+		if code := readyz(secondProbe); code == 0 {
+			return errors.New("not answering yet")
+		}
+		return nil
+	})
+	for range 5 {
+		if code := readyz(secondProbe); code == http.StatusOK {
+			t.Fatal("a replica that is not the leader must not be ready")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	_ = second.Process.Signal(syscall.SIGTERM)
+	_ = second.Wait()
 
 	// /metrics says what the controller holds and how the forwarded call went.
 	scrape := func() string {
