@@ -22,11 +22,36 @@ func endpointOf(key types.NamespacedName) string {
 
 // dial opens an MCP client session; "2025-11-25" makes a stateful client, "" a stateless one.
 func dial(endpoint, version string, header http.Header) (*mcp.ClientSession, error) {
+	return dialWith(mcp.NewClient(&mcp.Implementation{Name: "early-agent", Version: "1.0"}, nil), endpoint, version, header)
+}
+
+// dialWith is dial with a client of the caller's own (handlers, capabilities).
+func dialWith(client *mcp.Client, endpoint, version string, header http.Header) (*mcp.ClientSession, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "early-agent", Version: "1.0"}, nil)
 	return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: headerRT{header}}},
 		&mcp.ClientSessionOptions{ProtocolVersion: version})
+}
+
+// mustDial is dialWith for a session the test needs: it fails the test, and closes the
+// session when the test ends.
+func mustDial(t testing.TB, client *mcp.Client, endpoint, version string, header http.Header) *mcp.ClientSession {
+	t.Helper()
+	s, err := dialWith(client, endpoint, version, header)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", endpoint, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// namesOf lists the names of items (tools, prompts).
+func namesOf[T any](items []T, name func(T) string) []string {
+	var names []string
+	for _, it := range items {
+		names = append(names, name(it))
+	}
+	return names
 }
 
 // firstTools is a session's first tools/list.
@@ -38,11 +63,7 @@ func firstTools(t testing.TB, s *mcp.ClientSession) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, tl := range res.Tools {
-		names = append(names, tl.Name)
-	}
-	return names
+	return namesOf(res.Tools, func(tl *mcp.Tool) string { return tl.Name })
 }
 
 type dialed struct {

@@ -196,21 +196,13 @@ func TestGatewayPromptsSeedRules(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpointOf(key)}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := mustDial(t, client, endpointOf(key), "2025-11-25", nil)
 	prompts := func() []string {
 		res, err := s.ListPrompts(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var names []string
-		for _, p := range res.Prompts {
-			names = append(names, p.Name)
-		}
-		return names
+		return namesOf(res.Prompts, func(p *mcp.Prompt) string { return p.Name })
 	}
 	waitPrompts := func(what string, cond func([]string) bool) {
 		t.Helper()
@@ -235,7 +227,7 @@ func TestGatewayPromptsSeedRules(t *testing.T) {
 	if names := prompts(); !slices.Contains(names, "a__greet") {
 		t.Fatalf("prompts must stay listed while the server is disconnected: %v", names)
 	}
-	_, err = s.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a__greet", Arguments: map[string]string{"name": "x"}})
+	_, err := s.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a__greet", Arguments: map[string]string{"name": "x"}})
 	if err == nil || !strings.Contains(err.Error(), `"a"`) {
 		t.Fatalf("prompts/get while disconnected must fail naming the server: %v", err)
 	}
@@ -256,13 +248,7 @@ func listen(t testing.TB, endpoint string) *listener {
 		LoggingMessageHandler:  func(_ context.Context, r *mcp.LoggingMessageRequest) { l.logs <- r.Params },
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { l.updates <- r.Params.URI },
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var err error
-	if l.s, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.s.Close() })
+	l.s = mustDial(t, client, endpoint, "2025-11-25", nil)
 	return l
 }
 
@@ -387,25 +373,12 @@ func TestGatewayServerRequests(t *testing.T) {
 	defer cancel()
 
 	d := directWith(t, agentClient("agent"), "a", "")
-	s, err := agentClient("agent").Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpointOf(key)}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	other, err := agentClient("other").Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpointOf(key)}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	s := mustDial(t, agentClient("agent"), endpointOf(key), "2025-11-25", nil)
+	other := mustDial(t, agentClient("other"), endpointOf(key), "2025-11-25", nil)
 
 	// A 2026-07-28 client is served statelessly: the server's input requests travel back in
 	// the call's result and the client's next call carries the answers.
-	stateless, err := agentClient("agent").Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpointOf(key),
-		HTTPClient: &http.Client{Transport: headerRT{http.Header{gateway.SessionHeader: {"server-requests"}}}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stateless.Close()
+	stateless := mustDial(t, agentClient("agent"), endpointOf(key), "", http.Header{gateway.SessionHeader: {"server-requests"}})
 
 	for _, tool := range []string{"sample", "elicit", "roots"} {
 		args := map[string]any{"text": "hi"}
