@@ -426,6 +426,12 @@ func TestCallerFor(t *testing.T) {
 	if got, err := c.callerFor(WithCaller(context.Background(), two), "x"); err != nil || got != two {
 		t.Fatalf("the caller the request came with: %v %v", got, err)
 	}
+	// roots/list with no session in flight answers with the project's own roots.
+	project := []*mcp.Root{{URI: "file:///work/shop", Name: "shop"}}
+	idle := &Conn{callers: map[Caller]int{}, opts: Options{Roots: project}}
+	if res, err := idle.roots(context.Background(), nil); err != nil || len(res.Roots) != 1 || res.Roots[0] != project[0] {
+		t.Fatalf("roots with no session: %+v %v", res, err)
+	}
 }
 
 // The allowlist checks the command as it will run: a clean path, '*' within one segment; and

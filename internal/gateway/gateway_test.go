@@ -9,8 +9,14 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
@@ -41,5 +47,50 @@ func TestSessionNamesBounded(t *testing.T) {
 	req := &mcp.InitializeRequest{Params: &mcp.InitializeParams{ClientInfo: &mcp.Implementation{Name: long, Version: "1"}}}
 	if got := clientName(req); len(got) > maxSessionName || !strings.HasPrefix(long, got) {
 		t.Errorf("client name %d bytes: %q", len(got), got)
+	}
+}
+
+// A request for a project that exists but is not set up waits for its first reconcile within
+// readyTimeout: 503 with Retry-After when it does not come; 404 at once for a project being
+// deleted; served (neither) once the reconciler sets it up meanwhile.
+func TestAwaitProject(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	objs := []client.Object{
+		&v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "slow"},
+			Spec: v1alpha1.ProjectMCPSpec{ReadyTimeout: &metav1.Duration{Duration: 200 * time.Millisecond}}},
+		&v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "later"},
+			Spec: v1alpha1.ProjectMCPSpec{ReadyTimeout: &metav1.Duration{Duration: 10 * time.Second}}},
+		&v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "going", DeletionTimestamp: &now, Finalizers: []string{"x"}}},
+	}
+	objects := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	reg := registry.New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	defer reg.Shutdown()
+	g := New(Options{Registry: reg, Objects: objects})
+	defer g.shutdown()
+	post := func(name string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/projects/ns/"+name+"/mcp", strings.NewReader("{}"))
+		r.RemoteAddr = "127.0.0.1:1234"
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, r)
+		return w
+	}
+	if w := post("slow"); w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Errorf("not set up within readyTimeout: %d (Retry-After %q), want 503 with Retry-After", w.Code, w.Header().Get("Retry-After"))
+	}
+	if w := post("going"); w.Code != http.StatusNotFound {
+		t.Errorf("a project being deleted: %d, want 404", w.Code)
+	}
+	if w := post("absent"); w.Code != http.StatusNotFound {
+		t.Errorf("a project that does not exist: %d, want 404", w.Code)
+	}
+	time.AfterFunc(100*time.Millisecond, func() {
+		reg.SetDesired(types.NamespacedName{Namespace: "ns", Name: "later"}, registry.Desired{})
+	})
+	if w := post("later"); w.Code == http.StatusNotFound || w.Code == http.StatusServiceUnavailable {
+		t.Errorf("a project set up while the request waited must be served: %d %s", w.Code, w.Body)
 	}
 }

@@ -187,6 +187,12 @@ func TestConnectTearsDownBeforeBuild(t *testing.T) {
 	lock := filepath.Join(t.TempDir(), "lock")
 	old := connectReady(t, r, "h1", withArgs(fixtureOpts("a"), "--lock", lock))
 	before := toolNames(r.Observe(key).Servers["a"].Offered())
+	// What sessions asked of the old connection is carried to the new one.
+	const readme = "fixture://fixture/readme"
+	if err := old.Subscribe(context.Background(), readme); err != nil {
+		t.Fatal(err)
+	}
+	r.SetLogLevel(context.Background(), key, "info")
 	if _, err := r.Mount(context.Background(), key, "s1", "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -205,6 +211,9 @@ func TestConnectTearsDownBeforeBuild(t *testing.T) {
 	}
 	if c := r.Await(context.Background(), key, "s1", "a"); c != repl || c.Snapshot().Phase != v1alpha1.PhaseReady {
 		t.Fatalf("a call during the swap must wait for the new connection: %v", c.Snapshot().Phase)
+	}
+	if subs, level := repl.Subscriptions(); subs[readme] != 1 || level != "info" {
+		t.Fatalf("the swap must carry subscriptions and the log level: %v %q", subs, level)
 	}
 	if got := toolNames(r.Observe(key).Servers["a"].Offered()); !slices.Equal(got, before) {
 		t.Fatalf("after the swap the same tools: %v, want %v", got, before)
