@@ -83,3 +83,21 @@ func TestReadmeGoInstall(t *testing.T) {
 		t.Errorf("README lacks %q", want)
 	}
 }
+
+// dev, run where nothing is cached and nothing can be built, fails with the same advice rather
+// than pointing at a checkout the user does not have.
+func TestDevWithoutGo(t *testing.T) {
+	t.Setenv("KUBEBUILDER_ASSETS", "")
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	t.Setenv("ENVTEST_SKIP_DOWNLOAD", "1")
+	t.Setenv("PATH", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"dev", "--project", t.TempDir()}, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr.String())
+	}
+	for _, want := range []string{"control plane: kube-apiserver and etcd v1.", "projectmcp dev: no Go toolchain", "Install Go (https://go.dev/dl/)"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr %q does not say %q", stderr.String(), want)
+		}
+	}
+}
