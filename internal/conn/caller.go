@@ -2,6 +2,8 @@ package conn
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -110,4 +112,72 @@ func (c *Conn) rootsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		params, _ := req.GetParams().(*mcp.ListRootsParams)
 		return c.roots(ctx, params)
 	}
+}
+
+// notification handles a notification a server sent on the stream of a raw request, as the
+// SDK client's handlers (connectAndServe) handle the others.
+func (c *Conn) notification(method string, params json.RawMessage) {
+	switch method {
+	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
+		c.requestRelist()
+	case "notifications/progress":
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(params, &p) == nil {
+			c.relayProgress(&p)
+		}
+	case "notifications/message":
+		var p mcp.LoggingMessageParams
+		if json.Unmarshal(params, &p) == nil {
+			c.opts.OnNotice(Notice{Log: &p})
+		}
+	case "notifications/resources/updated":
+		var p mcp.ResourceUpdatedNotificationParams
+		if json.Unmarshal(params, &p) == nil {
+			c.opts.OnNotice(Notice{ResourceUpdated: &p})
+		}
+	}
+}
+
+// serverRequest answers a request a server sent on the stream of a raw request, as the SDK
+// client's handlers (serverRequests, rootsMiddleware) answer the others; ctx carries the
+// caller of the raw request, so the request goes to exactly that session.
+func (c *Conn) serverRequest(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	var res any
+	var err error
+	switch method {
+	case "ping":
+		res = struct{}{}
+	case "sampling/createMessage":
+		var p mcp.CreateMessageParams
+		if err = json.Unmarshal(params, &p); err == nil {
+			res, err = ask(c, ctx, method, func(ctx context.Context, caller Caller) (*mcp.CreateMessageResult, error) {
+				return caller.CreateMessage(ctx, &p)
+			})
+		}
+	case "elicitation/create":
+		var p mcp.ElicitParams
+		if err = json.Unmarshal(params, &p); err == nil {
+			res, err = ask(c, ctx, method, func(ctx context.Context, caller Caller) (*mcp.ElicitResult, error) {
+				return caller.Elicit(ctx, &p)
+			})
+		}
+	case "roots/list":
+		var p mcp.ListRootsParams
+		_ = json.Unmarshal(params, &p)
+		res, err = c.roots(ctx, &p)
+	default:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("projectmcp: method %q is not offered to servers", method)}
+	}
+	if err != nil {
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) {
+			return nil, rpcErr
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: c.scrub(err.Error())}
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	return data, nil
 }

@@ -593,14 +593,11 @@ func upstreamContext(ctx context.Context) (context.Context, context.CancelFunc) 
 	if caller := callerFrom(ctx); caller != nil {
 		base = WithCaller(base, caller)
 	}
-	var cancel context.CancelFunc
-	if deadline, ok := ctx.Deadline(); ok {
-		base, cancel = context.WithDeadline(base, deadline)
-	} else {
-		base, cancel = context.WithCancel(base)
-	}
-	stop := context.AfterFunc(ctx, cancel)
-	return base, func() { stop(); cancel() }
+	// No deadline of its own: the request ends when ctx does, never before (the caller tells
+	// its own deadline from the server's failures by ctx alone).
+	out, cancel := context.WithCancelCause(base)
+	stop := context.AfterFunc(ctx, func() { cancel(ctx.Err()) }) // context.Cause tells why
+	return out, func() { stop(); cancel(context.Canceled) }
 }
 
 // callError names the server and scrubs secret values (a URL or header value may appear in

@@ -55,8 +55,8 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	// transport lives only as long as the context given to Connect.
 	timedOut := make(chan struct{})
 	timer := time.AfterFunc(c.opts.ConnectTimeout, func() { close(timedOut); cancel() })
-	w := newWire(ep.transport)
-	session, err := client.Connect(ctx, &wireTransport{inner: ep.transport, wire: w}, nil)
+	w, transport := newWire(c, ep.transport)
+	session, err := client.Connect(ctx, transport, nil)
 	if err == nil {
 		defer c.closeSession(session, ep)
 		var cat catalog
@@ -108,7 +108,7 @@ func (c *Conn) setReady(session *mcp.ClientSession, w *wire, cat catalog, pid in
 	default:
 	}
 	init := session.InitializeResult()
-	w.direct(init.ProtocolVersion)
+	w.ready(session)
 	c.mu.Lock()
 	c.session, c.wire = session, w
 	c.mu.Unlock()

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,177 +17,118 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The wire carries forwarded requests on the connection's own transport without the SDK's
-// typed client: the SDK client decodes a result into Go types (and each content item once
-// more), which the gateway would only encode again for the session. Forwarded requests go out
-// with string ids of their own ("projectmcp-<n>"), which the SDK client (integer ids) never
-// uses, and their responses are taken off the stream before the client sees them; everything
-// else (initialize, lists, pings, notifications, a server's own requests) still flows through
-// the SDK client, so the transport, the session handling and the protocol revisions stay the
-// SDK's.
+// The wire carries forwarded requests beside the SDK's client, without its typed layer: the
+// SDK client decodes a result into Go types (and each content item once more), which the
+// gateway would only encode again for the session. The SDK's connection is not wrapped (the
+// SDK keeps unexported hooks on its own connections, which a wrapper would hide); instead:
+//
+//   - stdio: raw requests are written to the server's stdin through the same locked writer
+//     the SDK writes through, with string ids of their own ("projectmcp-<n>", which the SDK's
+//     integer ids never are), and their responses are taken out of the server's output
+//     before the SDK reads it (wirestdio.go).
+//   - streamable HTTP, 2025-11-25 sessions: raw requests are POSTed by the wire itself with
+//     the SDK session's id, and the response stream is read in the caller's goroutine; what
+//     the server sends on it besides the response (progress, log messages, its own requests)
+//     is handled as the SDK client would (wirepost.go).
+//
+// Other transports and revisions (legacy SSE, stateless 2026-07-28 HTTP) answer ErrNotRaw,
+// and the caller uses the SDK's typed path.
 const wireIDPrefix = "projectmcp-"
 
-// wireTransport wraps a transport so that the Conn can send raw requests on it.
-type wireTransport struct {
-	inner mcp.Transport
-	wire  *wire
-}
-
-func (t *wireTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	transport := t.inner
-	if stdio, ok := transport.(*mcp.IOTransport); ok {
-		transport = splitStdio(t.wire, stdio)
-	}
-	inner, err := transport.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	t.wire.inner = inner
-	if t.wire.pumped != nil {
-		go t.wire.pump() // ends when the wire is closed or the connection fails
-	}
-	return t.wire, nil
-}
-
-// wire is one session's connection: the SDK client reads and writes through it, and raw
-// requests share it.
+// wire is one session's raw side.
 type wire struct {
-	inner mcp.Connection
-	next  atomic.Uint64
+	c    *Conn
+	next atomic.Uint64
 
-	// On streamable HTTP a raw request is POSTed by the wire itself (post), and what the
-	// server sends on that POST's stream besides the response (its own requests, progress,
-	// log messages) is handed to the SDK client through injected. pumped carries the inner
-	// connection's messages then, so that Read can wait for both.
-	http     *http.Client
-	url      string
-	version  atomic.Pointer[string] // the agreed protocol version, once < 2026-07-28 (see direct)
-	pumped   chan readResult
-	injected chan jsonrpc.Message
-	stop     chan struct{}
-	stopOnce sync.Once
-
+	// stdio
+	stdin   *lockedWriter
 	mu      sync.Mutex
 	pending map[string]chan *jsonrpc.Response
-	err     error // set once reading has failed: the connection is gone
-
+	err     error // set once the server's output has ended: the connection is gone
 	// meta holds the _meta members the SDK client puts into every request on a 2026-07-28
 	// session (protocol version, client info, capabilities), taken from the first request it
-	// sends: raw requests need the same, and taking them from the SDK keeps them the SDK's.
+	// writes: raw requests need the same, and taking them from the SDK keeps them the SDK's.
 	meta atomic.Pointer[[]byte]
+
+	// streamable HTTP
+	http      *http.Client
+	url       string
+	version   string        // the agreed protocol version, once Ready
+	sessionID func() string // the SDK session's id
 }
 
-type readResult struct {
-	msg jsonrpc.Message
-	err error
-}
-
-// newWire makes the wire for a transport; a streamable HTTP one gets raw POSTs of its own.
-func newWire(t mcp.Transport) *wire {
-	w := &wire{pending: map[string]chan *jsonrpc.Response{}}
-	if st, ok := t.(*mcp.StreamableClientTransport); ok {
-		w.http, w.url = st.HTTPClient, st.Endpoint
+// newWire makes the raw side of a session over transport t, and returns the transport the
+// SDK client is to connect through (for stdio: t with its output split and its input shared).
+func newWire(c *Conn, t mcp.Transport) (*wire, mcp.Transport) {
+	w := &wire{c: c, pending: map[string]chan *jsonrpc.Response{}}
+	switch t := t.(type) {
+	case *mcp.IOTransport:
+		w.stdin = &lockedWriter{w: t.Writer, wire: w}
+		return w, splitStdio(w, t)
+	case *mcp.StreamableClientTransport:
+		w.http, w.url = t.HTTPClient, t.Endpoint
 		if w.http == nil {
 			w.http = http.DefaultClient
 		}
-		w.pumped = make(chan readResult)
-		w.injected = make(chan jsonrpc.Message)
-		w.stop = make(chan struct{})
 	}
-	return w
+	return w, t
 }
 
-// pump reads the inner connection for Read until it fails or the wire is closed.
-func (w *wire) pump() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-w.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	for {
-		msg, err := w.inner.Read(ctx)
-		select {
-		case w.pumped <- readResult{msg, err}:
-		case <-w.stop:
-			return
-		}
-		if err != nil {
-			return
-		}
-	}
+// ready notes what the session agreed on, once it is Ready.
+func (w *wire) ready(s *mcp.ClientSession) {
+	w.version = s.InitializeResult().ProtocolVersion
+	w.sessionID = s.ID
 }
 
-// read returns the next message from the server.
-func (w *wire) read(ctx context.Context) (jsonrpc.Message, error) {
-	if w.pumped == nil {
-		return w.inner.Read(ctx)
-	}
-	select {
-	case r := <-w.pumped:
-		return r.msg, r.err
-	case msg := <-w.injected:
-		return msg, nil
-	case <-w.stop:
-		return nil, mcp.ErrConnectionClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+// raw reports whether requests can be sent raw on this session.
+func (w *wire) raw() bool {
+	return w.stdin != nil || (w.http != nil && w.version < "2026-07-28")
 }
 
-// Read hands the SDK client every message except the responses to raw requests.
-func (w *wire) Read(ctx context.Context) (jsonrpc.Message, error) {
-	for {
-		msg, err := w.read(ctx)
-		if err != nil {
-			w.fail(err)
-			return nil, err
-		}
-		if resp, ok := msg.(*jsonrpc.Response); ok {
-			if id, ok := resp.ID.Raw().(string); ok && strings.HasPrefix(id, wireIDPrefix) {
-				w.deliver(id, resp)
-				continue
-			}
-		}
-		return msg, nil
-	}
+// lockedWriter is the server's stdin, shared by the SDK client and raw requests: each Write is
+// one whole message, and no two interleave.
+type lockedWriter struct {
+	mu   sync.Mutex
+	w    io.WriteCloser
+	wire *wire
 }
 
-// Write passes the SDK client's messages on, noting the per-request _meta of its first request.
-func (w *wire) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if w.meta.Load() == nil {
-		// Not the handshake: server/discover carries the newest version whatever is then agreed.
-		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && req.Method != "initialize" && req.Method != "server/discover" {
-			w.noteMeta(req.Params)
-		}
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	if l.wire.meta.Load() == nil {
+		l.wire.noteMeta(p)
 	}
-	return w.inner.Write(ctx, msg)
+	return l.write(p)
 }
 
-func (w *wire) Close() error {
-	if w.stop != nil {
-		w.stopOnce.Do(func() { close(w.stop) })
-	}
-	return w.inner.Close()
+func (l *lockedWriter) write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
-func (w *wire) SessionID() string { return w.inner.SessionID() }
+
+func (l *lockedWriter) Close() error { return l.w.Close() }
 
 // sessionMetaKeys are the _meta members a 2026-07-28 client sends with every request.
 var sessionMetaKeys = []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientInfo, mcp.MetaKeyClientCapabilities}
 
-func (w *wire) noteMeta(params json.RawMessage) {
-	var p struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
+// noteMeta takes the session's _meta members from the SDK client's first request after the
+// handshake (server/discover carries the newest version whatever is then agreed).
+func (w *wire) noteMeta(line []byte) {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &msg) != nil || len(msg.ID) == 0 || msg.Method == "" ||
+		msg.Method == "initialize" || msg.Method == "server/discover" {
+		return
 	}
 	members := []byte{}
-	if json.Unmarshal(params, &p) == nil {
-		for _, k := range sessionMetaKeys {
-			if v, ok := p.Meta[k]; ok {
-				members = appendMember(members, k, v)
-			}
+	for _, k := range sessionMetaKeys {
+		if v, ok := msg.Params.Meta[k]; ok {
+			members = appendMember(members, k, v)
 		}
 	}
 	w.meta.Store(&members)
@@ -203,6 +144,38 @@ func appendMember(dst []byte, key string, value json.RawMessage) []byte {
 	return append(dst, value...)
 }
 
+// request encodes a JSON-RPC request (or, with id "", a notification) with raw params.
+func request(id, method string, params []byte) []byte {
+	b := make([]byte, 0, len(params)+len(id)+len(method)+48)
+	b = append(b, `{"jsonrpc":"2.0",`...)
+	if id != "" {
+		b = append(b, `"id":`...)
+		b = appendQuoted(b, id)
+		b = append(b, ',')
+	}
+	b = append(b, `"method":`...)
+	b = appendQuoted(b, method)
+	b = append(b, `,"params":`...)
+	b = append(b, params...)
+	return append(b, '}')
+}
+
+// params makes a params object of members and _meta members.
+func params(members, meta []byte) []byte {
+	p := make([]byte, 0, len(members)+len(meta)+16)
+	p = append(p, '{')
+	p = append(p, members...)
+	if len(meta) > 0 {
+		if len(members) > 0 {
+			p = append(p, ',')
+		}
+		p = append(p, `"_meta":{`...)
+		p = append(p, meta...)
+		p = append(p, '}')
+	}
+	return append(p, '}')
+}
+
 func (w *wire) deliver(id string, resp *jsonrpc.Response) {
 	w.mu.Lock()
 	ch := w.pending[id]
@@ -211,9 +184,10 @@ func (w *wire) deliver(id string, resp *jsonrpc.Response) {
 	if ch != nil {
 		ch <- resp // buffered: never blocks the reader
 	}
-	// A response nobody waits for (the request was cancelled) is dropped.
+	// A response nobody waits for (the request was cancelled, or never sent) is dropped.
 }
 
+// fail ends every raw request waiting on stdio: the server's output has ended.
 func (w *wire) fail(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -226,11 +200,13 @@ func (w *wire) fail(err error) {
 	}
 }
 
-// call sends one request with params given as the members of its params object (without
-// braces; _meta members appended here) and waits for its result. When ctx ends first, the
-// server is told with notifications/cancelled.
-func (w *wire) call(ctx context.Context, method string, members []byte, meta []byte) (json.RawMessage, error) {
+// call sends one request, params given as members without braces plus _meta members, and
+// waits for its result.
+func (w *wire) call(ctx context.Context, method string, members, meta []byte) (json.RawMessage, error) {
 	id := wireIDPrefix + strconv.FormatUint(w.next.Add(1), 10)
+	if w.stdin == nil {
+		return w.post(ctx, id, method, params(members, meta))
+	}
 	ch := make(chan *jsonrpc.Response, 1)
 	w.mu.Lock()
 	if w.err != nil {
@@ -240,27 +216,10 @@ func (w *wire) call(ctx context.Context, method string, members []byte, meta []b
 	}
 	w.pending[id] = ch
 	w.mu.Unlock()
-
-	params := make([]byte, 0, len(members)+len(meta)+16)
-	params = append(params, '{')
-	params = append(params, members...)
-	if len(meta) > 0 {
-		if len(members) > 0 {
-			params = append(params, ',')
-		}
-		params = append(params, `"_meta":{`...)
-		params = append(params, meta...)
-		params = append(params, '}')
-	}
-	params = append(params, '}')
-	if v := w.version.Load(); v != nil {
-		w.forget(id) // post reads its own response
-		return w.post(ctx, *v, id, method, params)
-	}
-	rid, _ := jsonrpc.MakeID(id)
-	if err := w.inner.Write(ctx, &jsonrpc.Request{ID: rid, Method: method, Params: params}); err != nil {
+	line := append(request(id, method, params(members, meta)), '\n')
+	if _, err := w.stdin.write(line); err != nil {
 		w.forget(id)
-		return nil, err
+		return nil, fmt.Errorf("%w: writing to the server: %w", mcp.ErrConnectionClosed, err)
 	}
 	select {
 	case resp, ok := <-ch:
@@ -280,7 +239,7 @@ func (w *wire) call(ctx context.Context, method string, members []byte, meta []b
 	case <-ctx.Done():
 		w.forget(id)
 		w.cancel(id, ctx.Err())
-		return nil, ctx.Err()
+		return nil, context.Cause(ctx)
 	}
 }
 
@@ -292,14 +251,22 @@ func (w *wire) forget(id string) {
 
 // cancel tells the server a raw request is abandoned, as the SDK client does for its own.
 func (w *wire) cancel(id string, why error) {
-	params, _ := json.Marshal(map[string]any{"requestId": id, "reason": why.Error()})
+	p, _ := json.Marshal(map[string]any{"requestId": id, "reason": why.Error()})
+	if w.stdin != nil {
+		_, _ = w.stdin.write(append(request("", "notifications/cancelled", p), '\n'))
+		return
+	}
 	ctx, stop := context.WithTimeout(context.Background(), cancelNoticeTimeout)
 	defer stop()
-	_ = w.inner.Write(ctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: params})
+	w.send(ctx, request("", "notifications/cancelled", p))
 }
 
 // cancelNoticeTimeout bounds sending notifications/cancelled for an abandoned raw request.
 const cancelNoticeTimeout = 5 * time.Second
+
+// ErrNotRaw is Forward's answer, before anything is sent, on a session it cannot send raw
+// requests on (legacy SSE, stateless 2026-07-28 HTTP): the caller uses the typed path.
+var ErrNotRaw = errors.New("the connection takes no raw requests")
 
 // ErrOtherRevision is Forward's answer, before anything is sent, when the server speaks
 // another protocol revision than the one the caller can take results in.
@@ -327,7 +294,8 @@ type RawResult = json.RawMessage
 // forgot the session). members are the request's params members without braces, e.g.
 // `"name":"echo","arguments":{}`; Forward adds the _meta the session needs (2026-07-28 request
 // metadata, the log level, the progress token when onProgress is not nil). A connection that
-// speaks another revision than rev sends nothing and answers ErrOtherRevision.
+// speaks another revision than rev sends nothing and answers ErrOtherRevision; one that takes
+// no raw requests, ErrNotRaw.
 func (c *Conn) Forward(ctx context.Context, method string, members []byte, onProgress func(*mcp.ProgressNotificationParams), rev Revision) (RawResult, error) {
 	var meta []byte
 	if onProgress != nil {
@@ -355,6 +323,9 @@ func (c *Conn) Forward(ctx context.Context, method string, members []byte, onPro
 		}
 		if !rev.admits(s.InitializeResult().ProtocolVersion) {
 			return nil, ErrOtherRevision
+		}
+		if !w.raw() {
+			return nil, ErrNotRaw
 		}
 		m := meta
 		if sm := w.meta.Load(); sm != nil && len(*sm) > 0 {

@@ -55,24 +55,31 @@ func TestForwardEveryTransport(t *testing.T) {
 	cases := map[string]struct {
 		server func(t *testing.T) v1alpha1.MCPServer
 		newest bool // the server speaks 2026-07-28
+		raw    bool // requests can go raw (else ErrNotRaw, and the typed path is used)
 	}{
-		"stdio 2025-11-25": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s", "--protocol", "2025-11-25") }, false},
-		"stdio 2026-07-28": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s") }, true},
+		"stdio 2025-11-25": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s", "--protocol", "2025-11-25") }, false, true},
+		"stdio 2026-07-28": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s") }, true, true},
 		"streamable stateful": {func(t *testing.T) v1alpha1.MCPServer {
 			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t) + "/mcp"}}
-		}, false},
+		}, false, true},
 		"streamable stateless": {func(t *testing.T) v1alpha1.MCPServer {
 			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--stateless") + "/mcp"}}
-		}, true},
+		}, true, false},
 		"legacy SSE": {func(t *testing.T) v1alpha1.MCPServer {
 			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--sse") + "/sse", Transport: v1alpha1.TransportSSE}}
-		}, false},
+		}, false, false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			c := start(t, Options{Server: tc.server(t)})
 			waitPhase(t, c, v1alpha1.PhaseReady)
 			res, err := forwardEcho(t, c, "raw", AnyRevision)
+			if !tc.raw {
+				if !errors.Is(err, ErrNotRaw) {
+					t.Fatalf("a connection that takes no raw requests: %v", err)
+				}
+				return
+			}
 			if err != nil || textOf(res) != "raw" || res.IsError {
 				t.Fatalf("forwarded echo: %+v %v", res, err)
 			}

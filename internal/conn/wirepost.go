@@ -20,54 +20,22 @@ import (
 // instead of being read into the controller's memory, which every project shares.
 var MaxMessageBytes int64 = 64 << 20
 
-// direct lets raw requests be POSTed by the wire itself once the session agreed on a
-// 2025-11-25 (or older) revision over streamable HTTP. The SDK's client would read the
-// response on a goroutine of its own, decode it into a message and pass it through two
-// channels before the caller sees it; reading it in the caller's goroutine saves those hand-
-// offs and the decode. 2026-07-28 requests stay on the SDK's transport, which sets the
-// per-request headers that revision defines.
-func (w *wire) direct(version string) {
-	if w.http == nil || version == "" || version >= "2026-07-28" {
-		return
-	}
-	w.version.Store(&version)
-}
-
 // post sends one raw request on its own POST and reads its response: JSON, or an event
-// stream whose other messages (the server's own requests, notifications) go to the SDK
-// client as if they had come on its own streams.
-func (w *wire) post(ctx context.Context, version, id, method string, params json.RawMessage) (json.RawMessage, error) {
-	body := make([]byte, 0, len(params)+len(id)+len(method)+48)
-	body = append(body, `{"jsonrpc":"2.0","id":`...)
-	body = appendQuoted(body, id)
-	body = append(body, `,"method":`...)
-	body = appendQuoted(body, method)
-	body = append(body, `,"params":`...)
-	body = append(body, params...)
-	body = append(body, '}')
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+// stream whose other messages (the server's own requests, notifications) are handled as the
+// SDK client would handle them.
+func (w *wire) post(ctx context.Context, id, method string, params json.RawMessage) (json.RawMessage, error) {
+	resp, err := w.do(ctx, request(id, method, params))
 	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", version)
-	sid := w.inner.SessionID()
-	if sid != "" {
-		req.Header.Set("Mcp-Session-Id", sid)
-	}
-	resp, err := w.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil { // abandoned before the server answered (it may send nothing until the result)
 			w.cancel(id, ctx.Err())
-			return nil, ctx.Err()
+			return nil, context.Cause(ctx)
 		}
 		return nil, fmt.Errorf("sending %q: %w", method, err)
 	}
 	defer resp.Body.Close()
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
-	case resp.StatusCode == http.StatusNotFound && sid != "":
+	case resp.StatusCode == http.StatusNotFound && w.sessionID() != "":
 		return nil, fmt.Errorf("sending %q: the server no longer knows the session: %w", method, mcp.ErrSessionMissing)
 	case resp.StatusCode < 200 || resp.StatusCode >= 300:
 		// A JSON-RPC error in the body is the server's answer; any other body is not
@@ -90,16 +58,44 @@ func (w *wire) post(ctx context.Context, version, id, method string, params json
 			// The server ends the stream right after the response; reading to its end lets
 			// the HTTP client keep the TCP connection for the next request.
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainBytes))
+		} else if ctx.Err() != nil {
+			w.cancel(id, ctx.Err())
 		}
 		return res, err
 	}
 	return nil, fmt.Errorf("sending %q: the server answered with content type %s, not JSON or an event stream", method, orNone(ct))
 }
 
+// do POSTs one message with the session's headers.
+func (w *wire) do(ctx context.Context, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", w.version)
+	if sid := w.sessionID(); sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	return w.http.Do(req)
+}
+
+// send POSTs a notification or a response, whose answer is only a status.
+func (w *wire) send(ctx context.Context, body []byte) {
+	resp, err := w.do(ctx, body)
+	if err != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainBytes))
+	resp.Body.Close()
+}
+
 // wireResponse is a response as the wire reads it: the result stays raw.
 type wireResponse struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
 	Result json.RawMessage `json:"result"`
 	Error  *jsonrpc.Error  `json:"error"`
 }
@@ -167,8 +163,7 @@ func (w *wire) readStream(ctx context.Context, body io.Reader, id string) (json.
 			return nil, tooLarge()
 		}
 		if ctx.Err() != nil {
-			w.cancel(id, ctx.Err())
-			return nil, ctx.Err()
+			return nil, context.Cause(ctx)
 		}
 		return nil, fmt.Errorf("reading the server's event stream: %w", err)
 	}
@@ -181,19 +176,29 @@ func (w *wire) event(ctx context.Context, data []byte, id string) (json.RawMessa
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, true, fmt.Errorf("the server sent an event that is not JSON-RPC: %v", err)
 	}
-	if r.Method == "" && sameID(r.ID, id) {
-		res, err := r.result()
-		return res, true, err
+	if r.Method == "" {
+		if sameID(r.ID, id) {
+			res, err := r.result()
+			return res, true, err
+		}
+		return nil, false, nil // a response to nothing this stream asked: dropped
 	}
-	msg, err := jsonrpc.DecodeMessage(data)
-	if err != nil {
-		return nil, true, fmt.Errorf("the server sent an event that is not JSON-RPC: %v", err)
+	if len(r.ID) == 0 {
+		w.c.notification(r.Method, r.Params)
+		return nil, false, nil
 	}
-	select {
-	case w.injected <- msg:
-	case <-ctx.Done():
-	case <-w.stop:
+	// The server asks something of the session while the call runs; the server waits for the
+	// answer before going on with the call.
+	result, rpcErr := w.c.serverRequest(ctx, r.Method, r.Params)
+	answer := []byte(`{"jsonrpc":"2.0","id":`)
+	answer = append(answer, r.ID...)
+	if rpcErr != nil {
+		e, _ := json.Marshal(rpcErr)
+		answer = append(append(answer, `,"error":`...), e...)
+	} else {
+		answer = append(append(answer, `,"result":`...), result...)
 	}
+	w.send(ctx, append(answer, '}'))
 	return nil, false, nil
 }
 
@@ -202,6 +207,7 @@ func sameID(raw json.RawMessage, id string) bool {
 	return json.Unmarshal(raw, &s) == nil && s == id
 }
 
+// appendQuoted appends s as a JSON string.
 func appendQuoted(dst []byte, s string) []byte {
 	q, _ := json.Marshal(s)
 	return append(dst, q...)

@@ -17,11 +17,12 @@ import (
 // to its caller with the result still raw, and passes every other line on unchanged to the
 // SDK, which keeps its own framing rules (batches, line limits).
 
-// splitStdio returns the transport the SDK connects through: t with its output split first.
+// splitStdio returns the transport the SDK connects through: t with its output split first
+// and its input shared with raw requests.
 func splitStdio(w *wire, t *mcp.IOTransport) *mcp.IOTransport {
 	pr, pw := io.Pipe()
 	go w.split(t.Reader, pw) // ends when the server's output ends or the SDK side closes
-	return &mcp.IOTransport{Reader: pr, Writer: t.Writer, MaxLineLength: t.MaxLineLength}
+	return &mcp.IOTransport{Reader: pr, Writer: w.stdin, MaxLineLength: t.MaxLineLength}
 }
 
 // split copies the server's output to the SDK's connection, minus the raw responses.

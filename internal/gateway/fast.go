@@ -264,7 +264,9 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	switch {
 	case errors.Is(err, conn.ErrOtherRevision) && stream == nil:
 		return pathRevision // nothing was sent: the SDK translates between the revisions
-	case errors.Is(err, conn.ErrOtherRevision): // only after a progress event: nothing was sent
+	case errors.Is(err, conn.ErrNotRaw) && stream == nil:
+		return pathSDK // nothing was sent: the connection takes typed requests only
+	case errors.Is(err, conn.ErrOtherRevision), errors.Is(err, conn.ErrNotRaw): // only after a progress event: nothing was sent
 		res, _ = json.Marshal(errorResult("projectmcp: the server changed protocol revision during the call; call again"))
 	case err == nil:
 	case errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil:
