@@ -7,7 +7,7 @@ GO ?= go
 FUZZTIME ?= 10s
 CONTROLLER_GEN := $(GO) tool controller-gen
 
-.PHONY: all build test unit envtest manifests generate verify vet fmt fuzz render clean bench dev
+.PHONY: all build test unit envtest manifests generate verify vet fmt fuzz render clean bench dev docs
 
 all: build
 
@@ -16,14 +16,19 @@ build:
 	$(GO) build -o bin/projectmcp ./cmd/projectmcp
 
 ## dev: run projectmcp locally for PROJECT (default: the bundled example): a local control
-## plane, the controller, the gateway and the mirror; Ctrl-C stops everything
+## plane, the controller, the gateway and the mirror; Ctrl-C stops everything and make exits 0.
+## The binary runs directly, not under `go run`, which exits 1 whenever it sees SIGINT.
 PROJECT ?= examples/demo
-dev:
-	$(GO) run ./cmd/projectmcp dev --project $(PROJECT)
+dev: build
+	bin/projectmcp dev --project $(PROJECT)
 
 ## render: print the ProjectMCP for the bundled example config
 render:
 	$(GO) run ./cmd/projectmcp render examples/demo/.dsh/mcp.json
+
+## docs: the command reference (docs/cli and the README's command table) from the command tree
+docs:
+	$(GO) test ./cmd/projectmcp -run '^TestCLIReference$$' -count=1 -update
 
 ## generate: deepcopy functions from the API types
 generate:
