@@ -11,9 +11,10 @@ CONTROLLER_GEN := $(GO) tool controller-gen
 
 all: build
 
-## build: compile bin/projectmcp
+## build: compile bin/projectmcp, stamped with the commit it was built from when git knows it
+## (`projectmcp version`; -buildvcs=auto wins over a GOFLAGS=-buildvcs=false)
 build:
-	$(GO) build -o bin/projectmcp ./cmd/projectmcp
+	$(GO) build -buildvcs=auto -o bin/projectmcp ./cmd/projectmcp
 
 ## dev: run projectmcp locally for PROJECT (default: the bundled example): a local control
 ## plane, the controller, the gateway and the mirror; Ctrl-C stops everything and make exits 0.

@@ -23,11 +23,11 @@ type versionInfo struct {
 	MCPSDK     string   // the MCP Go SDK's module version
 }
 
-func readVersion() versionInfo {
+// readVersion reads the running binary's build information (nil when it has none).
+func readVersion(info *debug.BuildInfo) versionInfo {
 	v := versionInfo{Version: "unknown", Commit: "unknown", Go: runtime.Version(), Kubernetes: "unknown",
 		MCP: mcp.SupportedProtocolVersions(), MCPSDK: "unknown"}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
+	if info == nil {
 		return v
 	}
 	v.Version = info.Main.Version
@@ -67,7 +67,8 @@ was built from (when the build recorded it), the Go version, the Kubernetes API 
 was built against, and the MCP protocol revisions its SDK speaks, newest first.`,
 		Example: `  projectmcp version`,
 		RunE: func(*cobra.Command, []string) error {
-			v := readVersion()
+			info, _ := debug.ReadBuildInfo()
+			v := readVersion(info)
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "projectmcp:\t%s\n", v.Version)
 			fmt.Fprintf(tw, "commit:\t%s\n", v.Commit)
