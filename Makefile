@@ -17,7 +17,8 @@ build:
 	$(GO) build -buildvcs=auto -o bin/projectmcp ./cmd/projectmcp
 
 ## dev: run projectmcp locally for PROJECT (default: the bundled example): a local control
-## plane, the controller, the gateway and the mirror; Ctrl-C stops everything and make exits 0.
+## plane, the controller, the gateway and the mirror; Ctrl-C stops everything and projectmcp
+## exits 0, so make reports no error.
 ## The binary runs directly, not under `go run`, which exits 1 whenever it sees SIGINT.
 PROJECT ?= examples/demo
 dev: build

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -141,5 +143,43 @@ func TestVersionCommit(t *testing.T) {
 	}
 	if v := readVersion(nil); v.Version != "unknown" || v.Commit != "unknown" || len(v.MCP) == 0 {
 		t.Fatalf("no build information: %+v", v)
+	}
+}
+
+// -v and the zap flags decide what is logged: dev is quiet unless asked, -vv adds debug
+// levels, an explicit --zap-log-level wins over -v.
+func TestVerbosity(t *testing.T) {
+	cases := []struct {
+		args       []string
+		quiet      bool
+		info, dbg1 bool
+	}{
+		{nil, true, false, false},
+		{[]string{"-v"}, true, true, false},
+		{[]string{"-vv"}, true, true, true},
+		{[]string{"--zap-log-level=info"}, true, true, false},
+		{nil, false, true, false},
+		{[]string{"-vv"}, false, true, true},
+		{[]string{"-vvv", "--zap-log-level=error"}, false, false, false},
+	}
+	for _, c := range cases {
+		var g globalFlags
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		g.bind(fs)
+		f := defaultControllerFlags()
+		f.bind(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		log := g.logger(&f.zap, fs, &buf, c.quiet)
+		log.Info("info line")
+		log.V(1).Info("debug line")
+		if got := strings.Contains(buf.String(), "info line"); got != c.info {
+			t.Errorf("%v quiet=%v: info logged %v, want %v", c.args, c.quiet, got, c.info)
+		}
+		if got := strings.Contains(buf.String(), "debug line"); got != c.dbg1 {
+			t.Errorf("%v quiet=%v: V(1) logged %v, want %v", c.args, c.quiet, got, c.dbg1)
+		}
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
@@ -83,22 +85,27 @@ func refuse(cmd *cobra.Command, flag, why string) error {
 	return nil
 }
 
-// setupLogging sets the process's logger from the zap flags (opts, parsed from fs; fs may lack
-// them) and -v: -vv and more lower the level to debug unless --zap-log-level says otherwise.
-// With quiet (dev) nothing is logged unless -v or a --zap-* flag asks for it.
+// setupLogging sets the process's logger (see logger).
 func (g *globalFlags) setupLogging(opts *zap.Options, fs *pflag.FlagSet, stderr io.Writer, quiet bool) {
+	ctrl.SetLogger(g.logger(opts, fs, stderr, quiet))
+}
+
+// logger is built from the zap flags (opts, parsed from fs; fs may lack them) and -v: -vv and
+// more lower the level to debug unless --zap-log-level says otherwise. With quiet (dev) nothing
+// is logged unless -v or a --zap-* flag asks for it.
+func (g *globalFlags) logger(opts *zap.Options, fs *pflag.FlagSet, stderr io.Writer, quiet bool) logr.Logger {
 	opts.DestWriter = stderr
 	if g.verbose >= 2 && !fs.Changed("zap-log-level") {
 		opts.Level = zapcore.Level(-(g.verbose - 1))
 	}
 	if quiet && g.verbose == 0 {
 		asked := false
-		fs.Visit(func(f *pflag.Flag) { asked = asked || len(f.Name) > 4 && f.Name[:4] == "zap-" })
+		fs.Visit(func(f *pflag.Flag) { asked = asked || strings.HasPrefix(f.Name, "zap-") })
 		if !asked {
 			opts.DestWriter = io.Discard
 		}
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(opts)))
+	return zap.New(zap.UseFlagOptions(opts))
 }
 
 // untilSignal is a context that ends at SIGINT or SIGTERM: the long-running commands stop

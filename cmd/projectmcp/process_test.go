@@ -34,10 +34,16 @@ type mainProcess struct {
 // other such as make) in dir with extra environment; the process group is killed at cleanup.
 func startMain(t *testing.T, dir string, env []string, argv ...string) *mainProcess {
 	t.Helper()
+	return startMainEnv(t, dir, append(append(os.Environ(), mainEnvVar+"=1"), env...), argv...)
+}
+
+// startMainEnv is startMain with the whole environment given.
+func startMainEnv(t *testing.T, dir string, env []string, argv ...string) *mainProcess {
+	t.Helper()
 	p := &mainProcess{exited: make(chan struct{})}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Dir = dir
-	p.cmd.Env = append(append(os.Environ(), mainEnvVar+"=1"), env...)
+	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
