@@ -29,6 +29,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/controllers"
+	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/registry"
@@ -52,6 +53,7 @@ type controllerFlags struct {
 	statelessIdle  time.Duration
 	maxBodyBytes   int64
 	callTimeout    time.Duration
+	maxMessage     int64
 	allowCommands  []string
 	allowAny       bool
 	zap            zap.Options
@@ -72,6 +74,7 @@ func defaultControllerFlags() controllerFlags {
 		statelessIdle:  10 * time.Minute,
 		maxBodyBytes:   4 << 20,
 		callTimeout:    30 * time.Minute,
+		maxMessage:     64 << 20,
 		// Outside a cluster the controller runs as the user, with the user's commands.
 		allowAny: !runningInCluster(),
 	}
@@ -95,6 +98,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.DurationVar(&f.statelessIdle, "stateless-session-idle", f.statelessIdle, "release a stateless (2026-07-28) session that sent no request for this long")
 	all.Int64Var(&f.maxBodyBytes, "max-request-bytes", f.maxBodyBytes, "largest request body the gateway accepts")
 	all.DurationVar(&f.callTimeout, "call-timeout", f.callTimeout, `bound on one forwarded request (a tool call, a prompt, a read); "0" means none`)
+	all.Int64Var(&f.maxMessage, "max-message-bytes", f.maxMessage, "largest message a server may send in answer to a forwarded call; a larger one fails that call only (0: the default)")
 	all.StringArrayVar(&f.allowCommands, "allow-command", f.allowCommands, "glob of a stdio command servers may run (repeatable); with none, stdio servers are refused in a cluster")
 	all.BoolVar(&f.allowAny, "allow-any-command", f.allowAny, "run any stdio command (the default outside a cluster, where the controller runs as the user)")
 	zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
@@ -231,6 +235,9 @@ func (f *controllerFlags) commandAllowlist() []string {
 
 // gateway builds the per-project MCP endpoint server from the flags.
 func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *registry.Registry, bound string) (*gateway.Gateway, error) {
+	if f.maxMessage > 0 {
+		conn.MaxMessageBytes = f.maxMessage // one process, one bound: set before any connection reads
+	}
 	opts := gateway.Options{
 		Registry: reg, BaseURL: f.gatewayURL, SessionTimeout: f.sessionTimeout,
 		StatelessIdle: f.statelessIdle, MaxBodyBytes: f.maxBodyBytes, CallTimeout: f.callTimeout, Log: ctrl.Log.WithName("gateway"),

@@ -99,7 +99,7 @@ func dev(ctx context.Context, projectDir, dataDir string, f *controllerFlags, st
 	}
 
 	fmt.Fprintln(stderr, "Starting a local control plane (kube-apiserver and etcd)...")
-	assets, err := controlplane.FindAssets()
+	assets, err := controlplane.Ensure(ctx, controlplane.Options{Progress: stderr})
 	if err != nil {
 		return err
 	}

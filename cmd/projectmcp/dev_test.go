@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +29,7 @@ func TestDevEndToEnd(t *testing.T) {
 	requireFreePorts(t, "127.0.0.1:8484")
 	sh := newReadmeShell(t, "")
 	// The shell's home is a temporary folder: dev finds the cached kube-apiserver through this.
-	assets, err := controlplane.FindAssets()
+	assets, err := controlplane.Ensure(context.Background(), controlplane.Options{Progress: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestDevEndToEnd(t *testing.T) {
 	}
 	write(map[string]any{"a": server("a")})
 
-	dev := startShell(t, sh, "src/shop", readmeDevLine)
+	dev := startShell(t, sh, "", readmeDevLine)
 	dev.waitFor(t, 3*time.Minute, "Press Ctrl-C to stop.")
 	var kubeconfig, endpoint string
 	for _, line := range strings.Split(dev.out.String(), "\n") {
@@ -164,7 +165,7 @@ func TestMakeDev(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Fatal("make is needed")
 	}
-	assets, err := controlplane.FindAssets()
+	assets, err := controlplane.Ensure(context.Background(), controlplane.Options{Progress: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

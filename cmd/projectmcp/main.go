@@ -121,6 +121,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newStatusCmd(g, stdout),
 		newReconnectCmd(g, stdout),
 		newRenderCmd(g, stdout),
+		newEnvtestCmd(stdout, stderr),
 		newVersionCmd(stdout),
 		newCompletionCmd(root, stdout),
 	)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,7 +28,7 @@ import (
 
 // The quick start's lines, run by TestDevEndToEnd against `projectmcp dev` itself.
 const (
-	readmeDevLine     = "projectmcp dev"
+	readmeDevLine     = "cd ~/src/shop && projectmcp dev   # serves the servers in ./.dsh/mcp.json"
 	readmeConnectLine = "projectmcp connect --write"
 )
 
@@ -38,9 +39,9 @@ type readmeExample struct {
 	output []string
 }
 
-// readmeExamples lists the lines of ```sh and ```console blocks that run projectmcp: those
-// starting with "projectmcp " (in a console block, after the "$ " prompt) or sourcing its
-// output.
+// readmeExamples lists the lines of ```sh and ```console blocks (in a console block, those
+// after the "$ " prompt) that run projectmcp: where it is the command, at the start, after
+// "&&", ";" or "|", or inside "$(...)" or "<(...)".
 func readmeExamples(text string) []readmeExample {
 	var out []readmeExample
 	var cur *readmeExample
@@ -66,7 +67,7 @@ func readmeExamples(text string) []readmeExample {
 		cmd, prompted := strings.CutPrefix(trimmed, "$ ")
 		isCommand := prompted || lang == "sh"
 		switch {
-		case isCommand && (strings.HasPrefix(cmd, "projectmcp ") || strings.Contains(cmd, "<(projectmcp ")):
+		case isCommand && runsProjectmcp.MatchString(cmd):
 			out = append(out, readmeExample{line: cmd})
 			cur = &out[len(out)-1]
 		case isCommand:
@@ -77,6 +78,8 @@ func readmeExamples(text string) []readmeExample {
 	}
 	return out
 }
+
+var runsProjectmcp = regexp.MustCompile(`(^|&&|;|\||\$\(|<\()\s*projectmcp(\s|$)`)
 
 // readmeShell runs README lines as a user's shell would.
 type readmeShell struct {
