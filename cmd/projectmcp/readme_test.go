@@ -444,3 +444,24 @@ func TestReadmeTableParser(t *testing.T) {
 		}
 	}
 }
+
+// The README's exit code table gives the codes run returns, each for what it means.
+func TestReadmeExitCodes(t *testing.T) {
+	want := map[string]string{strconv.Itoa(exitOK): "success", strconv.Itoa(exitFailure): "failed", strconv.Itoa(exitUsage): "usage error"}
+	seen := 0
+	for _, tbl := range readmeTables(readme(t)) {
+		if len(tbl.header) < 2 || tbl.header[0] != "code" {
+			continue
+		}
+		for _, row := range tbl.rows {
+			code := strings.Trim(row[0], "`")
+			if w, ok := want[code]; !ok || !strings.Contains(row[1], w) {
+				t.Errorf("README.md:%d: exit code %s, %q: the code's meaning is %q", tbl.line, code, row[1], w)
+			}
+			seen++
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("README.md's exit code table has %d rows, want %d", seen, len(want))
+	}
+}
