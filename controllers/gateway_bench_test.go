@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -54,6 +55,20 @@ func BenchmarkGatewayCallOverhead(b *testing.B) {
 	}})
 	waitStatus(b, key, 30*time.Second, "Ready", isReady)
 	measureOverhead(b, connectURL(b, url), connectAgent(b, key, "2025-11-25", nil).session, connectURL(b, bareProxy(b, url)))
+}
+
+// BenchmarkGatewayCallOverheadStateless is BenchmarkGatewayCallOverhead for 2026-07-28: a
+// stateless client calling a stateless fixture directly, and through the gateway (whose
+// stateless sessions are served by the SDK throughout).
+func BenchmarkGatewayCallOverheadStateless(b *testing.B) {
+	url := fixture.StartHTTP(b, "--stateless") + "/mcp"
+	ns := newNamespace(b)
+	key := create(b, ns, "overhead-stateless", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},
+	}})
+	waitStatus(b, key, 30*time.Second, "Ready", isReady)
+	direct := mustDial(b, mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil), url, "", nil)
+	measureOverhead(b, direct, connectAgent(b, key, "", http.Header{gateway.SessionHeader: {"bench"}}).session, nil)
 }
 
 // bareProxy puts a plain reverse proxy (the standard library's, nothing MCP about it) in front

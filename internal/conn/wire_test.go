@@ -174,3 +174,43 @@ func TestForwardHTTPErrorsAndSessionLoss(t *testing.T) {
 	}
 	front.CloseClientConnections()
 }
+
+// silentCaller is a session that never answers a server's request.
+type silentCaller struct{}
+
+func (silentCaller) CreateMessage(ctx context.Context, _ *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (silentCaller) Elicit(ctx context.Context, _ *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (silentCaller) ListRoots(ctx context.Context, _ *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A session that never answers the server's elicitation costs the server an error after
+// ServerRequestTimeout, and the call ends; the connection goes on.
+func TestServerRequestToSilentSessionIsBounded(t *testing.T) {
+	defer func(old time.Duration) { ServerRequestTimeout = old }(ServerRequestTimeout)
+	ServerRequestTimeout = 500 * time.Millisecond
+	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t) + "/mcp"}}})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	ctx, cancel := context.WithTimeout(WithCaller(context.Background(), silentCaller{}), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	raw, err := c.Forward(ctx, "tools/call", []byte(`"name":"elicit","arguments":{"text":"hi"}`), nil, true)
+	if ctx.Err() != nil {
+		t.Fatalf("the call must end when the server's request times out, not after %s", time.Since(start))
+	}
+	if err == nil && !bytes.Contains(raw, []byte(`"isError":true`)) {
+		t.Fatalf("an unanswered elicitation must fail the call: %s", raw)
+	}
+	if res, err := forwardEcho(t, c, "after", true); err != nil || textOf(res) != "after" {
+		t.Fatalf("the connection must go on: %v", err)
+	}
+}
