@@ -11,23 +11,30 @@ CONTROLLER_GEN := $(GO) tool controller-gen
 # stops them instead of running the tests with an empty KUBEBUILDER_ASSETS.
 ENVTEST_ASSETS := $(GO) run ./cmd/projectmcp envtest --print-path
 
-.PHONY: all build test test-install unit envtest manifests generate verify vet fmt fuzz render clean bench dev
+.PHONY: all build test test-install unit envtest manifests generate verify vet fmt fuzz render clean bench dev docs
 
 all: build
 
-## build: compile bin/projectmcp
+## build: compile bin/projectmcp, stamped with the commit it was built from when git knows it
+## (`projectmcp version`; -buildvcs=auto wins over a GOFLAGS=-buildvcs=false)
 build:
-	$(GO) build -o bin/projectmcp ./cmd/projectmcp
+	$(GO) build -buildvcs=auto -o bin/projectmcp ./cmd/projectmcp
 
 ## dev: run projectmcp locally for PROJECT (default: the bundled example): a local control
-## plane, the controller, the gateway and the mirror; Ctrl-C stops everything
+## plane, the controller, the gateway and the mirror; Ctrl-C stops everything and projectmcp
+## exits 0, so make reports no error.
+## The binary runs directly, not under `go run`, which exits 1 whenever it sees SIGINT.
 PROJECT ?= examples/demo
-dev:
-	$(GO) run ./cmd/projectmcp dev --project $(PROJECT)
+dev: build
+	bin/projectmcp dev --project $(PROJECT)
 
 ## render: print the ProjectMCP for the bundled example config
 render:
 	$(GO) run ./cmd/projectmcp render examples/demo/.dsh/mcp.json
+
+## docs: the command reference (docs/cli and the README's command table) from the command tree
+docs:
+	$(GO) test ./cmd/projectmcp -run '^TestCLIReference$$' -count=1 -update
 
 ## generate: deepcopy functions from the API types
 generate:

@@ -9,16 +9,17 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"runtime/debug"
-	"syscall"
+	"slices"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -34,9 +35,10 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
-// controllerFlags are the flags of `projectmcp controller`.
+// controllerFlags are the flags of `projectmcp controller`; `projectmcp dev` binds the same
+// definitions with its own defaults.
 type controllerFlags struct {
-	kubeconfig     string
+	kubeconfig     string // the global --kubeconfig
 	metricsAddr    string
 	probeAddr      string
 	leaderElect    bool
@@ -52,32 +54,61 @@ type controllerFlags struct {
 	maxBodyBytes   int64
 	callTimeout    time.Duration
 	maxMessage     int64
-	allowCommands  stringList
+	allowCommands  []string
 	allowAny       bool
 	zap            zap.Options
 }
 
-func (f *controllerFlags) bind(fs *flag.FlagSet) {
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
-	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:8080", `metrics endpoint address ("0" disables)`)
-	fs.StringVar(&f.probeAddr, "health-probe-bind-address", "127.0.0.1:8081", `healthz/readyz address ("0" disables)`)
-	fs.BoolVar(&f.leaderElect, "leader-elect", true, "hold a Lease so that one replica owns the connections")
-	fs.StringVar(&f.leaderElectNS, "leader-election-namespace", "", "namespace of the Lease (default: the pod's in a cluster, else the kubeconfig context's)")
-	fs.DurationVar(&f.connectTimeout, "connect-timeout", 30*time.Second, "bound on one connect attempt (initialize and first tools/list)")
-	fs.DurationVar(&f.healthInterval, "health-interval", 15*time.Second, "how often an idle connection is probed")
-	fs.DurationVar(&f.relistInterval, "relist-interval", time.Minute, "backstop tools/list interval")
-	fs.StringVar(&f.gatewayAddr, "gateway-bind-address", "127.0.0.1:8484", `address of the per-project MCP endpoints ("0" disables the gateway)`)
-	fs.StringVar(&f.gatewayURL, "gateway-url", "", "URL clients reach the gateway at, written to status.endpoint (default: http://<bind address>)")
-	fs.StringVar(&f.gatewayAuth, "gateway-auth", "local", `"local": loopback callers only; "kubernetes": bearer token checked by TokenReview, verb "use" on the ProjectMCP checked by SubjectAccessReview`)
-	fs.DurationVar(&f.sessionTimeout, "session-timeout", 30*time.Minute, "release a session that sent no request for this long")
-	fs.DurationVar(&f.statelessIdle, "stateless-session-idle", 10*time.Minute, "release a stateless (2026-07-28) session that sent no request for this long")
-	fs.Int64Var(&f.maxBodyBytes, "max-request-bytes", 4<<20, "largest request body the gateway accepts")
-	fs.DurationVar(&f.callTimeout, "call-timeout", 30*time.Minute, `bound on one forwarded request (a tool call, a prompt, a read); "0" means none`)
-	fs.Int64Var(&f.maxMessage, "max-message-bytes", 64<<20, "largest message a server may send in answer to a forwarded call; a larger one fails that call only (0: the default)")
-	fs.Var(&f.allowCommands, "allow-command", "glob of a stdio command servers may run (repeatable); with none, stdio servers are refused in a cluster")
-	_, inCluster := os.LookupEnv("KUBERNETES_SERVICE_HOST")
-	fs.BoolVar(&f.allowAny, "allow-any-command", !inCluster, "run any stdio command (the default outside a cluster, where the controller runs as the user)")
-	f.zap.BindFlags(fs)
+// defaultControllerFlags are the defaults of `projectmcp controller`.
+func defaultControllerFlags() controllerFlags {
+	return controllerFlags{
+		metricsAddr:    "127.0.0.1:8080",
+		probeAddr:      "127.0.0.1:8081",
+		leaderElect:    true,
+		connectTimeout: 30 * time.Second,
+		healthInterval: 15 * time.Second,
+		relistInterval: time.Minute,
+		gatewayAddr:    "127.0.0.1:8484",
+		gatewayAuth:    "local",
+		sessionTimeout: 30 * time.Minute,
+		statelessIdle:  10 * time.Minute,
+		maxBodyBytes:   4 << 20,
+		callTimeout:    30 * time.Minute,
+		maxMessage:     64 << 20,
+		// Outside a cluster the controller runs as the user, with the user's commands.
+		allowAny: !runningInCluster(),
+	}
+}
+
+// bind defines the controller's flags on fs, each defaulting to f's current value, except the
+// flags named in omit.
+func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
+	all := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+	all.StringVar(&f.metricsAddr, "metrics-bind-address", f.metricsAddr, `metrics endpoint address ("0" disables)`)
+	all.StringVar(&f.probeAddr, "health-probe-bind-address", f.probeAddr, `healthz/readyz address ("0" disables)`)
+	all.BoolVar(&f.leaderElect, "leader-elect", f.leaderElect, "hold a Lease so that one replica owns the connections")
+	all.StringVar(&f.leaderElectNS, "leader-election-namespace", f.leaderElectNS, "namespace of the Lease (default: the pod's in a cluster, else the kubeconfig context's)")
+	all.DurationVar(&f.connectTimeout, "connect-timeout", f.connectTimeout, "bound on one connect attempt (initialize and first tools/list)")
+	all.DurationVar(&f.healthInterval, "health-interval", f.healthInterval, "how often an idle connection is probed")
+	all.DurationVar(&f.relistInterval, "relist-interval", f.relistInterval, "backstop tools/list interval")
+	all.StringVar(&f.gatewayAddr, "gateway-bind-address", f.gatewayAddr, `address of the per-project MCP endpoints ("0" disables the gateway)`)
+	all.StringVar(&f.gatewayURL, "gateway-url", f.gatewayURL, "URL clients reach the gateway at, written to status.endpoint (default: http://<bind address>)")
+	all.StringVar(&f.gatewayAuth, "gateway-auth", f.gatewayAuth, `"local": loopback callers only; "kubernetes": bearer token checked by TokenReview, verb "use" on the ProjectMCP checked by SubjectAccessReview`)
+	all.DurationVar(&f.sessionTimeout, "session-timeout", f.sessionTimeout, "release a session that sent no request for this long")
+	all.DurationVar(&f.statelessIdle, "stateless-session-idle", f.statelessIdle, "release a stateless (2026-07-28) session that sent no request for this long")
+	all.Int64Var(&f.maxBodyBytes, "max-request-bytes", f.maxBodyBytes, "largest request body the gateway accepts")
+	all.DurationVar(&f.callTimeout, "call-timeout", f.callTimeout, `bound on one forwarded request (a tool call, a prompt, a read); "0" means none`)
+	all.Int64Var(&f.maxMessage, "max-message-bytes", f.maxMessage, "largest message a server may send in answer to a forwarded call; a larger one fails that call only (0: the default)")
+	all.StringArrayVar(&f.allowCommands, "allow-command", f.allowCommands, "glob of a stdio command servers may run (repeatable); with none, stdio servers are refused in a cluster")
+	all.BoolVar(&f.allowAny, "allow-any-command", f.allowAny, "run any stdio command (the default outside a cluster, where the controller runs as the user)")
+	zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
+	f.zap.BindFlags(zapFlags)
+	all.AddGoFlagSet(zapFlags)
+	all.VisitAll(func(fl *pflag.Flag) {
+		if !slices.Contains(omit, fl.Name) {
+			fs.AddFlag(fl)
+		}
+	})
 }
 
 // electionNamespace makes leader election work with no extra flags: in a cluster the Lease
@@ -91,15 +122,13 @@ func (f *controllerFlags) electionNamespace() error {
 	}
 	source := "flag"
 	if f.leaderElectNS == "" {
-		if _, inCluster := os.LookupEnv("KUBERNETES_SERVICE_HOST"); inCluster {
+		if runningInCluster() {
 			log.Info("Leader election on", "lease", leaseName, "namespace", "the pod's", "source", "in-cluster")
 			return nil
 		}
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = f.kubeconfig
-		ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).Namespace()
+		ns, err := kubeconfigNamespace(f.kubeconfig)
 		if err != nil {
-			return fmt.Errorf("leader election: the kubeconfig's namespace: %w (or set --leader-election-namespace, or --leader-elect=false)", err)
+			return fmt.Errorf("leader election: %w (or set --leader-election-namespace, or --leader-elect=false)", err)
 		}
 		f.leaderElectNS, source = ns, "kubeconfig context (not running in a cluster)"
 	}
@@ -109,21 +138,6 @@ func (f *controllerFlags) electionNamespace() error {
 
 // leaseName is the Lease replicas elect with.
 const leaseName = "projectmcp.mcp.dsh.dev"
-
-// defaultControllerFlags are the flags of `projectmcp controller` with nothing set: dev starts
-// from them, so the two never disagree about a default.
-func defaultControllerFlags() controllerFlags {
-	var f controllerFlags
-	f.bind(flag.NewFlagSet("defaults", flag.ContinueOnError))
-	return f
-}
-
-func (f *controllerFlags) restConfig() (*rest.Config, error) {
-	if f.kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", f.kubeconfig)
-	}
-	return ctrl.GetConfig()
-}
 
 // newScheme holds the types the controller reads and writes.
 func newScheme() (*runtime.Scheme, error) {
@@ -250,46 +264,61 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 	return gateway.New(opts), nil
 }
 
-// runController runs the manager against the kubeconfig's cluster until SIGINT or SIGTERM; on
-// the way out every connection is destroyed and every server process ends.
-func runController(args []string, _, stderr io.Writer) int {
-	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f controllerFlags
-	f.bind(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+const controllerLong = `Runs the reconciler, the connection registry and the gateway against the kubeconfig's
+cluster until SIGINT or SIGTERM (then every connection is destroyed, every server process
+ends, and it exits 0). For every ProjectMCP it holds one MCP connection per enabled server,
+shared by all of the project's sessions, and serves the project's endpoint at
+<gateway URL>/projects/<namespace>/<name>/mcp (written to status.endpoint).
+
+It watches every namespace; --namespace does not apply (the Lease's namespace is
+--leader-election-namespace).`
+
+func newControllerCmd(g *globalFlags, stderr io.Writer) *cobra.Command {
+	f := defaultControllerFlags()
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the controller and the gateway against the kubeconfig's cluster",
+		Long:  controllerLong,
+		Example: `  # against the current kubeconfig context; one replica holds the Lease
+  projectmcp controller
+
+  # in a cluster, with bearer-token access to the endpoints and an allowlist of commands
+  projectmcp controller --gateway-bind-address :8484 --gateway-auth kubernetes \
+      --gateway-url https://mcp.example.com --allow-command /usr/local/bin/mcp-*`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := refuse(cmd, "namespace", "the controller watches every namespace"); err != nil {
+				return err
+			}
+			f.kubeconfig = g.kubeconfig
+			g.setupLogging(&f.zap, cmd.Flags(), stderr, false)
+			return runController(&f, g)
+		},
 	}
-	f.zap.DestWriter = stderr
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.zap)))
+	f.bind(cmd.Flags())
+	return cmd
+}
+
+// runController runs the manager until SIGINT or SIGTERM; on the way out every connection is
+// destroyed and every server process ends.
+func runController(f *controllerFlags, g *globalFlags) error {
 	if os.Getenv("GOGC") == "" {
 		// The MCP SDK allocates heavily per message (about 0.5 MB per forwarded call, most of it
 		// JSON decoder buffers); with the default GOGC a third of the gateway's CPU goes to the
 		// collector. 400 halves the per-call latency (make bench) for a few MB more heap.
 		debug.SetGCPercent(400)
 	}
-	cfg, err := f.restConfig()
+	cfg, err := g.restConfig()
 	if err != nil {
-		fmt.Fprintf(stderr, "projectmcp controller: %v\n", err)
-		return 1
+		return err
 	}
 	if err := f.electionNamespace(); err != nil {
-		fmt.Fprintf(stderr, "projectmcp controller: %v\n", err)
-		return 1
+		return err
 	}
-	mgr, _, err := newManager(cfg, &f)
+	mgr, _, err := newManager(cfg, f)
 	if err != nil {
-		fmt.Fprintf(stderr, "projectmcp controller: %v\n", err)
-		return 1
+		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := untilSignal()
 	defer stop()
-	if err := mgr.Start(ctx); err != nil {
-		fmt.Fprintf(stderr, "projectmcp controller: %v\n", err)
-		return 1
-	}
-	return 0
+	return mgr.Start(ctx)
 }

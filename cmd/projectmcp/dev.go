@@ -3,22 +3,19 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -29,39 +26,64 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/mirror"
 )
 
-// runDev is the embedded default: a local control plane (a real kube-apiserver and etcd), the
-// CRD, the controller with its gateway, and the mirror of the project folder, until Ctrl-C.
-func runDev(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	project := fs.String("project", ".", "project directory holding .dsh/mcp.json")
-	dataDir := fs.String("data-dir", "", "keep the control plane's data and kubeconfig here (default: a temporary directory, removed on exit)")
-	gatewayAddr := fs.String("gateway-bind-address", "127.0.0.1:8484", "address of the MCP endpoint")
-	verbose := fs.Bool("v", false, "log the controller's activity")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	logOpts := zap.Options{DestWriter: io.Discard}
-	if *verbose {
-		logOpts.DestWriter = stderr
-	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&logOpts)))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := dev(ctx, *project, *dataDir, *gatewayAddr, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "projectmcp dev: %v\n", err)
-		return 1
-	}
-	return 0
+const devLong = `Runs everything locally for a project folder until Ctrl-C: a control plane (a real
+kube-apiserver and etcd), the ProjectMCP CRD, the controller with its gateway, and the mirror
+of the folder's .dsh/mcp.json. Once a client connecting to the endpoint would be served, it
+prints the kubeconfig, the endpoint and the entry "projectmcp connect --write" adds to the
+agent's config. Ctrl-C (SIGINT) or SIGTERM stops every server process and the control plane,
+removes the temporary directory, and exits 0.
+
+It takes the controller's flags (the same definitions), with the defaults a local
+single-user run needs: metrics and health probes off, no leader election, local gateway
+access, any stdio command allowed. --kubeconfig and --namespace do not apply: dev runs its
+own control plane and puts the ProjectMCP in namespace "default".`
+
+// devControllerFlags are the controller's defaults with what a local single-user run needs
+// instead.
+func devControllerFlags() controllerFlags {
+	f := defaultControllerFlags()
+	f.metricsAddr, f.probeAddr, f.leaderElect = "0", "0", false
+	f.gatewayAuth = "local"
+	f.allowAny = true // dev runs as the user, with the user's commands
+	return f
 }
 
-func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, stdout, stderr io.Writer) error {
-	if gatewayAddr == "0" {
-		return errors.New(`dev serves the project's endpoint: --gateway-bind-address cannot be "0"`)
+func newDevCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
+	f := devControllerFlags()
+	var project, dataDir string
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run everything locally for a project folder: control plane, controller, gateway, mirror",
+		Long:  devLong,
+		Example: `  # in the project folder (the one holding .dsh/mcp.json)
+  projectmcp dev
+
+  # another folder, keeping the control plane's data between runs, with the controller's logs
+  projectmcp dev --project ~/src/shop --data-dir ~/.cache/shop-dev -v`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, name := range []string{"kubeconfig", "namespace"} {
+				if err := refuse(cmd, name, "dev runs its own control plane, with the ProjectMCP in namespace \"default\""); err != nil {
+					return err
+				}
+			}
+			if f.gatewayAddr == "0" {
+				return usageErrorf(`--gateway-bind-address cannot be "0": dev serves the project's endpoint`)
+			}
+			g.setupLogging(&f.zap, cmd.Flags(), stderr, true)
+			ctx, stop := untilSignal()
+			defer stop()
+			return dev(ctx, project, dataDir, &f, stdout, stderr)
+		},
 	}
+	cmd.Flags().StringVar(&project, "project", ".", "project directory holding .dsh/mcp.json")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the control plane's data and kubeconfig here (default: a temporary directory, removed on exit)")
+	// Leader election means nothing for one local process; dev's endpoint is for this machine.
+	f.bind(cmd.Flags(), "leader-elect", "leader-election-namespace", "gateway-auth")
+	return cmd
+}
+
+// dev runs until ctx ends (Ctrl-C) or a part fails. f are the controller's flags.
+func dev(ctx context.Context, projectDir, dataDir string, f *controllerFlags, stdout, stderr io.Writer) error {
 	abs, err := filepath.Abs(projectDir)
 	if err != nil {
 		return err
@@ -104,12 +126,7 @@ func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, stdout, s
 		return err
 	}
 
-	// The controller's own defaults, with what a local single-user run needs instead.
-	f := defaultControllerFlags()
-	f.metricsAddr, f.probeAddr, f.leaderElect = "0", "0", false
-	f.gatewayAddr, f.gatewayAuth = gatewayAddr, "local"
-	f.allowAny = true // dev runs as the user, with the user's commands
-	mgr, gw, err := newManager(cfg, &f)
+	mgr, gw, err := newManager(cfg, f)
 	if err != nil {
 		return err
 	}
@@ -136,18 +153,9 @@ func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, stdout, s
 		waiting--
 	}
 	if firstErr == nil && ctx.Err() == nil {
-		endpoint := gw.Endpoint(key)
-		fmt.Fprintf(stdout, `projectmcp dev is running for %s
-  config:     %s
-  kubeconfig: %s
-              export KUBECONFIG=%s
-  endpoint:   %s
-
-Add it to an MCP client, e.g. Claude Code's .mcp.json:
-  {"mcpServers": {"project": {"type": "http", "url": "%s"}}}
-
-Press Ctrl-C to stop.
-`, abs, m.Path(), kubeconfig, kubeconfig, endpoint, endpoint)
+		if err := printDevReady(stdout, abs, m.Path(), kubeconfig, gw.Endpoint(key)); err != nil {
+			firstErr = err
+		}
 	}
 
 	// Run until Ctrl-C or until the manager or the mirror fails; then stop both and wait.
@@ -166,6 +174,32 @@ Press Ctrl-C to stop.
 	}
 	fmt.Fprintln(stderr, "Stopped: connections closed, control plane stopping.")
 	return firstErr
+}
+
+// printDevReady says where everything is, and prints the entry `projectmcp connect --write`
+// would add to Claude Code's .mcp.json (dev's gateway is local: no token).
+func printDevReady(w io.Writer, project, file, kubeconfig, endpoint string) error {
+	entry, err := clientFormats[0].snippet(defaultEntryName, endpoint, false)
+	if err != nil {
+		return err
+	}
+	connect := "projectmcp connect --kubeconfig " + kubeconfig
+	if wd, err := os.Getwd(); err != nil || wd != project {
+		connect += " --project " + project
+	}
+	fmt.Fprintf(w, `projectmcp dev is running for %s
+  config:     %s
+  kubeconfig: %s
+              export KUBECONFIG=%s
+  endpoint:   %s
+
+Connect an agent: "%s --write" adds this entry to
+the project's .mcp.json (Claude Code; --client vscode or cursor for theirs):
+%s
+
+Press Ctrl-C to stop.
+`, project, file, kubeconfig, kubeconfig, endpoint, connect, entry)
+	return nil
 }
 
 // stillStartingAfter is how long dev waits before saying what it is still waiting for.

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,79 +15,47 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dsh-dev/projectmcp/internal/controlplane"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
-	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
-// `projectmcp dev` end to end, as a user runs it in a project folder.
+// `projectmcp dev` end to end, as a user runs it from the README: `projectmcp dev` in a project
+// folder, `projectmcp connect --write` in a second terminal, Ctrl-C to the terminal's process
+// group at the end (which also reaches kube-apiserver and etcd), and exit code 0.
 func TestDevEndToEnd(t *testing.T) {
 	testenv.Require(t) // dev starts a kube-apiserver of its own
-	dir := filepath.Join(t.TempDir(), "shop")
-	if err := os.MkdirAll(filepath.Join(dir, ".dsh"), 0o755); err != nil {
+	requireFreePorts(t, "127.0.0.1:8484")
+	sh := newReadmeShell(t, "")
+	// The shell's home is a temporary folder: dev finds the cached kube-apiserver through this.
+	assets, err := controlplane.Ensure(context.Background(), controlplane.Options{Progress: io.Discard})
+	if err != nil {
 		t.Fatal(err)
 	}
+	sh.env = append(sh.env, "KUBEBUILDER_ASSETS="+assets)
+	dir := filepath.Join(sh.home, "src", "shop")
 	server := func(name string) map[string]any {
 		return map[string]any{"command": os.Args[0], "args": []string{"--name", name}, "env": map[string]string{fixture.EnvVar: "1"}}
 	}
 	write := func(servers map[string]any) {
 		data, _ := json.Marshal(map[string]any{"mcpServers": servers})
-		if err := os.WriteFile(filepath.Join(dir, ".dsh", "mcp.json"), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, filepath.Join(dir, ".dsh", "mcp.json"), string(data))
 	}
 	write(map[string]any{"a": server("a")})
 
-	cmd := exec.Command(os.Args[0], "dev", "--gateway-bind-address", "127.0.0.1:0")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), mainEnvVar+"=1")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr testutil.SyncBuffer // exec copies into it while a failing test reads it
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	defer func() {
-		_ = cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("dev stderr:\n%s", stderr.String())
-		}
-	}()
-
-	// Read the printed kubeconfig and endpoint.
-	lines := make(chan string, 64)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		exited <- cmd.Wait()
-	}()
+	dev := startShell(t, sh, "", readmeDevLine)
+	dev.waitFor(t, 3*time.Minute, "Press Ctrl-C to stop.")
 	var kubeconfig, endpoint string
-	deadline := time.After(3 * time.Minute)
-	for endpoint == "" {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				t.Fatal("dev exited before printing its endpoint")
-			}
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "kubeconfig: "); ok {
-				kubeconfig = v
-			}
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "endpoint:"); ok {
-				endpoint = strings.TrimSpace(v)
-			}
-		case <-deadline:
-			t.Fatal("dev printed no endpoint")
+	for _, line := range strings.Split(dev.out.String(), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "kubeconfig: "); ok {
+			kubeconfig = v
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "endpoint:"); ok {
+			endpoint = strings.TrimSpace(v)
 		}
 	}
-	if !filepath.IsAbs(kubeconfig) || !strings.HasSuffix(endpoint, "/projects/default/shop/mcp") {
+	if !filepath.IsAbs(kubeconfig) || endpoint != "http://127.0.0.1:8484/projects/default/shop/mcp" {
 		t.Fatalf("kubeconfig %q, endpoint %q", kubeconfig, endpoint)
 	}
 
@@ -137,26 +105,92 @@ func TestDevEndToEnd(t *testing.T) {
 	}
 	_ = session.Close()
 
-	// Ctrl-C ends everything it started: apiserver, etcd and the MCP servers.
-	kids := proctest.Children(cmd.Process.Pid)
-	if len(kids) < 4 { // kube-apiserver, etcd, two fixture servers
-		t.Fatalf("want at least 4 child processes, got %v", kids)
+	// The second terminal: connect writes the entry dev printed into the project's .mcp.json.
+	sh.env = append(sh.env, "KUBECONFIG="+kubeconfig)
+	code, out := sh.run(t, "src/shop", readmeConnectLine)
+	if code != exitOK || !strings.Contains(out, `.mcp.json: created "projectmcp" (`+endpoint+`)`) {
+		t.Fatalf("%s: exit %d:\n%s", readmeConnectLine, code, out)
 	}
-	_ = cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("dev exited with %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("dev did not stop on SIGINT")
+	printed := printedEntry(t, dev.out.String())
+	if written := readFile(t, filepath.Join(dir, ".mcp.json")); strings.TrimSpace(written) != printed {
+		t.Fatalf("dev printed\n%s\nconnect wrote\n%s", printed, written)
+	}
+
+	// Ctrl-C in the terminal ends everything dev started (apiserver, etcd, the MCP servers),
+	// and dev exits 0.
+	kids := descendants(dev.cmd.Process.Pid)
+	if len(kids) < 4 { // kube-apiserver, etcd, two fixture servers
+		t.Fatalf("want at least 4 processes under dev, got %v", kids)
+	}
+	if code := dev.stop(t, syscall.SIGINT, 60*time.Second); code != exitOK {
+		t.Fatalf("dev exited %d after Ctrl-C, want 0", code)
 	}
 	for _, pid := range kids {
 		if proctest.Alive(pid) {
-			t.Errorf("child process %d survived dev", pid)
+			t.Errorf("process %d survived dev", pid)
 		}
 	}
 	if _, err := os.Stat(kubeconfig); !os.IsNotExist(err) {
 		t.Errorf("the temporary data directory must be removed: %v", err)
+	}
+}
+
+// printedEntry is the JSON dev printed after "Connect an agent".
+func printedEntry(t *testing.T, out string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(out, "the project's .mcp.json")
+	if !ok {
+		t.Fatalf("dev printed no entry:\n%s", out)
+	}
+	_, rest, _ = strings.Cut(rest, "\n")
+	entry, _, _ := strings.Cut(rest, "\n\n")
+	return strings.TrimSpace(entry)
+}
+
+// descendants lists every live process below pid.
+func descendants(pid int) []int {
+	var out []int
+	for _, c := range proctest.Children(pid) {
+		out = append(append(out, c), descendants(c)...)
+	}
+	return out
+}
+
+// `make dev` and Ctrl-C: projectmcp exits 0, so make reports no error (it ran `go run` before,
+// which exits 1 whenever it sees SIGINT: "make: *** [Makefile:22: dev] Error 1"). make itself
+// then ends by the same SIGINT, as an interrupted make does, which shells report silently.
+func TestMakeDev(t *testing.T) {
+	testenv.Require(t)
+	requireFreePorts(t, "127.0.0.1:8484")
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Fatal("make is needed")
+	}
+	assets, err := controlplane.Ensure(context.Background(), controlplane.Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	project := filepath.Join(t.TempDir(), "shop")
+	writeFile(t, filepath.Join(project, ".dsh", "mcp.json"), fixtureConfig("a"))
+	var env []string
+	for _, kv := range os.Environ() {
+		// This test may itself run under make: the inner make is a user's, not a sub-make.
+		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MFLAGS" && k != "MAKELEVEL" && k != mainEnvVar {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "KUBEBUILDER_ASSETS="+assets)
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := startMainEnv(t, root, env, "make", "dev", "PROJECT="+project)
+	mk.waitFor(t, 5*time.Minute, "Press Ctrl-C to stop.")
+	code := mk.stop(t, syscall.SIGINT, 60*time.Second)
+	ws, _ := mk.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if code != exitOK && !(ws.Signaled() && ws.Signal() == syscall.SIGINT) {
+		t.Fatalf("make dev ended with %v after Ctrl-C, want exit 0 or make's own SIGINT", mk.cmd.ProcessState)
+	}
+	if out := mk.out.String(); strings.Contains(out, "make: ***") || strings.Contains(out, "exit status") || !strings.Contains(out, "Stopped:") {
+		t.Fatalf("make dev reported an error after Ctrl-C, or dev did not stop cleanly:\n%s", out)
 	}
 }

@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"os/signal"
 	"path/filepath"
 	"sync"
-	"syscall"
+
+	"github.com/spf13/cobra"
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,39 +17,53 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/mirror"
 )
 
-// runMirror watches each --project directory's .dsh/mcp.json and applies it to a ProjectMCP
-// until SIGINT or SIGTERM.
-func runMirror(args []string, _, stderr io.Writer) int {
-	fs := flag.NewFlagSet("mirror", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var projects stringList
-	fs.Var(&projects, "project", "project directory holding .dsh/mcp.json (repeatable)")
-	name := fs.String("name", "", "object name (default: the directory's name; only with one --project)")
-	namespace := fs.String("namespace", "default", "namespace of the ProjectMCP objects")
-	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+const mirrorLong = `Watches each --project folder's .dsh/mcp.json (the folder is watched, so editors that save by
+renaming a new file over the old one are seen; bursts are debounced) and server-side-applies
+it to a ProjectMCP (field manager projectmcp-mirror) until SIGINT or SIGTERM, then exits 0.
+The object is named after the folder, made a valid object name, unless --name says otherwise.
+
+An invalid file never replaces the last good spec: the ConfigSynced condition turns False
+with the parser's message, a Warning event is recorded, and the running connections stay.
+Deleting the file empties the server list; recreating it brings the servers back.`
+
+func newMirrorCmd(g *globalFlags, stderr io.Writer) *cobra.Command {
+	var projects []string
+	var name string
+	cmd := &cobra.Command{
+		Use:   "mirror --project DIR...",
+		Short: "Apply project folders' .dsh/mcp.json to ProjectMCPs as they change",
+		Long:  mirrorLong,
+		Example: `  # two checkouts, each into its own ProjectMCP in the kubeconfig context's namespace
+  projectmcp mirror --project ~/src/shop --project ~/src/web
+
+  # one checkout under another name and namespace
+  projectmcp mirror --project /repo --name shop-main -n team-a`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case len(projects) == 0:
+				return usageErrorf("--project is required: the folder holding .dsh/mcp.json")
+			case name != "" && len(projects) > 1:
+				return usageErrorf("--name names one object: give it with one --project, not %d", len(projects))
+			}
+			ns, err := g.ns()
+			if err != nil {
+				return err
+			}
+			g.setupLogging(&zap.Options{}, cmd.Flags(), stderr, false)
+			ctx, stop := untilSignal()
+			defer stop()
+			return mirrorProjects(ctx, g.kubeconfig, projects, name, ns)
+		},
 	}
-	if len(projects) == 0 || (*name != "" && len(projects) > 1) || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: projectmcp mirror --project DIR [--project DIR]... [--name N] [--namespace NS]")
-		return 2
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(stderr)))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := mirrorProjects(ctx, *kubeconfig, projects, *name, *namespace); err != nil {
-		fmt.Fprintf(stderr, "projectmcp mirror: %v\n", err)
-		return 1
-	}
-	return 0
+	cmd.Flags().StringArrayVar(&projects, "project", nil, "project folder holding .dsh/mcp.json (repeatable)")
+	cmd.Flags().StringVar(&name, "name", "", "object name (default: the folder's name; only with one --project)")
+	_ = cmd.MarkFlagDirname("project")
+	return cmd
 }
 
 // mirrorProjects runs one mirror per directory until ctx ends.
 func mirrorProjects(ctx context.Context, kubeconfig string, dirs []string, name, namespace string) error {
-	c, err := newClient(kubeconfig)
+	c, err := (&globalFlags{kubeconfig: kubeconfig}).client()
 	if err != nil {
 		return err
 	}

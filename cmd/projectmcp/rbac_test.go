@@ -63,7 +63,7 @@ func TestGeneratedRBACSuffices(t *testing.T) {
 	}
 	f := controllerFlags{
 		metricsAddr: "0", probeAddr: "0", leaderElect: true, leaderElectNS: "projectmcp-system",
-		gatewayAddr: "127.0.0.1:0", gatewayAuth: "kubernetes", allowCommands: stringList{os.Args[0]},
+		gatewayAddr: "127.0.0.1:0", gatewayAuth: "kubernetes", allowCommands: []string{os.Args[0]},
 		connectTimeout: 10 * time.Second, healthInterval: 15 * time.Second, relistInterval: time.Minute,
 		sessionTimeout: time.Minute, statelessIdle: time.Minute, maxBodyBytes: 1 << 20,
 	}

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"flag"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strconv"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -120,9 +121,9 @@ func literal(cell string) string {
 	return ""
 }
 
-// controllerFlagSet binds the flags of `projectmcp controller`, outside a cluster unless
-// inCluster.
-func controllerFlagSet(t *testing.T, inCluster bool) *flag.FlagSet {
+// controllerFlagSet is every flag `projectmcp controller` takes (its own and the global ones),
+// outside a cluster unless inCluster.
+func controllerFlagSet(t *testing.T, inCluster bool) *pflag.FlagSet {
 	t.Helper()
 	if inCluster {
 		t.Setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
@@ -130,34 +131,50 @@ func controllerFlagSet(t *testing.T, inCluster bool) *flag.FlagSet {
 		t.Setenv("KUBERNETES_SERVICE_HOST", "") // restored after the test
 		os.Unsetenv("KUBERNETES_SERVICE_HOST")
 	}
-	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
-	var f controllerFlags
-	f.bind(fs)
+	return commandFlags(t, "controller")
+}
+
+// commandFlags is every flag of a command (given as its path below the root), its own and
+// inherited.
+func commandFlags(t *testing.T, path ...string) *pflag.FlagSet {
+	t.Helper()
+	cmd, _, err := newRootCmd(io.Discard, io.Discard).Find(path)
+	if err != nil || cmd.Name() != path[len(path)-1] {
+		t.Fatalf("no command %v: %v", path, err)
+	}
+	fs := pflag.NewFlagSet(cmd.CommandPath(), pflag.ContinueOnError)
+	fs.AddFlagSet(cmd.LocalFlags())
+	fs.AddFlagSet(cmd.InheritedFlags())
 	return fs
 }
 
-// sameValue reports whether the README's text for a flag value means the flag's default.
-func sameValue(fl *flag.Flag, readme string) error {
-	def := fl.DefValue
-	getter, _ := fl.Value.(flag.Getter)
-	var v any
-	if getter != nil {
-		v = getter.Get()
+// defaultOf is a flag's default as the README states it: "" for none (an empty list, a zero
+// count).
+func defaultOf(fl *pflag.Flag) string {
+	switch {
+	case fl.DefValue == "[]", fl.Value.Type() == "count" && fl.DefValue == "0":
+		return ""
 	}
-	switch v := v.(type) {
-	case time.Duration:
+	return fl.DefValue
+}
+
+// sameValue reports whether the README's text for a flag value means the flag's default.
+func sameValue(fl *pflag.Flag, readme string) error {
+	def := fl.DefValue
+	switch fl.Value.Type() {
+	case "duration":
 		d, err := time.ParseDuration(readme)
 		if err != nil {
 			return fmt.Errorf("README's %q is not a duration: %v", readme, err)
 		}
-		if d != v {
-			return fmt.Errorf("README says %s, the code's default is %s", readme, v)
+		if v, _ := time.ParseDuration(def); d != v {
+			return fmt.Errorf("README says %s, the code's default is %s", readme, def)
 		}
 		return nil
-	case bool:
+	case "bool":
 		b, err := strconv.ParseBool(readme)
-		if err != nil || b != v {
-			return fmt.Errorf("README says %q, the code's default is %v", readme, v)
+		if v, _ := strconv.ParseBool(def); err != nil || b != v {
+			return fmt.Errorf("README says %q, the code's default is %v", readme, def)
 		}
 		return nil
 	}
@@ -225,12 +242,12 @@ func TestReadmeControllerFlags(t *testing.T) {
 				}
 				continue
 			}
-			lit := literal(cell)
+			lit, def := literal(cell), defaultOf(fl)
 			switch {
-			case fl.DefValue == "" && lit != "":
+			case def == "" && lit != "":
 				t.Errorf("--%s: README gives the default `%s`, the code has none (the README may describe it in words)", name, lit)
-			case fl.DefValue != "" && lit == "":
-				t.Errorf("--%s: README gives no default (%q), the code's is %q", name, cell, fl.DefValue)
+			case def != "" && lit == "":
+				t.Errorf("--%s: README gives no default (%q), the code's is %q", name, cell, def)
 			case lit != "":
 				if err := sameValue(fl, lit); err != nil {
 					t.Errorf("--%s: %v", name, err)
@@ -241,7 +258,7 @@ func TestReadmeControllerFlags(t *testing.T) {
 	if rows == 0 {
 		t.Fatal("README.md has no `| flag | default | meaning |` table")
 	}
-	fs.VisitAll(func(fl *flag.Flag) {
+	fs.VisitAll(func(fl *pflag.Flag) {
 		if documented[fl.Name] {
 			return
 		}
@@ -425,5 +442,26 @@ func TestReadmeTableParser(t *testing.T) {
 		if got := literal(cell); got != want {
 			t.Errorf("literal(%q) = %q, want %q", cell, got, want)
 		}
+	}
+}
+
+// The README's exit code table gives the codes run returns, each for what it means.
+func TestReadmeExitCodes(t *testing.T) {
+	want := map[string]string{strconv.Itoa(exitOK): "success", strconv.Itoa(exitFailure): "failed", strconv.Itoa(exitUsage): "usage error"}
+	seen := 0
+	for _, tbl := range readmeTables(readme(t)) {
+		if len(tbl.header) < 2 || tbl.header[0] != "code" {
+			continue
+		}
+		for _, row := range tbl.rows {
+			code := strings.Trim(row[0], "`")
+			if w, ok := want[code]; !ok || !strings.Contains(row[1], w) {
+				t.Errorf("README.md:%d: exit code %s, %q: the code's meaning is %q", tbl.line, code, row[1], w)
+			}
+			seen++
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("README.md's exit code table has %d rows, want %d", seen, len(want))
 	}
 }

@@ -3,58 +3,59 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
 
-// stringList is a repeatable string flag.
-type stringList []string
+const reconnectLong = `Rebuilds a project's connections now, every server or the ones --server names, even a
+Failed one whose reconnect budget is spent. It sets the annotation
+mcp.dsh.dev/reconnect-requested-at to a new value (and mcp.dsh.dev/reconnect-servers); with
+--wait it waits until status.lastHandledReconnectAt shows the request handled and the
+rebuilt servers have left Connecting, and prints each server's phase.`
 
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+func newReconnectCmd(g *globalFlags, stdout io.Writer) *cobra.Command {
+	var servers []string
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "reconnect NAME",
+		Short: "Rebuild a project's connections now (all, or --server S)",
+		Long:  reconnectLong,
+		Example: `  # rebuild every connection of projectmcp shop
+  projectmcp reconnect shop
 
-// runReconnect asks the controller to rebuild a project's connections now (the panel's
-// "Reconnect"): it sets the reconnect annotation to a new value, and with --wait waits until
-// status records that the request was handled.
-func runReconnect(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("reconnect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
-	namespace := fs.String("namespace", "default", "namespace of the ProjectMCP")
-	wait := fs.Duration("wait", 0, "wait this long for the controller to handle the request (0: do not wait)")
-	var servers stringList
-	fs.Var(&servers, "server", "rebuild only this server (repeatable; default: every server)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: projectmcp reconnect NAME [--server S]... [--namespace NS] [--wait 30s]")
-		fs.PrintDefaults()
+  # rebuild one server's and wait until it is handled
+  projectmcp reconnect shop --server memory --wait 30s`,
+		Args:              positional([]string{"NAME"}),
+		ValidArgsFunction: completeProjects(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ns, err := g.ns()
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			return reconnect(cmd.Context(), c, types.NamespacedName{Namespace: ns, Name: args[0]}, servers, wait, stdout)
+		},
 	}
-	if err := parseInterspersed(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return 2
-	}
-	c, err := newClient(*kubeconfig)
-	if err != nil {
-		fmt.Fprintf(stderr, "projectmcp reconnect: %v\n", err)
-		return 1
-	}
-	ctx := context.Background()
-	key := types.NamespacedName{Namespace: *namespace, Name: fs.Arg(0)}
+	cmd.Flags().StringArrayVar(&servers, "server", nil, "rebuild only this server (repeatable; default: every server)")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "wait this long for the controller to handle the request (0: do not wait)")
+	return cmd
+}
+
+// reconnect asks the controller to rebuild a project's connections (the panel's "Reconnect")
+// and, with a wait, waits until status records that the request was handled.
+func reconnect(ctx context.Context, c client.Client, key types.NamespacedName, servers []string, wait time.Duration, stdout io.Writer) error {
 	token := time.Now().UTC().Format(time.RFC3339Nano)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
 		v1alpha1.AnnotationReconnectRequestedAt: token,
@@ -63,25 +64,23 @@ func runReconnect(args []string, stdout, stderr io.Writer) int {
 	obj := &v1alpha1.ProjectMCP{}
 	obj.Name, obj.Namespace = key.Name, key.Namespace
 	if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		fmt.Fprintf(stderr, "projectmcp reconnect: %v\n", err)
-		return 1
+		return err
 	}
 	fmt.Fprintf(stdout, "reconnect of projectmcp %s requested (%s)\n", key, token)
-	if *wait <= 0 {
-		return 0
+	if wait <= 0 {
+		return nil
 	}
-	deadline := time.Now().Add(*wait)
+	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		// Handled, and the rebuilt connections have come up (or failed): a rebuild tears the
 		// old connection down first, so the request is handled while the new one connects.
 		if err := c.Get(ctx, key, obj); err == nil && obj.Status.LastHandledReconnectAt == token && settled(obj, servers) {
 			fmt.Fprintf(stdout, "handled: %s\n", summary(obj))
-			return 0
+			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	fmt.Fprintf(stderr, "projectmcp reconnect: the controller did not handle the request within %s\n", *wait)
-	return 1
+	return fmt.Errorf("the controller did not handle the request within %s", wait)
 }
 
 // settled reports whether every server a reconnect covers (servers, or all when empty) has
@@ -104,32 +103,30 @@ func summary(obj *v1alpha1.ProjectMCP) string {
 	return strings.Join(parts, "; ")
 }
 
-// newClient builds a client for the kubeconfig's cluster.
-func newClient(kubeconfig string) (client.Client, error) {
-	f := controllerFlags{kubeconfig: kubeconfig}
-	cfg, err := f.restConfig()
-	if err != nil {
-		return nil, err
-	}
-	scheme, err := newScheme()
-	if err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{Scheme: scheme})
-}
-
-// parseInterspersed parses flags that may come after positional arguments (NAME --server a).
-func parseInterspersed(fs *flag.FlagSet, args []string) error {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return err
+// completeProjects completes a NAME argument with the ProjectMCPs in the namespace.
+func completeProjects(g *globalFlags) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		if fs.NArg() == 0 {
-			break
+		ns, err := g.ns()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
 		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
+		c, err := g.client()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+		defer cancel()
+		list := &v1alpha1.ProjectMCPList{}
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var names []cobra.Completion
+		for _, p := range list.Items {
+			names = append(names, p.Name)
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
 	}
-	return fs.Parse(positional)
 }

@@ -1,59 +1,64 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/dsh-dev/projectmcp/internal/config"
 )
 
-// runRender prints the ProjectMCP for a config file. Bad input prints every problem to stderr
-// and exits 1; nothing is printed to stdout, so a pipeline never applies half a manifest.
-func runRender(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("render", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	name := fs.String("name", "", "object name (default: the project directory's name)")
-	namespace := fs.String("namespace", "", "object namespace (default: none, the applier chooses)")
-	project := fs.String("project", "", "value of spec.project, e.g. the repository URL")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: projectmcp render FILE [--name N] [--namespace NS] [--project P]")
-		fs.PrintDefaults()
+const renderLong = `Prints the ProjectMCP manifest for a config file, for a GitOps repository (Flux or Argo CD
+apply it like any other manifest). The name defaults to the project folder's name; without
+--namespace the manifest names none and the applier chooses. render and mirror produce the
+same spec for the same file.
+
+On bad input it prints every problem with file, line and column to stderr, prints nothing to
+stdout (so a pipeline never applies half a manifest), and exits 1.`
+
+func newRenderCmd(g *globalFlags, stdout io.Writer) *cobra.Command {
+	var name, project string
+	cmd := &cobra.Command{
+		Use:   "render FILE",
+		Short: "Print the ProjectMCP manifest for a .dsh/mcp.json (for GitOps)",
+		Long:  renderLong,
+		Example: `  # in the project folder, for a GitOps repository
+  projectmcp render .dsh/mcp.json --namespace team-a > projectmcp.yaml
+
+  # with the object's name and spec.project given
+  projectmcp render .dsh/mcp.json --name shop --project https://git.example.com/shop`,
+		Args: positional([]string{"FILE"}),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return render(args[0], name, g.namespace, project, stdout)
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return 2
-	}
-	path := fs.Arg(0)
+	cmd.Flags().StringVar(&name, "name", "", "object name (default: the project folder's name)")
+	cmd.Flags().StringVar(&project, "project", "", "value of spec.project, e.g. the repository URL")
+	return cmd
+}
+
+// render prints the ProjectMCP for a config file, or nothing when it is invalid.
+func render(path, name, namespace, project string, stdout io.Writer) error {
 	data, err := readConfig(path)
 	if err != nil {
-		fmt.Fprintf(stderr, "projectmcp render: %v\n", err)
-		return 1
+		return err
 	}
 	spec, err := config.Parse(path, data)
 	if err != nil {
-		fmt.Fprintf(stderr, "projectmcp render: invalid config:\n%v\n", err)
-		return 1
+		return fmt.Errorf("invalid config:\n%v", err)
 	}
-	spec.Project = *project
-	if *name == "" {
-		*name = config.NameFor(path)
+	spec.Project = project
+	if name == "" {
+		name = config.NameFor(path)
 	}
-	out, err := config.Render(spec, *name, *namespace)
+	out, err := config.Render(spec, name, namespace)
 	if err != nil {
-		fmt.Fprintf(stderr, "projectmcp render: %v\n", err)
-		return 1
+		return err
 	}
-	_, _ = stdout.Write(out)
-	return 0
+	_, err = stdout.Write(out)
+	return err
 }
 
 // readConfig reads at most one byte more than the parser accepts, so a huge file (or a device)

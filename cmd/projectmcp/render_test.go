@@ -42,15 +42,21 @@ func TestRenderExampleMatchesSample(t *testing.T) {
 	}
 }
 
+// Flags go anywhere on the line, before or after FILE, in either spelling.
 func TestRenderFlags(t *testing.T) {
-	var out, errb bytes.Buffer
-	code := run([]string{"render", "--name", "web", "--namespace", "team-a", "--project", "https://git.example/web", example}, &out, &errb)
-	if code != 0 {
-		t.Fatalf("render exited %d: %s", code, errb.String())
-	}
-	for _, want := range []string{"name: web\n", "namespace: team-a\n", "project: https://git.example/web\n"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+	for _, args := range [][]string{
+		{"render", "--name", "web", "--namespace", "team-a", "--project", "https://git.example/web", example},
+		{"render", example, "--name", "web", "-n", "team-a", "--project=https://git.example/web"},
+		{"-n", "team-a", "render", "--name=web", example, "--project", "https://git.example/web"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 {
+			t.Fatalf("%q exited %d: %s", args, code, errb.String())
+		}
+		for _, want := range []string{"name: web\n", "namespace: team-a\n", "project: https://git.example/web\n"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%q: output lacks %q:\n%s", args, want, out.String())
+			}
 		}
 	}
 }
@@ -70,10 +76,12 @@ func TestRenderBadInput(t *testing.T) {
 		"missing file":   {[]string{"render", filepath.Join(dir, "nope.json")}, 1, "no such file or directory"},
 		"bad name":       {[]string{"render", "--name", "Not_Valid", example}, 1, `invalid name "Not_Valid"`},
 		"bad namespace":  {[]string{"render", "--namespace", "a.b", example}, 1, `invalid namespace "a.b"`},
-		"no file":        {[]string{"render"}, 2, "usage: projectmcp render FILE"},
-		"two files":      {[]string{"render", example, example}, 2, "usage: projectmcp render FILE"},
-		"unknown flag":   {[]string{"render", "--nmae", "x", example}, 2, "flag provided but not defined: -nmae"},
-		"unknown cmd":    {[]string{"rendr"}, 2, `unknown command "rendr"`},
+		"no file":        {[]string{"render"}, 2, "projectmcp render: missing argument FILE\nUsage: projectmcp render FILE [flags]"},
+		"two files":      {[]string{"render", example, example}, 2, `projectmcp render: unexpected argument "` + example + `": render takes FILE`},
+		"unknown flag":   {[]string{"render", example, "--nmae", "x"}, 2, "projectmcp render: unknown flag: --nmae\n"},
+		"no flag value":  {[]string{"render", example, "--name"}, 2, "projectmcp render: flag needs an argument: --name\n"},
+		"unknown cmd":    {[]string{"rendr"}, 2, `projectmcp: unknown command "rendr" (did you mean "render"?)`},
+		"no cmd":         {nil, 2, "projectmcp: a command is required"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

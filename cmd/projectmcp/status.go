@@ -1,49 +1,45 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
 
-// runStatus prints a project's state for people without kubectl: conditions, then one row per
-// server (phase, connection, tools, sessions, last error), then the sessions.
-func runStatus(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
-	namespace := fs.String("namespace", "default", "namespace of the ProjectMCP")
-	if err := parseInterspersed(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+func newStatusCmd(g *globalFlags, stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show a project's servers, connections, tools and sessions",
+		Long: `Prints a project's state for people without kubectl: the endpoint and conditions, one row
+per server (phase, connection, tools, sessions, last error), then the sessions.`,
+		Example: `  projectmcp status shop
+  projectmcp status web -n team-a --kubeconfig ~/.kube/prod`,
+		Args:              positional([]string{"NAME"}),
+		ValidArgsFunction: completeProjects(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ns, err := g.ns()
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			obj := &v1alpha1.ProjectMCP{}
+			if err := c.Get(cmd.Context(), types.NamespacedName{Namespace: ns, Name: args[0]}, obj); err != nil {
+				return err
+			}
+			printStatus(stdout, obj)
+			return nil
+		},
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: projectmcp status NAME [--namespace NS]")
-		return 2
-	}
-	c, err := newClient(*kubeconfig)
-	if err != nil {
-		fmt.Fprintf(stderr, "projectmcp status: %v\n", err)
-		return 1
-	}
-	obj := &v1alpha1.ProjectMCP{}
-	if err := c.Get(context.Background(), types.NamespacedName{Namespace: *namespace, Name: fs.Arg(0)}, obj); err != nil {
-		fmt.Fprintf(stderr, "projectmcp status: %v\n", err)
-		return 1
-	}
-	printStatus(stdout, obj)
-	return 0
 }
 
 func printStatus(w io.Writer, obj *v1alpha1.ProjectMCP) {

@@ -1,0 +1,525 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// An agent's config file is edited as text, not decoded and encoded again: the new entry is
+// spliced in at the right place, so every other entry, the key order, the indentation and
+// even comments (VS Code's files are JSON with comments) stay as the user left them.
+
+// jsonValue is one value of a JSON (with comments) document and where it is in the text.
+type jsonValue struct {
+	start, end int          // byte offsets: [start, end)
+	kind       byte         // '{', '[', '"' or 0 for the other scalars
+	members    []jsonMember // of an object
+	elems      []jsonValue  // of an array
+	str        string       // a string's decoded value
+}
+
+type jsonMember struct {
+	key      string
+	keyStart int
+	value    jsonValue
+}
+
+func (v jsonValue) member(key string) (jsonMember, bool) {
+	for _, m := range v.members {
+		if m.key == key {
+			return m, true
+		}
+	}
+	return jsonMember{}, false
+}
+
+// maxJSONDepth bounds nesting, so a hostile file cannot exhaust the stack.
+const maxJSONDepth = 1000
+
+// jsoncParser reads JSON with // and /* */ comments and trailing commas, as VS Code writes it.
+type jsoncParser struct {
+	src   []byte
+	pos   int
+	depth int
+}
+
+// parseJSONC parses a whole document; errors name the line and column.
+func parseJSONC(src []byte) (jsonValue, error) {
+	p := &jsoncParser{src: src}
+	if bytes.HasPrefix(src, []byte("\xef\xbb\xbf")) {
+		p.pos = 3
+	}
+	v, err := p.value()
+	if err == nil {
+		if err = p.skip(); err == nil && p.pos < len(p.src) {
+			err = p.errorf("unexpected %q after the document", p.src[p.pos])
+		}
+	}
+	return v, err
+}
+
+func (p *jsoncParser) errorf(format string, args ...any) error {
+	line, col := 1, 1
+	for _, b := range p.src[:min(p.pos, len(p.src))] {
+		if b == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return fmt.Errorf("%d:%d: %s", line, col, fmt.Sprintf(format, args...))
+}
+
+// skip passes whitespace and comments.
+func (p *jsoncParser) skip() error {
+	for p.pos < len(p.src) {
+		switch c := p.src[p.pos]; {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			p.pos++
+		case bytes.HasPrefix(p.src[p.pos:], []byte("//")):
+			if i := bytes.IndexByte(p.src[p.pos:], '\n'); i >= 0 {
+				p.pos += i + 1
+			} else {
+				p.pos = len(p.src)
+			}
+		case bytes.HasPrefix(p.src[p.pos:], []byte("/*")):
+			i := bytes.Index(p.src[p.pos+2:], []byte("*/"))
+			if i < 0 {
+				return p.errorf("unterminated comment")
+			}
+			p.pos += i + 4
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+func (p *jsoncParser) value() (jsonValue, error) {
+	if err := p.skip(); err != nil {
+		return jsonValue{}, err
+	}
+	if p.pos >= len(p.src) {
+		return jsonValue{}, p.errorf("unexpected end of the file")
+	}
+	switch p.src[p.pos] {
+	case '{', '[':
+		if p.depth++; p.depth > maxJSONDepth {
+			return jsonValue{}, p.errorf("nested deeper than %d levels", maxJSONDepth)
+		}
+		defer func() { p.depth-- }()
+		if p.src[p.pos] == '{' {
+			return p.object()
+		}
+		return p.array()
+	case '"':
+		return p.string()
+	}
+	start := p.pos
+	for p.pos < len(p.src) && !strings.ContainsRune(" \t\r\n,:]}/", rune(p.src[p.pos])) {
+		p.pos++
+	}
+	if tok := p.src[start:p.pos]; len(tok) == 0 || !json.Valid(tok) || tok[0] == '{' || tok[0] == '[' || tok[0] == '"' {
+		p.pos = start
+		return jsonValue{}, p.errorf("expected a value, found %q", string(p.src[start:min(start+1, len(p.src))]))
+	}
+	return jsonValue{start: start, end: p.pos}, nil
+}
+
+func (p *jsoncParser) string() (jsonValue, error) {
+	start := p.pos
+	for p.pos++; p.pos < len(p.src); p.pos++ {
+		switch p.src[p.pos] {
+		case '\\':
+			p.pos++
+		case '\n':
+			return jsonValue{}, p.errorf("line break inside a string")
+		case '"':
+			p.pos++
+			v := jsonValue{start: start, end: p.pos, kind: '"'}
+			if err := json.Unmarshal(p.src[start:p.pos], &v.str); err != nil {
+				p.pos = start
+				return jsonValue{}, p.errorf("invalid string: %v", err)
+			}
+			return v, nil
+		}
+	}
+	return jsonValue{}, p.errorf("unterminated string")
+}
+
+func (p *jsoncParser) object() (jsonValue, error) {
+	v := jsonValue{start: p.pos, kind: '{'}
+	p.pos++
+	for {
+		if err := p.skip(); err != nil {
+			return v, err
+		}
+		if p.pos < len(p.src) && p.src[p.pos] == '}' {
+			p.pos++
+			v.end = p.pos
+			return v, nil
+		}
+		if p.pos >= len(p.src) || p.src[p.pos] != '"' {
+			return v, p.errorf("expected a key in quotes or }")
+		}
+		key, err := p.string()
+		if err != nil {
+			return v, err
+		}
+		if _, dup := v.member(key.str); dup {
+			p.pos = key.start
+			return v, p.errorf("duplicate key %q", key.str)
+		}
+		if err := p.skip(); err != nil {
+			return v, err
+		}
+		if p.pos >= len(p.src) || p.src[p.pos] != ':' {
+			return v, p.errorf("expected : after the key %q", key.str)
+		}
+		p.pos++
+		val, err := p.value()
+		if err != nil {
+			return v, err
+		}
+		v.members = append(v.members, jsonMember{key: key.str, keyStart: key.start, value: val})
+		if err := p.next('}'); err != nil {
+			return v, err
+		}
+	}
+}
+
+func (p *jsoncParser) array() (jsonValue, error) {
+	v := jsonValue{start: p.pos, kind: '['}
+	p.pos++
+	for {
+		if err := p.skip(); err != nil {
+			return v, err
+		}
+		if p.pos < len(p.src) && p.src[p.pos] == ']' {
+			p.pos++
+			v.end = p.pos
+			return v, nil
+		}
+		el, err := p.value()
+		if err != nil {
+			return v, err
+		}
+		v.elems = append(v.elems, el)
+		if err := p.next(']'); err != nil {
+			return v, err
+		}
+	}
+}
+
+// next passes the comma after a member or element; the closing bracket is left for the caller.
+func (p *jsoncParser) next(closing byte) error {
+	if err := p.skip(); err != nil {
+		return err
+	}
+	switch {
+	case p.pos < len(p.src) && p.src[p.pos] == ',':
+		p.pos++
+		return nil
+	case p.pos < len(p.src) && p.src[p.pos] == closing:
+		return nil
+	}
+	return p.errorf("expected , or %c", closing)
+}
+
+// decode is the value as Go data (maps, slices, strings, float64...), for comparing entries.
+func (v jsonValue) decode(src []byte) any {
+	switch v.kind {
+	case '{':
+		out := map[string]any{}
+		for _, m := range v.members {
+			out[m.key] = m.value.decode(src)
+		}
+		return out
+	case '[':
+		out := []any{}
+		for _, e := range v.elems {
+			out = append(out, e.decode(src))
+		}
+		return out
+	case '"':
+		return v.str
+	}
+	var out any
+	_ = json.Unmarshal(src[v.start:v.end], &out)
+	return out
+}
+
+// marshalIndent is json.MarshalIndent without HTML escaping (URLs keep their &).
+func marshalIndent(v any, prefix, indent string) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent(prefix, indent)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// edit replaces src[start:end] with text.
+type edit struct {
+	start, end int
+	text       string
+}
+
+// splicer collects edits to one document and renders new values in its style.
+type splicer struct {
+	src   []byte
+	unit  string // one level of indentation, as the file uses it
+	edits []edit
+}
+
+func newSplicer(src []byte, top jsonValue) *splicer {
+	s := &splicer{src: src, unit: "  "}
+	// The first member of the top object on a line of its own shows the file's indentation.
+	if len(top.members) > 0 && s.line(top.members[0].keyStart) != s.line(top.start) {
+		if ind := s.indentAt(top.members[0].keyStart); ind != "" {
+			s.unit = strings.TrimPrefix(ind, s.indentAt(top.start))
+		}
+	}
+	return s
+}
+
+// line is the 0-based line of an offset.
+func (s *splicer) line(off int) int { return bytes.Count(s.src[:off], []byte("\n")) }
+
+// indentAt is the leading whitespace of the line holding off.
+func (s *splicer) indentAt(off int) string {
+	begin := bytes.LastIndexByte(s.src[:off], '\n') + 1
+	end := begin
+	for end < len(s.src) && (s.src[end] == ' ' || s.src[end] == '\t') {
+		end++
+	}
+	return string(s.src[begin:end])
+}
+
+// render is v as JSON whose lines after the first start with prefix; compact on one line when
+// oneLine.
+func (s *splicer) render(v any, prefix string, oneLine bool) (string, error) {
+	if oneLine {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			return "", err
+		}
+		return strings.TrimSpace(buf.String()), nil
+	}
+	out, err := marshalIndent(v, prefix, s.unit)
+	return string(out), err
+}
+
+// insert adds an item (an object member when key is not nil, else an array element) at the
+// end of the container, indented like its siblings.
+func (s *splicer) insert(container jsonValue, key *string, value any) error {
+	var lastEnd, firstStart int
+	n := len(container.members) + len(container.elems)
+	if n > 0 {
+		if container.kind == '{' {
+			firstStart = container.members[0].keyStart
+			lastEnd = container.members[n-1].value.end
+		} else {
+			firstStart = container.elems[0].start
+			lastEnd = container.elems[n-1].end
+		}
+	}
+	item := func(prefix string, oneLine bool) (string, error) {
+		text, err := s.render(value, prefix, oneLine)
+		if err != nil || key == nil {
+			return text, err
+		}
+		k, _ := json.Marshal(*key)
+		return string(k) + ": " + text, nil
+	}
+	switch {
+	case n > 0 && s.line(firstStart) == s.line(container.start):
+		// A container written on one line stays on one line.
+		text, err := item("", true)
+		if err != nil {
+			return err
+		}
+		s.edits = append(s.edits, edit{lastEnd, lastEnd, ", " + text})
+	case n > 0:
+		ind := s.indentAt(firstStart)
+		text, err := item(ind, false)
+		if err != nil {
+			return err
+		}
+		s.edits = append(s.edits, edit{lastEnd, lastEnd, ",\n" + ind + text})
+	default:
+		outer := s.indentAt(container.start)
+		text, err := item(outer+s.unit, false)
+		if err != nil {
+			return err
+		}
+		body := "\n" + outer + s.unit + text + "\n" + outer
+		inner := s.src[container.start+1 : container.end-1]
+		if len(bytes.TrimSpace(inner)) == 0 {
+			// Nothing but white space inside: the new item replaces it.
+			s.edits = append(s.edits, edit{container.start + 1, container.end - 1, body})
+		} else {
+			// Comments inside stay, after the new item.
+			s.edits = append(s.edits, edit{container.start + 1, container.start + 1, body})
+		}
+	}
+	return nil
+}
+
+// replace puts value in place of an existing one, indented like the line it starts on.
+func (s *splicer) replace(old jsonValue, value any) error {
+	text, err := s.render(value, s.indentAt(old.start), false)
+	if err != nil {
+		return err
+	}
+	s.edits = append(s.edits, edit{old.start, old.end, text})
+	return nil
+}
+
+// apply returns the document with every edit made.
+func (s *splicer) apply() []byte {
+	sort.Slice(s.edits, func(i, j int) bool { return s.edits[i].start > s.edits[j].start })
+	out := append([]byte{}, s.src...)
+	for _, e := range s.edits {
+		out = append(out[:e.start], append([]byte(e.text), out[e.end:]...)...)
+	}
+	return out
+}
+
+// errEntryExists is the refusal to overwrite an entry without --force.
+var errEntryExists = errors.New("refusing to overwrite a different entry of the same name")
+
+// writeClientConfig merges the entry named name into the client's config file at path and says
+// what it did: "created", "added", "replaced" or "unchanged". An entry of that name that differs
+// is replaced only with force.
+func writeClientConfig(path string, format clientFormat, name string, entry serverEntry, bearer, force bool) (string, error) {
+	src, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		doc, err := format.snippet(name, entry.URL, bearer)
+		if err != nil {
+			return "", err
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return "", err
+		}
+		return "created", writeFileAtomic(path, append(doc, '\n'), 0o644)
+	}
+	if err != nil {
+		return "", err
+	}
+	top, err := parseJSONC(src)
+	if err != nil {
+		return "", fmt.Errorf("%s:%v", path, err)
+	}
+	if top.kind != '{' {
+		return "", fmt.Errorf("%s: the top level must be a JSON object", path)
+	}
+	s := newSplicer(src, top)
+	want := toGeneric(entry)
+	outcome := "added"
+	container, found := top.member(format.container)
+	switch {
+	case !found:
+		key := format.container
+		if err := s.insert(top, &key, map[string]serverEntry{name: entry}); err != nil {
+			return "", err
+		}
+	case container.value.kind != '{':
+		return "", fmt.Errorf("%s: %q must be an object", path, format.container)
+	default:
+		old, exists := container.value.member(name)
+		switch {
+		case !exists:
+			if err := s.insert(container.value, &name, entry); err != nil {
+				return "", err
+			}
+		case reflect.DeepEqual(old.value.decode(src), want):
+			outcome = "unchanged"
+		case !force:
+			have := string(src[old.value.start:old.value.end])
+			return "", fmt.Errorf("%s: %w: %q in %q is %s (--force replaces it)", path, errEntryExists, name, format.container, have)
+		default:
+			outcome = "replaced"
+			if err := s.replace(old.value, entry); err != nil {
+				return "", err
+			}
+		}
+	}
+	if format.name == "vscode" && bearer {
+		if err := s.addInput(top, path); err != nil {
+			return "", err
+		}
+	}
+	if len(s.edits) == 0 {
+		return outcome, nil
+	}
+	out := s.apply()
+	if _, err := parseJSONC(out); err != nil {
+		return "", fmt.Errorf("%s: merging the entry would break the file (%v); add it by hand", path, err)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	return outcome, writeFileAtomic(path, out, info.Mode().Perm())
+}
+
+// addInput adds VS Code's token prompt to "inputs" unless an input of that id is there.
+func (s *splicer) addInput(top jsonValue, path string) error {
+	inputs, found := top.member("inputs")
+	if !found {
+		key := "inputs"
+		return s.insert(top, &key, []vscodeInput{tokenInput})
+	}
+	if inputs.value.kind != '[' {
+		return fmt.Errorf("%s: \"inputs\" must be an array", path)
+	}
+	for _, e := range inputs.value.elems {
+		if id, ok := e.member("id"); ok && id.value.str == vscodeTokenInput {
+			return nil
+		}
+	}
+	return s.insert(inputs.value, nil, tokenInput)
+}
+
+// toGeneric is v as decoded JSON (maps and slices), for comparing with what a file holds.
+func toGeneric(v any) any {
+	data, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(data, &out)
+	return out
+}
+
+// writeFileAtomic replaces path by renaming a finished temporary file over it, so an agent
+// never reads half a file.
+func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
+)
+
+// runCode runs a command line in this process and fails unless it exits with want.
+func runCode(t *testing.T, want int, args ...string) (stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(args, &out, &errb); code != want {
+		t.Fatalf("%q exited %d, want %d\nstdout: %s\nstderr: %s", args, code, want, out.String(), errb.String())
+	}
+	return out.String(), errb.String()
+}
+
+// Mistakes on connect's command line are usage errors naming the flag, before any cluster is
+// asked.
+func TestConnectUsageErrors(t *testing.T) {
+	for args, want := range map[string]string{
+		"connect --client json --write":           "--client json has no config file to write",
+		"connect --force":                         "--force replaces an entry with --write only",
+		"connect --client emacs":                  `--client must be one of claude-code, vscode, cursor, json, not "emacs"`,
+		"connect --auth maybe":                    `--auth must be auto, none or bearer, not "maybe"`,
+		"connect a b":                             `unexpected argument "b": connect takes NAME`,
+		"connect --write=maybe":                   `invalid argument "maybe" for "--write" flag`,
+		"dev --kubeconfig x":                      "--kubeconfig does not apply: dev runs its own control plane",
+		"dev -n team-a":                           "--namespace does not apply",
+		"dev --gateway-bind-address 0":            `--gateway-bind-address cannot be "0"`,
+		"dev --leader-elect":                      "unknown flag: --leader-elect",
+		"controller -n team-a":                    "--namespace does not apply: the controller watches every namespace",
+		"status":                                  "missing argument NAME",
+		"reconnect shop --wait soon":              `invalid argument "soon" for "--wait" flag`,
+		"mirror":                                  "--project is required",
+		"mirror --project a --project b --name x": "--name names one object: give it with one --project, not 2",
+		"version extra":                           `unexpected argument "extra": version takes none`,
+		"completion":                              "missing argument SHELL",
+		"completion tcsh":                         `unknown shell "tcsh": bash, zsh or fish`,
+	} {
+		_, stderr := runCode(t, exitUsage, strings.Fields(args)...)
+		if !strings.Contains(stderr, want) || !strings.Contains(stderr, "--help' for more.") {
+			t.Errorf("%s: stderr lacks %q and the pointer to --help:\n%s", args, want, stderr)
+		}
+	}
+}
+
+// connect against a cluster whose gateway checks bearer tokens: the entry reads the token from
+// the environment, for each client in its own form, and a real ServiceAccount token in that
+// header reaches the project's tools. Before the controller runs, a missing endpoint and an
+// unreachable one are handled.
+func TestConnectBearerToken(t *testing.T) {
+	env := apiServer(t)
+	ctx := context.Background()
+	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: "default"},
+		Spec: v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer("a")}}}
+	env.DeleteOnCleanup(t, obj)
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	kc := "--kubeconfig=" + env.Kubeconfig
+
+	// No controller yet: no endpoint in status.
+	_, stderr := runCode(t, exitFailure, "connect", "guarded", kc)
+	if !strings.Contains(stderr, "projectmcp default/guarded has no endpoint in its status yet") {
+		t.Fatalf("stderr: %s", stderr)
+	}
+	_, stderr = runCode(t, exitFailure, "connect", "missing", kc)
+	if !strings.Contains(stderr, `projectmcp default/missing: projectmcps.mcp.dsh.dev "missing" not found`) {
+		t.Fatalf("stderr: %s", stderr)
+	}
+	// An endpoint that cannot be asked: loopback means a local gateway, anything else one that
+	// checks tokens; connect says what it assumed.
+	for endpoint, bearer := range map[string]bool{
+		"http://127.0.0.1:1/projects/default/guarded/mcp":          false,
+		"https://mcp.example.invalid/projects/default/guarded/mcp": true,
+	} {
+		obj.Status.Endpoint = endpoint
+		if err := env.Client.Status().Update(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr := runCode(t, exitOK, "connect", "guarded", kc, "--client", "json")
+		if got := strings.Contains(stdout, "Authorization"); got != bearer || !strings.Contains(stderr, "Could not ask "+endpoint) {
+			t.Fatalf("%s: header %v, want %v\nstdout: %s\nstderr: %s", endpoint, got, bearer, stdout, stderr)
+		}
+	}
+
+	ctl := startMain(t, t.TempDir(), nil, os.Args[0], "controller", kc, "--gateway-auth", "kubernetes",
+		"--gateway-bind-address", "127.0.0.1:0", "--leader-elect=false", "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	testutil.EventuallyOK(t, 60*time.Second, "the controller's endpoint in status", func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		if strings.HasPrefix(obj.Status.Endpoint, "http://127.0.0.1:") && obj.Status.ReadyServers == "1/1" {
+			return nil
+		}
+		return fmt.Errorf("status %+v", obj.Status)
+	})
+	endpoint := obj.Status.Endpoint
+
+	// Each client's form, printed: the gateway answered 401 to connect's question.
+	for client, header := range map[string]string{
+		"json":        "Bearer ${PROJECTMCP_TOKEN}",
+		"claude-code": "Bearer ${PROJECTMCP_TOKEN}",
+		"cursor":      "Bearer ${env:PROJECTMCP_TOKEN}",
+		"vscode":      "Bearer ${input:projectmcp-token}",
+	} {
+		stdout, stderr := runCode(t, exitOK, "connect", "guarded", "--client", client, kc)
+		if !strings.Contains(stdout, `"Authorization": "`+header+`"`) || !strings.Contains(stdout, endpoint) {
+			t.Errorf("%s: printed\n%s", client, stdout)
+		}
+		if !strings.Contains(stderr, "export PROJECTMCP_TOKEN=$(kubectl create token SERVICEACCOUNT -n default)") {
+			t.Errorf("%s: no hint about the token:\n%s", client, stderr)
+		}
+	}
+	if stdout, _ := runCode(t, exitOK, "connect", "guarded", "--client", "json", "--auth", "none", kc); strings.Contains(stdout, "Authorization") {
+		t.Errorf("--auth none must leave the header out:\n%s", stdout)
+	}
+
+	// --write in a project folder named like the object: NAME comes from the folder.
+	project := filepath.Join(t.TempDir(), "guarded")
+	stdout, _ := runCode(t, exitOK, "connect", "--project", project, "--write", kc)
+	if !strings.Contains(stdout, `created "projectmcp" (`+endpoint+`)`) {
+		t.Fatalf("stdout: %s", stdout)
+	}
+	var written struct {
+		MCPServers map[string]serverEntry `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(project, ".mcp.json"))), &written); err != nil {
+		t.Fatal(err)
+	}
+	entry := written.MCPServers["projectmcp"]
+
+	// The entry works: with a ServiceAccount token that may use the project in the variable,
+	// as the agent expands it, a session lists the project's tools; without the grant, 403.
+	token := serviceAccountToken(t, "default", "agent", "guarded")
+	header := strings.ReplaceAll(entry.Headers["Authorization"], "${PROJECTMCP_TOKEN}", token)
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	session, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(cctx,
+		&mcp.StreamableClientTransport{Endpoint: entry.URL, HTTPClient: &http.Client{Transport: headerTransport{header}}}, nil)
+	if err != nil {
+		t.Fatalf("connecting with the written entry: %v", err)
+	}
+	tools, err := session.ListTools(cctx, nil)
+	if err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("tools: %v %v", tools, err)
+	}
+	_ = session.Close()
+
+	if code := ctl.stop(t, syscall.SIGTERM, 30*time.Second); code != exitOK {
+		t.Fatalf("the controller exited %d after SIGTERM", code)
+	}
+}
+
+// headerTransport sets the Authorization header, as an agent does from its config entry.
+type headerTransport struct{ value string }
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", h.value)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// serviceAccountToken creates a ServiceAccount allowed to use one ProjectMCP and returns a
+// token for it, as `kubectl create token` does.
+func serviceAccountToken(t *testing.T, ns, sa, project string) string {
+	t.Helper()
+	env := apiServer(t)
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	account := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{"projectmcps"}, ResourceNames: []string{project}, Verbs: []string{gateway.UseVerb},
+	}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: sa},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}
+	for _, o := range []client.Object{account, role, binding} {
+		env.DeleteOnCleanup(t, o)
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
