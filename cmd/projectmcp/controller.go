@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/controllers"
+	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/registry"
@@ -52,6 +54,10 @@ type controllerFlags struct {
 	callTimeout    time.Duration
 	allowCommands  stringList
 	allowAny       bool
+	serverEnv      stringList
+	serverUID      string
+	serverGID      string
+	serverHome     string // not a flag: dev gives servers the user's own HOME
 	zap            zap.Options
 }
 
@@ -74,7 +80,43 @@ func (f *controllerFlags) bind(fs *flag.FlagSet) {
 	fs.Var(&f.allowCommands, "allow-command", "glob of a stdio command servers may run (repeatable); with none, stdio servers are refused in a cluster")
 	_, inCluster := os.LookupEnv("KUBERNETES_SERVICE_HOST")
 	fs.BoolVar(&f.allowAny, "allow-any-command", !inCluster, "run any stdio command (the default outside a cluster, where the controller runs as the user)")
+	fs.Var(&f.serverEnv, "server-env", "name of a variable of the controller's environment that stdio servers also get (repeatable; they always get PATH, LANG, TMPDIR and a HOME of their own)")
+	fs.StringVar(&f.serverUID, "server-uid", "", "run stdio servers as this user id (the controller must run as root)")
+	fs.StringVar(&f.serverGID, "server-gid", "", "run stdio servers with this group id (default: --server-uid's value)")
 	f.zap.BindFlags(fs)
+}
+
+// isolation is what stdio servers get from the controller, from --server-env, --server-uid and
+// --server-gid; an error names the flag that is wrong.
+func (f *controllerFlags) isolation() (conn.Isolation, error) {
+	iso := conn.Isolation{Home: f.serverHome}
+	for _, name := range f.serverEnv {
+		if !conn.ValidEnvName(name) {
+			return iso, fmt.Errorf("--server-env %q: not a variable name", name)
+		}
+		iso.PassEnv = append(iso.PassEnv, name)
+	}
+	if f.serverUID == "" && f.serverGID == "" {
+		return iso, nil
+	}
+	if f.serverUID == "" {
+		return iso, errors.New("--server-gid needs --server-uid")
+	}
+	uid, err := strconv.ParseUint(f.serverUID, 10, 32)
+	if err != nil {
+		return iso, fmt.Errorf("--server-uid %q: not a numeric user id", f.serverUID)
+	}
+	gid := uid
+	if f.serverGID != "" {
+		if gid, err = strconv.ParseUint(f.serverGID, 10, 32); err != nil {
+			return iso, fmt.Errorf("--server-gid %q: not a numeric group id", f.serverGID)
+		}
+	}
+	if os.Geteuid() != 0 {
+		return iso, fmt.Errorf("--server-uid needs the controller to run as root (it runs as uid %d)", os.Geteuid())
+	}
+	iso.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	return iso, nil
 }
 
 // electionNamespace makes leader election work with no extra flags: in a cluster the Lease
@@ -138,6 +180,10 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 	if err != nil {
 		return nil, nil, err
 	}
+	connDefaults, err := f.connDefaults()
+	if err != nil {
+		return nil, nil, err
+	}
 	mgr, err = ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
@@ -158,12 +204,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 		Registry:  reg,
 		Recorder:  mgr.GetEventRecorder("projectmcp"),
 		Clock:     clock.RealClock{},
-		Conn: controllers.ConnDefaults{
-			AllowCommands:  f.commandAllowlist(),
-			ConnectTimeout: f.connectTimeout,
-			HealthInterval: f.healthInterval,
-			RelistInterval: f.relistInterval,
-		},
+		Conn:      connDefaults,
 	}
 	if f.gatewayAddr != "0" {
 		// Bound now, so that a port of 0 is resolved before any endpoint is written to status.
@@ -206,6 +247,18 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 		return nil, nil, err
 	}
 	return mgr, gw, nil
+}
+
+// connDefaults is how the controller's connections are made, from the flags.
+func (f *controllerFlags) connDefaults() (controllers.ConnDefaults, error) {
+	isolation, err := f.isolation()
+	return controllers.ConnDefaults{
+		AllowCommands:  f.commandAllowlist(),
+		Isolation:      isolation,
+		ConnectTimeout: f.connectTimeout,
+		HealthInterval: f.healthInterval,
+		RelistInterval: f.relistInterval,
+	}, err
 }
 
 // commandAllowlist is nil (everything allowed) or the --allow-command patterns (possibly none).

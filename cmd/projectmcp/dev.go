@@ -38,6 +38,8 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	dataDir := fs.String("data-dir", "", "keep the control plane's data and kubeconfig here (default: a temporary directory, removed on exit)")
 	gatewayAddr := fs.String("gateway-bind-address", "127.0.0.1:8484", "address of the MCP endpoint")
 	verbose := fs.Bool("v", false, "log the controller's activity")
+	var serverEnv stringList
+	fs.Var(&serverEnv, "server-env", "name of a variable of your environment that servers also get (repeatable; they always get PATH, LANG, TMPDIR and HOME)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -51,14 +53,14 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&logOpts)))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := dev(ctx, *project, *dataDir, *gatewayAddr, stdout, stderr); err != nil {
+	if err := dev(ctx, *project, *dataDir, *gatewayAddr, serverEnv, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "projectmcp dev: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, stdout, stderr io.Writer) error {
+func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, serverEnv []string, stdout, stderr io.Writer) error {
 	if gatewayAddr == "0" {
 		return errors.New(`dev serves the project's endpoint: --gateway-bind-address cannot be "0"`)
 	}
@@ -109,6 +111,13 @@ func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, stdout, s
 	f.metricsAddr, f.probeAddr, f.leaderElect = "0", "0", false
 	f.gatewayAddr, f.gatewayAuth = gatewayAddr, "local"
 	f.allowAny = true // dev runs as the user, with the user's commands
+	f.serverEnv = serverEnv
+	// ... and with the user's HOME, where npx and uvx keep their caches and CLIs their logins;
+	// the rest of the environment stays as clean as in a cluster, so a config that works here
+	// does not depend on the user's shell.
+	if f.serverHome, err = os.UserHomeDir(); err != nil {
+		return fmt.Errorf("servers run with your HOME: %w", err)
+	}
 	mgr, gw, err := newManager(cfg, &f)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -155,6 +156,8 @@ type process struct {
 	done       chan struct{}
 	err        error
 	stderrDone chan struct{}
+	removeHome func()    // removes the server's own HOME once the group is gone
+	cleanup    sync.Once // stop may be called twice (closeSession, then close)
 }
 
 func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, error) {
@@ -163,9 +166,9 @@ func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, er
 	for i, a := range s.Args {
 		args[i] = x.expand(a)
 	}
-	env := os.Environ()
+	var configured []string
 	for _, kv := range s.Env {
-		env = append(env, kv.Name+"="+x.expand(kv.Value))
+		configured = append(configured, kv.Name+"="+x.expand(kv.Value))
 	}
 	dir := x.expand(s.WorkingDir)
 	if x.err != nil {
@@ -184,30 +187,40 @@ func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, er
 	}
 	c.secrets(x.values)
 
+	iso := &c.opts.Isolation
+	home, removeHome, err := iso.makeHome(c.opts.Server.Name)
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(command, args...)
-	cmd.Env, cmd.Dir = env, dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Never os.Environ(): the controller's environment is not the server's business.
+	cmd.Env, cmd.Dir = iso.serverEnv(home, configured), dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: iso.Credential}
 	inR, inW, err := os.Pipe()
 	if err != nil {
+		removeHome()
 		return nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW)
+		removeHome()
 		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW, outR, outW)
+		removeHome()
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	if err := cmd.Start(); err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
+		removeHome()
 		return nil, fmt.Errorf("starting %q: %w", s.Command, err)
 	}
 	closeAll(inR, outW, errW) // the child holds its ends now
-	p := &process{cmd: cmd, done: make(chan struct{}), stderrDone: make(chan struct{})}
+	p := &process{cmd: cmd, done: make(chan struct{}), stderrDone: make(chan struct{}), removeHome: removeHome}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -244,6 +257,7 @@ func (p *process) stop(grace time.Duration) {
 	case <-p.stderrDone:
 	case <-time.After(grace):
 	}
+	p.cleanup.Do(p.removeHome)
 }
 
 // stderrLinesPerSecond bounds how much of a chatty server's stderr reaches the log.

@@ -64,3 +64,26 @@ func matching(i, want int) []int {
 	}
 	return out
 }
+
+// IDs returns the real user and group id of a process (-1, -1 when it cannot be read).
+func IDs(pid int) (uid, gid int) {
+	uid, gid = -1, -1
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return uid, gid
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		name, rest, _ := strings.Cut(line, ":")
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		switch name {
+		case "Uid":
+			uid, _ = strconv.Atoi(f[0])
+		case "Gid":
+			gid, _ = strconv.Atoi(f[0])
+		}
+	}
+	return uid, gid
+}
