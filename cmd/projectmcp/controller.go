@@ -32,6 +32,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/reaper"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
@@ -334,6 +335,16 @@ func runController(args []string, _, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Orphans of server processes (npx → sh → node after the wrapper died) come to the
+	// controller, PID 1 in a container or a child subreaper elsewhere: reap them.
+	reaped := make(chan struct{})
+	go func() {
+		defer close(reaped)
+		if err := reaper.Run(ctx, ctrl.Log.WithName("reaper")); err != nil {
+			ctrl.Log.Error(err, "Orphaned server processes will not be reaped")
+		}
+	}()
+	defer func() { stop(); <-reaped }()
 	if err := mgr.Start(ctx); err != nil {
 		fmt.Fprintf(stderr, "projectmcp controller: %v\n", err)
 		return 1

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -156,8 +157,31 @@ type process struct {
 	done       chan struct{}
 	err        error
 	stderrDone chan struct{}
-	removeHome func()    // removes the server's own HOME once the group is gone
-	cleanup    sync.Once // stop may be called twice (closeSession, then close)
+	removeHome func()     // removes the server's own HOME once the group is gone
+	pipes      []*os.File // our ends of stdin, stdout and stderr
+	cleanup    sync.Once  // stop may be called twice (closeSession, then close)
+}
+
+// start starts the process from a goroutine locked to its OS thread, which then waits for it.
+// The parent-death signal (serverProcAttr) fires when the thread that started the child ends,
+// not the process; the Go runtime ends a thread only when a goroutine locked to it exits while
+// still locked. Holding the thread with the goroutine that waits for the child means no other
+// goroutine can lock it and take it down while the child lives: the signal comes only when the
+// controller itself dies.
+func (p *process) start() error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	return <-started
 }
 
 func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, error) {
@@ -195,7 +219,7 @@ func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, er
 	cmd := exec.Command(command, args...)
 	// Never os.Environ(): the controller's environment is not the server's business.
 	cmd.Env, cmd.Dir = iso.serverEnv(home, configured), dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: iso.Credential}
+	cmd.SysProcAttr = serverProcAttr(iso.Credential)
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		removeHome()
@@ -214,17 +238,14 @@ func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, er
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
+	p := &process{cmd: cmd, done: make(chan struct{}), stderrDone: make(chan struct{}), removeHome: removeHome,
+		pipes: []*os.File{inW, outR, errR}}
+	if err := p.start(); err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
 		removeHome()
 		return nil, fmt.Errorf("starting %q: %w", s.Command, err)
 	}
 	closeAll(inR, outW, errW) // the child holds its ends now
-	p := &process{cmd: cmd, done: make(chan struct{}), stderrDone: make(chan struct{}), removeHome: removeHome}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
 	go c.logStderr(errR, p.stderrDone)
 	return &endpoint{transport: &mcp.IOTransport{Reader: outR, Writer: inW}, proc: p}, nil
 }
@@ -256,8 +277,17 @@ func (p *process) stop(grace time.Duration) {
 	select {
 	case <-p.stderrDone:
 	case <-time.After(grace):
+		// A grandchild that left the group (setsid) still holds stderr open: stop reading it,
+		// or its copy would live (a goroutine and a descriptor) as long as that grandchild.
 	}
-	p.cleanup.Do(p.removeHome)
+	p.cleanup.Do(func() {
+		closeAll(p.pipes...) // ends the stderr copy at once (the pipes are non-blocking), and any read the session left
+		select {
+		case <-p.stderrDone:
+		case <-time.After(grace):
+		}
+		p.removeHome()
+	})
 }
 
 // stderrLinesPerSecond bounds how much of a chatty server's stderr reaches the log.
