@@ -59,6 +59,9 @@ type controllerFlags struct {
 	serverUID      string
 	serverGID      string
 	serverHome     string // not a flag: dev gives servers the user's own HOME
+	allowURLs      stringList
+	denyURLs       stringList
+	allowLoopback  bool // not a flag: dev's servers run on the same machine
 	zap            zap.Options
 }
 
@@ -84,7 +87,28 @@ func (f *controllerFlags) bind(fs *flag.FlagSet) {
 	fs.Var(&f.serverEnv, "server-env", "name of a variable of the controller's environment that stdio servers also get (repeatable; they always get PATH, LANG, TMPDIR and a HOME of their own)")
 	fs.StringVar(&f.serverUID, "server-uid", "", "run stdio servers as this user id (the controller must run as root)")
 	fs.StringVar(&f.serverGID, "server-gid", "", "run stdio servers with this group id (default: --server-uid's value)")
+	fs.Var(&f.allowURLs, "allow-url", "URL pattern (https://*.example.com, http://10.0.0.5:*/mcp) or address range (10.0.0.0/8) HTTP and SSE servers may reach (repeatable); with none, any but loopback and link-local")
+	fs.Var(&f.denyURLs, "deny-url", "URL pattern or address range HTTP and SSE servers may not reach (repeatable)")
 	f.zap.BindFlags(fs)
+}
+
+// egress is where HTTP and SSE servers may be reached, from --allow-url and --deny-url.
+func (f *controllerFlags) egress() (*conn.Egress, error) {
+	e := &conn.Egress{Loopback: f.allowLoopback}
+	for _, list := range []struct {
+		flag string
+		raw  []string
+		into *[]conn.URLPattern
+	}{{"--allow-url", f.allowURLs, &e.Allow}, {"--deny-url", f.denyURLs, &e.Deny}} {
+		for _, raw := range list.raw {
+			p, err := conn.ParseURLPattern(raw)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", list.flag, err)
+			}
+			*list.into = append(*list.into, p)
+		}
+	}
+	return e, nil
 }
 
 // isolation is what stdio servers get from the controller, from --server-env, --server-uid and
@@ -253,6 +277,9 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 // connDefaults is how the controller's connections are made, from the flags.
 func (f *controllerFlags) connDefaults() (controllers.ConnDefaults, error) {
 	isolation, err := f.isolation()
+	if err == nil {
+		isolation.Egress, err = f.egress()
+	}
 	return controllers.ConnDefaults{
 		AllowCommands:  f.commandAllowlist(),
 		Isolation:      isolation,

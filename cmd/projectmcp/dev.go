@@ -112,6 +112,7 @@ func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, serverEnv
 	f.gatewayAddr, f.gatewayAuth = gatewayAddr, "local"
 	f.allowAny = true // dev runs as the user, with the user's commands
 	f.serverEnv = serverEnv
+	f.allowLoopback = true // local servers (http://localhost:3000/mcp) are the point of dev
 	// ... and with the user's HOME, where npx and uvx keep their caches and CLIs their logins;
 	// the rest of the environment stays as clean as in a cluster, so a config that works here
 	// does not depend on the user's shell.

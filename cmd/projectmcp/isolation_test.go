@@ -58,3 +58,29 @@ func TestServerIsolationFlags(t *testing.T) {
 		}
 	}
 }
+
+// The controller refuses loopback and link-local HTTP servers unless --allow-url names them;
+// --allow-url and --deny-url reach the connections, and a bad pattern is refused naming the
+// flag.
+func TestEgressFlags(t *testing.T) {
+	d, err := parseControllerFlags(t).connDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := d.Isolation.Egress; e == nil || e.Loopback || len(e.Allow) != 0 || len(e.Deny) != 0 {
+		t.Fatalf("default egress = %+v, want a policy refusing loopback", e)
+	}
+	d, err = parseControllerFlags(t, "--allow-url", "https://*.example.com", "--allow-url", "10.0.0.0/8", "--deny-url", "10.96.0.1").connDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := d.Isolation.Egress; len(e.Allow) != 2 || e.Allow[1].String() != "10.0.0.0/8" || len(e.Deny) != 1 || e.Deny[0].String() != "10.96.0.1" {
+		t.Fatalf("egress = %+v", e)
+	}
+	for _, tc := range [][]string{{"--allow-url", "example.com"}, {"--deny-url", "ftp://x"}} {
+		_, err := parseControllerFlags(t, tc...).connDefaults()
+		if err == nil || !strings.HasPrefix(err.Error(), tc[0]+": ") || !strings.Contains(err.Error(), tc[1]) {
+			t.Errorf("%q: error %v, want one naming the flag and the value", tc, err)
+		}
+	}
+}

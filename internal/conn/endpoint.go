@@ -114,14 +114,26 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 	}
 	c.secrets(x.values)
 	base := http.DefaultTransport.(*http.Transport).Clone()
+	egress := c.opts.Isolation.Egress
+	if egress != nil {
+		r, err := egress.check(u, h.URL)
+		if err != nil {
+			return nil, err
+		}
+		base.DialContext = r.dialer().DialContext
+	}
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
 	client := &http.Client{
-		Transport: &headerTransport{base: base, headers: headers},
+		Transport: &headerTransport{base: mcpResponses{base}, headers: headers},
 		// The configured headers (often credentials) are added to every request, so a
 		// redirect to another host must not be followed.
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if req.URL.Host != via[0].URL.Host {
 				return fmt.Errorf("refusing a redirect from %s to another host", via[0].URL.Host)
+			}
+			if egress != nil {
+				_, err := egress.check(req.URL, h.URL)
+				return err
 			}
 			return nil
 		},

@@ -9,9 +9,10 @@ import (
 	"syscall"
 )
 
-// Isolation is what a server process gets from the controller. The controller holds every
-// project's secrets and, in a cluster, a ServiceAccount token that can read Secrets: a server
-// must start from nothing of the controller's but what is listed here.
+// Isolation is what a server gets from the controller, and what it may reach through it. The
+// controller holds every project's secrets and, in a cluster, a ServiceAccount token that can
+// read Secrets: a server process must start from nothing of the controller's but what is
+// listed here, and a remote server's URL must not be a way into the controller's network.
 type Isolation struct {
 	// PassEnv names variables of the controller's environment that stdio servers get, besides
 	// PassedEnv (PATH, LANG, TMPDIR). A name the controller has no value for is left out.
@@ -23,6 +24,8 @@ type Isolation struct {
 	// Credential, when not nil, is the user and groups stdio servers run as; the controller
 	// needs to run as root for it.
 	Credential *syscall.Credential
+	// Egress, when not nil, is where HTTP and SSE servers may be reached; nil admits any URL.
+	Egress *Egress
 }
 
 // PassedEnv are the variables of the controller's environment every stdio server gets: what
