@@ -101,6 +101,13 @@ func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, serverEnv
 			fmt.Fprintf(stderr, "stopping the control plane: %v\n", err)
 		}
 	}()
+	// If dev is killed hard, the guard ends kube-apiserver and etcd (the servers die by their
+	// parent-death signal). Released first on the way out, before they are stopped.
+	guard, err := controlplane.GuardChildren("kube-apiserver", "etcd")
+	if err != nil {
+		return err
+	}
+	defer guard.Release()
 	kubeconfig := filepath.Join(dataDir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		return err
