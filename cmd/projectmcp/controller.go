@@ -119,6 +119,9 @@ func (f *controllerFlags) isolation() (conn.Isolation, error) {
 		if !conn.ValidEnvName(name) {
 			return iso, fmt.Errorf("--server-env %q: not a variable name", name)
 		}
+		if name == "HOME" {
+			return iso, errors.New(`--server-env "HOME": a server's HOME is always a directory of its own`)
+		}
 		iso.PassEnv = append(iso.PassEnv, name)
 	}
 	if f.serverUID == "" && f.serverGID == "" {

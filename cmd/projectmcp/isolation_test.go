@@ -47,6 +47,7 @@ func TestServerIsolationFlags(t *testing.T) {
 	}{
 		{[]string{"--server-env", "A=B"}, `--server-env "A=B"`},
 		{[]string{"--server-env", ""}, `--server-env ""`},
+		{[]string{"--server-env", "HOME"}, `--server-env "HOME"`},
 		{[]string{"--server-uid", "nobody"}, `--server-uid "nobody"`},
 		{[]string{"--server-uid", "-1"}, `--server-uid "-1"`},
 		{[]string{"--server-uid", "1", "--server-gid", "x"}, `--server-gid "x"`},
