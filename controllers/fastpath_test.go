@@ -139,9 +139,30 @@ func TestGatewayCallsEveryUpstream(t *testing.T) {
 				t.Fatalf("the session must go on: %q", got)
 			}
 
+			// Progress reaches the session that called, with its own token (a string or a number).
+			progress := make(chan *mcp.ProgressNotificationParams, 64)
+			watcher := mustDial(t, mcp.NewClient(&mcp.Implementation{Name: "watcher", Version: "1"}, &mcp.ClientOptions{
+				ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params },
+			}), endpointOf(key), "2025-11-25", nil)
+			for _, token := range []any{"tok-1", 7} {
+				params := &mcp.CallToolParams{Name: name + "__sleep", Arguments: map[string]any{"ms": 450}}
+				params.SetProgressToken(token)
+				if res, err := watcher.CallTool(ctx, params); err != nil || res.IsError {
+					t.Fatalf("sleep: %v %+v", err, res)
+				}
+				if len(progress) < 2 {
+					t.Fatalf("token %v: want progress notifications relayed, got %d", token, len(progress))
+				}
+				for len(progress) > 0 {
+					if p := <-progress; fmt.Sprint(p.ProgressToken) != fmt.Sprint(token) {
+						t.Fatalf("progress must carry the caller's token %v, got %v", token, p.ProgressToken)
+					}
+				}
+			}
+
 			// The path taken: raw for a 2025-11-25 server, the SDK for a 2026-07-28 one.
 			rawCalls, sdkCalls := promtest.ToFloat64(raw)-rawBefore, promtest.ToFloat64(viaSDK)-sdkBefore
-			if up.raw && rawCalls < 9 || !up.raw && sdkCalls < 9 {
+			if up.raw && rawCalls < 11 || !up.raw && sdkCalls < 11 {
 				t.Fatalf("calls forwarded raw %v, through the SDK for the revision %v", rawCalls, sdkCalls)
 			}
 		})

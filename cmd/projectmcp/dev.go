@@ -79,7 +79,7 @@ func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, serverEnv
 	}
 
 	fmt.Fprintln(stderr, "Starting a local control plane (kube-apiserver and etcd)...")
-	assets, err := controlplane.FindAssets()
+	assets, err := controlplane.Ensure(ctx, controlplane.Options{Progress: stderr})
 	if err != nil {
 		return err
 	}
@@ -118,14 +118,14 @@ func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, serverEnv
 	f.metricsAddr, f.probeAddr, f.leaderElect = "0", "0", false
 	f.gatewayAddr, f.gatewayAuth = gatewayAddr, "local"
 	f.allowAny = true // dev runs as the user, with the user's commands
-	f.serverEnv = serverEnv
-	f.allowLoopback = true // local servers (http://localhost:3000/mcp) are the point of dev
 	// ... and with the user's HOME, where npx and uvx keep their caches and CLIs their logins;
 	// the rest of the environment stays as clean as in a cluster, so a config that works here
 	// does not depend on the user's shell.
 	if f.serverHome, err = os.UserHomeDir(); err != nil {
 		return fmt.Errorf("servers run with your HOME: %w", err)
 	}
+	f.serverEnv = serverEnv
+	f.allowLoopback = true // local servers (http://localhost:3000/mcp) are the point of dev
 	mgr, gw, err := newManager(cfg, &f)
 	if err != nil {
 		return err

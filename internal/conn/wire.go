@@ -34,7 +34,11 @@ type wireTransport struct {
 }
 
 func (t *wireTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	inner, err := t.inner.Connect(ctx)
+	transport := t.inner
+	if stdio, ok := transport.(*mcp.IOTransport); ok {
+		transport = splitStdio(t.wire, stdio)
+	}
+	inner, err := transport.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -268,6 +272,9 @@ func (w *wire) call(ctx context.Context, method string, members []byte, meta []b
 		}
 		if resp.Error != nil {
 			return nil, resp.Error
+		}
+		if len(resp.Result) == 0 {
+			return nil, errors.New("the server's response has neither result nor error")
 		}
 		return resp.Result, nil
 	case <-ctx.Done():

@@ -27,10 +27,13 @@ import (
 // name is replaced by the server's own, and the server's result is written back to the
 // session byte for byte (conn.Forward sends it on the shared connection with an id of its
 // own). A server that speaks 2026-07-28 is called through the SDK, which translates its
-// results for a 2025-11-25 session. Anything unusual goes to the SDK server exactly as before, so its validation, limits
-// and error codes still apply: a batch, another method, an unknown tool or session, a
-// request with a progress token or MRTR fields, a protocol version header other than the
-// session's, a content type or Accept header the SDK would refuse.
+// results for a 2025-11-25 session. Anything unusual goes to the SDK server exactly as
+// before, so its validation, limits and error codes still apply: a batch, another method, an
+// unknown tool or session, a request with MRTR fields or an odd progress token, a protocol
+// version header other than the session's, a content type or Accept header the SDK would
+// refuse. A call with a progress
+// token gets its response as an event stream once the server reports progress, the progress
+// relayed with the session's own token.
 //
 // Cancellation keeps working: notifications/cancelled naming a fast-path call cancels it (and
 // conn.Forward tells the server), as does the session closing its HTTP request.
@@ -119,8 +122,12 @@ func fastHeaders(r *http.Request, ss *mcp.ServerSession) bool {
 func (p *project) callFast(w http.ResponseWriter, r *http.Request, ss *mcp.ServerSession, sid string, env fastEnvelope) string {
 	var params fastCallParams
 	if json.Unmarshal(env.Params, &params) != nil || params.Name == "" ||
-		len(params.Meta.ProgressToken) > 0 || len(params.InputResponses) > 0 || len(params.RequestState) > 0 {
+		len(params.InputResponses) > 0 || len(params.RequestState) > 0 {
 		return pathSDK
+	}
+	token := params.Meta.ProgressToken
+	if len(token) > 0 && token[0] != '"' && (token[0] < '0' || token[0] > '9') && token[0] != '-' {
+		return pathSDK // a token must be a string or a number: the SDK answers anything else
 	}
 	tool, ok := p.tool(params.Name)
 	if !ok {
@@ -151,22 +158,119 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, ss *mcp.Serve
 	}()
 
 	o := origin{method: "tools/call", session: sid, caller: sessionCaller{ss}}
-	res, err := forward(ctx, p, o, tool.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
-		return c.Forward(ctx, "tools/call", members, nil, true)
-	})
+	send := func(ctx context.Context, onProgress func(*mcp.ProgressNotificationParams)) (conn.RawResult, error) {
+		return forward(ctx, p, o, tool.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
+			return c.Forward(ctx, "tools/call", members, onProgress, true)
+		})
+	}
+	var res conn.RawResult
+	var err error
+	var stream *sseWriter
+	if len(token) > 0 {
+		stream, res, err = withProgress(ctx, w, token, send)
+	} else {
+		res, err = send(ctx, nil)
+	}
 	switch {
-	case errors.Is(err, conn.ErrOtherRevision):
+	case errors.Is(err, conn.ErrOtherRevision) && stream == nil:
 		return pathRevision // nothing was sent: the SDK translates between the revisions
+	case errors.Is(err, conn.ErrOtherRevision): // only after a progress event: nothing was sent
+		res, _ = json.Marshal(errorResult("projectmcp: the server changed protocol revision during the call; call again"))
 	case err == nil:
 	case errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil:
 		// As through the SDK: a failing server is a failing tool, named in the result.
 		res, _ = json.Marshal(errorResult(err.Error()))
 	default:
-		writeFast(w, env.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request cancelled: " + err.Error()})
+		writeFast(w, stream, env.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request cancelled: " + err.Error()})
 		return pathRaw
 	}
-	writeFast(w, env.ID, res, nil)
+	writeFast(w, stream, env.ID, res, nil)
 	return pathRaw
+}
+
+// progressQueue bounds the progress notifications waiting for a slow session: past it, the
+// oldest waiting ones are dropped (a later one says more), and the server's notification
+// goroutine, which every session of the connection shares, never waits for this session.
+const progressQueue = 32
+
+// withProgress runs send while relaying the server's progress for the call to the session as
+// events of its response stream, with the session's own token. Only this goroutine writes to
+// w; the first event decides that the response is an event stream (nil until then).
+func withProgress(ctx context.Context, w http.ResponseWriter, token json.RawMessage,
+	send func(context.Context, func(*mcp.ProgressNotificationParams)) (conn.RawResult, error)) (*sseWriter, conn.RawResult, error) {
+	events := make(chan *mcp.ProgressNotificationParams, progressQueue)
+	onProgress := func(pp *mcp.ProgressNotificationParams) {
+		for {
+			select {
+			case events <- pp:
+				return
+			default:
+			}
+			select { // full: drop the oldest and try again
+			case <-events:
+			default:
+			}
+		}
+	}
+	type outcome struct {
+		res conn.RawResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() { // ends when send returns, which ctx bounds
+		res, err := send(ctx, onProgress)
+		done <- outcome{res, err}
+	}()
+	var stream *sseWriter
+	for {
+		select {
+		case pp := <-events:
+			if stream == nil {
+				stream = newSSEWriter(w)
+			}
+			stream.progress(token, pp)
+		case o := <-done:
+			return stream, o.res, o.err
+		}
+	}
+}
+
+// sseWriter writes a response as an event stream.
+type sseWriter struct {
+	w http.ResponseWriter
+	f http.Flusher
+}
+
+func newSSEWriter(w http.ResponseWriter) *sseWriter {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	f, _ := w.(http.Flusher)
+	return &sseWriter{w: w, f: f}
+}
+
+func (s *sseWriter) event(data []byte) {
+	buf := make([]byte, 0, len(data)+24)
+	buf = append(buf, "event: message\ndata: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	_, _ = s.w.Write(buf)
+	if s.f != nil {
+		s.f.Flush()
+	}
+}
+
+func (s *sseWriter) progress(token json.RawMessage, pp *mcp.ProgressNotificationParams) {
+	params := struct {
+		Token    json.RawMessage `json:"progressToken"`
+		Progress float64         `json:"progress"`
+		Total    float64         `json:"total,omitempty"`
+		Message  string          `json:"message,omitempty"`
+	}{token, pp.Progress, pp.Total, pp.Message}
+	data, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+	if err == nil {
+		s.event(data)
+	}
 }
 
 // cancelFast cancels a fast-path call the session gave up on; a cancellation for any other
@@ -192,8 +296,9 @@ func (p *project) cancelFast(w http.ResponseWriter, sid string, raw json.RawMess
 // fastKey names a session's request by its JSON-RPC id (as sent: 1 and "1" differ).
 func fastKey(sid string, id json.RawMessage) string { return sid + "\x00" + string(id) }
 
-// writeFast writes a JSON-RPC response with the result as the server sent it.
-func writeFast(w http.ResponseWriter, id json.RawMessage, result json.RawMessage, rpcErr *jsonrpc.Error) {
+// writeFast writes a JSON-RPC response with the result as the server sent it: as the last
+// event of stream when the response is one, else as a JSON body.
+func writeFast(w http.ResponseWriter, stream *sseWriter, id json.RawMessage, result json.RawMessage, rpcErr *jsonrpc.Error) {
 	buf := make([]byte, 0, len(result)+len(id)+40)
 	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
 	buf = append(buf, id...)
@@ -206,6 +311,10 @@ func writeFast(w http.ResponseWriter, id json.RawMessage, result json.RawMessage
 		buf = append(buf, result...)
 	}
 	buf = append(buf, '}')
+	if stream != nil {
+		stream.event(buf)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(buf)))
 	_, _ = w.Write(buf)
