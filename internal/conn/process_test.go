@@ -85,7 +85,8 @@ func TestHelperHoldsConnection(t *testing.T) {
 // even one that ignores its stdin closing: the kernel's parent-death signal kills them.
 func TestServerDiesWithItsController(t *testing.T) {
 	holder := exec.Command(os.Args[0], "-test.run=^TestHelperHoldsConnection$", "-test.timeout=15m")
-	holder.Env = append(os.Environ(), holderEnv+"=1")
+	// Killed hard, the holder cannot remove its server's HOME: keep it in the test's directory.
+	holder.Env = append(os.Environ(), holderEnv+"=1", "TMPDIR="+t.TempDir())
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
