@@ -33,7 +33,9 @@ func TestDevKilledHardLeavesNothing(t *testing.T) {
 	}
 	cmd := exec.Command(os.Args[0], "dev", "--gateway-bind-address", "127.0.0.1:0")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), mainEnvVar+"=1")
+	// Killed hard, dev cannot remove its data directory, nor envtest its own: keep them in
+	// the test's directory.
+	cmd.Env = append(os.Environ(), mainEnvVar+"=1", "TMPDIR="+t.TempDir())
 	var out testutil.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
