@@ -38,7 +38,9 @@ import (
 // ConnDefaults are the connection timings the controller's flags set.
 type ConnDefaults struct {
 	// AllowCommands restricts stdio commands (globs); nil allows every command.
-	AllowCommands  []string
+	AllowCommands []string
+	// Isolation is what stdio server processes get from the controller.
+	Isolation      conn.Isolation
 	ConnectTimeout time.Duration
 	HealthInterval time.Duration
 	RelistInterval time.Duration
@@ -205,6 +207,7 @@ func (r *Reconciler) connOptions(obj *v1alpha1.ProjectMCP, srv v1alpha1.MCPServe
 		Server:         srv,
 		Policy:         policy,
 		AllowCommands:  r.Conn.AllowCommands,
+		Isolation:      r.Conn.Isolation,
 		ConnectTimeout: r.Conn.ConnectTimeout,
 		HealthInterval: r.Conn.HealthInterval,
 		RelistInterval: r.Conn.RelistInterval,

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/internal/registry"
@@ -49,7 +50,8 @@ var (
 	pidDir string
 	// gatewayAddr is where the test controller's gateway listens.
 	gatewayAddr = "127.0.0.1:0"
-	testCfg     = ConnDefaults{ConnectTimeout: 5 * time.Second, HealthInterval: time.Second, RelistInterval: 5 * time.Second}
+	testCfg     = ConnDefaults{ConnectTimeout: 5 * time.Second, HealthInterval: time.Second, RelistInterval: 5 * time.Second,
+		Isolation: conn.Isolation{PassEnv: testutil.ShareNpmCache()}}
 )
 
 // callTimeout bounds forwarded requests in this suite (TestGatewayCallTimeout).

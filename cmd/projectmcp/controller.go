@@ -11,6 +11,8 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,6 +34,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/reaper"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
@@ -56,6 +59,13 @@ type controllerFlags struct {
 	maxMessage     int64
 	allowCommands  []string
 	allowAny       bool
+	serverEnv      []string
+	serverUID      string
+	serverGID      string
+	serverHome     string // not a flag: dev gives servers the user's own HOME
+	allowURLs      []string
+	denyURLs       []string
+	allowLoopback  bool // not a flag: dev's servers run on the same machine
 	zap            zap.Options
 }
 
@@ -101,6 +111,11 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.Int64Var(&f.maxMessage, "max-message-bytes", f.maxMessage, "largest message a server may send in answer to a forwarded call; a larger one fails that call only (0: the default)")
 	all.StringArrayVar(&f.allowCommands, "allow-command", f.allowCommands, "glob of a stdio command servers may run (repeatable); with none, stdio servers are refused in a cluster")
 	all.BoolVar(&f.allowAny, "allow-any-command", f.allowAny, "run any stdio command (the default outside a cluster, where the controller runs as the user)")
+	all.StringArrayVar(&f.serverEnv, "server-env", f.serverEnv, "name of a variable of the controller's environment that stdio servers also get (repeatable; they always get PATH, LANG, TMPDIR and a HOME of their own)")
+	all.StringVar(&f.serverUID, "server-uid", f.serverUID, "run stdio servers as this user id (the controller must run as root)")
+	all.StringVar(&f.serverGID, "server-gid", f.serverGID, "run stdio servers with this group id (default: --server-uid's value)")
+	all.StringArrayVar(&f.allowURLs, "allow-url", f.allowURLs, "URL pattern (https://*.example.com, http://10.0.0.5:*/mcp) or address range (10.0.0.0/8) HTTP and SSE servers may reach (repeatable); with none, any but loopback and link-local")
+	all.StringArrayVar(&f.denyURLs, "deny-url", f.denyURLs, "URL pattern or address range HTTP and SSE servers may not reach (repeatable)")
 	zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	f.zap.BindFlags(zapFlags)
 	all.AddGoFlagSet(zapFlags)
@@ -109,6 +124,61 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 			fs.AddFlag(fl)
 		}
 	})
+}
+
+// egress is where HTTP and SSE servers may be reached, from --allow-url and --deny-url.
+func (f *controllerFlags) egress() (*conn.Egress, error) {
+	e := &conn.Egress{Loopback: f.allowLoopback}
+	for _, list := range []struct {
+		flag string
+		raw  []string
+		into *[]conn.URLPattern
+	}{{"--allow-url", f.allowURLs, &e.Allow}, {"--deny-url", f.denyURLs, &e.Deny}} {
+		for _, raw := range list.raw {
+			p, err := conn.ParseURLPattern(raw)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", list.flag, err)
+			}
+			*list.into = append(*list.into, p)
+		}
+	}
+	return e, nil
+}
+
+// isolation is what stdio servers get from the controller, from --server-env, --server-uid and
+// --server-gid; an error names the flag that is wrong.
+func (f *controllerFlags) isolation() (conn.Isolation, error) {
+	iso := conn.Isolation{Home: f.serverHome}
+	for _, name := range f.serverEnv {
+		if !conn.ValidEnvName(name) {
+			return iso, fmt.Errorf("--server-env %q: not a variable name", name)
+		}
+		if name == "HOME" {
+			return iso, errors.New(`--server-env "HOME": a server's HOME is always a directory of its own`)
+		}
+		iso.PassEnv = append(iso.PassEnv, name)
+	}
+	if f.serverUID == "" && f.serverGID == "" {
+		return iso, nil
+	}
+	if f.serverUID == "" {
+		return iso, errors.New("--server-gid needs --server-uid")
+	}
+	uid, err := strconv.ParseUint(f.serverUID, 10, 32)
+	if err != nil {
+		return iso, fmt.Errorf("--server-uid %q: not a numeric user id", f.serverUID)
+	}
+	gid := uid
+	if f.serverGID != "" {
+		if gid, err = strconv.ParseUint(f.serverGID, 10, 32); err != nil {
+			return iso, fmt.Errorf("--server-gid %q: not a numeric group id", f.serverGID)
+		}
+	}
+	if os.Geteuid() != 0 {
+		return iso, fmt.Errorf("--server-uid needs the controller to run as root (it runs as uid %d)", os.Geteuid())
+	}
+	iso.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	return iso, nil
 }
 
 // electionNamespace makes leader election work with no extra flags: in a cluster the Lease
@@ -155,6 +225,10 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 	if err != nil {
 		return nil, nil, err
 	}
+	connDefaults, err := f.connDefaults()
+	if err != nil {
+		return nil, nil, err
+	}
 	mgr, err = ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
@@ -175,12 +249,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 		Registry:  reg,
 		Recorder:  mgr.GetEventRecorder("projectmcp"),
 		Clock:     clock.RealClock{},
-		Conn: controllers.ConnDefaults{
-			AllowCommands:  f.commandAllowlist(),
-			ConnectTimeout: f.connectTimeout,
-			HealthInterval: f.healthInterval,
-			RelistInterval: f.relistInterval,
-		},
+		Conn:      connDefaults,
 	}
 	if f.gatewayAddr != "0" {
 		// Bound now, so that a port of 0 is resolved before any endpoint is written to status.
@@ -223,6 +292,21 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 		return nil, nil, err
 	}
 	return mgr, gw, nil
+}
+
+// connDefaults is how the controller's connections are made, from the flags.
+func (f *controllerFlags) connDefaults() (controllers.ConnDefaults, error) {
+	isolation, err := f.isolation()
+	if err == nil {
+		isolation.Egress, err = f.egress()
+	}
+	return controllers.ConnDefaults{
+		AllowCommands:  f.commandAllowlist(),
+		Isolation:      isolation,
+		ConnectTimeout: f.connectTimeout,
+		HealthInterval: f.healthInterval,
+		RelistInterval: f.relistInterval,
+	}, err
 }
 
 // commandAllowlist is nil (everything allowed) or the --allow-command patterns (possibly none).
@@ -320,5 +404,15 @@ func runController(f *controllerFlags, g *globalFlags) error {
 	}
 	ctx, stop := untilSignal()
 	defer stop()
+	// Orphans of server processes (npx → sh → node after the wrapper died) come to the
+	// controller, PID 1 in a container or a child subreaper elsewhere: reap them.
+	reaped := make(chan struct{})
+	go func() {
+		defer close(reaped)
+		if err := reaper.Run(ctx, ctrl.Log.WithName("reaper")); err != nil {
+			ctrl.Log.Error(err, "Orphaned server processes will not be reaped")
+		}
+	}()
+	defer func() { stop(); <-reaped }()
 	return mgr.Start(ctx)
 }

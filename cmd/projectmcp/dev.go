@@ -121,11 +121,25 @@ func dev(ctx context.Context, projectDir, dataDir string, f *controllerFlags, st
 			fmt.Fprintf(stderr, "stopping the control plane: %v\n", err)
 		}
 	}()
+	// If dev is killed hard, the guard ends kube-apiserver and etcd (the servers die by their
+	// parent-death signal). Released first on the way out, before they are stopped.
+	guard, err := controlplane.GuardChildren("kube-apiserver", "etcd")
+	if err != nil {
+		return err
+	}
+	defer guard.Release()
 	kubeconfig := filepath.Join(dataDir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		return err
 	}
 
+	// With the user's HOME, where npx and uvx keep their caches and CLIs their logins; the
+	// rest of the environment stays as clean as in a cluster, so a config that works here
+	// does not depend on the user's shell.
+	if f.serverHome, err = os.UserHomeDir(); err != nil {
+		return fmt.Errorf("servers run with your HOME: %w", err)
+	}
+	f.allowLoopback = true // local servers (http://localhost:3000/mcp) are the point of dev
 	mgr, gw, err := newManager(cfg, f)
 	if err != nil {
 		return err

@@ -65,6 +65,8 @@ type Options struct {
 	// AllowCommands, when not nil, lists the glob patterns a stdio command (as written in
 	// spec, before expansion) must match to be started; others fail at once. Nil allows all.
 	AllowCommands []string
+	// Isolation is what server processes get from the controller (environment, HOME, user).
+	Isolation Isolation
 
 	// ConnectTimeout bounds one connect attempt, initialize and first tools/list included.
 	ConnectTimeout time.Duration

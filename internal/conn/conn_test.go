@@ -24,6 +24,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -353,6 +354,7 @@ func TestNpmServers(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := start(t, Options{
 				Server:         v1alpha1.MCPServer{Name: "npm", Stdio: &v1alpha1.StdioServer{Command: "npx", Args: []string{"-y", tc.pkg}}},
+				Isolation:      Isolation{PassEnv: testutil.ShareNpmCache()},
 				ConnectTimeout: 3 * time.Minute, // the first run downloads the package
 			})
 			s := waitFor(t, c, "Ready", func(s Snapshot) bool { return s.Phase == v1alpha1.PhaseReady || s.Phase == v1alpha1.PhaseFailed })

@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -116,14 +118,26 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 	// run at once: keep their TCP connections for reuse (the default keeps 2 and closes the
 	// rest after each request).
 	base.MaxIdleConnsPerHost = 64
+	egress := c.opts.Isolation.Egress
+	if egress != nil {
+		r, err := egress.check(u, h.URL)
+		if err != nil {
+			return nil, err
+		}
+		base.DialContext = r.dialer().DialContext
+	}
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
 	client := &http.Client{
-		Transport: &headerTransport{base: base, headers: headers},
+		Transport: &headerTransport{base: mcpResponses{base}, headers: headers},
 		// The configured headers (often credentials) are added to every request, so a
 		// redirect to another host must not be followed.
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if req.URL.Host != via[0].URL.Host {
 				return fmt.Errorf("refusing a redirect from %s to another host", via[0].URL.Host)
+			}
+			if egress != nil {
+				_, err := egress.check(req.URL, h.URL)
+				return err
 			}
 			return nil
 		},
@@ -162,6 +176,31 @@ type process struct {
 	done       chan struct{}
 	err        error
 	stderrDone chan struct{}
+	removeHome func()     // removes the server's own HOME once the group is gone
+	pipes      []*os.File // our ends of stdin, stdout and stderr
+	cleanup    sync.Once  // stop may be called twice (closeSession, then close)
+}
+
+// start starts the process from a goroutine locked to its OS thread, which then waits for it.
+// The parent-death signal (serverProcAttr) fires when the thread that started the child ends,
+// not the process; the Go runtime ends a thread only when a goroutine locked to it exits while
+// still locked. Holding the thread with the goroutine that waits for the child means no other
+// goroutine can lock it and take it down while the child lives: the signal comes only when the
+// controller itself dies.
+func (p *process) start() error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	return <-started
 }
 
 func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, error) {
@@ -170,9 +209,9 @@ func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, er
 	for i, a := range s.Args {
 		args[i] = x.expand(a)
 	}
-	env := os.Environ()
+	var configured []string
 	for _, kv := range s.Env {
-		env = append(env, kv.Name+"="+x.expand(kv.Value))
+		configured = append(configured, kv.Name+"="+x.expand(kv.Value))
 	}
 	dir := x.expand(s.WorkingDir)
 	if x.err != nil {
@@ -191,34 +230,41 @@ func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, er
 	}
 	c.secrets(x.values)
 
+	iso := &c.opts.Isolation
+	home, removeHome, err := iso.makeHome(c.opts.Server.Name)
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(command, args...)
-	cmd.Env, cmd.Dir = env, dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Never os.Environ(): the controller's environment is not the server's business.
+	cmd.Env, cmd.Dir = iso.serverEnv(home, configured), dir
+	cmd.SysProcAttr = serverProcAttr(iso.Credential)
 	inR, inW, err := os.Pipe()
 	if err != nil {
+		removeHome()
 		return nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW)
+		removeHome()
 		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW, outR, outW)
+		removeHome()
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
+	p := &process{cmd: cmd, done: make(chan struct{}), stderrDone: make(chan struct{}), removeHome: removeHome,
+		pipes: []*os.File{inW, outR, errR}}
+	if err := p.start(); err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
+		removeHome()
 		return nil, fmt.Errorf("starting %q: %w", s.Command, err)
 	}
 	closeAll(inR, outW, errW) // the child holds its ends now
-	p := &process{cmd: cmd, done: make(chan struct{}), stderrDone: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
 	go c.logStderr(errR, p.stderrDone)
 	return &endpoint{transport: &mcp.IOTransport{Reader: outR, Writer: inW}, proc: p}, nil
 }
@@ -250,7 +296,17 @@ func (p *process) stop(grace time.Duration) {
 	select {
 	case <-p.stderrDone:
 	case <-time.After(grace):
+		// A grandchild that left the group (setsid) still holds stderr open: stop reading it,
+		// or its copy would live (a goroutine and a descriptor) as long as that grandchild.
 	}
+	p.cleanup.Do(func() {
+		closeAll(p.pipes...) // ends the stderr copy at once (the pipes are non-blocking), and any read the session left
+		select {
+		case <-p.stderrDone:
+		case <-time.After(grace):
+		}
+		p.removeHome()
+	})
 }
 
 // stderrLinesPerSecond bounds how much of a chatty server's stderr reaches the log.

@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -37,12 +39,30 @@ const FieldManager = "projectmcp-mirror"
 // debounce lets a burst of writes (editors write, rename and chmod) settle into one sync.
 const debounce = 150 * time.Millisecond
 
+// Retries of a failed sync (the API server down or unreachable, conflicts) back off
+// exponentially between these bounds, with jitter, until one succeeds.
+const (
+	retryInitial = 500 * time.Millisecond
+	retryMax     = 30 * time.Second
+)
+
+// syncTimeout bounds one sync, so that an API server that accepts connections and never
+// answers delays the next attempt rather than stopping the mirror.
+const syncTimeout = time.Minute
+
+// DefaultResync is how often the file is applied again when nothing changed.
+const DefaultResync = 5 * time.Minute
+
 // Mirror mirrors one project directory into one ProjectMCP.
 type Mirror struct {
 	Client client.Client
-	Dir    string // the project directory (holding .dsh/)
+	Dir    string // the project directory (holding .dsh/); may be, or lie under, a symlink
 	Key    types.NamespacedName
 	Log    logr.Logger
+	// Resync is how often the file is applied again although no change was seen (default
+	// DefaultResync): it repairs an object edited or deleted behind the mirror's back, and a
+	// change the watcher missed.
+	Resync time.Duration
 }
 
 // Path is the config file the mirror reads.
@@ -50,52 +70,154 @@ func (m *Mirror) Path() string { return filepath.Join(m.Dir, config.DefaultPath)
 
 // Run syncs once, then again after every change of the file, until ctx ends. It watches the
 // directories rather than the file, so that editors that save by renaming a new file over
-// the old one, and a .dsh directory created later, are seen.
+// the old one, and a .dsh directory created later, are seen. A sync that fails is retried with
+// backoff until it succeeds; every Resync, and when the watcher overflows, the file is applied
+// again anyway. When the directory is reached through a symlink that is swapped (git-sync moves
+// a new link over the old one), the watches move to the new target.
 func (m *Mirror) Run(ctx context.Context) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	if err := w.Add(m.Dir); err != nil {
-		return fmt.Errorf("watching %s: %w", m.Dir, err)
+	ws := &watches{w: w, dir: m.Dir}
+	if err := ws.update(); err != nil {
+		return err
 	}
-	dsh := filepath.Dir(m.Path())
-	_ = w.Add(dsh) // may not exist yet; added when it appears
+	return m.loop(ctx, ws, w.Events, w.Errors)
+}
 
-	m.syncLogged(ctx)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+// loop is Run's event loop, over the watcher's channels.
+func (m *Mirror) loop(ctx context.Context, ws *watches, events <-chan fsnotify.Event, errs <-chan error) error {
+	resyncEvery := m.Resync
+	if resyncEvery <= 0 {
+		resyncEvery = DefaultResync
+	}
+	resync := time.NewTicker(resyncEvery)
+	defer resync.Stop()
+	// timer fires the next sync: after a debounce, or a failed sync's backoff.
+	timer := time.NewTimer(0)
 	defer timer.Stop()
+	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, ok := <-w.Events:
+		case ev, ok := <-events:
 			if !ok {
 				return nil
 			}
-			if ev.Name == dsh && ev.Has(fsnotify.Create) {
-				_ = w.Add(dsh)
-			}
-			if ev.Name == dsh || ev.Name == m.Path() {
+			if ws.relevant(ev) {
 				timer.Reset(debounce)
 			}
-		case err, ok := <-w.Errors:
+		case err, ok := <-errs:
 			if !ok {
 				return nil
 			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				// Changes were lost: read everything again.
+				m.Log.Info("File watcher overflowed; syncing again", "file", m.Path())
+				timer.Reset(debounce)
+				continue
+			}
 			m.Log.Error(err, "Watching the project directory")
+		case <-resync.C:
+			timer.Reset(0)
 		case <-timer.C:
-			m.syncLogged(ctx)
+			if err := ws.update(); err != nil {
+				m.Log.Error(err, "Watching the project directory again")
+			}
+			sctx, cancel := context.WithTimeout(ctx, syncTimeout)
+			err := m.Sync(sctx)
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				failures++
+				wait := retryDelay(failures)
+				m.Log.Error(err, "Mirroring the config; retrying", "file", m.Path(), "attempt", failures, "retryIn", wait.Round(time.Millisecond).String())
+				timer.Reset(wait)
+				continue
+			}
+			if failures > 0 {
+				m.Log.Info("Mirroring the config succeeded after retries", "file", m.Path(), "attempts", failures+1)
+			}
+			failures = 0
 		}
 	}
 }
 
-func (m *Mirror) syncLogged(ctx context.Context) {
-	if err := m.Sync(ctx); err != nil {
-		m.Log.Error(err, "Mirroring the config", "file", m.Path())
+// retryDelay is the wait before retry n (from 1): exponential from retryInitial, capped at
+// retryMax, with ±20% jitter so that the mirrors of many projects do not retry in lockstep.
+func retryDelay(n int) time.Duration {
+	d := retryInitial
+	for i := 1; i < n && d < retryMax; i++ {
+		d *= 2
 	}
+	d = min(d, retryMax)
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// watches are the directories the mirror watches: the project directory, its .dsh, and the
+// directory holding each symlink on the way to it, where a swap of that link shows. inotify
+// watches the directory a path resolves to when it is added, so when a link is swapped the
+// watches are added again.
+type watches struct {
+	w        *fsnotify.Watcher
+	dir      string
+	resolved string          // dir with every symlink resolved, when last watched
+	links    map[string]bool // the symlinks on the way to dir
+	added    []string
+}
+
+// update (re)adds the watches when the project directory resolves elsewhere than when they
+// were added (and the first time).
+func (ws *watches) update() error {
+	resolved, err := filepath.EvalSymlinks(ws.dir)
+	if err != nil {
+		return fmt.Errorf("watching %s: %w", ws.dir, err)
+	}
+	if resolved == ws.resolved {
+		return nil
+	}
+	for _, p := range ws.added {
+		_ = ws.w.Remove(p) // fails for a directory already deleted; nothing to remove then
+	}
+	ws.added, ws.links, ws.resolved = nil, map[string]bool{}, ""
+	if err := ws.w.Add(ws.dir); err != nil {
+		return fmt.Errorf("watching %s: %w", ws.dir, err)
+	}
+	ws.added = append(ws.added, ws.dir)
+	if ws.w.Add(ws.dsh()) == nil { // may not exist yet; added when it appears
+		ws.added = append(ws.added, ws.dsh())
+	}
+	for p := filepath.Clean(ws.dir); filepath.Dir(p) != p; p = filepath.Dir(p) {
+		if fi, err := os.Lstat(p); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		ws.links[p] = true
+		if parent := filepath.Dir(p); !slices.Contains(ws.added, parent) {
+			if err := ws.w.Add(parent); err != nil {
+				return fmt.Errorf("watching %s for swaps of the link %s: %w", parent, p, err)
+			}
+			ws.added = append(ws.added, parent)
+		}
+	}
+	ws.resolved = resolved // only now: a failed update is tried again at the next sync
+	return nil
+}
+
+func (ws *watches) dsh() string { return filepath.Join(ws.dir, filepath.Dir(config.DefaultPath)) }
+
+// relevant reports whether an event may change what the mirror reads: the config file, the
+// .dsh directory (watched as soon as it appears), or a symlink on the way to the project.
+func (ws *watches) relevant(ev fsnotify.Event) bool {
+	dsh := ws.dsh()
+	if ev.Name == dsh && ev.Has(fsnotify.Create) && ws.w.Add(dsh) == nil && !slices.Contains(ws.added, dsh) {
+		ws.added = append(ws.added, dsh)
+	}
+	return ev.Name == dsh || ev.Name == filepath.Join(ws.dir, config.DefaultPath) || ws.links[ev.Name]
 }
 
 // Sync reads the file once and applies it: a valid file becomes the spec, a missing file an

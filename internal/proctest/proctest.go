@@ -64,3 +64,53 @@ func matching(i, want int) []int {
 	}
 	return out
 }
+
+// IDs returns the real user and group id of a process (-1, -1 when it cannot be read).
+func IDs(pid int) (uid, gid int) {
+	uid, gid = -1, -1
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return uid, gid
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		name, rest, _ := strings.Cut(line, ":")
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		switch name {
+		case "Uid":
+			uid, _ = strconv.Atoi(f[0])
+		case "Gid":
+			gid, _ = strconv.Atoi(f[0])
+		}
+	}
+	return uid, gid
+}
+
+// Reaped reports whether pid is gone from the process table altogether: not running and not
+// a zombie waiting for its parent.
+func Reaped(pid int) bool {
+	_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
+	return os.IsNotExist(err)
+}
+
+// Parent returns the parent pid of a process (0 when it cannot be read).
+func Parent(pid int) int {
+	f := stat(strconv.Itoa(pid))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// Command returns a process's command line, its arguments separated by spaces ("" when it
+// cannot be read).
+func Command(pid int) string {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(strings.ReplaceAll(string(data), "\x00", " "))
+}

@@ -5,6 +5,8 @@ package testutil
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -71,4 +73,20 @@ func (b *SyncBuffer) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Len()
+}
+
+// NpmCacheVar is npm's variable for its download cache.
+const NpmCacheVar = "npm_config_cache"
+
+// ShareNpmCache makes servers started through npx reuse the user's npm cache although each
+// runs with a HOME of its own: it sets npm_config_cache to ~/.npm in this process when it is
+// unset, and returns the name for the controller to pass through to servers (the setting the
+// README suggests for clusters). Without it every npx server would download its package again.
+func ShareNpmCache() []string {
+	if _, ok := os.LookupEnv(NpmCacheVar); !ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			_ = os.Setenv(NpmCacheVar, filepath.Join(home, ".npm"))
+		}
+	}
+	return []string{NpmCacheVar}
 }

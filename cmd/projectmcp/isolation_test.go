@@ -1,0 +1,88 @@
+package main
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// parseControllerFlags parses args as `projectmcp controller` would.
+func parseControllerFlags(t *testing.T, args ...string) *controllerFlags {
+	t.Helper()
+	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+	f := defaultControllerFlags()
+	f.bind(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return &f
+}
+
+// --server-env, --server-uid and --server-gid reach the connections' isolation; bad values
+// are refused with an error naming the flag.
+func TestServerIsolationFlags(t *testing.T) {
+	f := parseControllerFlags(t, "--server-env", "npm_config_cache", "--server-env", "HTTPS_PROXY")
+	d, err := f.connDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.Isolation.PassEnv, []string{"npm_config_cache", "HTTPS_PROXY"}) || d.Isolation.Home != "" || d.Isolation.Credential != nil {
+		t.Fatalf("isolation = %+v", d.Isolation)
+	}
+	if os.Geteuid() == 0 {
+		d, err := parseControllerFlags(t, "--server-uid", "65534").connDefaults()
+		if err != nil || d.Isolation.Credential == nil || d.Isolation.Credential.Uid != 65534 || d.Isolation.Credential.Gid != 65534 {
+			t.Fatalf("--server-uid 65534: %+v %v", d.Isolation.Credential, err)
+		}
+		d, err = parseControllerFlags(t, "--server-uid", "1000", "--server-gid", "2000").connDefaults()
+		if err != nil || d.Isolation.Credential.Uid != 1000 || d.Isolation.Credential.Gid != 2000 {
+			t.Fatalf("--server-uid 1000 --server-gid 2000: %+v %v", d.Isolation.Credential, err)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--server-env", "A=B"}, `--server-env "A=B"`},
+		{[]string{"--server-env", ""}, `--server-env ""`},
+		{[]string{"--server-env", "HOME"}, `--server-env "HOME"`},
+		{[]string{"--server-uid", "nobody"}, `--server-uid "nobody"`},
+		{[]string{"--server-uid", "-1"}, `--server-uid "-1"`},
+		{[]string{"--server-uid", "1", "--server-gid", "x"}, `--server-gid "x"`},
+		{[]string{"--server-gid", "1"}, "--server-gid needs --server-uid"},
+	} {
+		_, err := parseControllerFlags(t, tc.args...).connDefaults()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one naming %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+// The controller refuses loopback and link-local HTTP servers unless --allow-url names them;
+// --allow-url and --deny-url reach the connections, and a bad pattern is refused naming the
+// flag.
+func TestEgressFlags(t *testing.T) {
+	d, err := parseControllerFlags(t).connDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := d.Isolation.Egress; e == nil || e.Loopback || len(e.Allow) != 0 || len(e.Deny) != 0 {
+		t.Fatalf("default egress = %+v, want a policy refusing loopback", e)
+	}
+	d, err = parseControllerFlags(t, "--allow-url", "https://*.example.com", "--allow-url", "10.0.0.0/8", "--deny-url", "10.96.0.1").connDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := d.Isolation.Egress; len(e.Allow) != 2 || e.Allow[1].String() != "10.0.0.0/8" || len(e.Deny) != 1 || e.Deny[0].String() != "10.96.0.1" {
+		t.Fatalf("egress = %+v", e)
+	}
+	for _, tc := range [][]string{{"--allow-url", "example.com"}, {"--deny-url", "ftp://x"}} {
+		_, err := parseControllerFlags(t, tc...).connDefaults()
+		if err == nil || !strings.HasPrefix(err.Error(), tc[0]+": ") || !strings.Contains(err.Error(), tc[1]) {
+			t.Errorf("%q: error %v, want one naming the flag and the value", tc, err)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package conn
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// Isolation is what a server gets from the controller, and what it may reach through it. The
+// controller holds every project's secrets and, in a cluster, a ServiceAccount token that can
+// read Secrets: a server process must start from nothing of the controller's but what is
+// listed here, and a remote server's URL must not be a way into the controller's network.
+type Isolation struct {
+	// PassEnv names variables of the controller's environment that stdio servers get, besides
+	// PassedEnv (PATH, LANG, TMPDIR). A name the controller has no value for is left out.
+	PassEnv []string
+	// Home, when set, is every stdio server's HOME (dev: the user's own, where npx and uvx
+	// keep their caches). When empty each server process gets a directory of its own, created
+	// empty (mode 0700, owned by Credential's user) before it starts and removed when it ends.
+	Home string
+	// Credential, when not nil, is the user and groups stdio servers run as; the controller
+	// needs to run as root for it.
+	Credential *syscall.Credential
+	// Egress, when not nil, is where HTTP and SSE servers may be reached; nil admits any URL.
+	Egress *Egress
+}
+
+// PassedEnv are the variables of the controller's environment every stdio server gets: what
+// a command needs to be found and to print, nothing that identifies or authorizes anyone.
+var PassedEnv = []string{"PATH", "LANG", "TMPDIR"}
+
+// serverEnv is a stdio server's whole environment: the passed-through variables of the
+// controller's own environment, HOME, then the configured entries (which win over both).
+func (iso *Isolation) serverEnv(home string, configured []string) []string {
+	var env []string
+	for _, name := range slices.Concat(PassedEnv, iso.PassEnv) {
+		if v, ok := os.LookupEnv(name); ok && name != "HOME" {
+			env = append(env, name+"="+v)
+		}
+	}
+	env = append(env, "HOME="+home)
+	env = append(env, configured...)
+	return dedupEnv(env)
+}
+
+// dedupEnv keeps the last entry of each name, in the order of first appearance, so that the
+// child sees exactly one value per name.
+func dedupEnv(env []string) []string {
+	last := map[string]int{}
+	for i, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		last[name] = i
+	}
+	out := make([]string, 0, len(last))
+	seen := map[string]bool{}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, env[last[name]])
+		}
+	}
+	return out
+}
+
+// makeHome returns the HOME of a server process about to start, and a function that removes
+// it (a no-op for a shared Home).
+func (iso *Isolation) makeHome(server string) (string, func(), error) {
+	if iso.Home != "" {
+		return iso.Home, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "projectmcp-home-"+server+"-")
+	if err != nil {
+		return "", nil, fmt.Errorf("creating the server's HOME: %w", err)
+	}
+	remove := func() { _ = os.RemoveAll(dir) }
+	if cred := iso.Credential; cred != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			remove()
+			return "", nil, fmt.Errorf("handing the server's HOME to uid %d: %w", cred.Uid, err)
+		}
+	}
+	return filepath.Clean(dir), remove, nil
+}
+
+// ValidEnvName reports whether name can be passed through as an environment variable: not
+// empty, no '=' and no NUL.
+func ValidEnvName(name string) bool {
+	return name != "" && !strings.ContainsAny(name, "=\x00")
+}

@@ -1,0 +1,315 @@
+package mirror
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testenv"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
+)
+
+var shared testenv.Lazy
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	shared.Stop()
+	os.Exit(code)
+}
+
+// logLines collects a logger's lines.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, args)
+	}, funcr.Options{})
+}
+
+func (l *logLines) count(substr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// writeConfig writes dir/.dsh/mcp.json with one stdio server per name.
+func writeConfig(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	servers := map[string]any{}
+	for _, n := range names {
+		servers[n] = map[string]any{"command": "server-" + n}
+	}
+	data, _ := json.Marshal(map[string]any{"mcpServers": servers})
+	if err := os.MkdirAll(filepath.Join(dir, ".dsh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, ".dsh", ".mcp.json.tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, ".dsh", "mcp.json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs the mirror until the test ends.
+func run(t *testing.T, m *Mirror) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// newKey is a ProjectMCP name of its own for each test, deleted when it ends.
+func newKey(t *testing.T, env *testenv.Env) types.NamespacedName {
+	key := types.NamespacedName{Namespace: "default", Name: strings.ToLower(strings.ReplaceAll(t.Name(), "_", "-"))}
+	// Registered before the mirror's own cleanup, so it runs after the mirror has stopped.
+	env.DeleteOnCleanup(t, &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}})
+	return key
+}
+
+// waitServers waits until the object's spec lists exactly these servers (and ConfigSynced is
+// True).
+func waitServers(t *testing.T, c client.Client, key types.NamespacedName, timeout time.Duration, want ...string) {
+	t.Helper()
+	testutil.EventuallyOK(t, timeout, fmt.Sprintf("ProjectMCP %s with servers %v", key, want), func() error {
+		obj := &v1alpha1.ProjectMCP{}
+		if err := c.Get(context.Background(), key, obj); err != nil {
+			return err
+		}
+		var got []string
+		for _, s := range obj.Spec.Servers {
+			got = append(got, s.Name)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("servers %v", got)
+		}
+		if c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionConfigSynced); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("ConfigSynced %+v", c)
+		}
+		return nil
+	})
+}
+
+// lateProxy is an address where nothing listens until start: then it forwards TCP
+// connections to target, as an API server that comes up after the mirror.
+type lateProxy struct {
+	addr, target string
+	ln           net.Listener
+	wg           sync.WaitGroup
+	mu           sync.Mutex
+	conns        []net.Conn // closed at cleanup: the client keeps idle connections open
+}
+
+func newLateProxy(t *testing.T, target string) *lateProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &lateProxy{addr: ln.Addr().String(), target: target}
+	ln.Close() // connection refused from now on
+	t.Cleanup(func() {
+		if p.ln != nil {
+			p.ln.Close()
+		}
+		p.mu.Lock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *lateProxy) start(t *testing.T) {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatalf("listening again on %s: %v", p.addr, err)
+	}
+	p.ln = ln
+	p.wg.Go(func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", p.target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			p.wg.Go(func() { _, _ = io.Copy(out, in); out.Close() })
+			p.wg.Go(func() { _, _ = io.Copy(in, out); in.Close() })
+		}
+	})
+}
+
+// A mirror started while the API server cannot be reached keeps retrying with backoff and
+// applies the file once it can; nothing waits for the file to change again.
+func TestMirrorRetriesUntilTheAPIServerAnswers(t *testing.T) {
+	env := shared.Get(t)
+	key := newKey(t, env)
+	api, err := url.Parse(env.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newLateProxy(t, api.Host)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Host = "https://" + proxy.addr
+	cfg.Timeout = 5 * time.Second
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeConfig(t, dir, "a")
+	var log logLines
+	run(t, &Mirror{Client: c, Dir: dir, Key: key, Log: log.logger()})
+	defer func() {
+		if t.Failed() {
+			t.Logf("mirror log:\n%s", strings.Join(log.lines, "\n"))
+		}
+	}()
+
+	testutil.Eventually(t, 30*time.Second, "two failed attempts", func() bool { return log.count("retrying") >= 2 })
+	if err := env.Client.Get(context.Background(), key, &v1alpha1.ProjectMCP{}); err == nil {
+		t.Fatal("the object exists although the API server was unreachable")
+	}
+	proxy.start(t)
+	waitServers(t, env.Client, key, 30*time.Second, "a")
+	if log.count("succeeded after retries") != 1 {
+		t.Errorf("the recovery is not logged: %q", log.lines)
+	}
+}
+
+// A project folder that is a symlink swapped atomically, as git-sync does (a new link moved
+// over the old one, the old checkout deleted), is followed: the new checkout's file is
+// applied, and edits in it are seen.
+func TestMirrorFollowsSwappedSymlink(t *testing.T) {
+	env := shared.Get(t)
+	key := newKey(t, env)
+	root := t.TempDir()
+	rev1, rev2 := filepath.Join(root, "rev-1"), filepath.Join(root, "rev-2")
+	writeConfig(t, rev1, "a")
+	link := filepath.Join(root, "project")
+	if err := os.Symlink("rev-1", link); err != nil {
+		t.Fatal(err)
+	}
+	run(t, &Mirror{Client: env.Client, Dir: link, Key: key, Log: logr.Discard()})
+	waitServers(t, env.Client, key, 30*time.Second, "a")
+
+	// git-sync: check out the new revision beside the old, swap the link, delete the old.
+	writeConfig(t, rev2, "a", "b")
+	tmp := filepath.Join(root, "tmp-link")
+	if err := os.Symlink("rev-2", tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		t.Fatal(err)
+	}
+	waitServers(t, env.Client, key, 10*time.Second, "a", "b")
+	if err := os.RemoveAll(rev1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * debounce) // the deletion's events settle
+	writeConfig(t, rev2, "c")
+	waitServers(t, env.Client, key, 10*time.Second, "c")
+}
+
+// The file is applied again every Resync although nothing changed: an object deleted behind
+// the mirror's back comes back.
+func TestMirrorResyncsPeriodically(t *testing.T) {
+	env := shared.Get(t)
+	key := newKey(t, env)
+	dir := t.TempDir()
+	writeConfig(t, dir, "a")
+	run(t, &Mirror{Client: env.Client, Dir: dir, Key: key, Log: logr.Discard(), Resync: 300 * time.Millisecond})
+	waitServers(t, env.Client, key, 30*time.Second, "a")
+	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
+	if err := env.Client.Delete(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	waitServers(t, env.Client, key, 10*time.Second, "a")
+}
+
+// When the watcher overflows (changes were lost), the file is read and applied again at once.
+func TestMirrorResyncsOnOverflow(t *testing.T) {
+	env := shared.Get(t)
+	key := newKey(t, env)
+	dir := t.TempDir()
+	writeConfig(t, dir, "a")
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ws := &watches{w: w, dir: dir}
+	if err := ws.update(); err != nil {
+		t.Fatal(err)
+	}
+	// The loop sees no file events at all: only the overflow can tell it to look again.
+	events, errs := make(chan fsnotify.Event), make(chan error, 1)
+	m := &Mirror{Client: env.Client, Dir: dir, Key: key, Log: logr.Discard(), Resync: time.Hour}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.loop(ctx, ws, events, errs) }()
+	defer func() { cancel(); <-done }()
+	waitServers(t, env.Client, key, 30*time.Second, "a")
+
+	writeConfig(t, dir, "b")
+	time.Sleep(3 * debounce)
+	waitServers(t, env.Client, key, time.Second, "a") // unseen so far
+	errs <- fsnotify.ErrEventOverflow
+	waitServers(t, env.Client, key, 10*time.Second, "b")
+}
+
+func TestRetryDelay(t *testing.T) {
+	for n, want := range map[int]time.Duration{1: retryInitial, 2: 2 * retryInitial, 3: 4 * retryInitial, 20: retryMax} {
+		got := retryDelay(n)
+		if got < want*8/10 || got > want*12/10 {
+			t.Errorf("retryDelay(%d) = %s, want %s ± 20%%", n, got, want)
+		}
+	}
+}
