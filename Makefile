@@ -8,13 +8,14 @@ FUZZTIME ?= 10s
 CONTROLLER_GEN := $(GO) tool controller-gen
 
 # The image: $(IMAGE):$(VERSION) (HTTP servers only) and $(IMAGE):$(VERSION)-node (with Node.js
-# for npx servers). config/manager/manager.yaml names the same version (test/deploy checks it).
+# for npx servers). config/manager/manager.yaml and the chart's appVersion name the same
+# version (test/deploy checks it).
 IMAGE ?= projectmcp
 VERSION ?= 0.1.0
 DOCKER ?= docker
 
 .PHONY: all build test unit envtest manifests generate verify vet fmt fuzz render clean bench dev \
-	docker-build docker-build-node test-deploy
+	docker-build docker-build-node chart-crds test-deploy
 
 all: build
 
@@ -44,16 +45,25 @@ render:
 generate:
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
-## manifests: CRD and RBAC from the API types and controller markers
+## manifests: CRD and RBAC from the API types and controller markers (and their copies in the
+## chart)
 manifests:
 	$(CONTROLLER_GEN) crd rbac:roleName=projectmcp-controller paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(MAKE) -s chart-crds
+
+## chart-crds: copy the generated CRD and ClusterRole into charts/projectmcp, which cannot read
+## files outside itself (make verify fails when a copy is stale)
+chart-crds:
+	rm -f charts/projectmcp/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/projectmcp/crds/
+	cp config/rbac/role.yaml charts/projectmcp/files/controller-role.yaml
 
 ## verify: regenerate and fail if any generated file changed
 verify:
-	@before=$$(find api config -type f | sort | xargs sha256sum); \
+	@before=$$(find api config charts -type f | sort | xargs sha256sum); \
 	$(MAKE) -s generate manifests; \
-	after=$$(find api config -type f | sort | xargs sha256sum); \
+	after=$$(find api config charts -type f | sort | xargs sha256sum); \
 	if [ "$$before" != "$$after" ]; then \
 		diff <(echo "$$before") <(echo "$$after") || true; \
 		echo "verify: generated files were stale and have been regenerated; commit them" >&2; exit 1; \
@@ -77,10 +87,12 @@ test: verify vet
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/config
 
 ## test-deploy: what puts projectmcp in a cluster: the image's binary compiled by the
-## Dockerfile's own command (static) and run with the manifests' args. Left out of test: on a
-## cold build cache that compile takes minutes.
+## Dockerfile's own command (static) and run with the manifests' and the chart's args; the chart
+## linted, rendered (helm, a go tool of hack/tools) and applied to a real API server with
+## server-side dry run. Left out of test: a cold build cache needs minutes for helm.
 test-deploy:
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -count=1 -tags deploy ./test/deploy
+	cd hack/tools && $(GO) tool -n helm >/dev/null
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -count=1 -timeout 30m -tags deploy ./test/deploy
 
 ## unit: the tests that need no API server, and no kube-apiserver is started. With
 ## PROJECTMCP_UNIT=1 and KUBEBUILDER_ASSETS unset (only here: `make test` always sets it), a test

@@ -1,8 +1,8 @@
 //go:build deploy
 
-// The tests behind `make test-deploy`: they compile the image's binary as the Dockerfile does,
-// which takes minutes on a cold build cache, so `make test` leaves them out (the build tag) and
-// CI runs both.
+// The tests behind `make test-deploy`: they compile the image's binary as the Dockerfile does
+// and build the helm CLI, which takes minutes on a cold build cache, so `make test` leaves them
+// out (the build tag) and CI runs both.
 
 package deploy
 
@@ -16,6 +16,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
 var (
@@ -25,8 +28,10 @@ var (
 	imageBinaryDir  string
 )
 
-// TestMain removes the binary built for the package's tests.
+// TestMain removes the binary built for the package's tests, and gives envtest's logs a logger
+// (without one controller-runtime complains, with a stack trace, after 30 s).
 func TestMain(m *testing.M) {
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	code := m.Run()
 	if imageBinaryDir != "" {
 		_ = os.RemoveAll(imageBinaryDir)

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
 
 	"github.com/dsh-dev/projectmcp/internal/testenv"
 )
@@ -174,7 +176,8 @@ func imageRef(t testing.TB) string {
 }
 
 // config/manager runs the image as built (user, entrypoint, HOME, ports, probes, the gateway
-// Service the URL names) and names the tag make docker-build makes.
+// Service the URL names), names the tag make docker-build makes, and the chart's appVersion is
+// the same version.
 func TestManifestsRunTheImage(t *testing.T) {
 	d := dockerfile(t)
 	data, err := os.ReadFile(filepath.Join(root(t), "config", "manager", "manager.yaml"))
@@ -202,8 +205,45 @@ func TestManifestsRunTheImage(t *testing.T) {
 	if c.Image != ref {
 		t.Errorf("config/manager runs image %s, make docker-build tags %s", c.Image, ref)
 	}
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	data, err = os.ReadFile(filepath.Join(root(t), "charts", "projectmcp", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &chart); err != nil {
+		t.Fatal(err)
+	}
+	if _, version, _ := strings.Cut(ref, ":"); chart.AppVersion != version {
+		t.Errorf("the chart's appVersion %q is not the image's version %q", chart.AppVersion, version)
+	}
 	if Find(objs, "Service", "projectmcp-metrics") == nil {
 		t.Error("config/manager has no metrics Service")
+	}
+}
+
+// The chart's CRD and ClusterRole are the generated ones (make chart-crds copies them; make
+// verify fails on a stale copy).
+func TestChartCopiesAreGenerated(t *testing.T) {
+	r := root(t)
+	for copy, generated := range map[string]string{
+		"charts/projectmcp/crds/mcp.dsh.dev_projectmcps.yaml": "config/crd/bases/mcp.dsh.dev_projectmcps.yaml",
+		"charts/projectmcp/files/controller-role.yaml":        "config/rbac/role.yaml",
+	} {
+		a, err1 := os.ReadFile(filepath.Join(r, copy))
+		b, err2 := os.ReadFile(filepath.Join(r, generated))
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs from %s: run make chart-crds", copy, generated)
+		}
+	}
+	crds, _ := filepath.Glob(filepath.Join(r, "charts/projectmcp/crds/*"))
+	bases, _ := filepath.Glob(filepath.Join(r, "config/crd/bases/*"))
+	if len(crds) != len(bases) {
+		t.Errorf("the chart has %d CRDs, config/crd/bases %d: run make chart-crds", len(crds), len(bases))
 	}
 }
 

@@ -156,8 +156,8 @@ func Controller(objs []*unstructured.Unstructured) (*appsv1.Deployment, *corev1.
 // built: no command (the entrypoint is the binary) and `controller` as the first argument; the
 // image's uid and gid, non-root, a read-only root filesystem with emptyDirs on HOME and /tmp;
 // each bind-address flag's port declared under the name the probes and Services use; the
-// probes on /healthz and /readyz; the gateway Service in front of the gateway port, and
-// --gateway-url naming that Service. It returns every mismatch found.
+// probes on /healthz and /readyz; one Service in front of the gateway port, and an
+// in-cluster --gateway-url naming it. It returns every mismatch found.
 func CheckInstall(objs []*unstructured.Unstructured, img Image) []string {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
@@ -253,44 +253,55 @@ func CheckInstall(objs []*unstructured.Unstructured, img Image) []string {
 		}
 	}
 
-	// The gateway Service: selects the pods, targets the gateway port, and is what
-	// --gateway-url names (so status.endpoint is reachable in the cluster).
-	gwURL, _ := FlagValue(c.Args, "gateway-url")
-	u, err := url.Parse(gwURL)
-	if err != nil || u.Scheme != "http" || !strings.HasSuffix(u.Hostname(), ".svc") {
-		bad("--gateway-url=%q: want http://SERVICE.NAMESPACE.svc:PORT", gwURL)
-		return problems
-	}
-	svcName, svcNS, _ := strings.Cut(strings.TrimSuffix(u.Hostname(), ".svc"), ".")
-	svcObj := Find(objs, "Service", svcName)
-	if svcObj == nil || svcObj.GetNamespace() != svcNS {
-		bad("--gateway-url names Service %s/%s, which the install lacks", svcNS, svcName)
-		return problems
-	}
-	var svc corev1.Service
-	if err := Convert(svcObj, &svc); err != nil {
-		bad("Service %s: %v", svcName, err)
-		return problems
-	}
-	for k, v := range svc.Spec.Selector {
-		if dep.Spec.Template.Labels[k] != v {
-			bad("Service %s selects %s=%s, which the pods lack", svcName, k, v)
+	// The gateway Service: selects the pods and targets the gateway port; an in-cluster
+	// --gateway-url (http://NAME.NAMESPACE.svc:PORT) names it, so status.endpoint is reachable.
+	// Any other URL is the operator's (an Ingress, a load balancer) and not checked here.
+	var gateway *corev1.Service
+	for _, o := range OfKind(objs, "Service") {
+		var svc corev1.Service
+		if err := Convert(o, &svc); err != nil {
+			bad("Service %s: %v", o.GetName(), err)
+			continue
 		}
-	}
-	found := false
-	for _, p := range svc.Spec.Ports {
-		if fmt.Sprint(p.Port) == u.Port() {
-			found = true
-			if p.TargetPort != intstr.FromString("gateway") {
-				bad("Service %s port %d targets %s, not the gateway port", svcName, p.Port, p.TargetPort.String())
+		for _, p := range svc.Spec.Ports {
+			if p.TargetPort == intstr.FromString("gateway") {
+				if gateway != nil {
+					bad("Services %s and %s both target the gateway port", gateway.Name, svc.Name)
+				}
+				gateway = &svc
 			}
 		}
 	}
-	if !found {
-		bad("Service %s has no port %s (from --gateway-url)", svcName, u.Port())
+	if gateway == nil {
+		bad("no Service targets the gateway port")
+		return problems
 	}
-	if dep.Namespace != svcNS {
-		bad("the Deployment is in %q, the gateway Service in %q", dep.Namespace, svcNS)
+	for k, v := range gateway.Spec.Selector {
+		if dep.Spec.Template.Labels[k] != v {
+			bad("Service %s selects %s=%s, which the pods lack", gateway.Name, k, v)
+		}
+	}
+	if gateway.Namespace != dep.Namespace {
+		bad("the Deployment is in %q, the gateway Service in %q", dep.Namespace, gateway.Namespace)
+	}
+	gwURL, _ := FlagValue(c.Args, "gateway-url")
+	u, err := url.Parse(gwURL)
+	if err != nil || gwURL == "" {
+		bad("--gateway-url=%q: want a URL", gwURL)
+		return problems
+	}
+	if !strings.HasSuffix(u.Hostname(), ".svc") {
+		return problems
+	}
+	if want := fmt.Sprintf("%s.%s.svc", gateway.Name, gateway.Namespace); u.Hostname() != want || u.Scheme != "http" {
+		bad("--gateway-url=%s: the gateway Service is http://%s", gwURL, want)
+	}
+	found := false
+	for _, p := range gateway.Spec.Ports {
+		found = found || (fmt.Sprint(p.Port) == u.Port() && p.TargetPort == intstr.FromString("gateway"))
+	}
+	if !found {
+		bad("--gateway-url=%s: Service %s has no port %s to the gateway", gwURL, gateway.Name, u.Port())
 	}
 	return problems
 }
