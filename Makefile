@@ -1,11 +1,15 @@
 # projectmcp: every target installs what it needs through the Go module proxy (controller-gen is
-# a go.mod tool; envtest binaries come from hack/envtest-assets.sh).
+# a go.mod tool; kube-apiserver and etcd come from `projectmcp envtest`, which builds them once).
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 
 GO ?= go
 FUZZTIME ?= 10s
 CONTROLLER_GEN := $(GO) tool controller-gen
+# The directory of kube-apiserver and etcd, got (built on first use, then cached) by the
+# projectmcp of this checkout. Recipes assign it to a shell variable first, so that a failure
+# stops them instead of running the tests with an empty KUBEBUILDER_ASSETS.
+ENVTEST_ASSETS := $(GO) run ./cmd/projectmcp envtest --print-path
 
 # The image: $(IMAGE):$(VERSION) (HTTP servers only) and $(IMAGE):$(VERSION)-node (with Node.js
 # for npx servers). config/manager/manager.yaml and the chart's appVersion name the same
@@ -14,7 +18,7 @@ IMAGE ?= projectmcp
 VERSION ?= 0.1.0
 DOCKER ?= docker
 
-.PHONY: all build test unit envtest manifests generate verify vet fmt fuzz render clean bench dev \
+.PHONY: all build test test-install unit envtest manifests generate verify vet fmt fuzz render clean bench dev \
 	docker-build docker-build-node chart-crds test-deploy
 
 all: build
@@ -78,12 +82,12 @@ vet:
 
 ## envtest: print the directory of kube-apiserver and etcd (building them on first use)
 envtest:
-	@hack/envtest-assets.sh
+	@$(ENVTEST_ASSETS)
 
 ## test: everything CI runs: generated files fresh, vet, all tests against a real API server,
 ## and a short fuzz of the config parser
 test: verify vet
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -count=1 ./...
+	assets=$$($(ENVTEST_ASSETS)); KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/config
 
 ## test-deploy: what puts projectmcp in a cluster: the image's binary compiled by the
@@ -92,7 +96,14 @@ test: verify vet
 ## server-side dry run. Left out of test: a cold build cache needs minutes for helm.
 test-deploy:
 	cd hack/tools && $(GO) tool -n helm >/dev/null
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -count=1 -timeout 30m -tags deploy ./test/deploy
+	assets=$$($(ENVTEST_ASSETS)); KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 30m -tags deploy ./test/deploy
+
+## test-install: what `go install` users get: a freshly built projectmcp, outside the checkout and
+## with an empty cache, builds kube-apiserver and etcd itself (two runs at once), then starts
+## them. About a minute with a warm Go build cache, up to 20 without; not part of `test`.
+test-install:
+	env -u KUBEBUILDER_ASSETS PROJECTMCP_INSTALL_TEST=1 $(GO) test -count=1 -timeout 45m \
+		-run '^TestInstalledBinaryGetsItsControlPlane$$' -v ./internal/controlplane
 
 ## unit: the tests that need no API server, and no kube-apiserver is started. With
 ## PROJECTMCP_UNIT=1 and KUBEBUILDER_ASSETS unset (only here: `make test` always sets it), a test
@@ -113,7 +124,8 @@ clean:
 ## bench: lifecycle latencies (create → Ready, repoint, rebuild) and the gateway's call
 ## overhead, mount latency and config-edit → list_changed, against a real API server
 bench:
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./controllers -run '^$$' -bench 'CreateReady|Repoint|Rebuild' -benchtime 10x
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./controllers -run '^$$' -bench 'Gateway(CallOverhead|Mount)' -benchtime 2000x -benchmem
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./controllers -run '^$$' -bench 'GatewayConfigEdit' -benchtime 50x
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./controllers -run '^$$' -bench 'GatewayThroughput' -benchtime 20x
+	assets=$$($(ENVTEST_ASSETS)); export KUBEBUILDER_ASSETS="$$assets"; \
+	$(GO) test ./controllers -run '^$$' -bench 'CreateReady|Repoint|Rebuild' -benchtime 10x; \
+	$(GO) test ./controllers -run '^$$' -bench 'Gateway(CallOverhead|Mount)' -benchtime 2000x -benchmem; \
+	$(GO) test ./controllers -run '^$$' -bench 'GatewayConfigEdit' -benchtime 50x; \
+	$(GO) test ./controllers -run '^$$' -bench 'GatewayThroughput' -benchtime 20x

@@ -3,13 +3,20 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
+	"runtime"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -47,12 +54,46 @@ func BenchmarkGatewayCallOverhead(b *testing.B) {
 		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},
 	}})
 	waitStatus(b, key, 30*time.Second, "Ready", isReady)
-	measureOverhead(b, connectURL(b, url), connectAgent(b, key, "2025-11-25", nil).session)
+	measureOverhead(b, connectURL(b, url), connectAgent(b, key, "2025-11-25", nil).session, connectURL(b, bareProxy(b, url)))
+}
+
+// BenchmarkGatewayCallOverheadStateless is BenchmarkGatewayCallOverhead for 2026-07-28: a
+// stateless client calling a stateless fixture directly, and through the gateway (whose
+// stateless sessions are served by the SDK throughout).
+func BenchmarkGatewayCallOverheadStateless(b *testing.B) {
+	url := fixture.StartHTTP(b, "--stateless") + "/mcp"
+	ns := newNamespace(b)
+	key := create(b, ns, "overhead-stateless", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},
+	}})
+	waitStatus(b, key, 30*time.Second, "Ready", isReady)
+	direct := mustDial(b, mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil), url, "", nil)
+	measureOverhead(b, direct, connectAgent(b, key, "", http.Header{gateway.SessionHeader: {"bench"}}).session, nil)
+}
+
+// bareProxy puts a plain reverse proxy (the standard library's, nothing MCP about it) in front
+// of url: the cost of one more HTTP hop on loopback, the floor for any gateway.
+func bareProxy(b *testing.B, url string) string {
+	target, err := neturl.Parse(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := target.Path
+	target.Path = ""
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.FlushInterval = -1 // pass each event on at once, as the stream needs
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	proxy.Transport = tr
+	srv := httptest.NewServer(proxy)
+	b.Cleanup(func() { srv.Close(); tr.CloseIdleConnections() })
+	return srv.URL + path
 }
 
 // measureOverhead calls echo on direct and a__echo on via, alternating (after a warm-up), and
-// reports p50/p99 of both, the added p50 and the ratio of the medians.
-func measureOverhead(b *testing.B, direct, via *mcp.ClientSession) {
+// reports p50/p99 of both, the added p50 and the ratio of the medians; with floor (a session
+// through a bare HTTP proxy to the same server), also the p50 of that.
+func measureOverhead(b *testing.B, direct, via, floor *mcp.ClientSession) {
 	ctx := context.Background()
 	call := func(s *mcp.ClientSession, name string) time.Duration {
 		start := time.Now()
@@ -66,10 +107,33 @@ func measureOverhead(b *testing.B, direct, via *mcp.ClientSession) {
 		call(direct, "echo")
 		call(via, "a__echo")
 	}
-	var d, g []time.Duration
+	// What the gateway costs per forwarded call, beyond the client and the server: the heap
+	// allocated and the CPU used by the whole process per call through the endpoint, less the
+	// same for a direct call (the fixture and the client run in this process both ways).
+	cost := func(s *mcp.ClientSession, name string) (bytes, cpu float64) {
+		const n = 300
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		cpu0 := processCPU()
+		for range n {
+			call(s, name)
+		}
+		cpu1 := processCPU()
+		runtime.ReadMemStats(&after)
+		return float64(after.TotalAlloc-before.TotalAlloc) / n, micros(cpu1-cpu0) / n
+	}
+	directBytes, directCPU := cost(direct, "echo")
+	viaBytes, viaCPU := cost(via, "a__echo")
+	var d, g, f []time.Duration
 	for b.Loop() {
 		d = append(d, call(direct, "echo"))
 		g = append(g, call(via, "a__echo"))
+		if floor != nil {
+			f = append(f, call(floor, "echo"))
+		}
+	}
+	if floor != nil {
+		b.ReportMetric(micros(percentile(f, 50)), "bare-proxy-p50-µs")
 	}
 	b.ReportMetric(micros(percentile(d, 50)), "direct-p50-µs")
 	b.ReportMetric(micros(percentile(d, 99)), "direct-p99-µs")
@@ -77,7 +141,16 @@ func measureOverhead(b *testing.B, direct, via *mcp.ClientSession) {
 	b.ReportMetric(micros(percentile(g, 99)), "gateway-p99-µs")
 	b.ReportMetric(micros(percentile(g, 50)-percentile(d, 50)), "added-p50-µs")
 	b.ReportMetric(float64(percentile(g, 50))/float64(percentile(d, 50)), "ratio-p50")
+	b.ReportMetric(viaBytes-directBytes, "gateway-B/call")
+	b.ReportMetric(viaCPU-directCPU, "gateway-cpu-µs/call")
 	b.ReportMetric(0, "ns/op")
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkGatewayMount: a new session (initialize + first tools/list) on a project whose five
@@ -156,13 +229,21 @@ func drain(ch chan struct{}) {
 }
 
 // BenchmarkGatewayCallOverheadStdio is BenchmarkGatewayCallOverhead with a stdio upstream: a
-// direct session to one fixture process against the same call through the gateway, whose
-// connection to its own fixture process is stdio too.
+// direct 2025-11-25 session to one fixture process against the same call through the gateway,
+// whose connection to its own fixture process is stdio too. The server speaks 2025-11-25, as
+// most servers do today (the fast path); the -2026 variant's speaks 2026-07-28 too, so calls
+// from a 2025-11-25 session go through the SDK, which translates between the revisions.
 func BenchmarkGatewayCallOverheadStdio(b *testing.B) {
+	benchStdio(b, "--protocol", "2025-11-25")
+}
+
+func BenchmarkGatewayCallOverheadStdio2026(b *testing.B) { benchStdio(b) }
+
+func benchStdio(b *testing.B, args ...string) {
 	ns := newNamespace(b)
-	key := create(b, ns, "overhead-stdio", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(b, "a")}})
+	key := create(b, ns, "overhead-stdio", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(b, "a", args...)}})
 	waitStatus(b, key, 30*time.Second, "Ready", isReady)
-	measureOverhead(b, direct(b, "a", ""), connectAgent(b, key, "2025-11-25", nil).session)
+	measureOverhead(b, direct(b, "a", "2025-11-25"), connectAgent(b, key, "2025-11-25", nil).session, nil)
 }
 
 // BenchmarkGatewayThroughput: 8 concurrent sessions calling echo, directly to one fixture over

@@ -28,6 +28,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/controllers"
+	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/registry"
@@ -50,6 +51,7 @@ type controllerFlags struct {
 	statelessIdle  time.Duration
 	maxBodyBytes   int64
 	callTimeout    time.Duration
+	maxMessage     int64
 	allowCommands  stringList
 	allowAny       bool
 	zap            zap.Options
@@ -71,6 +73,7 @@ func (f *controllerFlags) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&f.statelessIdle, "stateless-session-idle", 10*time.Minute, "release a stateless (2026-07-28) session that sent no request for this long")
 	fs.Int64Var(&f.maxBodyBytes, "max-request-bytes", 4<<20, "largest request body the gateway accepts")
 	fs.DurationVar(&f.callTimeout, "call-timeout", 30*time.Minute, `bound on one forwarded request (a tool call, a prompt, a read); "0" means none`)
+	fs.Int64Var(&f.maxMessage, "max-message-bytes", 64<<20, "largest message a server may send in answer to a forwarded call; a larger one fails that call only (0: the default)")
 	fs.Var(&f.allowCommands, "allow-command", "glob of a stdio command servers may run (repeatable); with none, stdio servers are refused in a cluster")
 	_, inCluster := os.LookupEnv("KUBERNETES_SERVICE_HOST")
 	fs.BoolVar(&f.allowAny, "allow-any-command", !inCluster, "run any stdio command (the default outside a cluster, where the controller runs as the user)")
@@ -218,6 +221,9 @@ func (f *controllerFlags) commandAllowlist() []string {
 
 // gateway builds the per-project MCP endpoint server from the flags.
 func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *registry.Registry, bound string) (*gateway.Gateway, error) {
+	if f.maxMessage > 0 {
+		conn.MaxMessageBytes = f.maxMessage // one process, one bound: set before any connection reads
+	}
 	opts := gateway.Options{
 		Registry: reg, BaseURL: f.gatewayURL, SessionTimeout: f.sessionTimeout,
 		StatelessIdle: f.statelessIdle, MaxBodyBytes: f.maxBodyBytes, CallTimeout: f.callTimeout, Log: ctrl.Log.WithName("gateway"),

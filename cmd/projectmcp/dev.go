@@ -77,7 +77,7 @@ func dev(ctx context.Context, projectDir, dataDir, gatewayAddr string, stdout, s
 	}
 
 	fmt.Fprintln(stderr, "Starting a local control plane (kube-apiserver and etcd)...")
-	assets, err := controlplane.FindAssets()
+	assets, err := controlplane.Ensure(ctx, controlplane.Options{Progress: stderr})
 	if err != nil {
 		return err
 	}

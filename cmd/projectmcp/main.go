@@ -7,6 +7,7 @@
 //	reconnect NAME  rebuild a project's connections now
 //	status NAME     show a project's servers, connections, tools and sessions
 //	render FILE     print the ProjectMCP manifest for a config file (for GitOps)
+//	envtest         get kube-apiserver and etcd for dev and the tests, and print where they are
 //
 // Later subcommands run the controller, the local dev environment, the mirror and reconnects.
 package main
@@ -30,6 +31,7 @@ var commands = map[string]command{
 	"mirror":     {"apply each --project's .dsh/mcp.json to a ProjectMCP as it changes", runMirror},
 	"dev":        {"run everything locally for this folder: control plane, controller, gateway, mirror", runDev},
 	"status":     {"show a project's servers, connections, tools and sessions", runStatus},
+	"envtest":    {"get kube-apiserver and etcd (built once, then cached) and print where they are", runEnvtest},
 }
 
 func main() {
@@ -55,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: projectmcp COMMAND [flags]\n\ncommands:")
-	for _, name := range []string{"dev", "controller", "mirror", "reconnect", "status", "render"} {
+	for _, name := range []string{"dev", "controller", "mirror", "reconnect", "status", "render", "envtest"} {
 		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // ServerRequestTimeout bounds a server's request to a session (sampling, elicitation, roots):
 // a session that never answers costs the server an error after this long, nothing more.
-const ServerRequestTimeout = 5 * time.Minute
+var ServerRequestTimeout = 5 * time.Minute
 
 // Caller is the session a forwarded request comes from. A server's own requests (sampling,
 // elicitation, roots) made while that request is in flight are sent to it: the connection is

@@ -112,6 +112,10 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 	}
 	c.secrets(x.values)
 	base := http.DefaultTransport.(*http.Transport).Clone()
+	// Every session of the project shares this connection, so many requests to the one host
+	// run at once: keep their TCP connections for reuse (the default keeps 2 and closes the
+	// rest after each request).
+	base.MaxIdleConnsPerHost = 64
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
 	client := &http.Client{
 		Transport: &headerTransport{base: base, headers: headers},
@@ -140,6 +144,9 @@ type headerTransport struct {
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(t.headers) == 0 {
+		return t.base.RoundTrip(req)
+	}
 	req = req.Clone(req.Context())
 	for k, v := range t.headers {
 		req.Header[k] = v

@@ -55,7 +55,8 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	// transport lives only as long as the context given to Connect.
 	timedOut := make(chan struct{})
 	timer := time.AfterFunc(c.opts.ConnectTimeout, func() { close(timedOut); cancel() })
-	session, err := client.Connect(ctx, ep.transport, nil)
+	w := newWire(ep.transport)
+	session, err := client.Connect(ctx, &wireTransport{inner: ep.transport, wire: w}, nil)
 	if err == nil {
 		defer c.closeSession(session, ep)
 		var cat catalog
@@ -64,7 +65,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 		}
 		if err == nil {
 			c.restore(ctx, session)
-			c.setReady(session, cat, ep.pid())
+			c.setReady(session, w, cat, ep.pid())
 			defer c.clearSession()
 			return true, c.serve(ctx, session, ep)
 		}
@@ -101,15 +102,16 @@ func (c *Conn) closeSession(session *mcp.ClientSession, ep *endpoint) {
 	}
 }
 
-func (c *Conn) setReady(session *mcp.ClientSession, cat catalog, pid int) {
+func (c *Conn) setReady(session *mcp.ClientSession, w *wire, cat catalog, pid int) {
 	select { // a death signal left by a call on the previous session is stale now
 	case <-c.dead:
 	default:
 	}
-	c.mu.Lock()
-	c.session = session
-	c.mu.Unlock()
 	init := session.InitializeResult()
+	w.direct(init.ProtocolVersion)
+	c.mu.Lock()
+	c.session, c.wire = session, w
+	c.mu.Unlock()
 	c.update(func(s *Snapshot) {
 		cat.apply(s)
 		s.Phase, s.PID, s.Capabilities, s.Instructions = v1alpha1.PhaseReady, pid, init.Capabilities, init.Instructions
@@ -121,7 +123,7 @@ func (c *Conn) setReady(session *mcp.ClientSession, cat catalog, pid int) {
 
 func (c *Conn) clearSession() {
 	c.mu.Lock()
-	c.session = nil
+	c.session, c.wire = nil, nil
 	c.mu.Unlock()
 }
 

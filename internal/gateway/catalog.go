@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,6 +39,8 @@ func (p *project) sync() {
 	}, p.server.RemoveTools, func(name string, t projection.Tool) error {
 		return addTool(p.server, t.Tool, p.handler(t.Server, t.Raw))
 	})
+	idx := maps.Clone(p.tools)
+	p.toolIndex.Store(&idx)
 
 	prompts, _ := projection.Prompts(obs.Prompts())
 	applySet(p, "prompt", p.prompts, prompts, func(pr projection.Prompt) (projected, any) {

@@ -13,13 +13,36 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 )
 
+// origin is who sent a forwarded request, and what it is: its MCP method (for metrics), the
+// session it belongs to (for the slot) and, for a stateful session, who answers the server's
+// own requests made meanwhile.
+type origin struct {
+	method  string
+	session string
+	caller  conn.Caller
+}
+
+// originOf describes a request the SDK server decoded.
+func originOf(req mcp.Request) origin {
+	o := origin{method: methodOf(req)}
+	o.session, _ = sessionID(req)
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
+		o.caller = sessionCaller{ss}
+	}
+	return o
+}
+
 // forward sends one request of a session to the session's slot for server. It waits through
 // a repoint or rebuild (registry.Await), and sends once more, on the new connection, when a
 // swap replaced the connection before the request was sent (conn.ErrDestroyed: the old server
 // never saw it). The server's own requests made meanwhile (sampling, elicitation, roots) go
 // to this session (conn.WithCaller).
-func forward[T any](ctx context.Context, p *project, req mcp.Request, server string, do func(context.Context, *conn.Conn) (T, error)) (res T, err error) {
-	defer func() { metrics.Forwarded.WithLabelValues(methodOf(req), resultOf(err)).Inc() }()
+func forward[T any](ctx context.Context, p *project, o origin, server string, do func(context.Context, *conn.Conn) (T, error)) (res T, err error) {
+	defer func() {
+		if !errors.Is(err, conn.ErrOtherRevision) { // not sent: the SDK path forwards it and counts it
+			metrics.Forwarded.WithLabelValues(o.method, resultOf(err)).Inc()
+		}
+	}()
 	if limit := p.g.opts.CallTimeout; limit > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, limit)
@@ -30,12 +53,11 @@ func forward[T any](ctx context.Context, p *project, req mcp.Request, server str
 			}
 		}()
 	}
-	id, _ := sessionID(req)
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
-		ctx = conn.WithCaller(ctx, sessionCaller{ss})
+	if o.caller != nil {
+		ctx = conn.WithCaller(ctx, o.caller)
 	}
 	for attempt := 0; ; attempt++ {
-		c := p.g.opts.Registry.Await(ctx, p.key, id, server)
+		c := p.g.opts.Registry.Await(ctx, p.key, o.session, server)
 		if c == nil {
 			var zero T
 			return zero, fmt.Errorf("%w: MCP server %q is not available to this session", conn.ErrUnavailable, server)
@@ -93,7 +115,7 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 				})
 			}
 		}
-		res, err := forward(ctx, p, req, server, func(ctx context.Context, c *conn.Conn) (*mcp.CallToolResult, error) {
+		res, err := forward(ctx, p, originOf(req), server, func(ctx context.Context, c *conn.Conn) (*mcp.CallToolResult, error) {
 			return c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args,
 				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}, onProgress)
 		})
@@ -111,7 +133,7 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 // promptHandler forwards prompts/get on a projected prompt under the server's own name.
 func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		res, err := forward(ctx, p, req, server, func(ctx context.Context, c *conn.Conn) (*mcp.GetPromptResult, error) {
+		res, err := forward(ctx, p, originOf(req), server, func(ctx context.Context, c *conn.Conn) (*mcp.GetPromptResult, error) {
 			return c.GetPrompt(ctx, &mcp.GetPromptParams{Name: raw, Arguments: req.Params.Arguments,
 				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState})
 		})
@@ -127,7 +149,7 @@ func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
 // whose template matched it (the SDK server routes by exact URI, then by template).
 func (p *project) resourceHandler(server string) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		res, err := forward(ctx, p, req, server, func(ctx context.Context, c *conn.Conn) (*mcp.ReadResourceResult, error) {
+		res, err := forward(ctx, p, originOf(req), server, func(ctx context.Context, c *conn.Conn) (*mcp.ReadResourceResult, error) {
 			return c.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI,
 				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState})
 		})

@@ -176,7 +176,7 @@ func (g *Gateway) Serving() <-chan struct{} { return g.serving }
 
 // run keeps projections current and expires idle stateless sessions until ctx ends.
 func (g *Gateway) run(ctx context.Context) {
-	sweep := g.opts.Clock.NewTicker(min(g.opts.StatelessIdle/4, time.Minute))
+	sweep := g.opts.Clock.NewTicker(min(g.opts.StatelessIdle/4, g.opts.SessionTimeout/4, time.Minute))
 	defer sweep.Stop()
 	for {
 		select {
@@ -187,6 +187,7 @@ func (g *Gateway) run(ctx context.Context) {
 		case now := <-sweep.C():
 			for _, p := range g.all() {
 				p.expireStateless(now)
+				p.expireStateful(now)
 			}
 		}
 	}

@@ -167,7 +167,7 @@ func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	if already {
 		return nil
 	}
-	_, err := forward(ctx, p, req, server, func(ctx context.Context, c *conn.Conn) (struct{}, error) { return struct{}{}, c.Subscribe(ctx, uri) })
+	_, err := forward(ctx, p, originOf(req), server, func(ctx context.Context, c *conn.Conn) (struct{}, error) { return struct{}{}, c.Subscribe(ctx, uri) })
 	if err != nil {
 		return protocolError(err)
 	}
@@ -251,7 +251,7 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	}
 	params := *req.Params
 	params.Ref = &up
-	res, err := forward(ctx, p, req, server, func(ctx context.Context, c *conn.Conn) (*mcp.CompleteResult, error) { return c.Complete(ctx, &params) })
+	res, err := forward(ctx, p, originOf(req), server, func(ctx context.Context, c *conn.Conn) (*mcp.CompleteResult, error) { return c.Complete(ctx, &params) })
 	if err != nil {
 		return nil, protocolError(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -30,12 +31,15 @@ type project struct {
 	syncMu    sync.Mutex // one sync at a time; guards the four sets and synced
 	tools     map[string]projected
 	prompts   map[string]projected
-	resources map[string]projected // by URI
-	templates map[string]projected // by URI template
-	synced    string               // signature of the connection states last projected
+	resources map[string]projected                 // by URI
+	templates map[string]projected                 // by URI template
+	synced    string                               // signature of the connection states last projected
+	toolIndex atomic.Pointer[map[string]projected] // a copy of tools for the fast path, replaced on change
 
 	mu        sync.Mutex
 	statefuls map[string]*mcp.ServerSession // mounted stateful sessions
+	activity  map[string]*activity          // stateful sessions' requests, for SessionTimeout
+	calls     map[string]context.CancelFunc // fast-path calls in flight, by session and id
 	lastSeen  map[string]time.Time          // stateless sessions and their last request
 	levels    map[string]mcp.LoggingLevel   // the log level each session set
 	subs      map[string]map[string]string  // session → subscribed URI → server
@@ -49,6 +53,8 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 		resources: map[string]projected{},
 		templates: map[string]projected{},
 		statefuls: map[string]*mcp.ServerSession{},
+		activity:  map[string]*activity{},
+		calls:     map[string]context.CancelFunc{},
 		lastSeen:  map[string]time.Time{},
 		levels:    map[string]mcp.LoggingLevel{},
 		subs:      map[string]map[string]string{},
@@ -70,8 +76,10 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 		})
 	p.server.AddReceivingMiddleware(p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware)
 	getServer := func(*http.Request) *mcp.Server { return p.server }
+	// No SessionTimeout here: the SDK counts only the requests it handles, and the fast path
+	// answers calls without it, so the project times sessions out itself (expireStateful).
 	p.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		SessionTimeout: g.opts.SessionTimeout, MaxRequestBodyBytes: g.opts.MaxBodyBytes,
+		MaxRequestBodyBytes: g.opts.MaxBodyBytes,
 	})
 	p.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless: true, MaxRequestBodyBytes: g.opts.MaxBodyBytes,
@@ -83,11 +91,86 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 // (2025-11-25 and older, which send no such version or an older one) to the stateful one.
 func (p *project) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Set(remoteHeader, r.RemoteAddr)
-	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" && r.Header.Get("Mcp-Session-Id") == "" {
+	sid := r.Header.Get("Mcp-Session-Id")
+	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" && sid == "" {
 		p.stateless.ServeHTTP(w, r)
 		return
 	}
+	if sid != "" && r.Method == http.MethodPost {
+		if !p.enter(sid) {
+			p.stateful.ServeHTTP(w, r) // not a session of ours: the SDK answers (404)
+			return
+		}
+		defer p.leave(sid)
+		if p.serveFast(w, r, sid) {
+			return
+		}
+	}
 	p.stateful.ServeHTTP(w, r)
+}
+
+// activity is a stateful session's request count and when its last request ended.
+type activity struct {
+	busy int
+	last time.Time
+}
+
+// session returns a mounted stateful session, or nil.
+func (p *project) session(sid string) *mcp.ServerSession {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.statefuls[sid]
+}
+
+// enter notes a request of a stateful session; false when it is not one of ours.
+func (p *project) enter(sid string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a := p.activity[sid]
+	if a == nil {
+		return false
+	}
+	a.busy++
+	return true
+}
+
+func (p *project) leave(sid string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a := p.activity[sid]; a != nil {
+		a.busy--
+		a.last = p.g.opts.Clock.Now()
+	}
+}
+
+// expireStateful closes stateful sessions that have had no request for SessionTimeout (a
+// request in flight keeps a session alive, as the SDK's own timeout does); closing one
+// releases it (releaseWhenClosed).
+func (p *project) expireStateful(now time.Time) {
+	p.mu.Lock()
+	var idle []*mcp.ServerSession
+	for sid, a := range p.activity {
+		if a.busy == 0 && now.Sub(a.last) > p.g.opts.SessionTimeout {
+			if ss := p.statefuls[sid]; ss != nil {
+				idle = append(idle, ss)
+			}
+			delete(p.activity, sid)
+		}
+	}
+	p.mu.Unlock()
+	for _, ss := range idle {
+		_ = ss.Close()
+	}
+}
+
+// tool finds a projected tool for the fast path.
+func (p *project) tool(name string) (projected, bool) {
+	idx := p.toolIndex.Load()
+	if idx == nil {
+		return projected{}, false
+	}
+	t, ok := (*idx)[name]
+	return t, ok
 }
 
 // sessionID names the session a request belongs to (see SessionHeader).
@@ -141,6 +224,7 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			p.mount(ctx, id, clientName(req))
 			p.mu.Lock()
 			p.statefuls[id] = ss
+			p.activity[id] = &activity{last: p.g.opts.Clock.Now()}
 			p.mu.Unlock()
 			go p.releaseWhenClosed(ss, id) // ends when the session closes (DELETE, timeout, shutdown)
 		}
@@ -160,6 +244,7 @@ func (p *project) releaseWhenClosed(ss *mcp.ServerSession, id string) {
 	_ = ss.Wait()
 	p.mu.Lock()
 	delete(p.statefuls, id)
+	delete(p.activity, id)
 	p.mu.Unlock()
 	p.release(id)
 }

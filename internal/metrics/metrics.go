@@ -19,6 +19,14 @@ var (
 		Name: "projectmcp_forwarded_requests_total",
 		Help: "Requests forwarded from agent sessions to MCP servers, by method and result.",
 	}, []string{"method", "result"})
+	// FastPath counts the tools/call requests of stateful sessions by how the gateway carried
+	// them: "raw" at the JSON-RPC message level, or through the SDK server because the server
+	// speaks the other revision ("revision", nothing sent: the SDK translates its results), or
+	// the request needed something only the SDK path does ("sdk").
+	FastPath = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "projectmcp_tool_calls_path_total",
+		Help: "Stateful sessions' tool calls by how the gateway forwarded them: raw, or through the SDK (and why).",
+	}, []string{"path"})
 	// MountWait is how long a new session's mount waited for its servers (bounded by the
 	// project's readyTimeout).
 	MountWait = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -79,5 +87,5 @@ func (gauges) Collect(ch chan<- prometheus.Metric) {
 }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(Forwarded, MountWait, gauges{})
+	ctrlmetrics.Registry.MustRegister(Forwarded, FastPath, MountWait, gauges{})
 }

@@ -1,6 +1,6 @@
 // Package testenv starts a real kube-apiserver and etcd (controller-runtime's envtest) with the
-// project's CRDs installed, for integration tests. The binaries are found by the controlplane
-// package.
+// project's CRDs installed, for integration tests. The binaries come from the controlplane
+// package (KUBEBUILDER_ASSETS, else its cache, filled on first use).
 //
 // A package whose tests do not all need the API server shares one control plane through a Lazy,
 // started by the first test that asks for it. `make unit` runs with PROJECTMCP_UNIT=1 and
@@ -77,7 +77,7 @@ func Start() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	assets, err := controlplane.Assets(root)
+	assets, err := controlplane.Ensure(context.Background(), controlplane.Options{Progress: os.Stderr})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,212 @@
+package controllers
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/test/fixture"
+)
+
+// A stateful session's tools/call is forwarded at the JSON-RPC message level when the server
+// speaks 2025-11-25 (the fast path), and through the SDK when it speaks 2026-07-28. Whatever
+// the path, the session sees what it would see talking to the server directly.
+
+// upstream is one kind of server connection, with a direct session to a server of that kind.
+type upstream struct {
+	name string
+	raw  bool // calls take the fast path
+	// start starts a fixture server of this kind and returns its spec and a direct 2025-11-25
+	// session to a server started the same way.
+	start func(t *testing.T, name string, args ...string) (v1alpha1.MCPServer, *mcp.ClientSession)
+}
+
+var upstreams = []upstream{
+	{name: "stdio-2026", raw: false, start: func(t *testing.T, name string, args ...string) (v1alpha1.MCPServer, *mcp.ClientSession) {
+		return fixtureServer(t, name, args...), directWith(t, agentClient("agent"), name, "2025-11-25")
+	}},
+	{name: "stdio-2025", raw: true, start: func(t *testing.T, name string, args ...string) (v1alpha1.MCPServer, *mcp.ClientSession) {
+		args = append(args, "--protocol", "2025-11-25")
+		return fixtureServer(t, name, args...), directWith(t, agentClient("agent"), name, "2025-11-25")
+	}},
+	{name: "http-2025", raw: true, start: func(t *testing.T, name string, args ...string) (v1alpha1.MCPServer, *mcp.ClientSession) {
+		s := httpFixture(t, name, args...)
+		return s, mustDial(t, agentClient("agent"), s.HTTP.URL, "2025-11-25", nil)
+	}},
+}
+
+// httpFixture starts a fixture process serving streamable HTTP (stateful, so 2025-11-25),
+// its log going to the controller's log as a stdio server's stderr does.
+func httpFixture(t *testing.T, name string, args ...string) v1alpha1.MCPServer {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"--http", "127.0.0.1:0", "--name", name}, args...)...)
+	cmd.Env = append(os.Environ(), fixture.EnvVar+"=1")
+	cmd.Stderr = logs
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("fixture %s: no LISTENING line: %v", name, err)
+	}
+	url := strings.TrimPrefix(strings.TrimSpace(line), "LISTENING ") + "/mcp"
+	return v1alpha1.MCPServer{Name: name, HTTP: &v1alpha1.HTTPServer{URL: url}}
+}
+
+// rawJSON renders a result in full, _meta included, for comparing two sessions' views.
+func rawJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func TestGatewayCallsEveryUpstream(t *testing.T) {
+	for i, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) { // not parallel: each checks the path counters
+			name := fmt.Sprintf("u%d", i)
+			server, d := up.start(t, name)
+			ns := newNamespace(t)
+			key := create(t, ns, "calls", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
+			waitStatus(t, key, 30*time.Second, "Ready", isReady)
+			s := mustDial(t, agentClient("agent"), endpointOf(key), "2025-11-25", nil)
+			other := mustDial(t, agentClient("other"), endpointOf(key), "2025-11-25", nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			raw, viaSDK := metrics.FastPath.WithLabelValues("raw"), metrics.FastPath.WithLabelValues("revision")
+			rawBefore, sdkBefore := promtest.ToFloat64(raw), promtest.ToFloat64(viaSDK)
+
+			// Results, success and failure, exactly as the server gives them (_meta included).
+			for _, c := range []struct {
+				tool string
+				args map[string]any
+			}{
+				{"echo", map[string]any{"text": "round trip"}},
+				{"echo", nil}, // no arguments at all
+				{"fail", map[string]any{"message": "nope"}},
+				{"sample", map[string]any{"text": "hi"}},
+				{"elicit", map[string]any{"text": "hi"}},
+				{"roots", map[string]any{"text": "hi"}},
+			} {
+				want, werr := d.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
+				got, gerr := s.CallTool(ctx, &mcp.CallToolParams{Name: name + "__" + c.tool, Arguments: c.args})
+				if fmt.Sprint(werr) != fmt.Sprint(gerr) || rawJSON(t, got) != rawJSON(t, want) {
+					t.Fatalf("%s%v: through the endpoint %s (%v), directly %s (%v)", c.tool, c.args, rawJSON(t, got), gerr, rawJSON(t, want), werr)
+				}
+			}
+			// The server's requests made during a call reach the session that made it.
+			if got, err := other.CallTool(ctx, &mcp.CallToolParams{Name: name + "__sample", Arguments: map[string]any{"text": "hi"}}); err != nil || !strings.Contains(text(got), "other") {
+				t.Fatalf("sampling for the other session went elsewhere: %q (%v)", text(got), err)
+			}
+			// An unknown tool gets the SDK's own error, whatever the path.
+			_, werr := d.CallTool(ctx, &mcp.CallToolParams{Name: "nothing"})
+			_, gerr := s.CallTool(ctx, &mcp.CallToolParams{Name: name + "__nothing"})
+			if werr == nil || gerr == nil || codeOf(werr) != codeOf(gerr) {
+				t.Fatalf("an unknown tool: through the endpoint %v, directly %v", gerr, werr)
+			}
+
+			// A call the session gives up on is cancelled at the server, and the session goes on.
+			hctx, hcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			_, err := s.CallTool(hctx, &mcp.CallToolParams{Name: name + "__hang", Arguments: map[string]any{}})
+			hcancel()
+			if err == nil {
+				t.Fatal("a cancelled call must not succeed")
+			}
+			eventually(t, 10*time.Second, "the server to see the cancellation", func() bool {
+				return strings.Contains(logs.String(), "fixture "+name+": hang cancelled")
+			})
+			if got := text(callOK(t, s, name+"__echo", map[string]any{"text": "after"})); got != "after" {
+				t.Fatalf("the session must go on: %q", got)
+			}
+
+			// Progress reaches the session that called, with its own token (a string or a number).
+			progress := make(chan *mcp.ProgressNotificationParams, 64)
+			watcher := mustDial(t, mcp.NewClient(&mcp.Implementation{Name: "watcher", Version: "1"}, &mcp.ClientOptions{
+				ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params },
+			}), endpointOf(key), "2025-11-25", nil)
+			for _, token := range []any{"tok-1", 7} {
+				params := &mcp.CallToolParams{Name: name + "__sleep", Arguments: map[string]any{"ms": 450}}
+				params.SetProgressToken(token)
+				if res, err := watcher.CallTool(ctx, params); err != nil || res.IsError {
+					t.Fatalf("sleep: %v %+v", err, res)
+				}
+				if len(progress) < 2 {
+					t.Fatalf("token %v: want progress notifications relayed, got %d", token, len(progress))
+				}
+				for len(progress) > 0 {
+					if p := <-progress; fmt.Sprint(p.ProgressToken) != fmt.Sprint(token) {
+						t.Fatalf("progress must carry the caller's token %v, got %v", token, p.ProgressToken)
+					}
+				}
+			}
+
+			// The path taken: raw for a 2025-11-25 server, the SDK for a 2026-07-28 one.
+			rawCalls, sdkCalls := promtest.ToFloat64(raw)-rawBefore, promtest.ToFloat64(viaSDK)-sdkBefore
+			if up.raw && rawCalls < 11 || !up.raw && sdkCalls < 11 {
+				t.Fatalf("calls forwarded raw %v, through the SDK for the revision %v", rawCalls, sdkCalls)
+			}
+		})
+	}
+}
+
+func callOK(t *testing.T, s *mcp.ClientSession, tool string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	return res
+}
+
+// A session busy with fast-path calls is not idle: the gateway's own session timeout (the
+// SDK's sees only the requests it handles) counts them; once quiet, the session is released.
+func TestGatewaySessionTimeoutCountsFastCalls(t *testing.T) {
+	server := httpFixture(t, "a")
+	ns := newNamespace(t)
+	key := create(t, ns, "busy", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	gw := gateway.New(gateway.Options{Registry: ctl.registry, SessionTimeout: 1500 * time.Millisecond})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gw.Serve(gctx, ln) }()
+	defer func() { cancel(); <-done }()
+
+	s := mustDial(t, agentClient("busy"), "http://"+ln.Addr().String()+gateway.Path(key), "2025-11-25", nil)
+	raw := metrics.FastPath.WithLabelValues("raw")
+	before := promtest.ToFloat64(raw)
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+		if got := text(callOK(t, s, "a__echo", map[string]any{"text": "busy"})); got != "busy" {
+			t.Fatalf("a busy session must stay: %q", got)
+		}
+	}
+	if promtest.ToFloat64(raw)-before < 5 {
+		t.Fatal("the calls must have taken the fast path")
+	}
+	waitStatus(t, key, 15*time.Second, "the quiet session released", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
+}

@@ -1,0 +1,216 @@
+package conn
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/test/fixture"
+)
+
+// forward sends tools/call echo raw and decodes the result the way a session would.
+func forwardEcho(t *testing.T, c *Conn, text string, legacyOnly bool) (*mcp.CallToolResult, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	args, _ := json.Marshal(map[string]string{"text": text})
+	raw, err := c.Forward(ctx, "tools/call", append([]byte(`"name":"echo","arguments":`), args...), nil, legacyOnly)
+	if err != nil {
+		return nil, err
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatalf("the raw result is not a CallToolResult: %v: %s", err, raw)
+	}
+	return &res, nil
+}
+
+func textOf(res *mcp.CallToolResult) string {
+	if res == nil || len(res.Content) == 0 {
+		return ""
+	}
+	tc, _ := res.Content[0].(*mcp.TextContent)
+	if tc == nil {
+		return ""
+	}
+	return tc.Text
+}
+
+// Forward carries a call on every transport and revision, and its result is the one Call
+// decodes; a caller that takes only 2025-11-25 results is told, before anything is sent, when
+// the server speaks 2026-07-28.
+func TestForwardEveryTransport(t *testing.T) {
+	cases := map[string]struct {
+		server func(t *testing.T) v1alpha1.MCPServer
+		newest bool // the server speaks 2026-07-28
+	}{
+		"stdio 2025-11-25": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s", "--protocol", "2025-11-25") }, false},
+		"stdio 2026-07-28": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s") }, true},
+		"streamable stateful": {func(t *testing.T) v1alpha1.MCPServer {
+			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t) + "/mcp"}}
+		}, false},
+		"streamable stateless": {func(t *testing.T) v1alpha1.MCPServer {
+			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--stateless") + "/mcp"}}
+		}, true},
+		"legacy SSE": {func(t *testing.T) v1alpha1.MCPServer {
+			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--sse") + "/sse", Transport: v1alpha1.TransportSSE}}
+		}, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := start(t, Options{Server: tc.server(t)})
+			waitPhase(t, c, v1alpha1.PhaseReady)
+			res, err := forwardEcho(t, c, "raw", false)
+			if err != nil || textOf(res) != "raw" || res.IsError {
+				t.Fatalf("forwarded echo: %+v %v", res, err)
+			}
+			typed, err := c.Call(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "raw"}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := asJSON(t, res.StructuredContent), asJSON(t, typed.StructuredContent); got != want {
+				t.Fatalf("structuredContent: raw %s, typed %s", got, want)
+			}
+			_, err = forwardEcho(t, c, "legacy", true)
+			if tc.newest != errors.Is(err, ErrOtherRevision) {
+				t.Fatalf("legacyOnly on a server speaking the newest revision=%v: %v", tc.newest, err)
+			}
+		})
+	}
+}
+
+func asJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// A forwarded request abandoned by its caller is cancelled at the server.
+func TestForwardCancelReachesServer(t *testing.T) {
+	var logs logSink
+	c := start(t, Options{Server: stdioServer("hanger", "--name", "hanger", "--protocol", "2025-11-25"), Log: logs.logger()})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.Forward(ctx, "tools/call", []byte(`"name":"hang","arguments":{}`), nil, true); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("an abandoned call: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.all(), "hang cancelled"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not see the cancellation; log:\n%s", logs.all())
+		}
+	}
+	if res, err := forwardEcho(t, c, "after", true); err != nil || textOf(res) != "after" {
+		t.Fatalf("the connection must go on: %v", err)
+	}
+}
+
+// A server's answer larger than MaxMessageBytes fails that request with an error naming the
+// bound, and the connection goes on.
+func TestForwardBoundsMessageSize(t *testing.T) {
+	defer func(old int64) { MaxMessageBytes = old }(MaxMessageBytes)
+	MaxMessageBytes = 1 << 20
+	for name, server := range map[string]func(t *testing.T) v1alpha1.MCPServer{
+		"stdio": func(*testing.T) v1alpha1.MCPServer { return stdioServer("s", "--protocol", "2025-11-25") },
+		"streamable": func(t *testing.T) v1alpha1.MCPServer {
+			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t) + "/mcp"}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := start(t, Options{Server: server(t)})
+			waitPhase(t, c, v1alpha1.PhaseReady)
+			if _, err := forwardEcho(t, c, strings.Repeat("x", 2<<20), true); err == nil || !strings.Contains(err.Error(), "exceeds 1 MiB") {
+				t.Fatalf("an answer over the bound: %v", err)
+			}
+			if res, err := forwardEcho(t, c, "small", true); err != nil || textOf(res) != "small" {
+				t.Fatalf("the connection must go on: %v", err)
+			}
+		})
+	}
+}
+
+// A server that answers a forwarded request with an HTTP error is reported by status code:
+// the body (it may hold anything) is never repeated in the error. A server that forgot the
+// session is re-initialized and the request sent again.
+func TestForwardHTTPErrorsAndSessionLoss(t *testing.T) {
+	base := fixture.StartHTTP(t)
+	target, _ := url.Parse(base)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"boom"`)) {
+			http.Error(w, "internal detail: SECRET-BODY", http.StatusInternalServerError)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	_, err := forwardEcho(t, c, "boom", true)
+	if err == nil || strings.Contains(err.Error(), "SECRET-BODY") || !strings.Contains(err.Error(), "HTTP 500") {
+		t.Fatalf("an HTTP error: %v", err)
+	}
+	call(t, c, "forget_sessions", nil)
+	time.Sleep(200 * time.Millisecond) // the fixture swaps its handler just after answering
+	if res, err := forwardEcho(t, c, "again", true); err != nil || textOf(res) != "again" {
+		t.Fatalf("a forwarded call after the server forgot the session: %v", err)
+	}
+	front.CloseClientConnections()
+}
+
+// silentCaller is a session that never answers a server's request.
+type silentCaller struct{}
+
+func (silentCaller) CreateMessage(ctx context.Context, _ *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (silentCaller) Elicit(ctx context.Context, _ *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (silentCaller) ListRoots(ctx context.Context, _ *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A session that never answers the server's elicitation costs the server an error after
+// ServerRequestTimeout, and the call ends; the connection goes on.
+func TestServerRequestToSilentSessionIsBounded(t *testing.T) {
+	defer func(old time.Duration) { ServerRequestTimeout = old }(ServerRequestTimeout)
+	ServerRequestTimeout = 500 * time.Millisecond
+	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t) + "/mcp"}}})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	ctx, cancel := context.WithTimeout(WithCaller(context.Background(), silentCaller{}), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	raw, err := c.Forward(ctx, "tools/call", []byte(`"name":"elicit","arguments":{"text":"hi"}`), nil, true)
+	if ctx.Err() != nil {
+		t.Fatalf("the call must end when the server's request times out, not after %s", time.Since(start))
+	}
+	if err == nil && !bytes.Contains(raw, []byte(`"isError":true`)) {
+		t.Fatalf("an unanswered elicitation must fail the call: %s", raw)
+	}
+	if res, err := forwardEcho(t, c, "after", true); err != nil || textOf(res) != "after" {
+		t.Fatalf("the connection must go on: %v", err)
+	}
+}

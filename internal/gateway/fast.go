@@ -1,0 +1,321 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/metrics"
+)
+
+// The fast path forwards a stateful session's tools/call at the JSON-RPC message level.
+//
+// Why: through the SDK on both sides, one forwarded call decodes its request and its result
+// several times (the envelope, the params, the typed result and each content item) and
+// encodes them again, and the SDK's JSON decoder allocates a 32 KiB buffer per decode; that
+// made a forwarded call cost about as much again as a direct one. Here the envelope and the
+// params are decoded once with the standard library, the arguments stay raw, the projected
+// name is replaced by the server's own, and the server's result is written back to the
+// session byte for byte (conn.Forward sends it on the shared connection with an id of its
+// own). A server that speaks 2026-07-28 is called through the SDK, which translates its
+// results for a 2025-11-25 session. Anything unusual goes to the SDK server exactly as
+// before, so its validation, limits and error codes still apply: a batch, another method, an
+// unknown tool or session, a request with MRTR fields or an odd progress token, a protocol
+// version header other than the session's, a content type or Accept header the SDK would
+// refuse. A call with a progress
+// token gets its response as an event stream once the server reports progress, the progress
+// relayed with the session's own token.
+//
+// Cancellation keeps working: notifications/cancelled naming a fast-path call cancels it (and
+// conn.Forward tells the server), as does the session closing its HTTP request.
+
+// fastEnvelope is a JSON-RPC message as the fast path reads it.
+type fastEnvelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+}
+
+// fastCallParams are the tools/call params the fast path understands; anything it would have
+// to act on beyond these sends the request to the SDK.
+type fastCallParams struct {
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	InputResponses json.RawMessage `json:"inputResponses"`
+	RequestState   json.RawMessage `json:"requestState"`
+	Meta           struct {
+		ProgressToken json.RawMessage `json:"progressToken"`
+	} `json:"_meta"`
+}
+
+// serveFast handles the request and returns true, or restores its body and returns false for
+// the SDK server to handle it.
+func (p *project) serveFast(w http.ResponseWriter, r *http.Request, sid string) bool {
+	ss := p.session(sid)
+	if ss == nil || !fastHeaders(r, ss) {
+		return false
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return true
+		}
+		return false
+	}
+	if !bytes.Contains(body, []byte(`"tools/call"`)) && !bytes.Contains(body, []byte(`"notifications/cancelled"`)) {
+		return false
+	}
+	var env fastEnvelope
+	if json.Unmarshal(body, &env) != nil || env.JSONRPC != "2.0" {
+		return false
+	}
+	switch {
+	case env.Method == "notifications/cancelled" && len(env.ID) == 0:
+		return p.cancelFast(w, sid, env.Params)
+	case env.Method == "tools/call" && len(env.ID) > 0 && env.ID[0] != '{' && env.ID[0] != '[' && string(env.ID) != "null":
+		path := p.callFast(w, r, ss, sid, env)
+		metrics.FastPath.WithLabelValues(path).Inc()
+		return path == pathRaw
+	}
+	return false
+}
+
+// How a tools/call went (metrics.FastPath).
+const (
+	pathRaw      = "raw"
+	pathRevision = "revision"
+	pathSDK      = "sdk"
+)
+
+// fastHeaders reports whether the request's headers are ones the SDK would accept for this
+// session, so that answering without it changes nothing.
+func fastHeaders(r *http.Request, ss *mcp.ServerSession) bool {
+	ip := ss.InitializeParams()
+	if ip == nil || ip.ProtocolVersion == "" || ip.ProtocolVersion >= "2026-07-28" {
+		return false
+	}
+	if r.Header.Get("Mcp-Protocol-Version") != ip.ProtocolVersion {
+		return false
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" && !strings.HasPrefix(ct, "application/json;") {
+		return false
+	}
+	accept := strings.Join(r.Header.Values("Accept"), ",")
+	return strings.Contains(accept, "application/json") && strings.Contains(accept, "text/event-stream")
+}
+
+// callFast forwards one tools/call and answers pathRaw, or answers why the SDK server must
+// handle it instead (nothing has been written to w then).
+func (p *project) callFast(w http.ResponseWriter, r *http.Request, ss *mcp.ServerSession, sid string, env fastEnvelope) string {
+	var params fastCallParams
+	if json.Unmarshal(env.Params, &params) != nil || params.Name == "" ||
+		len(params.InputResponses) > 0 || len(params.RequestState) > 0 {
+		return pathSDK
+	}
+	token := params.Meta.ProgressToken
+	if len(token) > 0 && token[0] != '"' && (token[0] < '0' || token[0] > '9') && token[0] != '-' {
+		return pathSDK // a token must be a string or a number: the SDK answers anything else
+	}
+	tool, ok := p.tool(params.Name)
+	if !ok {
+		return pathSDK
+	}
+	args := params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	} else if args[0] != '{' {
+		return pathSDK // the SDK answers arguments that are not an object
+	}
+	members := make([]byte, 0, len(tool.raw)+len(args)+24)
+	members = append(members, `"name":`...)
+	members = strconv.AppendQuote(members, tool.raw)
+	members = append(members, `,"arguments":`...)
+	members = append(members, args...)
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	key := fastKey(sid, env.ID)
+	p.mu.Lock()
+	p.calls[key] = cancel
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.calls, key)
+		p.mu.Unlock()
+	}()
+
+	o := origin{method: "tools/call", session: sid, caller: sessionCaller{ss}}
+	send := func(ctx context.Context, onProgress func(*mcp.ProgressNotificationParams)) (conn.RawResult, error) {
+		return forward(ctx, p, o, tool.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
+			return c.Forward(ctx, "tools/call", members, onProgress, true)
+		})
+	}
+	var res conn.RawResult
+	var err error
+	var stream *sseWriter
+	if len(token) > 0 {
+		stream, res, err = withProgress(ctx, w, token, send)
+	} else {
+		res, err = send(ctx, nil)
+	}
+	switch {
+	case errors.Is(err, conn.ErrOtherRevision) && stream == nil:
+		return pathRevision // nothing was sent: the SDK translates between the revisions
+	case errors.Is(err, conn.ErrOtherRevision): // only after a progress event: nothing was sent
+		res, _ = json.Marshal(errorResult("projectmcp: the server changed protocol revision during the call; call again"))
+	case err == nil:
+	case errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil:
+		// As through the SDK: a failing server is a failing tool, named in the result.
+		res, _ = json.Marshal(errorResult(err.Error()))
+	default:
+		writeFast(w, stream, env.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request cancelled: " + err.Error()})
+		return pathRaw
+	}
+	writeFast(w, stream, env.ID, res, nil)
+	return pathRaw
+}
+
+// progressQueue bounds the progress notifications waiting for a slow session: past it, the
+// oldest waiting ones are dropped (a later one says more), and the server's notification
+// goroutine, which every session of the connection shares, never waits for this session.
+const progressQueue = 32
+
+// withProgress runs send while relaying the server's progress for the call to the session as
+// events of its response stream, with the session's own token. Only this goroutine writes to
+// w; the first event decides that the response is an event stream (nil until then).
+func withProgress(ctx context.Context, w http.ResponseWriter, token json.RawMessage,
+	send func(context.Context, func(*mcp.ProgressNotificationParams)) (conn.RawResult, error)) (*sseWriter, conn.RawResult, error) {
+	events := make(chan *mcp.ProgressNotificationParams, progressQueue)
+	onProgress := func(pp *mcp.ProgressNotificationParams) {
+		for {
+			select {
+			case events <- pp:
+				return
+			default:
+			}
+			select { // full: drop the oldest and try again
+			case <-events:
+			default:
+			}
+		}
+	}
+	type outcome struct {
+		res conn.RawResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() { // ends when send returns, which ctx bounds
+		res, err := send(ctx, onProgress)
+		done <- outcome{res, err}
+	}()
+	var stream *sseWriter
+	for {
+		select {
+		case pp := <-events:
+			if stream == nil {
+				stream = newSSEWriter(w)
+			}
+			stream.progress(token, pp)
+		case o := <-done:
+			return stream, o.res, o.err
+		}
+	}
+}
+
+// sseWriter writes a response as an event stream.
+type sseWriter struct {
+	w http.ResponseWriter
+	f http.Flusher
+}
+
+func newSSEWriter(w http.ResponseWriter) *sseWriter {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	f, _ := w.(http.Flusher)
+	return &sseWriter{w: w, f: f}
+}
+
+func (s *sseWriter) event(data []byte) {
+	buf := make([]byte, 0, len(data)+24)
+	buf = append(buf, "event: message\ndata: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	_, _ = s.w.Write(buf)
+	if s.f != nil {
+		s.f.Flush()
+	}
+}
+
+func (s *sseWriter) progress(token json.RawMessage, pp *mcp.ProgressNotificationParams) {
+	params := struct {
+		Token    json.RawMessage `json:"progressToken"`
+		Progress float64         `json:"progress"`
+		Total    float64         `json:"total,omitempty"`
+		Message  string          `json:"message,omitempty"`
+	}{token, pp.Progress, pp.Total, pp.Message}
+	data, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+	if err == nil {
+		s.event(data)
+	}
+}
+
+// cancelFast cancels a fast-path call the session gave up on; a cancellation for any other
+// request goes to the SDK.
+func (p *project) cancelFast(w http.ResponseWriter, sid string, raw json.RawMessage) bool {
+	var params struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(raw, &params) != nil || len(params.RequestID) == 0 {
+		return false
+	}
+	p.mu.Lock()
+	cancel := p.calls[fastKey(sid, params.RequestID)]
+	p.mu.Unlock()
+	if cancel == nil {
+		return false
+	}
+	cancel()
+	w.WriteHeader(http.StatusAccepted)
+	return true
+}
+
+// fastKey names a session's request by its JSON-RPC id (as sent: 1 and "1" differ).
+func fastKey(sid string, id json.RawMessage) string { return sid + "\x00" + string(id) }
+
+// writeFast writes a JSON-RPC response with the result as the server sent it: as the last
+// event of stream when the response is one, else as a JSON body.
+func writeFast(w http.ResponseWriter, stream *sseWriter, id json.RawMessage, result json.RawMessage, rpcErr *jsonrpc.Error) {
+	buf := make([]byte, 0, len(result)+len(id)+40)
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	buf = append(buf, id...)
+	if rpcErr != nil {
+		e, _ := json.Marshal(rpcErr)
+		buf = append(buf, `,"error":`...)
+		buf = append(buf, e...)
+	} else {
+		buf = append(buf, `,"result":`...)
+		buf = append(buf, result...)
+	}
+	buf = append(buf, '}')
+	if stream != nil {
+		stream.event(buf)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(buf)))
+	_, _ = w.Write(buf)
+}
