@@ -41,6 +41,9 @@ type controllerFlags struct {
 	probeAddr      string
 	leaderElect    bool
 	leaderElectNS  string
+	leaseDuration  time.Duration
+	renewDeadline  time.Duration
+	retryPeriod    time.Duration
 	connectTimeout time.Duration
 	healthInterval time.Duration
 	relistInterval time.Duration
@@ -63,6 +66,9 @@ func (f *controllerFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", "127.0.0.1:8081", `healthz/readyz address ("0" disables)`)
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "hold a Lease so that one replica owns the connections")
 	fs.StringVar(&f.leaderElectNS, "leader-election-namespace", "", "namespace of the Lease (default: the pod's in a cluster, else the kubeconfig context's)")
+	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long followers wait after the leader's last renewal before taking the Lease: the longest failover after a leader dies without releasing it")
+	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading and exits (less than the lease duration)")
+	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often the leader renews and followers try to acquire")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", 30*time.Second, "bound on one connect attempt (initialize and first tools/list)")
 	fs.DurationVar(&f.healthInterval, "health-interval", 15*time.Second, "how often an idle connection is probed")
 	fs.DurationVar(&f.relistInterval, "relist-interval", time.Minute, "backstop tools/list interval")
@@ -134,6 +140,32 @@ func newScheme() (*runtime.Scheme, error) {
 	return s, v1alpha1.AddToScheme(s)
 }
 
+// orDefault is nil for an unset duration, which leaves controller-runtime's default in force.
+func orDefault(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
+}
+
+// checkLeaseTimings refuses lease timings the election cannot work with, naming the flags
+// (client-go would refuse them too, without saying which flag is wrong).
+func (f *controllerFlags) checkLeaseTimings() error {
+	if !f.leaderElect {
+		return nil
+	}
+	switch {
+	case f.leaseDuration <= 0 || f.renewDeadline <= 0 || f.retryPeriod <= 0:
+		return fmt.Errorf("--leader-elect-lease-duration (%s), --leader-elect-renew-deadline (%s) and --leader-elect-retry-period (%s) must be positive",
+			f.leaseDuration, f.renewDeadline, f.retryPeriod)
+	case f.renewDeadline >= f.leaseDuration:
+		return fmt.Errorf("--leader-elect-renew-deadline (%s) must be less than --leader-elect-lease-duration (%s)", f.renewDeadline, f.leaseDuration)
+	case float64(f.retryPeriod)*1.2 >= float64(f.renewDeadline): // client-go's jitter factor
+		return fmt.Errorf("--leader-elect-retry-period (%s) must be less than --leader-elect-renew-deadline (%s) / 1.2", f.retryPeriod, f.renewDeadline)
+	}
+	return nil
+}
+
 // newManager wires the registry, the reconciler and the gateway into a manager. The gateway is
 // nil when it is off.
 func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *gateway.Gateway, err error) {
@@ -149,6 +181,9 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 		LeaderElectionID:              leaseName,
 		LeaderElectionNamespace:       f.leaderElectNS,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 orDefault(f.leaseDuration),
+		RenewDeadline:                 orDefault(f.renewDeadline),
+		RetryPeriod:                   orDefault(f.retryPeriod),
 	})
 	if err != nil {
 		return nil, nil, err
@@ -270,6 +305,10 @@ func runController(args []string, _, stderr io.Writer) int {
 		// JSON decoder buffers); with the default GOGC a third of the gateway's CPU goes to the
 		// collector. 400 halves the per-call latency (make bench) for a few MB more heap.
 		debug.SetGCPercent(400)
+	}
+	if err := f.checkLeaseTimings(); err != nil {
+		fmt.Fprintf(stderr, "projectmcp controller: %v\n", err)
+		return 2
 	}
 	cfg, err := f.restConfig()
 	if err != nil {
