@@ -112,7 +112,7 @@ test-install:
 ## where every test needs the API server.
 unit:
 	env -u KUBEBUILDER_ASSETS PROJECTMCP_UNIT=1 $(GO) test -count=1 \
-		./api/... ./cmd/... ./controllers/... ./internal/... ./test/fixture/...
+		./api/... ./cmd/... ./controllers/... ./internal/... ./test/fixture/... ./test/deploy/...
 
 ## fuzz: fuzz the config parser for longer (FUZZTIME=10m make fuzz)
 fuzz:
