@@ -6,14 +6,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
@@ -25,26 +28,34 @@ import (
 // speaks 2025-11-25 (the fast path), and through the SDK when it speaks 2026-07-28. Whatever
 // the path, the session sees what it would see talking to the server directly.
 
-// upstream is one kind of server connection, with a direct session to a server of that kind.
+// upstream is one kind of server connection, with direct sessions to a server of that kind.
 type upstream struct {
-	name string
-	raw  bool // calls take the fast path
-	// start starts a fixture server of this kind and returns its spec and a direct 2025-11-25
-	// session to a server started the same way.
-	start func(t *testing.T, name string, args ...string) (v1alpha1.MCPServer, *mcp.ClientSession)
+	name   string
+	newest bool // the server speaks 2026-07-28: calls of such sessions take the fast path
+	// deaf: the server never sees a cancellation (the SDK's stateless HTTP server, even
+	// talked to directly)
+	deaf bool
+	// start starts a fixture server of this kind and returns its spec and a function that
+	// opens a direct session, speaking the given revision, to a server started the same way.
+	start func(t *testing.T, name string) (v1alpha1.MCPServer, func(version string) *mcp.ClientSession)
 }
 
 var upstreams = []upstream{
-	{name: "stdio-2026", raw: false, start: func(t *testing.T, name string, args ...string) (v1alpha1.MCPServer, *mcp.ClientSession) {
-		return fixtureServer(t, name, args...), directWith(t, agentClient("agent"), name, "2025-11-25")
+	{name: "stdio-2026", newest: true, start: func(t *testing.T, name string) (v1alpha1.MCPServer, func(string) *mcp.ClientSession) {
+		return fixtureServer(t, name), func(v string) *mcp.ClientSession { return directWith(t, agentClient("agent"), name, v) }
 	}},
-	{name: "stdio-2025", raw: true, start: func(t *testing.T, name string, args ...string) (v1alpha1.MCPServer, *mcp.ClientSession) {
-		args = append(args, "--protocol", "2025-11-25")
-		return fixtureServer(t, name, args...), directWith(t, agentClient("agent"), name, "2025-11-25")
+	{name: "stdio-2025", start: func(t *testing.T, name string) (v1alpha1.MCPServer, func(string) *mcp.ClientSession) {
+		return fixtureServer(t, name, "--protocol", "2025-11-25"), func(v string) *mcp.ClientSession {
+			return directWith(t, agentClient("agent"), name, "2025-11-25")
+		}
 	}},
-	{name: "http-2025", raw: true, start: func(t *testing.T, name string, args ...string) (v1alpha1.MCPServer, *mcp.ClientSession) {
-		s := httpFixture(t, name, args...)
-		return s, mustDial(t, agentClient("agent"), s.HTTP.URL, "2025-11-25", nil)
+	{name: "http-2025", start: func(t *testing.T, name string) (v1alpha1.MCPServer, func(string) *mcp.ClientSession) {
+		s := httpFixture(t, name)
+		return s, func(v string) *mcp.ClientSession { return mustDial(t, agentClient("agent"), s.HTTP.URL, v, nil) }
+	}},
+	{name: "http-2026", newest: true, deaf: true, start: func(t *testing.T, name string) (v1alpha1.MCPServer, func(string) *mcp.ClientSession) {
+		s := httpFixture(t, name, "--stateless")
+		return s, func(v string) *mcp.ClientSession { return mustDial(t, agentClient("agent"), s.HTTP.URL, v, nil) }
 	}},
 }
 
@@ -85,87 +96,123 @@ func TestGatewayCallsEveryUpstream(t *testing.T) {
 	for i, up := range upstreams {
 		t.Run(up.name, func(t *testing.T) { // not parallel: each checks the path counters
 			name := fmt.Sprintf("u%d", i)
-			server, d := up.start(t, name)
+			server, dial := up.start(t, name)
 			ns := newNamespace(t)
 			key := create(t, ns, "calls", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
 			waitStatus(t, key, 30*time.Second, "Ready", isReady)
-			s := mustDial(t, agentClient("agent"), endpointOf(key), "2025-11-25", nil)
-			other := mustDial(t, agentClient("other"), endpointOf(key), "2025-11-25", nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			raw, viaSDK := metrics.FastPath.WithLabelValues("raw"), metrics.FastPath.WithLabelValues("revision")
-			rawBefore, sdkBefore := promtest.ToFloat64(raw), promtest.ToFloat64(viaSDK)
-
-			// Results, success and failure, exactly as the server gives them (_meta included).
-			for _, c := range []struct {
-				tool string
-				args map[string]any
-			}{
-				{"echo", map[string]any{"text": "round trip"}},
-				{"echo", nil}, // no arguments at all
-				{"fail", map[string]any{"message": "nope"}},
-				{"sample", map[string]any{"text": "hi"}},
-				{"elicit", map[string]any{"text": "hi"}},
-				{"roots", map[string]any{"text": "hi"}},
-			} {
-				want, werr := d.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
-				got, gerr := s.CallTool(ctx, &mcp.CallToolParams{Name: name + "__" + c.tool, Arguments: c.args})
-				if fmt.Sprint(werr) != fmt.Sprint(gerr) || rawJSON(t, got) != rawJSON(t, want) {
-					t.Fatalf("%s%v: through the endpoint %s (%v), directly %s (%v)", c.tool, c.args, rawJSON(t, got), gerr, rawJSON(t, want), werr)
-				}
-			}
-			// The server's requests made during a call reach the session that made it.
-			if got, err := other.CallTool(ctx, &mcp.CallToolParams{Name: name + "__sample", Arguments: map[string]any{"text": "hi"}}); err != nil || !strings.Contains(text(got), "other") {
-				t.Fatalf("sampling for the other session went elsewhere: %q (%v)", text(got), err)
-			}
-			// An unknown tool gets the SDK's own error, whatever the path.
-			_, werr := d.CallTool(ctx, &mcp.CallToolParams{Name: "nothing"})
-			_, gerr := s.CallTool(ctx, &mcp.CallToolParams{Name: name + "__nothing"})
-			if werr == nil || gerr == nil || codeOf(werr) != codeOf(gerr) {
-				t.Fatalf("an unknown tool: through the endpoint %v, directly %v", gerr, werr)
-			}
-
-			// A call the session gives up on is cancelled at the server, and the session goes on.
-			hctx, hcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			_, err := s.CallTool(hctx, &mcp.CallToolParams{Name: name + "__hang", Arguments: map[string]any{}})
-			hcancel()
-			if err == nil {
-				t.Fatal("a cancelled call must not succeed")
-			}
-			eventually(t, 10*time.Second, "the server to see the cancellation", func() bool {
-				return strings.Contains(logs.String(), "fixture "+name+": hang cancelled")
-			})
-			if got := text(callOK(t, s, name+"__echo", map[string]any{"text": "after"})); got != "after" {
-				t.Fatalf("the session must go on: %q", got)
-			}
-
-			// Progress reaches the session that called, with its own token (a string or a number).
-			progress := make(chan *mcp.ProgressNotificationParams, 64)
-			watcher := mustDial(t, mcp.NewClient(&mcp.Implementation{Name: "watcher", Version: "1"}, &mcp.ClientOptions{
-				ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params },
-			}), endpointOf(key), "2025-11-25", nil)
-			for _, token := range []any{"tok-1", 7} {
-				params := &mcp.CallToolParams{Name: name + "__sleep", Arguments: map[string]any{"ms": 450}}
-				params.SetProgressToken(token)
-				if res, err := watcher.CallTool(ctx, params); err != nil || res.IsError {
-					t.Fatalf("sleep: %v %+v", err, res)
-				}
-				if len(progress) < 2 {
-					t.Fatalf("token %v: want progress notifications relayed, got %d", token, len(progress))
-				}
-				for len(progress) > 0 {
-					if p := <-progress; fmt.Sprint(p.ProgressToken) != fmt.Sprint(token) {
-						t.Fatalf("progress must carry the caller's token %v, got %v", token, p.ProgressToken)
+			for _, revision := range []string{"2025-11-25", "2026-07-28"} {
+				t.Run(revision, func(t *testing.T) {
+					version, header := revision, http.Header(nil)
+					if revision == "2026-07-28" {
+						version, header = "", http.Header{gateway.SessionHeader: {"calls"}}
 					}
-				}
-			}
-
-			// The path taken: raw for a 2025-11-25 server, the SDK for a 2026-07-28 one.
-			rawCalls, sdkCalls := promtest.ToFloat64(raw)-rawBefore, promtest.ToFloat64(viaSDK)-sdkBefore
-			if up.raw && rawCalls < 11 || !up.raw && sdkCalls < 11 {
-				t.Fatalf("calls forwarded raw %v, through the SDK for the revision %v", rawCalls, sdkCalls)
+					// The fast path: a session and a server of the same revision.
+					fast := (revision == "2026-07-28") == up.newest
+					checkCalls(t, key, name, dial(version), version, header, fast, !up.newest && revision == "2025-11-25", up.deaf)
+				})
 			}
 		})
+	}
+}
+
+// checkCalls compares calls through the endpoint with the same calls on a direct session d.
+// exact: the results must be equal with _meta (the fast path passes them through whole, and
+// the SDK path adds nothing a direct session of the same revision does not see).
+func checkCalls(t *testing.T, key types.NamespacedName, name string, d *mcp.ClientSession, version string, header http.Header, fast, exact, deaf bool) {
+	s := mustDial(t, agentClient("agent"), endpointOf(key), version, header)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	raw, viaSDK := metrics.FastPath.WithLabelValues("raw"), metrics.FastPath.WithLabelValues("revision")
+	rawBefore, sdkBefore := promtest.ToFloat64(raw), promtest.ToFloat64(viaSDK)
+	render := rawJSON
+	if !exact { // the session and the server speak different revisions: each its own fields
+		render = func(t *testing.T, v any) string {
+			return strings.Replace(asJSON(t, v), `,"resultType":"complete"`, "", 1)
+		}
+	}
+
+	// Results, success and failure, exactly as the server gives them.
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"echo", map[string]any{"text": "round trip"}},
+		{"echo", nil}, // no arguments at all
+		{"fail", map[string]any{"message": "nope"}},
+		{"sample", map[string]any{"text": "hi"}},
+		{"elicit", map[string]any{"text": "hi"}},
+		{"roots", map[string]any{"text": "hi"}},
+	} {
+		want, werr := d.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
+		asks := slices.Contains([]string{"sample", "elicit", "roots"}, c.tool)
+		if asks && werr != nil {
+			continue // directly, a stateless server cannot ask a 2025-11-25 client; through the endpoint it can
+		}
+		if asks && version == "" && !fast {
+			continue // a 2025-11-25 server's own requests cannot reach a stateless session (README)
+		}
+		got, gerr := s.CallTool(ctx, &mcp.CallToolParams{Name: name + "__" + c.tool, Arguments: c.args})
+		if fmt.Sprint(werr) != fmt.Sprint(gerr) || render(t, got) != render(t, want) {
+			t.Fatalf("%s%v: through the endpoint %s (%v), directly %s (%v)", c.tool, c.args, rawJSON(t, got), gerr, rawJSON(t, want), werr)
+		}
+	}
+	// The server's requests made during a call reach the session that made it.
+	if version != "" || fast {
+		other := mustDial(t, agentClient("other"), endpointOf(key), version, http.Header{gateway.SessionHeader: {"other"}})
+		if got, err := other.CallTool(ctx, &mcp.CallToolParams{Name: name + "__sample", Arguments: map[string]any{"text": "hi"}}); err != nil || !strings.Contains(text(got), "other") {
+			t.Fatalf("sampling for the other session went elsewhere: %q (%v)", text(got), err)
+		}
+	}
+	// An unknown tool gets the SDK's own error, whatever the path.
+	_, werr := d.CallTool(ctx, &mcp.CallToolParams{Name: "nothing"})
+	_, gerr := s.CallTool(ctx, &mcp.CallToolParams{Name: name + "__nothing"})
+	if werr == nil || gerr == nil || codeOf(werr) != codeOf(gerr) {
+		t.Fatalf("an unknown tool: through the endpoint %v, directly %v", gerr, werr)
+	}
+
+	// A call the session gives up on is cancelled at the server, and the session goes on.
+	before := strings.Count(logs.String(), "fixture "+name+": hang cancelled")
+	hctx, hcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err := s.CallTool(hctx, &mcp.CallToolParams{Name: name + "__hang", Arguments: map[string]any{}})
+	hcancel()
+	if err == nil {
+		t.Fatal("a cancelled call must not succeed")
+	}
+	if !deaf {
+		eventually(t, 10*time.Second, "the server to see the cancellation", func() bool {
+			return strings.Count(logs.String(), "fixture "+name+": hang cancelled") > before
+		})
+	}
+	if got := text(callOK(t, s, name+"__echo", map[string]any{"text": "after"})); got != "after" {
+		t.Fatalf("the session must go on: %q", got)
+	}
+
+	// Progress reaches the session that called, with its own token (a string or a number).
+	progress := make(chan *mcp.ProgressNotificationParams, 64)
+	watcher := mustDial(t, mcp.NewClient(&mcp.Implementation{Name: "watcher", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params },
+	}), endpointOf(key), version, header)
+	for _, token := range []any{"tok-1", 7} {
+		params := &mcp.CallToolParams{Name: name + "__sleep", Arguments: map[string]any{"ms": 450}}
+		params.SetProgressToken(token)
+		if res, err := watcher.CallTool(ctx, params); err != nil || res.IsError {
+			t.Fatalf("sleep: %v %+v", err, res)
+		}
+		if len(progress) < 2 {
+			t.Fatalf("token %v: want progress notifications relayed, got %d", token, len(progress))
+		}
+		for len(progress) > 0 {
+			if p := <-progress; fmt.Sprint(p.ProgressToken) != fmt.Sprint(token) {
+				t.Fatalf("progress must carry the caller's token %v, got %v", token, p.ProgressToken)
+			}
+		}
+	}
+
+	// The path taken: raw when the session and the server speak the same revision, else the
+	// SDK, which translates between them.
+	rawCalls, sdkCalls := promtest.ToFloat64(raw)-rawBefore, promtest.ToFloat64(viaSDK)-sdkBefore
+	if fast && rawCalls < 5 || !fast && sdkCalls < 5 {
+		t.Fatalf("calls forwarded raw %v, through the SDK for the revision %v (fast path expected: %v)", rawCalls, sdkCalls, fast)
 	}
 }
 

@@ -558,7 +558,7 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 		if !c.begin(caller) {
 			return zero, fmt.Errorf("%w: MCP server %q", ErrDestroyed, c.opts.Server.Name)
 		}
-		callCtx, cancel := context.WithCancel(ctx)
+		callCtx, cancel := upstreamContext(ctx)
 		stop := context.AfterFunc(c.ctx, cancel) // Destroy cancels requests still running after the drain
 		res, err := do(callCtx, s)
 		stop()
@@ -582,6 +582,25 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 			return zero, c.callError(err)
 		}
 	}
+}
+
+// upstreamContext carries ctx's cancellation, deadline and caller to a request for the server,
+// and none of its other values: the gateway's requests come with contexts of the SDK's server
+// side, whose values (the session's protocol version among them) the SDK's client side would
+// take for its own, e.g. send a 2026-07-28 session's version header to a 2025-11-25 server.
+func upstreamContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	base := context.Background()
+	if caller := callerFrom(ctx); caller != nil {
+		base = WithCaller(base, caller)
+	}
+	var cancel context.CancelFunc
+	if deadline, ok := ctx.Deadline(); ok {
+		base, cancel = context.WithDeadline(base, deadline)
+	} else {
+		base, cancel = context.WithCancel(base)
+	}
+	stop := context.AfterFunc(ctx, cancel)
+	return base, func() { stop(); cancel() }
 }
 
 // callError names the server and scrubs secret values (a URL or header value may appear in

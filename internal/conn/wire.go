@@ -198,7 +198,7 @@ func appendMember(dst []byte, key string, value json.RawMessage) []byte {
 	if len(dst) > 0 {
 		dst = append(dst, ',')
 	}
-	dst = strconv.AppendQuote(dst, key)
+	dst = appendQuoted(dst, key)
 	dst = append(dst, ':')
 	return append(dst, value...)
 }
@@ -301,9 +301,23 @@ func (w *wire) cancel(id string, why error) {
 // cancelNoticeTimeout bounds sending notifications/cancelled for an abandoned raw request.
 const cancelNoticeTimeout = 5 * time.Second
 
-// ErrOtherRevision is Forward's answer, before anything is sent, when the caller can take a
-// result only in a 2025-11-25 (or older) server's shape and the server speaks 2026-07-28.
-var ErrOtherRevision = errors.New("the server speaks protocol revision 2026-07-28")
+// ErrOtherRevision is Forward's answer, before anything is sent, when the server speaks
+// another protocol revision than the one the caller can take results in.
+var ErrOtherRevision = errors.New("the server speaks another protocol revision")
+
+// Revision is the protocol revision a Forward caller takes results in: each revision's
+// results have fields of their own, which a session of the other must not see.
+type Revision int
+
+const (
+	AnyRevision Revision = iota
+	Legacy               // 2025-11-25 and older
+	Newest               // 2026-07-28
+)
+
+func (r Revision) admits(version string) bool {
+	return r == AnyRevision || (r == Newest) == (version >= "2026-07-28")
+}
 
 // RawResult is a forwarded request's result as the server sent it.
 type RawResult = json.RawMessage
@@ -312,10 +326,9 @@ type RawResult = json.RawMessage
 // (ErrUnavailable while not Ready, ErrDestroyed once Destroy began, one retry when the server
 // forgot the session). members are the request's params members without braces, e.g.
 // `"name":"echo","arguments":{}`; Forward adds the _meta the session needs (2026-07-28 request
-// metadata, the log level, the progress token when onProgress is not nil). With legacyOnly,
-// a connection that speaks 2026-07-28 sends nothing and answers ErrOtherRevision: its results
-// carry that revision's fields, which a 2025-11-25 session must not see.
-func (c *Conn) Forward(ctx context.Context, method string, members []byte, onProgress func(*mcp.ProgressNotificationParams), legacyOnly bool) (RawResult, error) {
+// metadata, the log level, the progress token when onProgress is not nil). A connection that
+// speaks another revision than rev sends nothing and answers ErrOtherRevision.
+func (c *Conn) Forward(ctx context.Context, method string, members []byte, onProgress func(*mcp.ProgressNotificationParams), rev Revision) (RawResult, error) {
 	var meta []byte
 	if onProgress != nil {
 		token := fmt.Sprintf("%s-%d", c.id, c.nextToken.Add(1))
@@ -327,20 +340,20 @@ func (c *Conn) Forward(ctx context.Context, method string, members []byte, onPro
 			delete(c.progress, token)
 			c.mu.Unlock()
 		}()
-		meta = appendMember(meta, "progressToken", strconv.AppendQuote(nil, token))
+		meta = appendMember(meta, "progressToken", appendQuoted(nil, token))
 	}
 	c.mu.Lock()
 	level := c.level
 	c.mu.Unlock()
 	if level != "" {
-		meta = appendMember(meta, mcp.MetaKeyLogLevel, strconv.AppendQuote(nil, string(level)))
+		meta = appendMember(meta, mcp.MetaKeyLogLevel, appendQuoted(nil, string(level)))
 	}
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (RawResult, error) {
 		w := c.wireOf(s)
 		if w == nil {
 			return nil, mcp.ErrConnectionClosed
 		}
-		if legacyOnly && s.InitializeResult().ProtocolVersion >= "2026-07-28" {
+		if !rev.admits(s.InitializeResult().ProtocolVersion) {
 			return nil, ErrOtherRevision
 		}
 		m := meta

@@ -21,12 +21,12 @@ import (
 )
 
 // forward sends tools/call echo raw and decodes the result the way a session would.
-func forwardEcho(t *testing.T, c *Conn, text string, legacyOnly bool) (*mcp.CallToolResult, error) {
+func forwardEcho(t *testing.T, c *Conn, text string, rev Revision) (*mcp.CallToolResult, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	args, _ := json.Marshal(map[string]string{"text": text})
-	raw, err := c.Forward(ctx, "tools/call", append([]byte(`"name":"echo","arguments":`), args...), nil, legacyOnly)
+	raw, err := c.Forward(ctx, "tools/call", append([]byte(`"name":"echo","arguments":`), args...), nil, rev)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func TestForwardEveryTransport(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := start(t, Options{Server: tc.server(t)})
 			waitPhase(t, c, v1alpha1.PhaseReady)
-			res, err := forwardEcho(t, c, "raw", false)
+			res, err := forwardEcho(t, c, "raw", AnyRevision)
 			if err != nil || textOf(res) != "raw" || res.IsError {
 				t.Fatalf("forwarded echo: %+v %v", res, err)
 			}
@@ -83,9 +83,10 @@ func TestForwardEveryTransport(t *testing.T) {
 			if got, want := asJSON(t, res.StructuredContent), asJSON(t, typed.StructuredContent); got != want {
 				t.Fatalf("structuredContent: raw %s, typed %s", got, want)
 			}
-			_, err = forwardEcho(t, c, "legacy", true)
-			if tc.newest != errors.Is(err, ErrOtherRevision) {
-				t.Fatalf("legacyOnly on a server speaking the newest revision=%v: %v", tc.newest, err)
+			_, legacyErr := forwardEcho(t, c, "legacy", Legacy)
+			_, newestErr := forwardEcho(t, c, "newest", Newest)
+			if tc.newest != errors.Is(legacyErr, ErrOtherRevision) || tc.newest == errors.Is(newestErr, ErrOtherRevision) {
+				t.Fatalf("a server speaking the newest revision=%v: for a 2025-11-25 caller %v, for a 2026-07-28 one %v", tc.newest, legacyErr, newestErr)
 			}
 		})
 	}
@@ -107,7 +108,7 @@ func TestForwardCancelReachesServer(t *testing.T) {
 	waitPhase(t, c, v1alpha1.PhaseReady)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if _, err := c.Forward(ctx, "tools/call", []byte(`"name":"hang","arguments":{}`), nil, true); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := c.Forward(ctx, "tools/call", []byte(`"name":"hang","arguments":{}`), nil, Legacy); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("an abandoned call: %v", err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.all(), "hang cancelled"); time.Sleep(20 * time.Millisecond) {
@@ -115,7 +116,7 @@ func TestForwardCancelReachesServer(t *testing.T) {
 			t.Fatalf("the server did not see the cancellation; log:\n%s", logs.all())
 		}
 	}
-	if res, err := forwardEcho(t, c, "after", true); err != nil || textOf(res) != "after" {
+	if res, err := forwardEcho(t, c, "after", Legacy); err != nil || textOf(res) != "after" {
 		t.Fatalf("the connection must go on: %v", err)
 	}
 }
@@ -134,10 +135,10 @@ func TestForwardBoundsMessageSize(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := start(t, Options{Server: server(t)})
 			waitPhase(t, c, v1alpha1.PhaseReady)
-			if _, err := forwardEcho(t, c, strings.Repeat("x", 2<<20), true); err == nil || !strings.Contains(err.Error(), "exceeds 1 MiB") {
+			if _, err := forwardEcho(t, c, strings.Repeat("x", 2<<20), Legacy); err == nil || !strings.Contains(err.Error(), "exceeds 1 MiB") {
 				t.Fatalf("an answer over the bound: %v", err)
 			}
-			if res, err := forwardEcho(t, c, "small", true); err != nil || textOf(res) != "small" {
+			if res, err := forwardEcho(t, c, "small", Legacy); err != nil || textOf(res) != "small" {
 				t.Fatalf("the connection must go on: %v", err)
 			}
 		})
@@ -163,13 +164,13 @@ func TestForwardHTTPErrorsAndSessionLoss(t *testing.T) {
 	t.Cleanup(front.Close)
 	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
 	waitPhase(t, c, v1alpha1.PhaseReady)
-	_, err := forwardEcho(t, c, "boom", true)
+	_, err := forwardEcho(t, c, "boom", Legacy)
 	if err == nil || strings.Contains(err.Error(), "SECRET-BODY") || !strings.Contains(err.Error(), "HTTP 500") {
 		t.Fatalf("an HTTP error: %v", err)
 	}
 	call(t, c, "forget_sessions", nil)
 	time.Sleep(200 * time.Millisecond) // the fixture swaps its handler just after answering
-	if res, err := forwardEcho(t, c, "again", true); err != nil || textOf(res) != "again" {
+	if res, err := forwardEcho(t, c, "again", Legacy); err != nil || textOf(res) != "again" {
 		t.Fatalf("a forwarded call after the server forgot the session: %v", err)
 	}
 	front.CloseClientConnections()
@@ -203,14 +204,14 @@ func TestServerRequestToSilentSessionIsBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(WithCaller(context.Background(), silentCaller{}), 20*time.Second)
 	defer cancel()
 	start := time.Now()
-	raw, err := c.Forward(ctx, "tools/call", []byte(`"name":"elicit","arguments":{"text":"hi"}`), nil, true)
+	raw, err := c.Forward(ctx, "tools/call", []byte(`"name":"elicit","arguments":{"text":"hi"}`), nil, Legacy)
 	if ctx.Err() != nil {
 		t.Fatalf("the call must end when the server's request times out, not after %s", time.Since(start))
 	}
 	if err == nil && !bytes.Contains(raw, []byte(`"isError":true`)) {
 		t.Fatalf("an unanswered elicitation must fail the call: %s", raw)
 	}
-	if res, err := forwardEcho(t, c, "after", true); err != nil || textOf(res) != "after" {
+	if res, err := forwardEcho(t, c, "after", Legacy); err != nil || textOf(res) != "after" {
 		t.Fatalf("the connection must go on: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -17,6 +18,9 @@ import (
 type projected struct {
 	server, raw string
 	fingerprint string
+	// paramHeaders: the tool's schema asks for Mcp-Param headers (2026-07-28), which only the
+	// SDK path checks and sets, so its calls are not forwarded raw.
+	paramHeaders bool
 }
 
 // sync brings the endpoint's tools, prompts, resources and templates in line with the
@@ -35,7 +39,8 @@ func (p *project) sync() {
 
 	tools, _ := projection.Project(obs.Tools())
 	applySet(p, "tool", p.tools, tools, func(t projection.Tool) (projected, any) {
-		return projected{server: t.Server, raw: t.Raw}, t.Tool
+		schema, _ := json.Marshal(t.Tool.InputSchema)
+		return projected{server: t.Server, raw: t.Raw, paramHeaders: bytes.Contains(schema, []byte("x-mcp-header"))}, t.Tool
 	}, p.server.RemoveTools, func(name string, t projection.Tool) error {
 		return addTool(p.server, t.Tool, p.handler(t.Server, t.Raw))
 	})

@@ -55,42 +55,107 @@ type fastCallParams struct {
 	RequestState   json.RawMessage `json:"requestState"`
 	Meta           struct {
 		ProgressToken json.RawMessage `json:"progressToken"`
+		// A 2026-07-28 request's own description of its client (SEP-2575).
+		ProtocolVersion string          `json:"io.modelcontextprotocol/protocolVersion"`
+		ClientInfo      json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
+		Capabilities    json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 	} `json:"_meta"`
 }
 
-// serveFast handles the request and returns true, or restores its body and returns false for
-// the SDK server to handle it.
+// fastCaller is the session a fast-path call comes from.
+type fastCaller struct {
+	id     string        // the session's slots' key
+	caller conn.Caller   // who answers the server's own requests (stateful sessions)
+	rev    conn.Revision // the revision the session takes results in
+	// stateful sessions may cancel a call by notifications/cancelled; a stateless session's
+	// call ends with its HTTP request.
+	cancellable bool
+}
+
+// serveFast handles a stateful session's request and returns true, or restores its body and
+// returns false for the SDK server to handle it.
 func (p *project) serveFast(w http.ResponseWriter, r *http.Request, sid string) bool {
 	ss := p.session(sid)
 	if ss == nil || !fastHeaders(r, ss) {
 		return false
 	}
+	env, handled, ok := readFast(w, r, "notifications/cancelled")
+	switch {
+	case handled || !ok:
+		return handled
+	case env.Method == "notifications/cancelled" && len(env.ID) == 0:
+		return p.cancelFast(w, sid, env.Params)
+	case env.Method == "tools/call":
+		return p.countPath(p.callFast(w, r, env, nil, &fastCaller{id: sid, caller: sessionCaller{ss}, rev: conn.Legacy, cancellable: true}))
+	}
+	return false
+}
+
+// serveStatelessFast is serveFast for a 2026-07-28 (stateless) request: its session is named
+// by the request itself (see SessionHeader), and must have been mounted by an earlier request.
+func (p *project) serveStatelessFast(w http.ResponseWriter, r *http.Request) bool {
+	version := r.Header.Get("Mcp-Protocol-Version")
+	if version != "2026-07-28" || r.Header.Get("Mcp-Method") != "tools/call" || r.Header.Get("Mcp-Name") == "" || !fastContent(r) {
+		return false
+	}
+	env, handled, ok := readFast(w, r, "")
+	if handled || !ok || env.Method != "tools/call" {
+		return handled
+	}
+	return p.countPath(p.callFast(w, r, env, func(params *fastCallParams) (fastCaller, bool) {
+		m := params.Meta
+		// What the SDK's stateless handler checks (the _meta triple, the standard headers),
+		// else it answers with its own error.
+		if m.ProtocolVersion != version || len(m.Capabilities) == 0 || m.Capabilities[0] != '{' ||
+			(len(m.ClientInfo) > 0 && m.ClientInfo[0] != '{') || r.Header.Get("Mcp-Name") != params.Name {
+			return fastCaller{}, false
+		}
+		var info struct {
+			Name string `json:"name"`
+		}
+		if len(m.ClientInfo) > 0 && json.Unmarshal(m.ClientInfo, &info) != nil {
+			return fastCaller{}, false
+		}
+		id := statelessID(r.Header, info.Name)
+		if !p.g.opts.Registry.Mounted(p.key, id) {
+			return fastCaller{}, false // the SDK path mounts it
+		}
+		p.mu.Lock()
+		p.lastSeen[id] = p.g.opts.Clock.Now()
+		p.mu.Unlock()
+		return fastCaller{id: id, rev: conn.Newest}, true
+	}, nil))
+}
+
+func (p *project) countPath(path string) bool {
+	metrics.FastPath.WithLabelValues(path).Inc()
+	return path == pathRaw
+}
+
+// readFast reads a request body and its JSON-RPC envelope when it is a tools/call (or the
+// other method named). handled: an answer has been written (the body was too large); !ok: the
+// SDK is to handle the request (the body is restored for it).
+func readFast(w http.ResponseWriter, r *http.Request, other string) (env fastEnvelope, handled, ok bool) {
 	body, err := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-			return true
+			return env, true, false
 		}
-		return false
+		return env, false, false
 	}
-	if !bytes.Contains(body, []byte(`"tools/call"`)) && !bytes.Contains(body, []byte(`"notifications/cancelled"`)) {
-		return false
+	if !bytes.Contains(body, []byte(`"tools/call"`)) && (other == "" || !bytes.Contains(body, []byte(`"`+other+`"`))) {
+		return env, false, false
 	}
-	var env fastEnvelope
 	if json.Unmarshal(body, &env) != nil || env.JSONRPC != "2.0" {
-		return false
+		return env, false, false
 	}
-	switch {
-	case env.Method == "notifications/cancelled" && len(env.ID) == 0:
-		return p.cancelFast(w, sid, env.Params)
-	case env.Method == "tools/call" && len(env.ID) > 0 && env.ID[0] != '{' && env.ID[0] != '[' && string(env.ID) != "null":
-		path := p.callFast(w, r, ss, sid, env)
-		metrics.FastPath.WithLabelValues(path).Inc()
-		return path == pathRaw
+	if env.Method == "tools/call" && (len(env.ID) == 0 || env.ID[0] == '{' || env.ID[0] == '[' || string(env.ID) == "null") {
+		return env, false, false
 	}
-	return false
+	return env, false, true
 }
 
 // How a tools/call went (metrics.FastPath).
@@ -107,9 +172,12 @@ func fastHeaders(r *http.Request, ss *mcp.ServerSession) bool {
 	if ip == nil || ip.ProtocolVersion == "" || ip.ProtocolVersion >= "2026-07-28" {
 		return false
 	}
-	if r.Header.Get("Mcp-Protocol-Version") != ip.ProtocolVersion {
-		return false
-	}
+	return r.Header.Get("Mcp-Protocol-Version") == ip.ProtocolVersion && fastContent(r)
+}
+
+// fastContent reports whether the request's content type and Accept header are ones the SDK
+// accepts.
+func fastContent(r *http.Request) bool {
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" && !strings.HasPrefix(ct, "application/json;") {
 		return false
 	}
@@ -118,19 +186,32 @@ func fastHeaders(r *http.Request, ss *mcp.ServerSession) bool {
 }
 
 // callFast forwards one tools/call and answers pathRaw, or answers why the SDK server must
-// handle it instead (nothing has been written to w then).
-func (p *project) callFast(w http.ResponseWriter, r *http.Request, ss *mcp.ServerSession, sid string, env fastEnvelope) string {
+// handle it instead (nothing has been written to w then). The caller is fc, or what identify
+// makes of the params (false: the SDK must handle it).
+func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvelope,
+	identify func(*fastCallParams) (fastCaller, bool), fixed *fastCaller) string {
 	var params fastCallParams
-	if json.Unmarshal(env.Params, &params) != nil || params.Name == "" ||
-		len(params.InputResponses) > 0 || len(params.RequestState) > 0 {
+	if json.Unmarshal(env.Params, &params) != nil || params.Name == "" {
 		return pathSDK
+	}
+	fc := fastCaller{}
+	if identify != nil {
+		var ok bool
+		if fc, ok = identify(&params); !ok {
+			return pathSDK
+		}
+	} else {
+		fc = *fixed
+	}
+	if fc.rev == conn.Legacy && (len(params.InputResponses) > 0 || len(params.RequestState) > 0) {
+		return pathSDK // MRTR fields from a 2025-11-25 session: the SDK answers
 	}
 	token := params.Meta.ProgressToken
 	if len(token) > 0 && token[0] != '"' && (token[0] < '0' || token[0] > '9') && token[0] != '-' {
 		return pathSDK // a token must be a string or a number: the SDK answers anything else
 	}
 	tool, ok := p.tool(params.Name)
-	if !ok {
+	if !ok || (tool.paramHeaders && fc.rev == conn.Newest) {
 		return pathSDK
 	}
 	args := params.Arguments
@@ -139,28 +220,37 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, ss *mcp.Serve
 	} else if args[0] != '{' {
 		return pathSDK // the SDK answers arguments that are not an object
 	}
-	members := make([]byte, 0, len(tool.raw)+len(args)+24)
+	name, _ := json.Marshal(tool.raw)
+	members := make([]byte, 0, len(name)+len(args)+len(params.InputResponses)+len(params.RequestState)+64)
 	members = append(members, `"name":`...)
-	members = strconv.AppendQuote(members, tool.raw)
+	members = append(members, name...)
 	members = append(members, `,"arguments":`...)
 	members = append(members, args...)
+	if len(params.InputResponses) > 0 { // a 2026-07-28 session's answers to the server's input requests
+		members = append(append(members, `,"inputResponses":`...), params.InputResponses...)
+	}
+	if len(params.RequestState) > 0 {
+		members = append(append(members, `,"requestState":`...), params.RequestState...)
+	}
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	key := fastKey(sid, env.ID)
-	p.mu.Lock()
-	p.calls[key] = cancel
-	p.mu.Unlock()
-	defer func() {
+	if fc.cancellable {
+		key := fastKey(fc.id, env.ID)
 		p.mu.Lock()
-		delete(p.calls, key)
+		p.calls[key] = cancel
 		p.mu.Unlock()
-	}()
+		defer func() {
+			p.mu.Lock()
+			delete(p.calls, key)
+			p.mu.Unlock()
+		}()
+	}
 
-	o := origin{method: "tools/call", session: sid, caller: sessionCaller{ss}}
+	o := origin{method: "tools/call", session: fc.id, caller: fc.caller}
 	send := func(ctx context.Context, onProgress func(*mcp.ProgressNotificationParams)) (conn.RawResult, error) {
 		return forward(ctx, p, o, tool.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
-			return c.Forward(ctx, "tools/call", members, onProgress, true)
+			return c.Forward(ctx, "tools/call", members, onProgress, fc.rev)
 		})
 	}
 	var res conn.RawResult

@@ -93,6 +93,9 @@ func (p *project) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Set(remoteHeader, r.RemoteAddr)
 	sid := r.Header.Get("Mcp-Session-Id")
 	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" && sid == "" {
+		if r.Method == http.MethodPost && p.serveStatelessFast(w, r) {
+			return
+		}
 		p.stateless.ServeHTTP(w, r)
 		return
 	}
@@ -184,22 +187,29 @@ func sessionID(req mcp.Request) (id string, stateless bool) {
 	if extra != nil {
 		h = extra.Header
 	}
-	if v := h.Get(SessionHeader); v != "" {
-		return "stateless:" + v, true
-	}
-	client := "client"
+	client := ""
 	if m := metaOf(req); m != nil {
 		if info, ok := m[mcp.MetaKeyClientInfo].(map[string]any); ok {
-			if name, ok := info["name"].(string); ok && name != "" {
-				client = name
-			}
+			client, _ = info["name"].(string)
 		}
+	}
+	return statelessID(h, client), true
+}
+
+// statelessID names a stateless session: by its SessionHeader, else by the client name it
+// announces and its address.
+func statelessID(h http.Header, client string) string {
+	if v := h.Get(SessionHeader); v != "" {
+		return "stateless:" + v
+	}
+	if client == "" {
+		client = "client"
 	}
 	if len(client) > maxSessionName {
 		client = strings.ToValidUTF8(client[:maxSessionName], "")
 	}
 	addr, _, _ := net.SplitHostPort(h.Get(remoteHeader))
-	return fmt.Sprintf("stateless:%s@%s", client, addr), true
+	return fmt.Sprintf("stateless:%s@%s", client, addr)
 }
 
 // mountMiddleware mounts a session before its first request is answered: for a stateful
