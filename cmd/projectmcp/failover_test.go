@@ -155,8 +155,8 @@ func (s *service) add(r *replica) {
 // Two controllers against one API server, as two replicas of the Deployment: the follower is
 // not ready while the leader lives; when the leader is killed (SIGKILL: it cannot release the
 // Lease) the follower takes the Lease once it expires — within the lease duration of the
-// leader's last renewal, plus a retry period — becomes ready, rebuilds the connection from the
-// ProjectMCP and serves. A 2025-11-25 session of the old leader, reaching the new one through
+// leader's last renewal, plus a retry period — becomes ready, rebuilds the connections (a
+// stdio and an HTTP server) from the ProjectMCP and serves. A 2025-11-25 session of the old leader, reaching the new one through
 // the same URL, gets 404 and re-initializes, and the new session's calls work; a stateless
 // 2026-07-28 session just goes on.
 func TestFailoverToSecondReplica(t *testing.T) {
@@ -176,12 +176,16 @@ func TestFailoverToSecondReplica(t *testing.T) {
 
 	svc := newService(t)
 	pidFile := filepath.Join(t.TempDir(), "pids.json")
+	upstream := fixture.StartHTTP(t) + "/mcp" // in this process: it outlives the killed leader
 	obj := &v1alpha1.ProjectMCP{
 		ObjectMeta: metav1.ObjectMeta{Name: "failover", Namespace: "default"},
-		Spec: v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{{Name: "a", Stdio: &v1alpha1.StdioServer{
-			Command: os.Args[0], Args: []string{"--pid-file", pidFile},
-			Env: []v1alpha1.NameValue{{Name: fixture.EnvVar, Value: "1"}},
-		}}}},
+		Spec: v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+			{Name: "a", Stdio: &v1alpha1.StdioServer{
+				Command: os.Args[0], Args: []string{"--pid-file", pidFile},
+				Env: []v1alpha1.NameValue{{Name: fixture.EnvVar, Value: "1"}},
+			}},
+			{Name: "b", HTTP: &v1alpha1.HTTPServer{URL: upstream}},
+		}},
 	}
 	env.DeleteOnCleanup(t, obj)
 	if err := env.Client.Create(ctx, obj); err != nil {
@@ -200,15 +204,17 @@ func TestFailoverToSecondReplica(t *testing.T) {
 	svc.add(follower)
 
 	endpoint := svc.srv.URL + "/projects/default/failover/mcp"
-	var firstConn string
+	firstConns := map[string]string{} // server → the leader's connection
 	testutil.EventuallyOK(t, 60*time.Second, "Ready behind the Service's URL", func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			t.Fatal(err)
 		}
-		if obj.Status.ReadyServers != "1/1" || obj.Status.Endpoint != endpoint || len(obj.Status.Servers) != 1 {
+		if obj.Status.ReadyServers != "2/2" || obj.Status.Endpoint != endpoint || len(obj.Status.Servers) != 2 {
 			return fmt.Errorf("status %+v", obj.Status)
 		}
-		firstConn = obj.Status.Servers[0].Connection
+		for _, s := range obj.Status.Servers {
+			firstConns[s.Name] = s.Connection
+		}
 		return nil
 	})
 	testutil.EventuallyOK(t, 30*time.Second, "the follower's probe endpoint", func() error {
@@ -238,16 +244,19 @@ func TestFailoverToSecondReplica(t *testing.T) {
 		}
 		return s
 	}
+	// echo calls both servers' echo tool.
 	echo := func(s *mcp.ClientSession, text string) error {
-		res, err := s.CallTool(cctx, &mcp.CallToolParams{Name: "a__echo", Arguments: map[string]any{"text": text}})
-		if err != nil {
-			return err
-		}
-		if len(res.Content) == 0 {
-			return fmt.Errorf("result without content: %+v", res)
-		}
-		if got, _ := res.Content[0].(*mcp.TextContent); res.IsError || got == nil || got.Text != text {
-			return fmt.Errorf("result %+v: %+v", res, res.Content[0])
+		for _, tool := range []string{"a__echo", "b__echo"} {
+			res, err := s.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": text}})
+			if err != nil {
+				return fmt.Errorf("%s: %w", tool, err)
+			}
+			if len(res.Content) == 0 {
+				return fmt.Errorf("%s: result without content: %+v", tool, res)
+			}
+			if got, _ := res.Content[0].(*mcp.TextContent); res.IsError || got == nil || got.Text != text {
+				return fmt.Errorf("%s: result %+v: %+v", tool, res, res.Content[0])
+			}
 		}
 		return nil
 	}
@@ -302,13 +311,18 @@ func TestFailoverToSecondReplica(t *testing.T) {
 		t.Errorf("the follower did not log taking the Lease")
 	}
 
-	// It rebuilds the connection from the object: a new one, Ready.
-	testutil.EventuallyOK(t, 60*time.Second, "the new leader's own connection", func() error {
+	// It rebuilds the connections from the object: new ones, Ready.
+	testutil.EventuallyOK(t, 60*time.Second, "the new leader's own connections", func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			t.Fatal(err)
 		}
-		if len(obj.Status.Servers) != 1 || obj.Status.Servers[0].Phase != v1alpha1.PhaseReady || obj.Status.Servers[0].Connection == firstConn {
-			return fmt.Errorf("servers %+v (first connection %s)", obj.Status.Servers, firstConn)
+		if len(obj.Status.Servers) != 2 {
+			return fmt.Errorf("servers %+v", obj.Status.Servers)
+		}
+		for _, s := range obj.Status.Servers {
+			if s.Phase != v1alpha1.PhaseReady || s.Connection == firstConns[s.Name] {
+				return fmt.Errorf("servers %+v (the leader's connections %v)", obj.Status.Servers, firstConns)
+			}
 		}
 		return nil
 	})
