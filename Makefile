@@ -11,14 +11,31 @@ CONTROLLER_GEN := $(GO) tool controller-gen
 # stops them instead of running the tests with an empty KUBEBUILDER_ASSETS.
 ENVTEST_ASSETS := $(GO) run ./cmd/projectmcp envtest --print-path
 
-.PHONY: all build test test-install unit envtest manifests generate verify vet fmt fuzz render clean bench dev docs
+# The image: $(IMAGE):$(VERSION) (HTTP servers only) and $(IMAGE):$(VERSION)-node (with Node.js
+# for npx servers). config/manager/manager.yaml and the chart's appVersion name the same
+# version (test/deploy checks it).
+IMAGE ?= projectmcp
+VERSION ?= 0.1.0
+DOCKER ?= docker
+
+.PHONY: all build test test-install unit envtest manifests generate verify vet fmt fuzz render clean bench dev docs \
+	docker-build docker-build-node chart-crds test-deploy
 
 all: build
 
-## build: compile bin/projectmcp, stamped with the commit it was built from when git knows it
-## (`projectmcp version`; -buildvcs=auto wins over a GOFLAGS=-buildvcs=false)
+## build: compile bin/projectmcp, static (no cgo), as the Dockerfile's build stage does, stamped
+## with the commit it was built from when git knows it (`projectmcp version`; -buildvcs=auto
+## wins over a GOFLAGS=-buildvcs=false)
 build:
-	$(GO) build -buildvcs=auto -o bin/projectmcp ./cmd/projectmcp
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -o bin/projectmcp ./cmd/projectmcp
+
+## docker-build: the image for HTTP servers, $(IMAGE):$(VERSION) (needs a Docker engine)
+docker-build:
+	$(DOCKER) build --target static -t $(IMAGE):$(VERSION) .
+
+## docker-build-node: the image with Node.js for npx servers, $(IMAGE):$(VERSION)-node
+docker-build-node:
+	$(DOCKER) build --target node -t $(IMAGE):$(VERSION)-node .
 
 ## dev: run projectmcp locally for PROJECT (default: the bundled example): a local control
 ## plane, the controller, the gateway and the mirror; Ctrl-C stops everything and projectmcp
@@ -40,16 +57,25 @@ docs:
 generate:
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
-## manifests: CRD and RBAC from the API types and controller markers
+## manifests: CRD and RBAC from the API types and controller markers (and their copies in the
+## chart)
 manifests:
 	$(CONTROLLER_GEN) crd rbac:roleName=projectmcp-controller paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(MAKE) -s chart-crds
+
+## chart-crds: copy the generated CRD and ClusterRole into charts/projectmcp, which cannot read
+## files outside itself (make verify fails when a copy is stale)
+chart-crds:
+	rm -f charts/projectmcp/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/projectmcp/crds/
+	cp config/rbac/role.yaml charts/projectmcp/files/controller-role.yaml
 
 ## verify: regenerate and fail if any generated file changed
 verify:
-	@before=$$(find api config -type f | sort | xargs sha256sum); \
+	@before=$$(find api config charts -type f | sort | xargs sha256sum); \
 	$(MAKE) -s generate manifests; \
-	after=$$(find api config -type f | sort | xargs sha256sum); \
+	after=$$(find api config charts -type f | sort | xargs sha256sum); \
 	if [ "$$before" != "$$after" ]; then \
 		diff <(echo "$$before") <(echo "$$after") || true; \
 		echo "verify: generated files were stale and have been regenerated; commit them" >&2; exit 1; \
@@ -58,6 +84,7 @@ verify:
 ## vet: go vet and gofmt
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags deploy ./test/deploy
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed: $$out" >&2; exit 1; fi
 
@@ -70,6 +97,14 @@ envtest:
 test: verify vet
 	assets=$$($(ENVTEST_ASSETS)); KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/config
+
+## test-deploy: what puts projectmcp in a cluster: the image's binary compiled by the
+## Dockerfile's own command (static) and run with the manifests' and the chart's args; the chart
+## linted, rendered (helm, a go tool of hack/tools) and applied to a real API server with
+## server-side dry run. Left out of test: a cold build cache needs minutes for helm.
+test-deploy:
+	cd hack/tools && $(GO) tool -n helm >/dev/null
+	assets=$$($(ENVTEST_ASSETS)); KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 30m -tags deploy ./test/deploy
 
 ## test-install: what `go install` users get: a freshly built projectmcp, outside the checkout and
 ## with an empty cache, builds kube-apiserver and etcd itself (two runs at once), then starts
@@ -85,7 +120,7 @@ test-install:
 ## where every test needs the API server.
 unit:
 	env -u KUBEBUILDER_ASSETS PROJECTMCP_UNIT=1 $(GO) test -count=1 \
-		./api/... ./cmd/... ./controllers/... ./internal/... ./test/fixture/...
+		./api/... ./cmd/... ./controllers/... ./internal/... ./test/fixture/... ./test/deploy/...
 
 ## fuzz: fuzz the config parser for longer (FUZZTIME=10m make fuzz)
 fuzz:

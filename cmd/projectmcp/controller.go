@@ -46,6 +46,9 @@ type controllerFlags struct {
 	probeAddr      string
 	leaderElect    bool
 	leaderElectNS  string
+	leaseDuration  time.Duration
+	renewDeadline  time.Duration
+	retryPeriod    time.Duration
 	connectTimeout time.Duration
 	healthInterval time.Duration
 	relistInterval time.Duration
@@ -75,6 +78,9 @@ func defaultControllerFlags() controllerFlags {
 		metricsAddr:    "127.0.0.1:8080",
 		probeAddr:      "127.0.0.1:8081",
 		leaderElect:    true,
+		leaseDuration:  15 * time.Second,
+		renewDeadline:  10 * time.Second,
+		retryPeriod:    2 * time.Second,
 		connectTimeout: 30 * time.Second,
 		healthInterval: 15 * time.Second,
 		relistInterval: time.Minute,
@@ -98,6 +104,9 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.StringVar(&f.probeAddr, "health-probe-bind-address", f.probeAddr, `healthz/readyz address ("0" disables)`)
 	all.BoolVar(&f.leaderElect, "leader-elect", f.leaderElect, "hold a Lease so that one replica owns the connections")
 	all.StringVar(&f.leaderElectNS, "leader-election-namespace", f.leaderElectNS, "namespace of the Lease (default: the pod's in a cluster, else the kubeconfig context's)")
+	all.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", f.leaseDuration, "how long followers wait after the leader's last renewal before taking the Lease: the longest failover after a leader dies without releasing it")
+	all.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", f.renewDeadline, "how long the leader keeps trying to renew before it gives up leading and exits (less than the lease duration)")
+	all.DurationVar(&f.retryPeriod, "leader-elect-retry-period", f.retryPeriod, "how often the leader renews and followers try to acquire")
 	all.DurationVar(&f.connectTimeout, "connect-timeout", f.connectTimeout, "bound on one connect attempt (initialize and first tools/list)")
 	all.DurationVar(&f.healthInterval, "health-interval", f.healthInterval, "how often an idle connection is probed")
 	all.DurationVar(&f.relistInterval, "relist-interval", f.relistInterval, "backstop tools/list interval")
@@ -218,6 +227,32 @@ func newScheme() (*runtime.Scheme, error) {
 	return s, v1alpha1.AddToScheme(s)
 }
 
+// orDefault is nil for an unset duration, which leaves controller-runtime's default in force.
+func orDefault(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
+}
+
+// checkLeaseTimings refuses lease timings the election cannot work with, naming the flags
+// (client-go would refuse them too, without saying which flag is wrong).
+func (f *controllerFlags) checkLeaseTimings() error {
+	if !f.leaderElect {
+		return nil
+	}
+	switch {
+	case f.leaseDuration <= 0 || f.renewDeadline <= 0 || f.retryPeriod <= 0:
+		return fmt.Errorf("--leader-elect-lease-duration (%s), --leader-elect-renew-deadline (%s) and --leader-elect-retry-period (%s) must be positive",
+			f.leaseDuration, f.renewDeadline, f.retryPeriod)
+	case f.renewDeadline >= f.leaseDuration:
+		return fmt.Errorf("--leader-elect-renew-deadline (%s) must be less than --leader-elect-lease-duration (%s)", f.renewDeadline, f.leaseDuration)
+	case float64(f.retryPeriod)*1.2 >= float64(f.renewDeadline): // client-go's jitter factor
+		return fmt.Errorf("--leader-elect-retry-period (%s) must be less than --leader-elect-renew-deadline (%s) / 1.2", f.retryPeriod, f.renewDeadline)
+	}
+	return nil
+}
+
 // newManager wires the registry, the reconciler and the gateway into a manager. The gateway is
 // nil when it is off.
 func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *gateway.Gateway, err error) {
@@ -237,6 +272,9 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 		LeaderElectionID:              leaseName,
 		LeaderElectionNamespace:       f.leaderElectNS,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 orDefault(f.leaseDuration),
+		RenewDeadline:                 orDefault(f.renewDeadline),
+		RetryPeriod:                   orDefault(f.retryPeriod),
 	})
 	if err != nil {
 		return nil, nil, err
@@ -390,6 +428,9 @@ func runController(f *controllerFlags, g *globalFlags) error {
 		// JSON decoder buffers); with the default GOGC a third of the gateway's CPU goes to the
 		// collector. 400 halves the per-call latency (make bench) for a few MB more heap.
 		debug.SetGCPercent(400)
+	}
+	if err := f.checkLeaseTimings(); err != nil {
+		return usageErrorf("%v", err)
 	}
 	cfg, err := g.restConfig()
 	if err != nil {

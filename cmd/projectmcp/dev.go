@@ -78,7 +78,8 @@ func newDevCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	cmd.Flags().StringVar(&project, "project", ".", "project directory holding .dsh/mcp.json")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the control plane's data and kubeconfig here (default: a temporary directory, removed on exit)")
 	// Leader election means nothing for one local process; dev's endpoint is for this machine.
-	f.bind(cmd.Flags(), "leader-elect", "leader-election-namespace", "gateway-auth")
+	f.bind(cmd.Flags(), "leader-elect", "leader-election-namespace", "leader-elect-lease-duration",
+		"leader-elect-renew-deadline", "leader-elect-retry-period", "gateway-auth")
 	return cmd
 }
 

@@ -368,7 +368,7 @@ func TestPrinterColumns(t *testing.T) {
 	}
 }
 
-// TestKustomizeDefaultApplies applies config/default (CRD, RBAC, Deployment) with the real
+// TestKustomizeDefaultApplies applies config/default (CRD, RBAC, Deployment, Services) with the real
 // kubectl, as a cluster install would.
 func TestKustomizeDefaultApplies(t *testing.T) {
 	kubectl, err := exec.LookPath("kubectl")
@@ -380,7 +380,8 @@ func TestKustomizeDefaultApplies(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl apply -k config/default: %v\n%s", err, out)
 	}
-	for _, want := range []string{"deployment.apps/projectmcp-controller", "clusterrole.rbac.authorization.k8s.io/projectmcp-controller", "serviceaccount/projectmcp-controller"} {
+	for _, want := range []string{"deployment.apps/projectmcp-controller", "clusterrole.rbac.authorization.k8s.io/projectmcp-controller",
+		"serviceaccount/projectmcp-controller", "service/projectmcp-gateway", "service/projectmcp-metrics"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("apply output lacks %s:\n%s", want, out)
 		}

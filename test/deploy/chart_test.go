@@ -1,0 +1,372 @@
+//go:build deploy
+
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/dsh-dev/projectmcp/internal/testenv"
+)
+
+var (
+	helmOnce sync.Once
+	helmPath string
+	helmErr  error
+)
+
+// helm is the helm CLI, a go tool of the hack/tools module (kept out of the main go.mod, whose
+// dependency tree it would triple). `make test-deploy` builds it first; go caches the binary.
+func helm(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	helmOnce.Do(func() {
+		cmd := exec.Command("go", "tool", "-n", "helm")
+		cmd.Dir = filepath.Join(root(t), "hack", "tools")
+		out, err := cmd.Output()
+		if err != nil {
+			helmErr = fmt.Errorf("go tool -n helm (in hack/tools): %w", err)
+			return
+		}
+		helmPath = strings.Fields(string(out))[0]
+	})
+	if helmErr != nil {
+		t.Fatal(helmErr)
+	}
+	cmd := exec.Command(helmPath, args...)
+	cmd.Dir = root(t)
+	// No user's helm configuration or repositories: the chart needs none.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+const (
+	chartDir    = "charts/projectmcp"
+	allFeatures = "test/deploy/testdata/all-features.yaml"
+)
+
+// render runs helm template for release projectmcp in namespace projectmcp-system (the names
+// config/default uses), with the CRDs, and the extra helm arguments (-f, --set).
+func render(t testing.TB, extra ...string) ([]*unstructured.Unstructured, string) {
+	t.Helper()
+	args := append([]string{"template", "projectmcp", chartDir, "--namespace", "projectmcp-system", "--include-crds"}, extra...)
+	out, err := helm(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	objs, err := DecodeObjects([]byte(out))
+	if err != nil {
+		t.Fatalf("the rendered chart is not YAML: %v", err)
+	}
+	return objs, out
+}
+
+func imageOf(t testing.TB, stage string) Image {
+	t.Helper()
+	img, err := dockerfile(t).Image(stage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func TestChartLint(t *testing.T) {
+	for _, extra := range [][]string{nil, {"-f", allFeatures}} {
+		if out, err := helm(t, append([]string{"lint", "--strict", chartDir}, extra...)...); err != nil {
+			t.Errorf("helm lint --strict %q: %v\n%s", extra, err, out)
+		}
+	}
+}
+
+// With default values, `helm install projectmcp -n projectmcp-system` is config/default less
+// the Namespace (helm's --create-namespace makes it): the same objects under the same names,
+// the generated CRD and ClusterRole rules, the same pod spec (image, args, user, probes,
+// volumes, resources) and the same Service ports.
+func TestChartDefaultsMatchConfigDefault(t *testing.T) {
+	chart, _ := render(t)
+	out, err := exec.Command("kubectl", "kustomize", filepath.Join(root(t), "config", "default")).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/default: %v", err)
+	}
+	kustomized, err := DecodeObjects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(o *unstructured.Unstructured) string {
+		return o.GetKind() + " " + o.GetNamespace() + "/" + o.GetName()
+	}
+	var want, have []string
+	for _, o := range kustomized {
+		if o.GetKind() != "Namespace" {
+			want = append(want, key(o))
+		}
+	}
+	for _, o := range chart {
+		have = append(have, key(o))
+	}
+	slices.Sort(want)
+	slices.Sort(have)
+	if d := cmp.Diff(want, have); d != "" {
+		t.Fatalf("objects (-config/default +chart):\n%s", d)
+	}
+
+	same := func(kind, name string, fields ...string) {
+		t.Helper()
+		a, b := Find(kustomized, kind, name), Find(chart, kind, name)
+		av, _, _ := unstructured.NestedFieldNoCopy(a.Object, fields...)
+		bv, _, _ := unstructured.NestedFieldNoCopy(b.Object, fields...)
+		if av == nil {
+			t.Errorf("%s %s has no %s", kind, name, strings.Join(fields, "."))
+		}
+		if d := cmp.Diff(av, bv); d != "" {
+			t.Errorf("%s %s %s (-config/default +chart):\n%s", kind, name, strings.Join(fields, "."), d)
+		}
+	}
+	same("CustomResourceDefinition", "projectmcps.mcp.dsh.dev", "spec")
+	same("ClusterRole", "projectmcp-controller", "rules")
+	same("ClusterRoleBinding", "projectmcp-controller", "roleRef")
+	same("ClusterRoleBinding", "projectmcp-controller", "subjects")
+	same("Deployment", "projectmcp-controller", "spec", "replicas")
+	same("Deployment", "projectmcp-controller", "spec", "template", "spec")
+	for _, svc := range []string{"projectmcp-gateway", "projectmcp-metrics"} {
+		same("Service", svc, "spec", "ports")
+	}
+	same("Service", "projectmcp-metrics", "spec", "publishNotReadyAddresses")
+
+	for _, p := range CheckInstall(chart, imageOf(t, "static")) {
+		t.Errorf("the chart with the static image: %s", p)
+	}
+	_, c, err := Controller(chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := imageRef(t); c.Image != ref {
+		t.Errorf("the chart runs %s, make docker-build tags %s", c.Image, ref)
+	}
+	checkArgsParse(t, imageBinary(t), c.Args)
+}
+
+// Every optional value reaches the object it is for, the result still runs the image as built,
+// and its args are ones the binary accepts.
+func TestChartAllFeatures(t *testing.T) {
+	objs, _ := render(t, "-f", allFeatures)
+	for _, p := range CheckInstall(objs, imageOf(t, "node")) {
+		t.Errorf("the chart with the node image: %s", p)
+	}
+	dep, c, err := Controller(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkArgsParse(t, imageBinary(t), c.Args)
+
+	if *dep.Spec.Replicas != 2 || c.Image != "registry.example.com/team/projectmcp:0.2.0-node" || c.ImagePullPolicy != corev1.PullAlways {
+		t.Errorf("replicas %d, image %s (%s)", *dep.Spec.Replicas, c.Image, c.ImagePullPolicy)
+	}
+	for _, arg := range []string{"--allow-command=npx", "--allow-command=/opt/mcp/*", "--gateway-url=https://mcp.example.com",
+		"--session-timeout=1h", "--call-timeout=10m", "--zap-log-level=debug", "--connect-timeout=1m",
+		"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s",
+		"--gateway-bind-address=:9484", "--metrics-bind-address=:9090", "--health-probe-bind-address=:9081", "--gateway-auth=kubernetes"} {
+		if !slices.Contains(c.Args, arg) {
+			t.Errorf("args lack %s: %q", arg, c.Args)
+		}
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if d := cmp.Diff(map[string]string{
+		"HOME":                        "/home/nonroot",
+		"OTEL_TRACES_EXPORTER":        "otlp",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel-collector.observability.svc:4317",
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+		"OTEL_SERVICE_NAME":           "projectmcp-test",
+		"OTEL_TRACES_SAMPLER":         "parentbased_traceidratio",
+		"OTEL_TRACES_SAMPLER_ARG":     "0.25",
+		"OTEL_RESOURCE_ATTRIBUTES":    "deployment.environment=test,team=platform",
+		"OTEL_EXPORTER_OTLP_HEADERS":  "x-tenant=platform",
+		"NPM_CONFIG_REGISTRY":         "https://npm.example.com/",
+	}, env); d != "" {
+		t.Errorf("env (-want +have):\n%s", d)
+	}
+	pod := dep.Spec.Template
+	if pod.Spec.ServiceAccountName != "mcp-controller" || pod.Labels["team"] != "platform" || pod.Annotations["example.com/scrape"] != "false" ||
+		pod.Spec.NodeSelector["kubernetes.io/os"] != "linux" || len(pod.Spec.Tolerations) != 1 || pod.Spec.Affinity == nil ||
+		pod.Spec.PriorityClassName != "system-cluster-critical" || len(pod.Spec.ImagePullSecrets) != 1 ||
+		c.Resources.Limits.Memory().String() != "1Gi" || c.Resources.Requests.Cpu().String() != "200m" {
+		t.Errorf("pod template: %+v", pod)
+	}
+	if sa := Find(objs, "ServiceAccount", "mcp-controller"); sa == nil || sa.GetAnnotations()["example.com/role"] != "mcp" {
+		t.Errorf("ServiceAccount mcp-controller: %v", sa)
+	}
+	if crb := Find(objs, "ClusterRoleBinding", "projectmcp-controller"); crb == nil ||
+		!strings.Contains(fmt.Sprint(crb.Object["subjects"]), "name:mcp-controller namespace:projectmcp-system") {
+		t.Errorf("the ClusterRoleBinding must name the ServiceAccount: %v", crb)
+	}
+
+	var gw, metrics corev1.Service
+	if err := Convert(Find(objs, "Service", "projectmcp-gateway"), &gw); err != nil {
+		t.Fatal(err)
+	}
+	if err := Convert(Find(objs, "Service", "projectmcp-metrics"), &metrics); err != nil {
+		t.Fatal(err)
+	}
+	if gw.Spec.Type != corev1.ServiceTypeLoadBalancer || gw.Annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] != "true" || gw.Spec.Ports[0].Port != 9484 {
+		t.Errorf("gateway Service: %+v", gw.Spec)
+	}
+	if metrics.Spec.Ports[0].Port != 9090 || !metrics.Spec.PublishNotReadyAddresses {
+		t.Errorf("metrics Service: %+v", metrics.Spec)
+	}
+
+	// The ServiceMonitor selects the metrics Service alone and scrapes its named port.
+	sm := Find(objs, "ServiceMonitor", "projectmcp")
+	if sm == nil {
+		t.Fatal("no ServiceMonitor")
+	}
+	if sm.GetLabels()["release"] != "kube-prometheus-stack" {
+		t.Errorf("ServiceMonitor labels %v", sm.GetLabels())
+	}
+	sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	matches := func(labels map[string]string) bool {
+		for k, v := range sel {
+			if labels[k] != v {
+				return false
+			}
+		}
+		return len(sel) > 0
+	}
+	if !matches(metrics.Labels) || matches(gw.Labels) {
+		t.Errorf("ServiceMonitor selector %v: metrics Service labels %v, gateway Service labels %v", sel, metrics.Labels, gw.Labels)
+	}
+	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if d := cmp.Diff([]any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}}, endpoints); d != "" {
+		t.Errorf("ServiceMonitor endpoints (-want +have):\n%s", d)
+	}
+}
+
+// Optional parts off: without metrics there is no metrics Service or port and the endpoint is
+// off; with an existing ServiceAccount and no RBAC, neither is created and the pods use it.
+func TestChartOptionalPartsOff(t *testing.T) {
+	objs, _ := render(t, "--set", "metrics.enabled=false,serviceAccount.create=false,serviceAccount.name=existing,rbac.create=false")
+	for _, p := range CheckInstall(objs, imageOf(t, "static")) {
+		t.Error(p)
+	}
+	dep, c, err := Controller(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkArgsParse(t, imageBinary(t), c.Args)
+	if v, _ := FlagValue(c.Args, "metrics-bind-address"); v != "0" || Find(objs, "Service", "projectmcp-metrics") != nil {
+		t.Errorf("metrics off: --metrics-bind-address=%s, metrics Service %v", v, Find(objs, "Service", "projectmcp-metrics"))
+	}
+	if dep.Spec.Template.Spec.ServiceAccountName != "existing" {
+		t.Errorf("serviceAccountName %q", dep.Spec.Template.Spec.ServiceAccountName)
+	}
+	for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ServiceMonitor"} {
+		if n := len(OfKind(objs, kind)); n != 0 {
+			t.Errorf("%d %s rendered", n, kind)
+		}
+	}
+}
+
+// Bad values fail the render with a message naming the value and what is wrong.
+func TestChartRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct{ set, want string }{
+		{"allowCommand={npx}", "additional properties 'allowCommand' not allowed"},
+		{"gateway.auth=local", `gateway.auth: "local" does not work in a cluster; use "kubernetes"`},
+		{"tracing.enabled=true", "tracing.endpoint: tracing.enabled needs the collector's OTLP endpoint"},
+		{"metrics.enabled=false,metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.enabled needs metrics.enabled"},
+		{"serviceAccount.create=false", "serviceAccount.name: name an existing ServiceAccount"},
+		{"replicaCount=0", "/replicaCount"},
+		{"image.variant=python", "/image/variant"},
+		{"gateway.port=70000", "/gateway/port"},
+		{"allowCommands[0]=", "/allowCommands/0"},
+	} {
+		out, err := helm(t, "template", "projectmcp", chartDir, "--set", tc.set)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("--set %s: %v, output lacks %q:\n%s", tc.set, err, tc.want, out)
+		}
+	}
+}
+
+// The rendered chart, with default values and with every optional feature on, is accepted by
+// a real API server (server-side apply, dry run): every object's schema, the ServiceMonitor's
+// against the prometheus-operator CRD generated from its Go types. A broken manifest is
+// refused, so the dry run does check.
+func TestChartAppliesToAPIServer(t *testing.T) {
+	testenv.Require(t)
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "projectmcp-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	kubectl := func(args ...string) (string, error) {
+		out, err := exec.Command("kubectl", append([]string{"--kubeconfig", env.Kubeconfig}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+
+	// The ServiceMonitor CRD, generated by controller-gen from prometheus-operator's API types
+	// (a dependency of hack/tools), installed for real.
+	crds := t.TempDir()
+	gen := exec.Command("go", "tool", "controller-gen", "crd:maxDescLen=0",
+		"paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1", "output:crd:dir="+crds)
+	gen.Dir = filepath.Join(root(t), "hack", "tools")
+	if out, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("generating the ServiceMonitor CRD: %v\n%s", err, out)
+	}
+	sm := filepath.Join(crds, "monitoring.coreos.com_servicemonitors.yaml")
+	if out, err := kubectl("apply", "--server-side", "-f", sm); err != nil {
+		t.Fatalf("installing the ServiceMonitor CRD: %v\n%s", err, out)
+	}
+	if out, err := kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
+	apply := func(name, manifests string) (string, error) {
+		file := filepath.Join(t.TempDir(), name+".yaml")
+		if err := os.WriteFile(file, []byte(manifests), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return kubectl("apply", "--server-side", "--dry-run=server", "--field-manager=helm", "-f", file)
+	}
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{{"defaults", nil}, {"all-features", []string{"-f", allFeatures}}} {
+		objs, manifests := render(t, tc.extra...)
+		out, err := apply(tc.name, manifests)
+		if err != nil {
+			t.Errorf("%s: kubectl apply --server-side --dry-run=server: %v\n%s", tc.name, err, out)
+			continue
+		}
+		if n := strings.Count(out, "serverside-applied (server dry run)"); n != len(objs) {
+			t.Errorf("%s: %d of %d objects applied:\n%s", tc.name, n, len(objs), out)
+		}
+		if tc.name == "all-features" && !strings.Contains(out, "servicemonitor.monitoring.coreos.com/projectmcp serverside-applied") {
+			t.Errorf("all-features: no ServiceMonitor applied:\n%s", out)
+		}
+	}
+
+	_, manifests := render(t, "-f", allFeatures)
+	broken := strings.Replace(manifests, "interval: 15s", "interval: every so often", 1)
+	if out, err := apply("broken", broken); err == nil || !strings.Contains(out, "interval") {
+		t.Errorf("a ServiceMonitor with interval %q was accepted: %v\n%s", "every so often", err, out)
+	}
+}
