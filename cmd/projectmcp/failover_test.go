@@ -48,7 +48,8 @@ func startReplica(t *testing.T, name, kubeconfig, leaseNS, sharedURL string, lea
 	r := &replica{name: name, probe: freeAddr(t), gateway: freeAddr(t), exited: make(chan error, 1)}
 	args := append([]string{"controller", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
 		"--health-probe-bind-address", r.probe, "--gateway-bind-address", r.gateway, "--gateway-url", sharedURL,
-		"--leader-election-namespace", leaseNS, "--connect-timeout", "10s"}, lease...)
+		"--leader-election-namespace", leaseNS, "--connect-timeout", "10s",
+		"--allow-url", "127.0.0.1/32"}, lease...) // the HTTP fixture listens on loopback
 	r.cmd = exec.Command(os.Args[0], args...)
 	r.cmd.Env = append(os.Environ(), mainEnvVar+"=1")
 	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.out
