@@ -267,3 +267,29 @@ func TestGatewaySessionTimeoutCountsFastCalls(t *testing.T) {
 	}
 	waitStatus(t, key, 15*time.Second, "the quiet session released", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
 }
+
+// A session's notifications/roots/list_changed reaches the 2025-11-25 servers of its slots
+// (2026-07-28 has no such notification: roots travel with each request).
+func TestGatewayPassesRootsListChanged(t *testing.T) {
+	for i, up := range upstreams {
+		if up.newest {
+			continue
+		}
+		t.Run(up.name, func(t *testing.T) {
+			name := fmt.Sprintf("r%d", i)
+			server, _ := up.start(t, name)
+			ns := newNamespace(t)
+			key := create(t, ns, "roots", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
+			waitStatus(t, key, 30*time.Second, "Ready", isReady)
+			client := agentClient("roots")
+			s := mustDial(t, client, endpointOf(key), "2025-11-25", nil)
+			if got := text(callOK(t, s, name+"__echo", map[string]any{"text": "mounted"})); got != "mounted" {
+				t.Fatalf("echo: %q", got)
+			}
+			client.AddRoots(&mcp.Root{URI: "file:///src/other", Name: "other"})
+			eventually(t, 10*time.Second, "the server to hear of the roots change", func() bool {
+				return strings.Contains(logs.String(), "fixture "+name+": roots changed")
+			})
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -256,4 +257,18 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 		return nil, protocolError(err)
 	}
 	return &mcp.CompleteResult{Completion: res.Completion}, nil
+}
+
+// rootsChanged passes a session's notifications/roots/list_changed on to the servers of its
+// slots, which ask that session for its roots again while it has a request in flight (else
+// they get the project's own root).
+func (p *project) rootsChanged(ctx context.Context, req *mcp.RootsListChangedRequest) {
+	id, _ := sessionID(req)
+	ctx, cancel := context.WithTimeout(ctx, time.Second) // a starting server is not waited for long
+	defer cancel()
+	for server := range p.g.opts.Registry.Observe(p.key).Servers {
+		if c := p.g.opts.Registry.Await(ctx, p.key, id, server); c != nil {
+			c.NotifyRootsListChanged()
+		}
+	}
 }

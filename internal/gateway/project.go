@@ -70,9 +70,10 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 				Logging:     &mcp.LoggingCapabilities{},
 				Completions: &mcp.CompletionCapabilities{},
 			},
-			SubscribeHandler:   p.subscribe,
-			UnsubscribeHandler: p.unsubscribe,
-			CompletionHandler:  p.complete,
+			SubscribeHandler:        p.subscribe,
+			RootsListChangedHandler: p.rootsChanged,
+			UnsubscribeHandler:      p.unsubscribe,
+			CompletionHandler:       p.complete,
 		})
 	p.server.AddReceivingMiddleware(p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware)
 	getServer := func(*http.Request) *mcp.Server { return p.server }
