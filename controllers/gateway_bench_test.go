@@ -57,18 +57,16 @@ func BenchmarkGatewayCallOverhead(b *testing.B) {
 	measureOverhead(b, connectURL(b, url), connectAgent(b, key, "2025-11-25", nil).session, connectURL(b, bareProxy(b, url)))
 }
 
-// BenchmarkGatewayCallOverheadStateless is BenchmarkGatewayCallOverhead for 2026-07-28: a
-// stateless client calling a stateless fixture directly, and through the gateway (whose
-// stateless sessions are served by the SDK throughout).
+// BenchmarkGatewayCallOverheadStateless is BenchmarkGatewayCallOverheadStdio for 2026-07-28:
+// a 2026-07-28 client calling a fixture process over stdio directly, and a stateless session
+// calling through the gateway, whose connection to its own fixture process speaks 2026-07-28
+// too (the fast path).
 func BenchmarkGatewayCallOverheadStateless(b *testing.B) {
-	url := fixture.StartHTTP(b, "--stateless") + "/mcp"
 	ns := newNamespace(b)
-	key := create(b, ns, "overhead-stateless", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
-		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},
-	}})
+	key := create(b, ns, "overhead-stateless", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(b, "a")}})
 	waitStatus(b, key, 30*time.Second, "Ready", isReady)
-	direct := mustDial(b, mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil), url, "", nil)
-	measureOverhead(b, direct, connectAgent(b, key, "", http.Header{gateway.SessionHeader: {"bench"}}).session, nil)
+	via := connectAgent(b, key, "", http.Header{gateway.SessionHeader: {"bench"}}).session
+	measureOverhead(b, direct(b, "a", ""), via, nil)
 }
 
 // bareProxy puts a plain reverse proxy (the standard library's, nothing MCP about it) in front
