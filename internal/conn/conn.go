@@ -189,6 +189,7 @@ type Conn struct {
 	secretValues []string      // resolved values to scrub from errors and logs
 	progress     map[string]func(*mcp.ProgressNotificationParams)
 	nextToken    atomic.Uint64
+	relists      atomic.Uint64    // re-lists done (tests: list_changed coalescing)
 	level        mcp.LoggingLevel // what sessions asked for (SetLogLevel)
 	subs         map[string]int   // subscribed resource URIs → subscribers
 	closing      bool             // Destroy has begun: no new request may start

@@ -127,6 +127,11 @@ func (c *Conn) clearSession() {
 	c.mu.Unlock()
 }
 
+// minRelistInterval spaces the re-lists a server's list_changed asks for: a server whose lists
+// never settle costs at most one re-list per interval, and so at most one status update and
+// one list_changed to the project's sessions, whatever it sends.
+const minRelistInterval = 250 * time.Millisecond
+
 // serve watches a Ready session until it dies or the Conn is destroyed.
 func (c *Conn) serve(ctx context.Context, session *mcp.ClientSession, ep *endpoint) error {
 	waited := make(chan error, 1)
@@ -135,6 +140,17 @@ func (c *Conn) serve(ctx context.Context, session *mcp.ClientSession, ep *endpoi
 	defer health.Stop()
 	relist := time.NewTicker(c.opts.RelistInterval)
 	defer relist.Stop()
+	// A list_changed that comes sooner than minRelistInterval after the last re-list waits
+	// for the rest of the interval, and every other one meanwhile joins it.
+	var lastRelist time.Time
+	soon := time.NewTimer(time.Hour)
+	soon.Stop()
+	defer soon.Stop()
+	armed := false
+	refresh := func() error {
+		lastRelist = time.Now()
+		return c.refresh(ctx, session)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -150,11 +166,23 @@ func (c *Conn) serve(ctx context.Context, session *mcp.ClientSession, ep *endpoi
 				return fmt.Errorf("health check failed: %w", err)
 			}
 		case <-relist.C:
-			if err := c.refresh(ctx, session); err != nil {
+			if err := refresh(); err != nil {
 				return err
 			}
 		case <-c.relist:
-			if err := c.refresh(ctx, session); err != nil {
+			if wait := minRelistInterval - time.Since(lastRelist); wait > 0 {
+				if !armed {
+					soon.Reset(wait)
+					armed = true
+				}
+				continue
+			}
+			if err := refresh(); err != nil {
+				return err
+			}
+		case <-soon.C:
+			armed = false
+			if err := refresh(); err != nil {
 				return err
 			}
 		}
@@ -195,6 +223,7 @@ func (cat catalog) same(s Snapshot) bool {
 
 // refresh re-lists and publishes the catalog when it changed.
 func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession) error {
+	c.relists.Add(1)
 	cat, err := c.list(ctx, session)
 	if err != nil {
 		return err

@@ -222,3 +222,24 @@ func TestServerRequestToSilentSessionIsBounded(t *testing.T) {
 		t.Fatalf("the connection must go on: %v", err)
 	}
 }
+
+// A server whose tool list never settles (a change every 20 ms: the SDK's server holds back a
+// list_changed until its list has been still for 10 ms) is re-listed at most once per
+// minRelistInterval, so the connection's observers (status, sessions) see a bounded rate.
+func TestListChangedStormCoalesced(t *testing.T) {
+	c := start(t, Options{Server: stdioServer("s", "--protocol", "2025-11-25", "--flap", "20ms")})
+	before := waitPhase(t, c, v1alpha1.PhaseReady).Generation
+	relists := c.relists.Load()
+	const window = 2 * time.Second
+	time.Sleep(window)
+	changes, relists := c.Snapshot().Generation-before, c.relists.Load()-relists
+	// At most one re-list per interval in the window, and one more for a list_changed that
+	// came at its start; the server sent about a hundred meanwhile.
+	limit := uint64(window/minRelistInterval) + 2
+	if changes > limit || relists > limit {
+		t.Fatalf("%d changes and %d re-lists in %s, want at most %d", changes, relists, window, limit)
+	}
+	if relists < limit/2 {
+		t.Fatalf("the tool list must still be followed: %d re-lists in %s", relists, window)
+	}
+}
