@@ -110,14 +110,25 @@ func TestGatewayCallsEveryUpstream(t *testing.T) {
 					}
 					// The fast path: a session and a server of the same revision, on a
 					// connection that takes raw requests.
+					// A 2025-11-25 session calling a 2026-07-28 server takes it too, the result
+					// reshaped; a 2026-07-28 session calling a 2025-11-25 server goes through
+					// the SDK.
 					path := "raw"
 					switch {
-					case (revision == "2026-07-28") != up.newest:
+					case revision == "2026-07-28" && !up.newest:
 						path = "revision"
 					case up.typed:
 						path = "sdk"
 					}
-					checkCalls(t, key, name, dial(version), version, header, path, !up.newest && revision == "2025-11-25", up.deaf)
+					exact := revision == "2025-11-25" && (!up.newest || path == "raw")
+					input := metrics.FastPath.WithLabelValues("input")
+					before := promtest.ToFloat64(input)
+					checkCalls(t, key, name, dial(version), version, header, path, exact, up.deaf)
+					// sample, elicit and roots: a 2026-07-28 server asks a 2025-11-25 session
+					// for input, and the SDK calls again and asks the session itself.
+					if asked := promtest.ToFloat64(input) - before; path == "raw" && revision == "2025-11-25" && up.newest && asked < 3 {
+						t.Fatalf("calls handed to the SDK because the server asked for input: %v", asked)
+					}
 				})
 			}
 		})

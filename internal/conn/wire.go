@@ -272,18 +272,51 @@ var ErrNotRaw = errors.New("the connection takes no raw requests")
 // another protocol revision than the one the caller can take results in.
 var ErrOtherRevision = errors.New("the server speaks another protocol revision")
 
+// ErrAsksInput is Forward's answer when a server speaking 2026-07-28 answered a Legacy caller
+// with input requests (MRTR), which a 2025-11-25 session cannot take: the request was sent, and
+// the caller is to send it again on a path that asks the session itself (the SDK's).
+var ErrAsksInput = errors.New("the server asks the session for input")
+
 // Revision is the protocol revision a Forward caller takes results in: each revision's
 // results have fields of their own, which a session of the other must not see.
 type Revision int
 
 const (
 	AnyRevision Revision = iota
-	Legacy               // 2025-11-25 and older
-	Newest               // 2026-07-28
+	// Legacy: 2025-11-25 and older. A 2026-07-28 server's result is reshaped (legacyShape).
+	Legacy
+	// Newest: 2026-07-28. A server speaking an older revision is ErrOtherRevision.
+	Newest
 )
 
 func (r Revision) admits(version string) bool {
-	return r == AnyRevision || (r == Newest) == (version >= "2026-07-28")
+	return r != Newest || version >= "2026-07-28"
+}
+
+// legacyShape makes a 2026-07-28 server's tools/call result what a 2025-11-25 session gets
+// from that server directly: without resultType and without the server's serverInfo in _meta
+// (a 2025-11-25 session learns it at initialize). A result asking for input is ErrAsksInput.
+func legacyShape(res json.RawMessage) (json.RawMessage, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(res, &top); err != nil {
+		return nil, fmt.Errorf("the server's result is not a JSON object: %v", err)
+	}
+	if ir, ok := top["inputRequests"]; (ok && string(ir) != "null") || string(top["resultType"]) == `"input_required"` {
+		return nil, ErrAsksInput
+	}
+	delete(top, "resultType")
+	if m, ok := top["_meta"]; ok {
+		var meta map[string]json.RawMessage
+		if json.Unmarshal(m, &meta) == nil {
+			delete(meta, mcp.MetaKeyServerInfo)
+			if len(meta) == 0 {
+				delete(top, "_meta")
+			} else {
+				top["_meta"], _ = json.Marshal(meta) // raw members: cannot fail
+			}
+		}
+	}
+	return json.Marshal(top)
 }
 
 // RawResult is a forwarded request's result as the server sent it.
@@ -293,9 +326,10 @@ type RawResult = json.RawMessage
 // (ErrUnavailable while not Ready, ErrDestroyed once Destroy began, one retry when the server
 // forgot the session). members are the request's params members without braces, e.g.
 // `"name":"echo","arguments":{}`; Forward adds the _meta the session needs (2026-07-28 request
-// metadata, the log level, the progress token when onProgress is not nil). A connection that
-// speaks another revision than rev sends nothing and answers ErrOtherRevision; one that takes
-// no raw requests, ErrNotRaw.
+// metadata, the log level, the progress token when onProgress is not nil). A Newest caller on
+// a connection speaking an older revision gets ErrOtherRevision, and any caller on one that
+// takes no raw requests ErrNotRaw, before anything is sent; a Legacy caller gets a 2026-07-28
+// server's result reshaped (legacyShape), or ErrAsksInput.
 func (c *Conn) Forward(ctx context.Context, method string, members []byte, onProgress func(*mcp.ProgressNotificationParams), rev Revision) (RawResult, error) {
 	var meta []byte
 	if onProgress != nil {
@@ -338,6 +372,9 @@ func (c *Conn) Forward(ctx context.Context, method string, members []byte, onPro
 		var wireErr *jsonrpc.Error
 		if errors.As(err, &wireErr) {
 			return nil, wireErr
+		}
+		if err == nil && rev == Legacy && s.InitializeResult().ProtocolVersion >= "2026-07-28" {
+			return legacyShape(res)
 		}
 		return res, err
 	})

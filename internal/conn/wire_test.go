@@ -90,10 +90,17 @@ func TestForwardEveryTransport(t *testing.T) {
 			if got, want := asJSON(t, res.StructuredContent), asJSON(t, typed.StructuredContent); got != want {
 				t.Fatalf("structuredContent: raw %s, typed %s", got, want)
 			}
-			_, legacyErr := forwardEcho(t, c, "legacy", Legacy)
+			// A 2025-11-25 caller gets a 2026-07-28 server's result in the shape that revision
+			// has; a 2026-07-28 caller is refused a 2025-11-25 server's before anything is sent.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			raw, err := c.Forward(ctx, "tools/call", []byte(`"name":"echo","arguments":{"text":"legacy"}`), nil, Legacy)
+			if err != nil || bytes.Contains(raw, []byte("resultType")) || bytes.Contains(raw, []byte(mcp.MetaKeyServerInfo)) {
+				t.Fatalf("for a 2025-11-25 caller: %s %v", raw, err)
+			}
 			_, newestErr := forwardEcho(t, c, "newest", Newest)
-			if tc.newest != errors.Is(legacyErr, ErrOtherRevision) || tc.newest == errors.Is(newestErr, ErrOtherRevision) {
-				t.Fatalf("a server speaking the newest revision=%v: for a 2025-11-25 caller %v, for a 2026-07-28 one %v", tc.newest, legacyErr, newestErr)
+			if tc.newest == errors.Is(newestErr, ErrOtherRevision) {
+				t.Fatalf("a server speaking the newest revision=%v: for a 2026-07-28 caller %v", tc.newest, newestErr)
 			}
 		})
 	}

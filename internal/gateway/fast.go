@@ -162,6 +162,7 @@ func readFast(w http.ResponseWriter, r *http.Request, other string) (env fastEnv
 const (
 	pathRaw      = "raw"
 	pathRevision = "revision"
+	pathInput    = "input"
 	pathSDK      = "sdk"
 )
 
@@ -266,6 +267,10 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 		return pathRevision // nothing was sent: the SDK translates between the revisions
 	case errors.Is(err, conn.ErrNotRaw) && stream == nil:
 		return pathSDK // nothing was sent: the connection takes typed requests only
+	case errors.Is(err, conn.ErrAsksInput) && stream == nil:
+		return pathInput // the SDK calls again and asks the 2025-11-25 session itself
+	case errors.Is(err, conn.ErrAsksInput):
+		res, _ = json.Marshal(errorResult("projectmcp: the server asks for input after reporting progress; call again without a progress token"))
 	case errors.Is(err, conn.ErrOtherRevision), errors.Is(err, conn.ErrNotRaw): // only after a progress event: nothing was sent
 		res, _ = json.Marshal(errorResult("projectmcp: the server changed protocol revision during the call; call again"))
 	case err == nil:

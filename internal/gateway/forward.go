@@ -39,7 +39,8 @@ func originOf(req mcp.Request) origin {
 // to this session (conn.WithCaller).
 func forward[T any](ctx context.Context, p *project, o origin, server string, do func(context.Context, *conn.Conn) (T, error)) (res T, err error) {
 	defer func() {
-		if !errors.Is(err, conn.ErrOtherRevision) && !errors.Is(err, conn.ErrNotRaw) { // not sent: the SDK path forwards it and counts it
+		// Sent again (or first) through the SDK, which counts it then.
+		if !errors.Is(err, conn.ErrOtherRevision) && !errors.Is(err, conn.ErrNotRaw) && !errors.Is(err, conn.ErrAsksInput) {
 			metrics.Forwarded.WithLabelValues(o.method, resultOf(err)).Inc()
 		}
 	}()

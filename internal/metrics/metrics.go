@@ -21,8 +21,9 @@ var (
 	}, []string{"method", "result"})
 	// FastPath counts the tools/call requests of stateful sessions by how the gateway carried
 	// them: "raw" at the JSON-RPC message level, or through the SDK server because the server
-	// speaks the other revision ("revision", nothing sent: the SDK translates its results), or
-	// the request needed something only the SDK path does ("sdk").
+	// speaks the other revision ("revision", nothing sent: the SDK translates its results), a
+	// 2026-07-28 server asked a 2025-11-25 session for input ("input": the SDK calls again and
+	// asks the session), or the request needed something only the SDK path does ("sdk").
 	FastPath = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "projectmcp_tool_calls_path_total",
 		Help: "Stateful sessions' tool calls by how the gateway forwarded them: raw, or through the SDK (and why).",
