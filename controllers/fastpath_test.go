@@ -304,3 +304,35 @@ func TestGatewayPassesRootsListChanged(t *testing.T) {
 		})
 	}
 }
+
+// A project takes at most --max-sessions-per-project sessions: one more is refused at
+// initialize (stateless: at its first request) with an error naming the limit, and a session
+// that ends makes room.
+func TestGatewaySessionsPerProjectBounded(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "crowded", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ctl.registry.LimitSessions(2)
+	defer ctl.registry.LimitSessions(0)
+	first := mustDial(t, agentClient("one"), endpointOf(key), "2025-11-25", nil)
+	mustDial(t, agentClient("two"), endpointOf(key), "2025-11-25", nil)
+	_, err := dialWith(agentClient("three"), endpointOf(key), "2025-11-25", nil)
+	if err == nil || !strings.Contains(err.Error(), "--max-sessions-per-project") {
+		t.Fatalf("a session past the limit: %v", err)
+	}
+	stateless, err := dialWith(agentClient("four"), endpointOf(key), "", http.Header{gateway.SessionHeader: {"four"}})
+	if err == nil {
+		_, err = stateless.ListTools(context.Background(), nil)
+		_ = stateless.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "--max-sessions-per-project") {
+		t.Fatalf("a stateless session past the limit: %v", err)
+	}
+	_ = first.Close()
+	waitStatus(t, key, 10*time.Second, "the closed session released", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 1 })
+	if s, err := dialWith(agentClient("five"), endpointOf(key), "2025-11-25", nil); err != nil {
+		t.Fatalf("a session after one ended: %v", err)
+	} else {
+		_ = s.Close()
+	}
+}

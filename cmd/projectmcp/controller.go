@@ -60,6 +60,7 @@ type controllerFlags struct {
 	maxBodyBytes   int64
 	callTimeout    time.Duration
 	maxMessage     int64
+	maxSessions    int
 	allowCommands  []string
 	allowAny       bool
 	serverEnv      []string
@@ -91,6 +92,7 @@ func defaultControllerFlags() controllerFlags {
 		maxBodyBytes:   4 << 20,
 		callTimeout:    30 * time.Minute,
 		maxMessage:     64 << 20,
+		maxSessions:    1000,
 		// Outside a cluster the controller runs as the user, with the user's commands.
 		allowAny: !runningInCluster(),
 	}
@@ -117,6 +119,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.DurationVar(&f.statelessIdle, "stateless-session-idle", f.statelessIdle, "release a stateless (2026-07-28) session that sent no request for this long")
 	all.Int64Var(&f.maxBodyBytes, "max-request-bytes", f.maxBodyBytes, "largest request body the gateway accepts")
 	all.DurationVar(&f.callTimeout, "call-timeout", f.callTimeout, `bound on one forwarded request (a tool call, a prompt, a read); "0" means none`)
+	all.IntVar(&f.maxSessions, "max-sessions-per-project", f.maxSessions, "most sessions one project may have at once; a session past it is refused at initialize (0: no bound)")
 	all.Int64Var(&f.maxMessage, "max-message-bytes", f.maxMessage, "largest message a server may send in answer to a forwarded call; a larger one fails that call only (0: the default)")
 	all.StringArrayVar(&f.allowCommands, "allow-command", f.allowCommands, "glob of a stdio command servers may run (repeatable); with none, stdio servers are refused in a cluster")
 	all.BoolVar(&f.allowAny, "allow-any-command", f.allowAny, "run any stdio command (the default outside a cluster, where the controller runs as the user)")
@@ -280,6 +283,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 		return nil, nil, err
 	}
 	reg := registry.New(clock.RealClock{}, ctrl.Log.WithName("registry"))
+	reg.LimitSessions(f.maxSessions)
 	metrics.SetSource(reg.Counts)
 	r := &controllers.Reconciler{
 		Client:    mgr.GetClient(),

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"unicode/utf8"
 	"testing"
 	"time"
 
@@ -44,9 +45,19 @@ func TestSessionNamesBounded(t *testing.T) {
 		t.Errorf("a valid header: %d, want 404", code)
 	}
 	long := strings.Repeat("é", maxSessionName)
-	req := &mcp.InitializeRequest{Params: &mcp.InitializeParams{ClientInfo: &mcp.Implementation{Name: long, Version: "1"}}}
-	if got := clientName(req); len(got) > maxSessionName || !strings.HasPrefix(long, got) {
+	name := func(n string) string {
+		return clientName(&mcp.InitializeRequest{Params: &mcp.InitializeParams{ClientInfo: &mcp.Implementation{Name: n, Version: "1"}}})
+	}
+	got := name(long)
+	head, sum, cut := strings.Cut(got, "~")
+	if len(got) > maxSessionName || !cut || len(sum) != 8 || !strings.HasPrefix(long, head) || !utf8.ValidString(got) {
 		t.Errorf("client name %d bytes: %q", len(got), got)
+	}
+	if other := name(long + "x"); other == got || len(other) > maxSessionName {
+		t.Errorf("two long names that share a beginning must stay apart: %q, %q", got, other)
+	}
+	if short := name("claude-code"); short != "claude-code/1" {
+		t.Errorf("a short name is kept: %q", short)
 	}
 }
 

@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -206,9 +210,7 @@ func statelessID(h http.Header, client string) string {
 	if client == "" {
 		client = "client"
 	}
-	if len(client) > maxSessionName {
-		client = strings.ToValidUTF8(client[:maxSessionName], "")
-	}
+	client = bounded(client)
 	addr, _, _ := net.SplitHostPort(h.Get(remoteHeader))
 	return fmt.Sprintf("stateless:%s@%s", client, addr)
 }
@@ -222,17 +224,21 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		id, stateless := sessionID(req)
 		switch {
 		case stateless:
-			p.mu.Lock()
-			p.lastSeen[id] = p.g.opts.Clock.Now()
-			p.mu.Unlock()
 			// Mount is idempotent; asking the registry (not lastSeen) also heals a session
 			// released by expiry while a request was arriving.
 			if !p.g.opts.Registry.Mounted(p.key, id) {
-				p.mount(ctx, id, clientName(req))
+				if err := p.mount(ctx, id, clientName(req)); err != nil {
+					return nil, err
+				}
 			}
+			p.mu.Lock()
+			p.lastSeen[id] = p.g.opts.Clock.Now()
+			p.mu.Unlock()
 		case method == "initialize":
 			ss := req.GetSession().(*mcp.ServerSession)
-			p.mount(ctx, id, clientName(req))
+			if err := p.mount(ctx, id, clientName(req)); err != nil {
+				return nil, err // the SDK closes a session whose initialize failed
+			}
 			p.mu.Lock()
 			p.statefuls[id] = ss
 			p.activity[id] = &activity{last: p.g.opts.Clock.Now()}
@@ -243,12 +249,18 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-func (p *project) mount(ctx context.Context, id, client string) {
+// mount binds a session to the project's slots. Only the sessions bound refuses it; a mount
+// that fails otherwise never fails the request (the session's servers come later).
+func (p *project) mount(ctx context.Context, id, client string) error {
 	if _, err := p.g.opts.Registry.Mount(ctx, p.key, id, client); err != nil {
+		if errors.Is(err, registry.ErrTooManySessions) {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
+		}
 		p.g.opts.Log.V(1).Info("Mount failed", "projectmcp", p.key.String(), "session", id, "error", err.Error())
-		return
+		return nil
 	}
 	p.sync()
+	return nil
 }
 
 func (p *project) releaseWhenClosed(ss *mcp.ServerSession, id string) {
@@ -263,11 +275,17 @@ func (p *project) releaseWhenClosed(ss *mcp.ServerSession, id string) {
 // clientName is "name/version" from initialize, or the request's clientInfo on 2026-07-28,
 // cut to maxSessionName bytes (it goes into status).
 func clientName(req mcp.Request) string {
-	name := announcedName(req)
-	if len(name) > maxSessionName {
-		name = strings.ToValidUTF8(name[:maxSessionName], "")
+	return bounded(announcedName(req))
+}
+
+// bounded cuts a name an agent chose to maxSessionName bytes; a cut name ends in "~" and 8 hex
+// digits of the SHA-256 of the whole, so two long names that share a beginning stay apart.
+func bounded(name string) string {
+	if len(name) <= maxSessionName {
+		return name
 	}
-	return name
+	sum := sha256.Sum256([]byte(name))
+	return strings.ToValidUTF8(name[:maxSessionName-9], "") + "~" + hex.EncodeToString(sum[:4])
 }
 
 func announcedName(req mcp.Request) string {

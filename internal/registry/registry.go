@@ -59,6 +59,16 @@ type Registry struct {
 	// setUp is closed and replaced whenever a project becomes known (its first SetDesired),
 	// waking requests that arrived before their project's first reconcile (WaitKnown).
 	setUp chan struct{}
+	// maxSessions bounds the sessions of one project (0: no bound): each is a line of status,
+	// whose size every session of the project shares.
+	maxSessions int
+}
+
+// LimitSessions bounds the sessions one project may have mounted at once (0: no bound).
+func (r *Registry) LimitSessions(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.maxSessions = n
 }
 
 type project struct {
@@ -492,6 +502,10 @@ func (r *Registry) reclaim(key types.NamespacedName, c *conn.Conn) {
 // ErrUnknownProject is returned by Mount for a project the reconciler has not seen.
 var ErrUnknownProject = errors.New("unknown project")
 
+// ErrTooManySessions is Mount's answer for a new session of a project that has as many
+// sessions as LimitSessions allows.
+var ErrTooManySessions = errors.New("too many sessions")
+
 // Mount binds a new session: one slot per enabled server. A bound connection that is dead
 // (Failed, or Ready with no tools for longer than conn.DeadAfter) is rebuilt here, at once:
 // the seed's rebuild-at-mount, recorded as lastRebuild for status and events. Mount then waits
@@ -509,6 +523,10 @@ func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, clie
 	if s := p.sessions[id]; s != nil {
 		r.mu.Unlock()
 		return s, nil
+	}
+	if r.maxSessions > 0 && len(p.sessions) >= r.maxSessions {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s has %d sessions, the most the controller allows one project (--max-sessions-per-project)", ErrTooManySessions, key, r.maxSessions)
 	}
 	now := r.clock.Now()
 	s := &Session{ID: id, Client: client, BoundAt: now, slots: map[string]bool{}}
