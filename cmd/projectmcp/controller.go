@@ -36,6 +36,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/reaper"
 	"github.com/dsh-dev/projectmcp/internal/registry"
+	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
 // controllerFlags are the flags of `projectmcp controller`; `projectmcp dev` binds the same
@@ -449,6 +450,15 @@ func runController(f *controllerFlags, g *globalFlags) error {
 	}
 	ctx, stop := untilSignal()
 	defer stop()
+	flush, err := tracing.Setup(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { // flush the spans still batched, bounded
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = flush(fctx)
+	}()
 	// Orphans of server processes (npx → sh → node after the wrapper died) come to the
 	// controller, PID 1 in a container or a child subreaper elsewhere: reap them.
 	reaped := make(chan struct{})

@@ -32,6 +32,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/utils/clock"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -587,12 +588,12 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 	}
 }
 
-// upstreamContext carries ctx's cancellation, deadline and caller to a request for the server,
+// upstreamContext carries ctx's cancellation, caller and trace context to a request for the server,
 // and none of its other values: the gateway's requests come with contexts of the SDK's server
 // side, whose values (the session's protocol version among them) the SDK's client side would
 // take for its own, e.g. send a 2026-07-28 session's version header to a 2025-11-25 server.
 func upstreamContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	base := context.Background()
+	base := trace.ContextWithSpanContext(context.Background(), trace.SpanContextFromContext(ctx))
 	if caller := callerFrom(ctx); caller != nil {
 		base = WithCaller(base, caller)
 	}

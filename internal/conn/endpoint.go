@@ -18,8 +18,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/tracing"
 	"github.com/dsh-dev/projectmcp/internal/config"
 )
 
@@ -158,10 +160,14 @@ type headerTransport struct {
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) == 0 {
+	traced := trace.SpanContextFromContext(req.Context()).IsValid()
+	if len(t.headers) == 0 && !traced {
 		return t.base.RoundTrip(req)
 	}
 	req = req.Clone(req.Context())
+	if traced { // the call's trace goes on to the server (W3C traceparent)
+		tracing.ToHeaders(req.Context(), req.Header)
+	}
 	for k, v := range t.headers {
 		req.Header[k] = v
 	}

@@ -10,9 +10,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
+	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
 // clientInfo is how the controller introduces itself to MCP servers.
@@ -56,6 +60,15 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	timedOut := make(chan struct{})
 	timer := time.AfterFunc(c.opts.ConnectTimeout, func() { close(timedOut); cancel() })
 	w, transport := newWire(c, ep.transport)
+	_, span := tracing.Tracer().Start(ctx, "projectmcp.connect", trace.WithAttributes(
+		attribute.String("projectmcp.project", c.opts.Project), attribute.String("projectmcp.server", c.opts.Server.Name),
+		attribute.String("projectmcp.connection", c.id)))
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, c.scrub(err.Error()))
+		}
+		span.End() // ends when connected and listed, or failed (the session's life is not in it)
+	}()
 	session, err := client.Connect(ctx, transport, nil)
 	if err == nil {
 		defer c.closeSession(session, ep)
@@ -66,6 +79,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 		if err == nil {
 			c.restore(ctx, session)
 			c.setReady(session, w, cat, ep.pid())
+			span.End()
 			defer c.clearSession()
 			return true, c.serve(ctx, session, ep)
 		}

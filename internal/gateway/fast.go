@@ -248,7 +248,7 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 		}()
 	}
 
-	o := origin{method: "tools/call", session: fc.id, caller: fc.caller}
+	o := origin{method: "tools/call", session: fc.id, caller: fc.caller, name: params.Name, raw: tool.raw}
 	send := func(ctx context.Context, onProgress func(*mcp.ProgressNotificationParams)) (conn.RawResult, error) {
 		return forward(ctx, p, o, tool.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
 			return c.Forward(ctx, "tools/call", members, onProgress, fc.rev)

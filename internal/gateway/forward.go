@@ -5,12 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
 // origin is who sent a forwarded request, and what it is: its MCP method (for metrics), the
@@ -20,6 +26,11 @@ type origin struct {
 	method  string
 	session string
 	caller  conn.Caller
+	// name and raw: the projected and the server's own name of the tool or prompt called.
+	name, raw string
+	// header: the HTTP headers the request came with, for its trace context (the SDK's
+	// handlers do not run in the HTTP request's context).
+	header http.Header
 }
 
 // originOf describes a request the SDK server decoded.
@@ -28,6 +39,9 @@ func originOf(req mcp.Request) origin {
 	o.session, _ = sessionID(req)
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
 		o.caller = sessionCaller{ss}
+	}
+	if extra := req.GetExtra(); extra != nil {
+		o.header = extra.Header
 	}
 	return o
 }
@@ -38,6 +52,21 @@ func originOf(req mcp.Request) origin {
 // never saw it). The server's own requests made meanwhile (sampling, elicitation, roots) go
 // to this session (conn.WithCaller).
 func forward[T any](ctx context.Context, p *project, o origin, server string, do func(context.Context, *conn.Conn) (T, error)) (res T, err error) {
+	if o.header != nil && !trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = tracing.FromHeaders(ctx, o.header)
+	}
+	ctx, span := tracing.Tracer().Start(ctx, "projectmcp.forward "+o.method, trace.WithAttributes(
+		attribute.String("mcp.method.name", o.method), attribute.String("projectmcp.project", p.key.String()),
+		attribute.String("projectmcp.server", server), attribute.String("projectmcp.session", o.session)))
+	if o.name != "" {
+		span.SetAttributes(attribute.String("projectmcp.name", o.name), attribute.String("projectmcp.raw_name", o.raw))
+	}
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	defer func() {
 		// Sent again (or first) through the SDK, which counts it then.
 		if !errors.Is(err, conn.ErrOtherRevision) && !errors.Is(err, conn.ErrNotRaw) && !errors.Is(err, conn.ErrAsksInput) {
@@ -116,7 +145,9 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 				})
 			}
 		}
-		res, err := forward(ctx, p, originOf(req), server, func(ctx context.Context, c *conn.Conn) (*mcp.CallToolResult, error) {
+		o := originOf(req)
+		o.name, o.raw = req.Params.Name, raw
+		res, err := forward(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (*mcp.CallToolResult, error) {
 			return c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args,
 				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}, onProgress)
 		})

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/internal/registry"
+	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
 // SessionHeader names a stateless (2026-07-28) client's session. Such a client has no
@@ -282,6 +283,7 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, g.opts.MaxBodyBytes)
 	}
+	r = r.WithContext(tracing.FromHeaders(r.Context(), r.Header)) // a session's traceparent
 	p.serveHTTP(w, r)
 }
 

@@ -15,11 +15,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/internal/registry"
+	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
 // project is one project's endpoint: an MCP server whose tools are the projection of the
@@ -252,7 +257,11 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 // mount binds a session to the project's slots. Only the sessions bound refuses it; a mount
 // that fails otherwise never fails the request (the session's servers come later).
 func (p *project) mount(ctx context.Context, id, client string) error {
+	ctx, span := tracing.Tracer().Start(ctx, "projectmcp.mount", trace.WithAttributes(
+		attribute.String("projectmcp.project", p.key.String()), attribute.String("projectmcp.session", id)))
+	defer span.End()
 	if _, err := p.g.opts.Registry.Mount(ctx, p.key, id, client); err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		if errors.Is(err, registry.ErrTooManySessions) {
 			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 		}

@@ -1,0 +1,100 @@
+package controllers
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+)
+
+// One forwarded call, traced: the session's W3C trace context is the parent of the gateway's
+// span for the call, which names the project, the server and both names of the tool, and the
+// server receives the trace context with that span as the parent. The connection's connect
+// and the session's mount have spans too.
+func TestGatewayTracesForwardedCall(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	defer otel.SetTracerProvider(prev)
+
+	upstream := httpFixture(t, "t")
+	target, err := url.Parse(upstream.HTTP.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	var mu sync.Mutex
+	var seen []string // the traceparent of each tools/call the server received
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"tools/call"`)) {
+			mu.Lock()
+			seen = append(seen, r.Header.Get("traceparent"))
+			mu.Unlock()
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	upstream.HTTP.URL = front.URL + target.Path
+
+	ns := newNamespace(t)
+	key := create(t, ns, "traced", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{upstream}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	const traceID, parentID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	s := mustDial(t, agentClient("traced"), endpointOf(key), "2025-11-25",
+		http.Header{"Traceparent": {"00-" + traceID + "-" + parentID + "-01"}})
+	if got := text(callOK(t, s, "t__echo", map[string]any{"text": "traced"})); got != "traced" {
+		t.Fatalf("echo: %q", got)
+	}
+
+	var call sdktrace.ReadOnlySpan
+	names := map[string]bool{}
+	for _, span := range rec.Ended() {
+		names[span.Name()] = true
+		if span.Name() == "projectmcp.forward tools/call" && attr(span, "projectmcp.raw_name") == "echo" {
+			call = span
+		}
+	}
+	if call == nil {
+		t.Fatalf("no span for the forwarded call; spans: %v", names)
+	}
+	if call.SpanContext().TraceID().String() != traceID || call.Parent().SpanID().String() != parentID {
+		t.Fatalf("the call's span must continue the session's trace: trace %s parent %s", call.SpanContext().TraceID(), call.Parent().SpanID())
+	}
+	if attr(call, "projectmcp.name") != "t__echo" || attr(call, "projectmcp.server") != "t" || attr(call, "projectmcp.project") != key.String() {
+		t.Fatalf("the call's span attributes: %v", call.Attributes())
+	}
+	if !names["projectmcp.connect"] || !names["projectmcp.mount"] {
+		t.Fatalf("connect and mount spans: %v", names)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := "00-" + traceID + "-" + call.SpanContext().SpanID().String() + "-01"
+	if len(seen) == 0 || !strings.EqualFold(seen[len(seen)-1], want) {
+		t.Fatalf("the server must receive the trace context %s, got %v", want, seen)
+	}
+}
+
+func attr(span sdktrace.ReadOnlySpan, key string) string {
+	for _, kv := range span.Attributes() {
+		if kv.Key == attribute.Key(key) {
+			return kv.Value.AsString()
+		}
+	}
+	return ""
+}

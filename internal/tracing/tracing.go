@@ -1,0 +1,78 @@
+// Package tracing sets up OpenTelemetry tracing for projectmcp, and holds the tracer its
+// parts start spans with.
+//
+// Tracing is off unless the standard OTEL_* variables configure an exporter: an OTLP endpoint
+// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), and OTEL_TRACES_EXPORTER
+// not "none". The exporter reads the rest of the standard variables itself (headers, timeout,
+// protocol details); OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES name the process. Spans
+// are always started (against the no-op provider when off, which costs next to nothing), so the
+// code has one path.
+//
+// W3C trace context (traceparent, tracestate) is accepted from sessions and passed on to HTTP
+// servers.
+package tracing
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Tracer is the tracer every part of projectmcp starts its spans with.
+func Tracer() trace.Tracer { return otel.Tracer("github.com/dsh-dev/projectmcp") }
+
+// Propagator carries W3C trace context in and out of HTTP headers.
+var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// Configured reports whether the environment configures an exporter.
+func Configured() bool {
+	if os.Getenv("OTEL_TRACES_EXPORTER") == "none" || os.Getenv("OTEL_SDK_DISABLED") == "true" {
+		return false
+	}
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// Setup installs the OTLP exporter the environment configures, if any, and returns the
+// function that flushes and stops it (a no-op when tracing is off).
+func Setup(ctx context.Context) (shutdown func(context.Context) error, err error) {
+	otel.SetTextMapPropagator(Propagator)
+	if !Configured() {
+		return func(context.Context) error { return nil }, nil
+	}
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: the OTLP exporter the OTEL_* variables configure: %w", err)
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(serviceName())))
+	if err != nil {
+		res = resource.Default()
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	return tp.Shutdown, nil
+}
+
+func serviceName() string {
+	if v := os.Getenv("OTEL_SERVICE_NAME"); v != "" {
+		return v
+	}
+	return "projectmcp"
+}
+
+// FromHeaders returns ctx with the trace context the headers carry (a session's traceparent).
+func FromHeaders(ctx context.Context, h map[string][]string) context.Context {
+	return Propagator.Extract(ctx, propagation.HeaderCarrier(h))
+}
+
+// ToHeaders writes ctx's trace context into the headers of a request to a server.
+func ToHeaders(ctx context.Context, h map[string][]string) {
+	Propagator.Inject(ctx, propagation.HeaderCarrier(h))
+}
