@@ -21,8 +21,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
-	"github.com/dsh-dev/projectmcp/internal/tracing"
 	"github.com/dsh-dev/projectmcp/internal/config"
+	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
 var jsonMarshal = json.Marshal
