@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -255,17 +254,8 @@ func TestGatewaySessionTimeoutCountsFastCalls(t *testing.T) {
 	ns := newNamespace(t)
 	key := create(t, ns, "busy", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
 	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	gw := gateway.New(gateway.Options{Registry: ctl.registry, SessionTimeout: 1500 * time.Millisecond})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- gw.Serve(gctx, ln) }()
-	defer func() { cancel(); <-done }()
-
-	s := mustDial(t, agentClient("busy"), "http://"+ln.Addr().String()+gateway.Path(key), "2025-11-25", nil)
+	base := serveGateway(t, gateway.Options{Registry: ctl.registry, SessionTimeout: 1500 * time.Millisecond})
+	s := mustDial(t, agentClient("busy"), base+gateway.Path(key), "2025-11-25", nil)
 	raw := metrics.FastPath.WithLabelValues("raw")
 	before := promtest.ToFloat64(raw)
 	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {

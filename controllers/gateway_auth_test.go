@@ -152,20 +152,12 @@ func TestGatewaySessionTimeoutReleases(t *testing.T) {
 	ns := newNamespace(t)
 	key := create(t, ns, "timeout", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
 	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	gw := gateway.New(gateway.Options{Registry: ctl.registry, SessionTimeout: 1500 * time.Millisecond})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- gw.Serve(gctx, ln) }()
-	defer func() { cancel(); <-done }()
+	base := serveGateway(t, gateway.Options{Registry: ctl.registry, SessionTimeout: 1500 * time.Millisecond})
 
 	ctx, cancelConnect := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelConnect()
 	s, err := mcp.NewClient(&mcp.Implementation{Name: "idle", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + gateway.Path(key)},
+		&mcp.StreamableClientTransport{Endpoint: base + gateway.Path(key)},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
@@ -173,4 +165,20 @@ func TestGatewaySessionTimeoutReleases(t *testing.T) {
 	defer s.Close()
 	waitStatus(t, key, 10*time.Second, "the session bound", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 1 })
 	waitStatus(t, key, 15*time.Second, "the idle session released", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
+}
+
+// serveGateway runs a second gateway with opts on loopback until the test ends, and returns
+// its base URL.
+func serveGateway(t *testing.T, opts gateway.Options) string {
+	t.Helper()
+	gw := gateway.New(opts)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gw.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return "http://" + ln.Addr().String()
 }

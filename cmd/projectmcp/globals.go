@@ -56,6 +56,16 @@ func (g *globalFlags) client() (client.Client, error) {
 	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
+// target is a client and the namespace a command works in.
+func (g *globalFlags) target() (client.Client, string, error) {
+	ns, err := g.ns()
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := g.client()
+	return c, ns, err
+}
+
 // ns is the namespace a command works in, as kubectl chooses it: --namespace, else the
 // kubeconfig context's (the pod's in a cluster), else "default".
 func (g *globalFlags) ns() (string, error) {

@@ -37,11 +37,7 @@ func newReconnectCmd(g *globalFlags, stdout io.Writer) *cobra.Command {
 		Args:              positional([]string{"NAME"}),
 		ValidArgsFunction: completeProjects(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ns, err := g.ns()
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
+			c, ns, err := g.target()
 			if err != nil {
 				return err
 			}
@@ -109,11 +105,7 @@ func completeProjects(g *globalFlags) cobra.CompletionFunc {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		ns, err := g.ns()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveError
-		}
-		c, err := g.client()
+		c, ns, err := g.target()
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}

@@ -24,11 +24,7 @@ per server (phase, connection, tools, sessions, last error), then the sessions.`
 		Args:              positional([]string{"NAME"}),
 		ValidArgsFunction: completeProjects(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ns, err := g.ns()
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
+			c, ns, err := g.target()
 			if err != nil {
 				return err
 			}

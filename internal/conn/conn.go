@@ -497,16 +497,9 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 // server's progress notifications for this call (the call gets a progress token of its own).
 func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
 	if onProgress != nil {
-		token := fmt.Sprintf("%s-%d", c.id, c.nextToken.Add(1))
+		token, done := c.watchProgress(onProgress)
+		defer done()
 		params.SetProgressToken(token)
-		c.mu.Lock()
-		c.progress[token] = onProgress
-		c.mu.Unlock()
-		defer func() {
-			c.mu.Lock()
-			delete(c.progress, token)
-			c.mu.Unlock()
-		}()
 	}
 	c.withLevel(params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CallToolResult, error) {
@@ -642,6 +635,20 @@ func (c *Conn) awaitNewSession(ctx context.Context, old *mcp.ClientSession, ch <
 		if phase == v1alpha1.PhaseFailed {
 			return false
 		}
+	}
+}
+
+// watchProgress gives a request a progress token of its own on this connection (sessions'
+// tokens could collide on it) and sends the server's progress for it to onProgress until done.
+func (c *Conn) watchProgress(onProgress func(*mcp.ProgressNotificationParams)) (token string, done func()) {
+	token = fmt.Sprintf("%s-%d", c.id, c.nextToken.Add(1))
+	c.mu.Lock()
+	c.progress[token] = onProgress
+	c.mu.Unlock()
+	return token, func() {
+		c.mu.Lock()
+		delete(c.progress, token)
+		c.mu.Unlock()
 	}
 }
 

@@ -333,15 +333,8 @@ type RawResult = json.RawMessage
 func (c *Conn) Forward(ctx context.Context, method string, members []byte, onProgress func(*mcp.ProgressNotificationParams), rev Revision) (RawResult, error) {
 	var meta []byte
 	if onProgress != nil {
-		token := fmt.Sprintf("%s-%d", c.id, c.nextToken.Add(1))
-		c.mu.Lock()
-		c.progress[token] = onProgress
-		c.mu.Unlock()
-		defer func() {
-			c.mu.Lock()
-			delete(c.progress, token)
-			c.mu.Unlock()
-		}()
+		token, done := c.watchProgress(onProgress)
+		defer done()
 		meta = appendMember(meta, "progressToken", appendQuoted(nil, token))
 	}
 	c.mu.Lock()
