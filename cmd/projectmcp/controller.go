@@ -45,6 +45,7 @@ type controllerFlags struct {
 	kubeconfig     string // the global --kubeconfig
 	metricsAddr    string
 	probeAddr      string
+	pprofAddr      string
 	leaderElect    bool
 	leaderElectNS  string
 	leaseDuration  time.Duration
@@ -79,6 +80,7 @@ func defaultControllerFlags() controllerFlags {
 	return controllerFlags{
 		metricsAddr:    "127.0.0.1:8080",
 		probeAddr:      "127.0.0.1:8081",
+		pprofAddr:      "0",
 		leaderElect:    true,
 		leaseDuration:  15 * time.Second,
 		renewDeadline:  10 * time.Second,
@@ -105,6 +107,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all := pflag.NewFlagSet("controller", pflag.ContinueOnError)
 	all.StringVar(&f.metricsAddr, "metrics-bind-address", f.metricsAddr, `metrics endpoint address ("0" disables)`)
 	all.StringVar(&f.probeAddr, "health-probe-bind-address", f.probeAddr, `healthz/readyz address ("0" disables)`)
+	all.StringVar(&f.pprofAddr, "pprof-bind-address", f.pprofAddr, `address of Go's /debug/pprof endpoints, for profiling a live controller ("0" disables; keep it on loopback: it has no authentication)`)
 	all.BoolVar(&f.leaderElect, "leader-elect", f.leaderElect, "hold a Lease so that one replica owns the connections")
 	all.StringVar(&f.leaderElectNS, "leader-election-namespace", f.leaderElectNS, "namespace of the Lease (default: the pod's in a cluster, else the kubeconfig context's)")
 	all.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", f.leaseDuration, "how long followers wait after the leader's last renewal before taking the Lease: the longest failover after a leader dies without releasing it")
@@ -272,6 +275,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:        f.probeAddr,
+		PprofBindAddress:              f.pprofAddr,
 		LeaderElection:                f.leaderElect,
 		LeaderElectionID:              leaseName,
 		LeaderElectionNamespace:       f.leaderElectNS,
