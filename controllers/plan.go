@@ -92,11 +92,12 @@ func ConfigHash(s v1alpha1.MCPServer) string {
 	return hex.EncodeToString(sum[:])[:12]
 }
 
-// reconnectRequest returns the servers a reconnect annotation asks for, when its value has not
-// been handled yet: nil when there is nothing to do, all enabled servers when it names none.
-func reconnectRequest(obj *v1alpha1.ProjectMCP, enabled map[string]string) map[string]bool {
+// reconnectRequest returns the servers a reconnect annotation asks for, when its value is not
+// handled, the token carried out last: nil when there is nothing to do, all enabled servers
+// when it names none.
+func reconnectRequest(obj *v1alpha1.ProjectMCP, enabled map[string]string, handled string) map[string]bool {
 	token := obj.Annotations[v1alpha1.AnnotationReconnectRequestedAt]
-	if token == "" || token == obj.Status.LastHandledReconnectAt {
+	if token == "" || token == handled {
 		return nil
 	}
 	want := map[string]bool{}

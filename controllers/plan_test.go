@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
@@ -177,7 +178,7 @@ func TestConfigHash(t *testing.T) {
 
 func TestReconnectRequest(t *testing.T) {
 	enabled := map[string]string{"a": "1", "b": "2"}
-	obj := func(token, servers, handled string) *v1alpha1.ProjectMCP {
+	obj := func(token, servers string) *v1alpha1.ProjectMCP {
 		o := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}
 		if token != "" {
 			o.Annotations[v1alpha1.AnnotationReconnectRequestedAt] = token
@@ -185,26 +186,55 @@ func TestReconnectRequest(t *testing.T) {
 		if servers != "" {
 			o.Annotations[v1alpha1.AnnotationReconnectServers] = servers
 		}
-		o.Status.LastHandledReconnectAt = handled
 		return o
 	}
 	cases := map[string]struct {
-		obj  *v1alpha1.ProjectMCP
-		want map[string]bool
+		obj     *v1alpha1.ProjectMCP
+		handled string
+		want    map[string]bool
 	}{
-		"no annotation":      {obj("", "", ""), nil},
-		"already handled":    {obj("t1", "", "t1"), nil},
-		"all servers":        {obj("t2", "", "t1"), map[string]bool{"a": true, "b": true}},
-		"named server":       {obj("t2", " b ,", "t1"), map[string]bool{"b": true}},
-		"unknown server":     {obj("t2", "zz", ""), map[string]bool{}},
-		"first request ever": {obj("t1", "a", ""), map[string]bool{"a": true}},
+		"no annotation":      {obj("", ""), "", nil},
+		"already handled":    {obj("t1", ""), "t1", nil},
+		"all servers":        {obj("t2", ""), "t1", map[string]bool{"a": true, "b": true}},
+		"named server":       {obj("t2", " b ,"), "t1", map[string]bool{"b": true}},
+		"unknown server":     {obj("t2", "zz"), "", map[string]bool{}},
+		"first request ever": {obj("t1", "a"), "", map[string]bool{"a": true}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if d := cmp.Diff(tc.want, reconnectRequest(tc.obj, enabled)); d != "" {
+			if d := cmp.Diff(tc.want, reconnectRequest(tc.obj, enabled, tc.handled)); d != "" {
 				t.Fatal(d)
 			}
 		})
+	}
+}
+
+// The token carried out last is the one remembered, for the same project (UID) only; status
+// is the record where nothing is remembered.
+func TestHandledReconnects(t *testing.T) {
+	obj := func(uid, requested, inStatus string) *v1alpha1.ProjectMCP {
+		return &v1alpha1.ProjectMCP{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: types.UID(uid),
+				Annotations: map[string]string{v1alpha1.AnnotationReconnectRequestedAt: requested}},
+			Status: v1alpha1.ProjectMCPStatus{LastHandledReconnectAt: inStatus},
+		}
+	}
+	var h handledReconnects
+	if got := h.handled(obj("u1", "t2", "t1")); got != "t1" {
+		t.Fatalf("nothing remembered: %q, want status's t1", got)
+	}
+	if got := h.carriedOut(obj("u1", "t2", "t1")); got != "t2" {
+		t.Fatalf("carriedOut returned %q", got)
+	}
+	if got := h.handled(obj("u1", "t2", "t1")); got != "t2" {
+		t.Fatalf("a failed status write must not forget t2: %q", got)
+	}
+	if got := h.handled(obj("u2", "t2", "")); got != "" {
+		t.Fatalf("a project created again under the name starts from its status: %q", got)
+	}
+	h.forget(types.NamespacedName{Namespace: "ns", Name: "p"})
+	if got := h.handled(obj("u1", "t2", "t1")); got != "t1" {
+		t.Fatalf("forgotten: %q, want status's t1", got)
 	}
 }
 

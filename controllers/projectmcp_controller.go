@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net/url"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -57,6 +54,8 @@ type Reconciler struct {
 	Conn      ConnDefaults
 	// Endpoint returns the gateway URL of a project, or "" when no gateway runs.
 	Endpoint func(types.NamespacedName) string
+
+	reconnects handledReconnects
 }
 
 // SetupWithManager registers the reconciler and the registry with a manager. The registry's
@@ -86,13 +85,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	obj := &v1alpha1.ProjectMCP{}
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Registry.Forget(req.NamespacedName) // deleted without our finalizer
+			r.forget(req.NamespacedName) // deleted without our finalizer
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
 	}
 	if !obj.DeletionTimestamp.IsZero() {
-		r.Registry.Forget(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		if controllerutil.RemoveFinalizer(obj, v1alpha1.Finalizer) {
 			return reconcile.Result{}, r.Client.Update(ctx, obj)
 		}
@@ -104,7 +103,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 
-	desired := desiredOf(obj)
+	handled := r.reconnects.handled(obj) // remembered: a failed status write never repeats a rebuild
+	desired := desiredOf(obj, handled)
 	r.Registry.SetDesired(req.NamespacedName, registry.Desired{
 		Servers:      sortedKeys(desired.Servers),
 		IdleTimeout:  durationOr(obj.Spec.IdleTimeout, v1alpha1.DefaultIdleTimeout),
@@ -112,15 +112,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	})
 	actions := Plan(desired, r.Registry.Observe(req.NamespacedName).Servers)
 	r.apply(ctx, obj, desired.Servers, actions)
+	if desired.Reconnect != nil {
+		handled = r.reconnects.carriedOut(obj)
+	}
 
 	obs, now := r.Registry.Observe(req.NamespacedName), r.Clock.Now()
 	status := buildStatus(obj, obs, r.endpoint(req.NamespacedName), now)
-	if desired.Reconnect != nil {
-		status.LastHandledReconnectAt = obj.Annotations[v1alpha1.AnnotationReconnectRequestedAt]
-	}
-	if err := r.writeStatus(ctx, obj, status); errors.Is(err, errRequeue) {
-		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
-	} else if err != nil {
+	status.LastHandledReconnectAt = handled
+	if err := r.writeStatus(ctx, obj, status); err != nil {
 		return reconcile.Result{}, err
 	}
 	// A server without tools turns dead by time alone: reconcile then, so status says so.
@@ -130,8 +129,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
-// desiredOf is the planner's view of a ProjectMCP's spec.
-func desiredOf(obj *v1alpha1.ProjectMCP) Desired {
+// desiredOf is the planner's view of a ProjectMCP's spec; handled is the reconnect token
+// carried out last.
+func desiredOf(obj *v1alpha1.ProjectMCP, handled string) Desired {
 	d := Desired{
 		Servers:        map[string]string{},
 		AlwaysDemanded: durationOr(obj.Spec.IdleTimeout, v1alpha1.DefaultIdleTimeout) == 0,
@@ -141,7 +141,7 @@ func desiredOf(obj *v1alpha1.ProjectMCP) Desired {
 			d.Servers[s.Name] = ConfigHash(s)
 		}
 	}
-	d.Reconnect = reconnectRequest(obj, d.Servers)
+	d.Reconnect = reconnectRequest(obj, d.Servers, handled)
 	return d
 }
 
@@ -175,10 +175,6 @@ func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, hashes
 	}
 	wg.Wait()
 }
-
-// errRequeue asks for another reconcile after a status write conflict; it is expected and not
-// logged as a failure by callers that check for it.
-var errRequeue = errors.New("status changed concurrently; reconciling again")
 
 // eventReasons names the event each connection-building action records.
 var eventReasons = map[ActionKind]string{
@@ -238,44 +234,10 @@ func projectRoots(project string) []*mcp.Root {
 	return []*mcp.Root{{URI: (&url.URL{Scheme: "file", Path: filepath.ToSlash(project)}).String(), Name: filepath.Base(project)}}
 }
 
-// writeStatus patches status when it changed, and records events for servers that failed or
-// were reclaimed since the last write.
-func (r *Reconciler) writeStatus(ctx context.Context, obj *v1alpha1.ProjectMCP, status v1alpha1.ProjectMCPStatus) error {
-	if equality.Semantic.DeepEqual(obj.Status, status) {
-		return nil
-	}
-	before := map[string]v1alpha1.ServerStatus{}
-	for _, s := range obj.Status.Servers {
-		before[s.Name] = s
-	}
-	for _, s := range status.Servers {
-		old, seen := before[s.Name]
-		switch {
-		case s.Phase == v1alpha1.PhaseFailed && (!seen || old.Phase != v1alpha1.PhaseFailed || old.Connection != s.Connection):
-			r.event(obj, corev1.EventTypeWarning, v1alpha1.EventConnectFailed, "Connect", "Server %q failed: %s", s.Name, s.LastError)
-		case s.Phase == v1alpha1.PhaseIdle && seen && old.Phase != v1alpha1.PhaseIdle:
-			r.event(obj, corev1.EventTypeNormal, v1alpha1.EventIdleReclaimed, "Reclaim", "Reclaimed idle connection of server %q", s.Name)
-		}
-		if rb := s.LastRebuild; rb != nil && (old.LastRebuild == nil || old.LastRebuild.Connection != rb.Connection) {
-			r.event(obj, corev1.EventTypeNormal, v1alpha1.EventRebuilt, rb.Reason, "Rebuilt server %q as connection %s: %s: a session's mount found it dead (%s)",
-				s.Name, rb.Connection, rb.Reason, rb.Message)
-		}
-	}
-	// The optimistic lock keeps this write from overwriting a ConfigSynced condition the
-	// mirror set since obj was read: on conflict the reconcile runs again with fresh state.
-	patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	obj.Status = status
-	if err := r.Client.Status().Patch(ctx, obj, patch); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if apierrors.IsConflict(err) {
-			return errRequeue
-		}
-		return err
-	}
-	log.FromContext(ctx).V(1).Info("Updated status", "ready", status.ReadyServers, "tools", status.ToolCount, "sessions", status.SessionCount)
-	return nil
+// forget drops what the reconciler holds of a deleted project.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.Registry.Forget(key)
+	r.reconnects.forget(key)
 }
 
 func (r *Reconciler) event(obj *v1alpha1.ProjectMCP, kind, reason, action, format string, args ...any) {

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,10 +16,11 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
-// buildStatus derives the whole status from spec and the registry's observation; it keeps only
-// what must survive from the previous status (transition times, the handled reconnect token,
-// the mirror's ConfigSynced condition). It is pure: the same inputs give the same status, so an
-// unchanged project never writes.
+// buildStatus derives the reconciler's part of status from spec and the registry's
+// observation. It is what the reconciler applies (writeStatus), so it leaves out the conditions
+// another writer owns (the mirror's ConfigSynced). It keeps only what must survive from the
+// previous status (transition times, the handled reconnect token). It is pure: the same inputs
+// give the same status, so an unchanged project never writes.
 func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint string, now time.Time) v1alpha1.ProjectMCPStatus {
 	exact := now                    // for rules with sub-second thresholds (dead after 5 s)
 	now = now.Truncate(time.Second) // the API keeps seconds; finer times would always differ
@@ -27,7 +29,7 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 		ObservedGeneration:     obj.Generation,
 		Endpoint:               endpoint,
 		LastHandledReconnectAt: prev.LastHandledReconnectAt,
-		Conditions:             append([]metav1.Condition(nil), prev.Conditions...),
+		Conditions:             ownConditions(prev.Conditions),
 	}
 	prevPhase := map[string]v1alpha1.ServerStatus{}
 	for _, s := range prev.Servers {
@@ -136,6 +138,27 @@ func nextDeadline(obs registry.Observation, now time.Time) time.Duration {
 		}
 	}
 	return next
+}
+
+// reconcilerConditions are the condition types the reconciler owns; status.conditions merges
+// by type, and every other type is another writer's.
+var reconcilerConditions = []string{v1alpha1.ConditionReady, v1alpha1.ConditionDegraded}
+
+// ownConditions are the reconciler's conditions among cs, in their order.
+func ownConditions(cs []metav1.Condition) []metav1.Condition {
+	var own []metav1.Condition
+	for _, c := range cs {
+		if slices.Contains(reconcilerConditions, c.Type) {
+			own = append(own, c)
+		}
+	}
+	return own
+}
+
+// ownStatus is the reconciler's part of st: what buildStatus would derive, to compare with it.
+func ownStatus(st v1alpha1.ProjectMCPStatus) v1alpha1.ProjectMCPStatus {
+	st.Conditions = ownConditions(st.Conditions)
+	return st
 }
 
 // setConditions summarizes the servers into Ready and Degraded.

@@ -118,7 +118,11 @@ func TestBuildStatusKeepsAndRecords(t *testing.T) {
 	obj := &v1alpha1.ProjectMCP{
 		Spec: v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{{Name: "a", Stdio: &v1alpha1.StdioServer{Command: "x"}}}},
 		Status: v1alpha1.ProjectMCPStatus{LastHandledReconnectAt: "tok",
-			Servers: []v1alpha1.ServerStatus{{Name: "a", Phase: v1alpha1.PhaseReady, LastTransitionTime: &earlier}}},
+			Servers: []v1alpha1.ServerStatus{{Name: "a", Phase: v1alpha1.PhaseReady, LastTransitionTime: &earlier}},
+			Conditions: []metav1.Condition{
+				{Type: v1alpha1.ConditionConfigSynced, Status: metav1.ConditionTrue, LastTransitionTime: earlier},
+				{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAllServersReady, LastTransitionTime: earlier},
+			}},
 	}
 	obs := registry.Observation{Servers: map[string]registry.ServerState{"a": {HasConn: true,
 		Conn:        conn.Snapshot{ID: "c2", Phase: v1alpha1.PhaseReady, RawToolCount: 1, ReadySince: now},
@@ -130,6 +134,12 @@ func TestBuildStatusKeepsAndRecords(t *testing.T) {
 	}
 	if st.LastHandledReconnectAt != "tok" {
 		t.Errorf("the handled reconnect token must survive")
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); c == nil || !c.LastTransitionTime.Equal(&earlier) {
+		t.Errorf("an unchanged Ready keeps its transition time: %+v", c)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionConfigSynced); c != nil || len(st.Conditions) != 2 {
+		t.Errorf("the mirror's condition is not the reconciler's to apply: %+v", st.Conditions)
 	}
 	if rb := s.LastRebuild; rb == nil || rb.Reason != v1alpha1.RebuildReasonDeadAtMount || rb.Connection != "c2" || rb.Message != "failed: boom" {
 		t.Errorf("lastRebuild: %+v", rb)

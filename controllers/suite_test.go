@@ -156,7 +156,7 @@ func startController() (*testController, error) {
 		return nil, err
 	}
 	r := &Reconciler{
-		Client:    mgr.GetClient(),
+		Client:    faultyClient{mgr.GetClient()}, // status writes fail when a test asks (failStatusWrites)
 		APIReader: mgr.GetAPIReader(),
 		Registry:  reg,
 		Recorder:  mgr.GetEventRecorder("projectmcp"),

@@ -290,7 +290,9 @@ type ProjectMCPStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Ready, Degraded and (when mirrored) ConfigSynced.
+	// conditions: Ready and Degraded, the controller's, and (when mirrored) ConfigSynced, the
+	// mirror's. Each writer server-side-applies its own conditions under its own field manager
+	// (projectmcp-controller, projectmcp-mirror), and conditions merge by type.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -328,7 +330,8 @@ type ProjectMCPStatus struct {
 	Sessions []SessionBinding `json:"sessions,omitempty"`
 
 	// lastHandledReconnectAt is the value of the reconnect-requested-at annotation the
-	// controller last acted on.
+	// controller last acted on. Each value is acted on once, even when writing this field fails
+	// at first.
 	// +optional
 	LastHandledReconnectAt string `json:"lastHandledReconnectAt,omitempty"`
 }

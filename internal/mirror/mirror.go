@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,13 +34,14 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/config"
 )
 
-// FieldManager owns the spec fields the mirror applies (server-side apply).
+// FieldManager owns what the mirror applies (server-side apply): the spec fields from the file,
+// and the ConfigSynced condition in status.
 const FieldManager = "projectmcp-mirror"
 
 // debounce lets a burst of writes (editors write, rename and chmod) settle into one sync.
 const debounce = 150 * time.Millisecond
 
-// Retries of a failed sync (the API server down or unreachable, conflicts) back off
+// Retries of a failed sync (the API server down, unreachable or refusing a write) back off
 // exponentially between these bounds, with jitter, until one succeeds.
 const (
 	retryInitial = 500 * time.Millisecond
@@ -272,54 +274,68 @@ func readBounded(path string) ([]byte, error) {
 // apply server-side-applies the spec; fields the file no longer sets are dropped from the
 // object because the mirror owned them.
 func (m *Mirror) apply(ctx context.Context, spec *v1alpha1.ProjectMCPSpec) error {
+	ac, err := m.applyConfiguration("spec", spec)
+	if err != nil {
+		return err
+	}
+	return m.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+}
+
+// setCondition records ConfigSynced, and a Warning event when the file's error is new.
+//
+// The condition is server-side-applied alone, under the mirror's field manager: status has
+// another writer, the reconciler, which applies its own conditions (Ready, Degraded) and the
+// rest of status under its own manager, and status.conditions merges by type, so neither write
+// drops the other's fields, whatever either had read. No write names a resourceVersion, so
+// there is no conflict to retry. The Get before it gives the generation the condition
+// observes, the transition time to keep while the status stays the same, and the message the
+// object had.
+func (m *Mirror) setCondition(ctx context.Context, cond metav1.Condition) error {
+	obj := &v1alpha1.ProjectMCP{}
+	if err := m.Client.Get(ctx, m.Key, obj); err != nil {
+		if apierrors.IsNotFound(err) && cond.Status == metav1.ConditionFalse {
+			// An invalid file and no object yet: nothing to keep, nothing to mark.
+			m.Log.Info("Config file invalid; no ProjectMCP yet", "error", cond.Message)
+			return nil
+		}
+		return err
+	}
+	cond.ObservedGeneration = obj.Generation
+	cond.LastTransitionTime = metav1.Now()
+	old := meta.FindStatusCondition(obj.Status.Conditions, cond.Type)
+	if old != nil && old.Status == cond.Status {
+		cond.LastTransitionTime = old.LastTransitionTime
+	}
+	ac, err := m.applyConfiguration("status", map[string]any{"conditions": []metav1.Condition{cond}})
+	if err != nil {
+		return err
+	}
+	if err := m.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return err
+	}
+	if cond.Status == metav1.ConditionFalse && (old == nil || old.Message != cond.Message) {
+		m.warn(ctx, obj, cond.Message)
+	}
+	return nil
+}
+
+// applyConfiguration is an apply configuration of the object naming only one part of it (spec
+// or status): the fields the mirror owns there.
+func (m *Mirror) applyConfiguration(part string, value any) (runtime.ApplyConfiguration, error) {
 	raw, err := json.Marshal(map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
 		"kind":       "ProjectMCP",
 		"metadata":   map[string]any{"name": m.Key.Name, "namespace": m.Key.Namespace},
-		"spec":       spec,
+		part:         value,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(raw); err != nil {
-		return err
+		return nil, err
 	}
-	return m.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
-}
-
-// setCondition records ConfigSynced with an optimistic-lock update (the reconciler writes the
-// other conditions the same way, so neither overwrites the other), and a Warning event when
-// the file is invalid.
-func (m *Mirror) setCondition(ctx context.Context, cond metav1.Condition) error {
-	for attempt := 0; ; attempt++ {
-		obj := &v1alpha1.ProjectMCP{}
-		if err := m.Client.Get(ctx, m.Key, obj); err != nil {
-			if apierrors.IsNotFound(err) && cond.Status == metav1.ConditionFalse {
-				// An invalid file and no object yet: nothing to keep, nothing to mark.
-				m.Log.Info("Config file invalid; no ProjectMCP yet", "error", cond.Message)
-				return nil
-			}
-			return err
-		}
-		cond.ObservedGeneration = obj.Generation
-		oldMessage := ""
-		if old := meta.FindStatusCondition(obj.Status.Conditions, cond.Type); old != nil {
-			oldMessage = old.Message // copied: SetStatusCondition updates the element in place
-		}
-		changed := meta.SetStatusCondition(&obj.Status.Conditions, cond)
-		if !changed {
-			return nil
-		}
-		err := m.Client.Status().Update(ctx, obj)
-		if apierrors.IsConflict(err) && attempt < 5 {
-			continue
-		}
-		if err == nil && cond.Status == metav1.ConditionFalse && oldMessage != cond.Message {
-			m.warn(ctx, obj, cond.Message)
-		}
-		return err
-	}
+	return client.ApplyConfigurationFromUnstructured(u), nil
 }
 
 // warn records a Warning event on the object. The mirror writes events itself: it runs without

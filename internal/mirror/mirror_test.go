@@ -274,6 +274,74 @@ func TestMirrorResyncsPeriodically(t *testing.T) {
 	waitServers(t, env.Client, key, 10*time.Second, "a")
 }
 
+// ConfigSynced is applied alone, under the mirror's field manager: another manager's condition
+// stays, a sync of an unchanged file writes nothing (the periodic resync costs no write), and
+// the transition time moves only when the condition's status does.
+func TestMirrorAppliesItsConditionAlone(t *testing.T) {
+	env := shared.Get(t)
+	key := newKey(t, env)
+	dir := t.TempDir()
+	writeConfig(t, dir, "a")
+	m := &Mirror{Client: env.Client, Dir: dir, Key: key, Log: logr.Discard()}
+	ctx := context.Background()
+	if err := m.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Another writer's condition, applied under its own manager.
+	other := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Other", Message: "other's",
+		LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))}
+	ac, err := m.applyConfiguration("status", map[string]any{"conditions": []metav1.Condition{other}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Status().Apply(ctx, ac, client.FieldOwner("other-writer"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *v1alpha1.ProjectMCP {
+		t.Helper()
+		obj := &v1alpha1.ProjectMCP{}
+		if err := env.Client.Get(ctx, key, obj); err != nil {
+			t.Fatal(err)
+		}
+		return obj
+	}
+	before := get()
+	synced := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionConfigSynced)
+	time.Sleep(1100 * time.Millisecond) // a new transition time would differ by a second
+	if err := m.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := get(); after.ResourceVersion != before.ResourceVersion {
+		t.Fatalf("a sync of an unchanged file wrote the object: %s → %s", before.ResourceVersion, after.ResourceVersion)
+	}
+
+	writeConfig(t, dir, "a", "b") // a new message, the same status
+	if err := m.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	obj := get()
+	c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionConfigSynced)
+	if c == nil || !strings.Contains(c.Message, "2 servers") || !c.LastTransitionTime.Equal(&synced.LastTransitionTime) {
+		t.Fatalf("ConfigSynced %+v; the transition time was %s", c, synced.LastTransitionTime)
+	}
+	if o := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady); o == nil || o.Status != other.Status ||
+		o.Reason != other.Reason || o.Message != other.Message || !o.LastTransitionTime.Equal(&other.LastTransitionTime) {
+		t.Fatalf("the other writer's condition changed: %+v", o)
+	}
+
+	// An invalid file: the status changes, and so does the transition time.
+	if err := os.WriteFile(m.Path(), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c = meta.FindStatusCondition(get().Status.Conditions, v1alpha1.ConditionConfigSynced)
+	if c == nil || c.Status != metav1.ConditionFalse || c.LastTransitionTime.Equal(&synced.LastTransitionTime) {
+		t.Fatalf("ConfigSynced after an invalid file: %+v", c)
+	}
+}
+
 // When the watcher overflows (changes were lost), the file is read and applied again at once.
 func TestMirrorResyncsOnOverflow(t *testing.T) {
 	env := shared.Get(t)
