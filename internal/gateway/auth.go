@@ -10,10 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
@@ -65,19 +67,34 @@ func isLoopback(host string) bool {
 }
 
 // KubernetesAuth authenticates a bearer token with a TokenReview and authorizes the user with
-// a SubjectAccessReview for verb "use" on the ProjectMCP. Both verdicts are cached briefly,
-// keyed by a hash of the token (never the token): a session's requests do not each cost two
-// API calls, a token is reviewed once whatever paths it asks for, and the caches are bounded
-// (maxAuthEntries each; expired entries are swept when a cache is full, then arbitrary ones),
-// so a caller spraying paths costs one access review per new path and no unbounded memory.
+// a SubjectAccessReview for verb "use" on the ProjectMCP. Both verdicts are cached, keyed by a
+// hash of the token (never the token), in bounded LRU caches (apimachinery's), so a session's
+// requests do not each cost two API calls and a token is reviewed once whatever paths it asks
+// for.
+//
+// Two rules keep one caller from hurting the others:
+//   - each user may cause at most ReviewRate new access reviews a second (burst ReviewBurst):
+//     a user spraying project paths gets 429 for the rest, and every other user's reviews and
+//     the controller's own API calls go on;
+//   - a verdict is fresh for TTL, and is kept up to MaxStale after that: when a review cannot be
+//     made (the API server is unreachable, or the user is over its review rate), the last
+//     verdict stands, so live sessions keep working through an API server outage.
 type KubernetesAuth struct {
 	Client kubernetes.Interface
 	TTL    time.Duration
-	Clock  clock.PassiveClock // default: real
+	// MaxStale is how long past TTL a verdict still answers when no review can be made
+	// (default 10 minutes).
+	MaxStale time.Duration
+	// ReviewRate and ReviewBurst bound the new access reviews one user may cause (default 20
+	// a second, burst 100).
+	ReviewRate  rate.Limit
+	ReviewBurst int
+	Clock       clock.PassiveClock // default: real
 
-	mu        sync.Mutex
-	users     map[[32]byte]userEntry   // token hash → who (or 401)
-	decisions map[decisionKey]decision // (token hash, project) → verdict
+	once      sync.Once
+	users     *cache.LRUExpireCache // token hash → userEntry
+	decisions *cache.LRUExpireCache // decisionKey → decision
+	limiters  *cache.LRUExpireCache // user name → *rate.Limiter
 }
 
 // maxAuthEntries bounds each cache.
@@ -89,88 +106,113 @@ type decisionKey struct {
 }
 
 type userEntry struct {
-	user    *authnv1.UserInfo // nil: the token is not valid
-	expires time.Time
+	user  *authnv1.UserInfo // nil: the token is not valid
+	fresh time.Time
 }
 
 type decision struct {
 	status  int
 	message string
-	expires time.Time
+	fresh   time.Time
 }
 
-func (a *KubernetesAuth) now() time.Time {
-	if a.Clock != nil {
-		return a.Clock.Now()
-	}
-	return time.Now()
-}
-
-func (a *KubernetesAuth) ttl() time.Duration {
-	if a.TTL > 0 {
-		return a.TTL
-	}
-	return 30 * time.Second
+func (a *KubernetesAuth) init() {
+	a.once.Do(func() {
+		if a.Clock == nil {
+			a.Clock = clock.RealClock{}
+		}
+		if a.TTL <= 0 {
+			a.TTL = 30 * time.Second
+		}
+		if a.MaxStale <= 0 {
+			a.MaxStale = 10 * time.Minute
+		}
+		if a.ReviewRate <= 0 {
+			a.ReviewRate = 20
+		}
+		if a.ReviewBurst <= 0 {
+			a.ReviewBurst = 100
+		}
+		a.users = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
+		a.decisions = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
+		a.limiters = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
+	})
 }
 
 // Authorize implements Authorizer.
 func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key types.NamespacedName) (int, string) {
+	a.init()
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
 		return http.StatusUnauthorized, "a bearer token is required"
 	}
 	sum := sha256.Sum256([]byte(token))
-	now := a.now()
+	now := a.Clock.Now()
 	dk := decisionKey{sum, key}
-	a.mu.Lock()
-	if d, ok := a.decisions[dk]; ok && now.Before(d.expires) {
-		a.mu.Unlock()
-		return d.status, d.message
-	}
-	u, known := a.users[sum]
-	a.mu.Unlock()
-	if !known || !now.Before(u.expires) {
-		user, status := a.authenticate(ctx, token)
-		if status == http.StatusInternalServerError {
-			return status, "token review failed"
+	var stale *decision
+	if v, ok := a.decisions.Get(dk); ok {
+		d := v.(decision)
+		if now.Before(d.fresh) {
+			return d.status, d.message
 		}
-		u = userEntry{user: user, expires: now.Add(a.ttl())}
-		a.mu.Lock()
-		a.users = put(a.users, sum, u, now, func(e userEntry) time.Time { return e.expires })
-		a.mu.Unlock()
+		stale = &d
 	}
-	if u.user == nil {
+	u, status := a.user(ctx, token, sum, now)
+	switch {
+	case status != 0 && stale != nil:
+		return stale.status, stale.message // the API server cannot answer: keep the last verdict
+	case status != 0:
+		return status, "token review failed"
+	case u == nil:
 		return http.StatusUnauthorized, "the bearer token is not valid"
 	}
-	status, msg := a.authorize(ctx, u.user, key)
-	if status != http.StatusInternalServerError {
-		a.mu.Lock()
-		a.decisions = put(a.decisions, dk, decision{status, msg, now.Add(a.ttl())}, now, func(d decision) time.Time { return d.expires })
-		a.mu.Unlock()
+	if !a.limiter(u.Username).AllowN(now, 1) {
+		if stale != nil {
+			return stale.status, stale.message
+		}
+		return http.StatusTooManyRequests, fmt.Sprintf("%s asked for too many projects at once (more than %g access reviews a second); retry", u.Username, float64(a.ReviewRate))
 	}
+	status, msg := a.authorize(ctx, u, key)
+	if status == http.StatusInternalServerError {
+		if stale != nil {
+			return stale.status, stale.message
+		}
+		return status, msg
+	}
+	a.decisions.Add(dk, decision{status, msg, now.Add(a.TTL)}, a.TTL+a.MaxStale)
 	return status, msg
 }
 
-// put adds an entry to a bounded cache. Callers hold a.mu.
-func put[K comparable, V any](m map[K]V, k K, v V, now time.Time, expires func(V) time.Time) map[K]V {
-	if m == nil {
-		m = map[K]V{}
-	}
-	if len(m) >= maxAuthEntries {
-		for key, e := range m {
-			if !now.Before(expires(e)) {
-				delete(m, key)
-			}
+// user returns who a token is (nil: not valid), from the cache or a TokenReview; a stale entry
+// answers when the review fails. status is 500 when there is no answer at all.
+func (a *KubernetesAuth) user(ctx context.Context, token string, sum [32]byte, now time.Time) (*authnv1.UserInfo, int) {
+	var stale *userEntry
+	if v, ok := a.users.Get(sum); ok {
+		e := v.(userEntry)
+		if now.Before(e.fresh) {
+			return e.user, 0
 		}
-		for key := range m { // still full: drop arbitrary entries down to three quarters
-			if len(m) < maxAuthEntries*3/4 {
-				break
-			}
-			delete(m, key)
-		}
+		stale = &e
 	}
-	m[k] = v
-	return m
+	user, status := a.authenticate(ctx, token)
+	if status == http.StatusInternalServerError {
+		if stale != nil {
+			return stale.user, 0
+		}
+		return nil, status
+	}
+	a.users.Add(sum, userEntry{user, now.Add(a.TTL)}, a.TTL+a.MaxStale)
+	return user, 0
+}
+
+// limiter is the user's budget of new access reviews.
+func (a *KubernetesAuth) limiter(user string) *rate.Limiter {
+	if v, ok := a.limiters.Get(user); ok {
+		return v.(*rate.Limiter)
+	}
+	l := rate.NewLimiter(a.ReviewRate, a.ReviewBurst)
+	a.limiters.Add(user, l, time.Hour)
+	return l
 }
 
 // authenticate asks a TokenReview who the token is: the user, nil for an invalid token, or

@@ -47,7 +47,7 @@ func countingClient() (*fake.Clientset, *atomic.Int32, *atomic.Int32) {
 func TestKubernetesAuthCachesAndBounds(t *testing.T) {
 	cs, reviews, accesses := countingClient()
 	clk := clocktesting.NewFakeClock(time.Now())
-	a := &KubernetesAuth{Client: cs, Clock: clk}
+	a := &KubernetesAuth{Client: cs, Clock: clk, ReviewRate: 1e9, ReviewBurst: 1 << 20}
 	req := func(token string) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/", nil)
 		r.Header.Set("Authorization", "Bearer "+token)
@@ -72,9 +72,7 @@ func TestKubernetesAuthCachesAndBounds(t *testing.T) {
 	if reviews.Load() != 1 {
 		t.Fatalf("a spray of paths must not review the token again: %d reviews", reviews.Load())
 	}
-	a.mu.Lock()
-	size := len(a.decisions)
-	a.mu.Unlock()
+	size := len(a.decisions.Keys())
 	if size > maxAuthEntries {
 		t.Fatalf("the decision cache grew to %d entries (bound %d)", size, maxAuthEntries)
 	}
@@ -105,5 +103,72 @@ func TestKubernetesAuthCachesAndBounds(t *testing.T) {
 	}
 	if reviews.Load()+accesses.Load() != before {
 		t.Fatal("invalid names must cost no review")
+	}
+}
+
+func bearerRequest(token string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/", nil)
+	r.Header.Set("Authorization", "Bearer "+token)
+	return r
+}
+
+// A user spraying project paths is held to its review budget (429), and another user's first
+// review still goes through.
+func TestKubernetesAuthReviewBudgetPerUser(t *testing.T) {
+	cs, _, accesses := countingClient()
+	cs.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		tr := a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview)
+		tr.Status.Authenticated, tr.Status.User = true, authnv1.UserInfo{Username: tr.Spec.Token}
+		return true, tr, nil
+	})
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := &KubernetesAuth{Client: cs, Clock: clk, ReviewRate: 10, ReviewBurst: 20}
+	ctx := context.Background()
+	codes := map[int]int{}
+	for i := range 1000 {
+		status, _ := a.Authorize(ctx, bearerRequest("sprayer"), types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("p%d", i)})
+		codes[status]++
+	}
+	if codes[http.StatusForbidden] != 20 || codes[http.StatusTooManyRequests] != 980 || accesses.Load() != 20 {
+		t.Fatalf("a spray of 1000 paths: %v after %d access reviews, want 20 × 403 and 980 × 429", codes, accesses.Load())
+	}
+	if status, msg := a.Authorize(ctx, bearerRequest("bob"), types.NamespacedName{Namespace: "ns", Name: "allowed"}); status != 0 {
+		t.Fatalf("another user during the spray: %d %s", status, msg)
+	}
+	clk.Step(time.Second) // the budget refills
+	if status, _ := a.Authorize(ctx, bearerRequest("sprayer"), types.NamespacedName{Namespace: "ns", Name: "allowed"}); status != 0 {
+		t.Fatalf("the sprayer a second later: %d", status)
+	}
+}
+
+// When reviews fail (the API server is unreachable), a verdict past its TTL still answers for
+// MaxStale; a token never seen gets 500.
+func TestKubernetesAuthKeepsVerdictsThroughOutage(t *testing.T) {
+	cs, _, _ := countingClient()
+	var down atomic.Bool
+	cs.PrependReactor("create", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if down.Load() {
+			return true, nil, fmt.Errorf("connection refused")
+		}
+		return false, nil, nil
+	})
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := &KubernetesAuth{Client: cs, Clock: clk, TTL: 30 * time.Second, MaxStale: 5 * time.Minute}
+	ctx := context.Background()
+	allowed := types.NamespacedName{Namespace: "ns", Name: "allowed"}
+	if status, _ := a.Authorize(ctx, bearerRequest("good"), allowed); status != 0 {
+		t.Fatalf("before the outage: %d", status)
+	}
+	down.Store(true)
+	clk.Step(time.Minute)
+	if status, msg := a.Authorize(ctx, bearerRequest("good"), allowed); status != 0 {
+		t.Fatalf("during the outage, a verdict a minute old: %d %s", status, msg)
+	}
+	if status, _ := a.Authorize(ctx, bearerRequest("other"), allowed); status != http.StatusInternalServerError {
+		t.Fatalf("during the outage, a token never seen: %d", status)
+	}
+	clk.Step(10 * time.Minute)
+	if status, _ := a.Authorize(ctx, bearerRequest("good"), allowed); status != http.StatusInternalServerError {
+		t.Fatalf("during the outage, a verdict older than MaxStale: %d", status)
 	}
 }
