@@ -32,6 +32,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
@@ -168,6 +169,7 @@ func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, hashes
 				if c == nil {
 					return // the registry is shutting down
 				}
+				countAction(key, a)
 				reason := eventReasons[a.Kind]
 				r.event(obj, corev1.EventTypeNormal, reason, string(a.Kind), "%s server %q as connection %s: %s", reason, a.Server, c.ID(), a.Reason)
 			}
@@ -265,7 +267,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *v1alpha1.ProjectMCP, 
 	// mirror set since obj was read: on conflict the reconcile runs again with fresh state.
 	patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	obj.Status = status
-	if err := r.Client.Status().Patch(ctx, obj, patch); err != nil {
+	if err := metrics.StatusWrite(obj.Namespace, obj.Name, r.Client.Status().Patch(ctx, obj, patch)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
