@@ -220,22 +220,16 @@ func TestControllerCommand(t *testing.T) {
 	if !strings.Contains(rout.String(), "handled: a Ready") {
 		t.Fatalf("reconnect output: %s", rout.String())
 	}
+	// The kill failed the server (no reconnect budget); the reconnect rebuilt it (once, or
+	// twice when a reconcile read the object before the cache saw the handled request), and
+	// every connect was observed.
 	m = scrape()
-	for _, c := range []struct {
-		name   string
-		labels []string
-	}{
-		{"projectmcp_connection_transitions_total", append([]string{"server", "a", "from", "Ready", "to", "Failed"}, project...)},
-		{"projectmcp_rebuilds_total", append([]string{"server", "a", "reason", "ReconnectRequested"}, project...)},
-		{"projectmcp_connect_duration_seconds_count", append([]string{"server", "a", "outcome", "ok"}, project...)},
-	} {
-		want := 1.0
-		if c.name == "projectmcp_connect_duration_seconds_count" {
-			want = 2 // the first connect and the rebuild's
-		}
-		if got := m.Sum(c.name, c.labels...); got != want {
-			t.Errorf("/metrics after the kill and the reconnect: %s%v = %v, want %v", c.name, c.labels, got, want)
-		}
+	if got := m.Sum("projectmcp_connection_transitions_total", append([]string{"server", "a", "from", "Ready", "to", "Failed"}, project...)...); got != 1 {
+		t.Errorf("/metrics: Ready → Failed transitions of a: %v", got)
+	}
+	rebuilds := m.Sum("projectmcp_rebuilds_total", append([]string{"server", "a", "reason", "ReconnectRequested"}, project...)...)
+	if connects := m.Sum("projectmcp_connect_duration_seconds_count", append([]string{"server", "a", "outcome", "ok"}, project...)...); rebuilds < 1 || connects != 1+rebuilds {
+		t.Errorf("/metrics: %v rebuilds of a by ReconnectRequested, %v connects", rebuilds, connects)
 	}
 	var sout, serr bytes.Buffer
 	if code := run([]string{"status", "cmd", "--kubeconfig", env.Kubeconfig}, &sout, &serr); code != 0 {

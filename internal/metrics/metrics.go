@@ -71,17 +71,17 @@ var outcomeNames = [numOutcomes]string{"ok", "tool_error", "error", "unavailable
 func (o Outcome) String() string { return outcomeNames[o] }
 
 // Methods a forwarded request may have (the method label).
-var methods = []string{"tools/call", "prompts/get", "resources/read", "completion/complete", "resources/subscribe", "other"}
+var methods = [...]string{"tools/call", "prompts/get", "resources/read", "completion/complete", "resources/subscribe", "other"}
+
+const numMethods = len(methods)
 
 // methodIndex is the index of a method in methods ("other" for anything else).
 func methodIndex(method string) int {
-	if i := slices.Index(methods, method); i >= 0 {
+	if i := slices.Index(methods[:], method); i >= 0 {
 		return i
 	}
-	return len(methods) - 1
+	return numMethods - 1
 }
-
-const numMethods = 6
 
 // Rebuild and repoint reasons.
 const (
@@ -97,9 +97,9 @@ const (
 )
 
 var (
-	tooLongBuckets  = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
-	connectBuckets  = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
-	mountWaitBucket = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+	callBuckets    = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+	connectBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	mountBuckets   = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 )
 
 // set is every metric whose labels depend on Configure.
@@ -161,7 +161,7 @@ func newSet(projectLabels bool) *set {
 	s.toolDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "projectmcp_tool_call_duration_seconds",
 		Help:    "How long forwarded tool calls took, whatever their outcome, by server.",
-		Buckets: tooLongBuckets,
+		Buckets: callBuckets,
 	}, labels("server"))
 	s.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "projectmcp_forwarded_requests_total",
@@ -170,8 +170,11 @@ func newSet(projectLabels bool) *set {
 	s.mountWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "projectmcp_mount_wait_seconds",
 		Help:    "How long a new session's mount waited for its servers to be ready.",
-		Buckets: mountWaitBucket,
+		Buckets: mountBuckets,
 	}, labels())
+	if !projectLabels {
+		s.mountWait.WithLabelValues() // one series, there from the start
+	}
 	s.listChanged = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "projectmcp_list_changed_sent_total",
 		Help: "list_changed notifications sent to agent sessions, by kind (tools, prompts, resources).",
@@ -301,7 +304,8 @@ func (h *Server) Forwarded(method string, o Outcome) {
 	if o == ToolError {
 		o = OK
 	}
-	h.forwarded[methodIndex(method)][o].get(h.set.forwarded.WithLabelValues, h.values, methods[methodIndex(method)], outcomeNames[o]).Inc()
+	i := methodIndex(method)
+	h.forwarded[i][o].get(h.set.forwarded.WithLabelValues, h.values, methods[i], outcomeNames[o]).Inc()
 }
 
 // ToolCall counts a forwarded tool call and observes how long it took.
