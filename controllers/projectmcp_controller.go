@@ -168,6 +168,7 @@ func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, hashes
 				if c == nil {
 					return // the registry is shutting down
 				}
+				countAction(key, a)
 				reason := eventReasons[a.Kind]
 				r.event(obj, corev1.EventTypeNormal, reason, string(a.Kind), "%s server %q as connection %s: %s", reason, a.Server, c.ID(), a.Reason)
 			}

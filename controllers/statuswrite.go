@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/metrics"
 )
 
 // FieldManager is the reconciler's field manager for status (server-side apply). The mirror
@@ -44,7 +45,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *v1alpha1.ProjectMCP, 
 	if err != nil {
 		return err
 	}
-	if err := r.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	if err := metrics.StatusWrite(obj.Namespace, obj.Name, r.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
@@ -151,6 +152,8 @@ func startController() (*testController, error) {
 		return nil, err
 	}
 	gatewayAddr = ln.Addr().String() // a restarted controller keeps the address, as a real one would
+	metrics.SetSource(reg.Counts)    // as the controller command wires them
+	metrics.SetSessions(gw.SessionCounts)
 	gw.SetBaseURL("http://" + gatewayAddr)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return gw.Serve(ctx, ln) })); err != nil {
 		return nil, err

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
 )
 
 // One forwarded call, traced: the session's W3C trace context is the parent of the gateway's
@@ -97,4 +101,65 @@ func attr(span sdktrace.ReadOnlySpan, key string) string {
 		}
 	}
 	return ""
+}
+
+// The trace context also travels in the forwarded request's _meta (SEP-414: the keys
+// traceparent and tracestate), which is how a stdio server gets it: on the fast path (raw)
+// and through the SDK, whether the session sent its own trace context in headers or in _meta.
+func TestGatewayTraceContextInMeta(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	defer otel.SetTracerProvider(prev)
+
+	srv := fixtureServer(t, "tm", "--protocol", "2025-11-25")
+	ns := newNamespace(t)
+	key := create(t, ns, "traced-meta", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	for i, c := range []struct {
+		name    string
+		version string // "2025-11-25": the fast path; "": a stateless session, through the SDK
+		inMeta  bool   // the session's trace context in _meta, else in headers
+	}{
+		{"raw-header", "2025-11-25", false},
+		{"sdk-header", "", false},
+		{"raw-meta", "2025-11-25", true},
+		{"sdk-meta", "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			parentID := fmt.Sprintf("00f067aa0ba902b%d", i)
+			traceparent := "00-" + traceID + "-" + parentID + "-01"
+			header := http.Header{}
+			if c.version == "" {
+				header.Set(gateway.SessionHeader, c.name)
+			}
+			params := &mcp.CallToolParams{Name: "tm__echo", Arguments: map[string]any{"text": c.name}}
+			if c.inMeta {
+				params.Meta = mcp.Meta{"traceparent": traceparent}
+			} else {
+				header.Set("Traceparent", traceparent)
+			}
+			s := mustDial(t, agentClient("traced"), endpointOf(key), c.version, header)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if res, err := s.CallTool(ctx, params); err != nil || text(res) != c.name {
+				t.Fatalf("echo: %v %v", res, err)
+			}
+			var call sdktrace.ReadOnlySpan
+			for _, span := range rec.Ended() {
+				if span.Name() == "projectmcp.forward tools/call" && span.Parent().SpanID().String() == parentID {
+					call = span
+				}
+			}
+			if call == nil || call.SpanContext().TraceID().String() != traceID {
+				t.Fatalf("no span for the call continuing the session's trace context %s", traceparent)
+			}
+			want := fmt.Sprintf("fixture tm: echo %s traceparent 00-%s-%s-01", c.name, traceID, call.SpanContext().SpanID())
+			eventually(t, 10*time.Second, "the server to see the trace context in _meta", func() bool {
+				return strings.Contains(logs.String(), want)
+			})
+		})
+	}
 }

@@ -44,6 +44,7 @@ import (
 type controllerFlags struct {
 	kubeconfig     string // the global --kubeconfig
 	metricsAddr    string
+	projectLabels  bool // --metrics-project-labels
 	probeAddr      string
 	pprofAddr      string
 	leaderElect    bool
@@ -106,6 +107,7 @@ func defaultControllerFlags() controllerFlags {
 func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all := pflag.NewFlagSet("controller", pflag.ContinueOnError)
 	all.StringVar(&f.metricsAddr, "metrics-bind-address", f.metricsAddr, `metrics endpoint address ("0" disables)`)
+	all.BoolVar(&f.projectLabels, "metrics-project-labels", f.projectLabels, "label metrics with the project's namespace and name (project_namespace, project): series for every project")
 	all.StringVar(&f.probeAddr, "health-probe-bind-address", f.probeAddr, `healthz/readyz address ("0" disables)`)
 	all.StringVar(&f.pprofAddr, "pprof-bind-address", f.pprofAddr, `address of Go's /debug/pprof endpoints, for profiling a live controller ("0" disables; keep it on loopback: it has no authentication)`)
 	all.BoolVar(&f.leaderElect, "leader-elect", f.leaderElect, "hold a Lease so that one replica owns the connections")
@@ -287,6 +289,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 	if err != nil {
 		return nil, nil, err
 	}
+	metrics.Configure(f.projectLabels)
 	reg := registry.New(clock.RealClock{}, ctrl.Log.WithName("registry"))
 	reg.LimitSessions(f.maxSessions)
 	metrics.SetSource(reg.Counts)
@@ -310,6 +313,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 			return nil, nil, err
 		}
 		r.Endpoint = gw.Endpoint
+		metrics.SetSessions(gw.SessionCounts)
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 			ctrl.Log.WithName("gateway").Info("Serving MCP endpoints", "address", ln.Addr().String())
 			return gw.Serve(ctx, ln)

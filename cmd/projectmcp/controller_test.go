@@ -46,7 +46,7 @@ func TestControllerCommand(t *testing.T) {
 	var out testutil.SyncBuffer // written by exec's copying goroutine while the test reads it
 	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
 	cmd := exec.Command(os.Args[0], "controller", "--kubeconfig", env.Kubeconfig, "--metrics-bind-address", metricsAddr,
-		"--health-probe-bind-address", probeAddr,
+		"--metrics-project-labels", "--health-probe-bind-address", probeAddr,
 		// No leader election flags: outside a cluster it elects in the kubeconfig's namespace.
 		"--connect-timeout", "5s",
 		"--gateway-bind-address", "127.0.0.1:0")
@@ -149,22 +149,52 @@ func TestControllerCommand(t *testing.T) {
 	_ = second.Process.Signal(syscall.SIGTERM)
 	_ = second.Wait()
 
-	// /metrics says what the controller holds and how the forwarded call went.
-	scrape := func() string {
+	// /metrics says what the controller holds and how the forwarded call went, labelled with
+	// the project (--metrics-project-labels).
+	scrape := func() testutil.Metrics {
 		resp, err := http.Get("http://" + metricsAddr + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		return string(body)
+		m, err := testutil.ParseMetrics(string(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
 	}
 	m := scrape()
-	for _, want := range []string{`projectmcp_connections{phase="Ready"}`, `projectmcp_forwarded_requests_total{method="tools/call",result="ok"}`,
-		"projectmcp_mount_wait_seconds_count", "projectmcp_sessions", "projectmcp_projects"} {
-		if !strings.Contains(m, want) {
-			t.Errorf("/metrics lacks %s", want)
+	project := []string{"project_namespace", "default", "project", "cmd"}
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"projectmcp_projects", nil, 1},
+		{"projectmcp_connections", append([]string{"server", "a", "phase", "Ready"}, project...), 1},
+		{"projectmcp_connect_duration_seconds_count", append([]string{"server", "a", "outcome", "ok"}, project...), 1},
+		{"projectmcp_connection_transitions_total", append([]string{"server", "a", "from", "Connecting", "to", "Ready"}, project...), 1},
+		{"projectmcp_tool_calls_total", append([]string{"server", "a", "outcome", "ok"}, project...), 1},
+		{"projectmcp_tool_call_duration_seconds_count", append([]string{"server", "a"}, project...), 1},
+		{"projectmcp_forwarded_requests_total", append([]string{"server", "a", "method", "tools/call", "result", "ok"}, project...), 1},
+		{"projectmcp_mount_wait_seconds_count", project, 1},
+		{"projectmcp_tool_calls_path_total", []string{"path", "raw"}, 1},
+	} {
+		if !m.Has(c.name, c.labels...) || m.Sum(c.name, c.labels...) != c.want {
+			t.Errorf("/metrics: %s%v = %v, want %v", c.name, c.labels, m.Sum(c.name, c.labels...), c.want)
 		}
+	}
+	for _, c := range [][]string{
+		append([]string{"projectmcp_status_writes_total", "result", "ok"}, project...),
+		{"projectmcp_gateway_requests_total", "code", "200", "auth", "local"},
+	} {
+		if m.Sum(c[0], c[1:]...) < 1 {
+			t.Errorf("/metrics: %s%v = %v, want at least 1", c[0], c[1:], m.Sum(c[0], c[1:]...))
+		}
+	}
+	if !m.Has("projectmcp_sessions", append([]string{"revision", "2025-11-25"}, project...)...) {
+		t.Error("/metrics: no projectmcp_sessions for the project")
 	}
 
 	// `projectmcp reconnect` rebuilds a Failed server and status records the handled request.
@@ -189,6 +219,17 @@ func TestControllerCommand(t *testing.T) {
 	}
 	if !strings.Contains(rout.String(), "handled: a Ready") {
 		t.Fatalf("reconnect output: %s", rout.String())
+	}
+	// The kill failed the server (no reconnect budget); the reconnect rebuilt it (once, or
+	// twice when a reconcile read the object before the cache saw the handled request), and
+	// every connect was observed.
+	m = scrape()
+	if got := m.Sum("projectmcp_connection_transitions_total", append([]string{"server", "a", "from", "Ready", "to", "Failed"}, project...)...); got != 1 {
+		t.Errorf("/metrics: Ready → Failed transitions of a: %v", got)
+	}
+	rebuilds := m.Sum("projectmcp_rebuilds_total", append([]string{"server", "a", "reason", "ReconnectRequested"}, project...)...)
+	if connects := m.Sum("projectmcp_connect_duration_seconds_count", append([]string{"server", "a", "outcome", "ok"}, project...)...); rebuilds < 1 || connects != 1+rebuilds {
+		t.Errorf("/metrics: %v rebuilds of a by ReconnectRequested, %v connects", rebuilds, connects)
 	}
 	var sout, serr bytes.Buffer
 	if code := run([]string{"status", "cmd", "--kubeconfig", env.Kubeconfig}, &sout, &serr); code != 0 {

@@ -36,6 +36,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
 // ErrUnavailable is returned by Call while the connection is not Ready. The error message names
@@ -197,6 +199,7 @@ type Conn struct {
 	inflight     int              // requests sent and not yet answered
 	callers      map[Caller]int   // sessions with requests in flight, and how many
 	drained      chan struct{}    // closed when closing and inflight reaches 0
+	metrics      *metrics.Server  // this server's metrics (phase changes, connects, reconnects)
 }
 
 // New starts supervising a connection. The caller owns the Conn and must call Destroy.
@@ -221,6 +224,8 @@ func New(opts Options) *Conn {
 		c.subs = map[string]int{}
 	}
 	c.callers = map[Caller]int{}
+	namespace, project, _ := strings.Cut(opts.Project, "/")
+	c.metrics = metrics.ServerOf(namespace, project, opts.Server.Name)
 	c.state = Snapshot{ID: c.id, Phase: v1alpha1.PhaseConnecting}
 	go c.run()
 	return c
@@ -306,7 +311,11 @@ func (c *Conn) WaitStarted(ctx context.Context) {
 // update changes the state under the lock, then wakes waiters and the owner.
 func (c *Conn) update(f func(s *Snapshot)) {
 	c.mu.Lock()
+	from := c.state.Phase
 	f(&c.state)
+	if c.state.Phase != from {
+		c.metrics.Transition(string(from), string(c.state.Phase))
+	}
 	c.state.Generation++
 	close(c.changed)
 	c.changed = make(chan struct{})
@@ -502,6 +511,7 @@ func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress 
 		params.SetProgressToken(token)
 	}
 	c.withLevel(params)
+	tracing.ToMeta(ctx, params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CallToolResult, error) {
 		return s.CallTool(ctx, params)
 	})
@@ -510,6 +520,7 @@ func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress 
 // GetPrompt forwards prompts/get, with Call's rules.
 func (c *Conn) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
 	c.withLevel(params)
+	tracing.ToMeta(ctx, params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.GetPromptResult, error) {
 		return s.GetPrompt(ctx, params)
 	})
@@ -518,6 +529,7 @@ func (c *Conn) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp
 // ReadResource forwards resources/read, with Call's rules.
 func (c *Conn) ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
 	c.withLevel(params)
+	tracing.ToMeta(ctx, params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
 		return s.ReadResource(ctx, params)
 	})
@@ -526,6 +538,7 @@ func (c *Conn) ReadResource(ctx context.Context, params *mcp.ReadResourceParams)
 // Complete forwards completion/complete, with Call's rules.
 func (c *Conn) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
 	c.withLevel(params)
+	tracing.ToMeta(ctx, params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CompleteResult, error) {
 		return s.Complete(ctx, params)
 	})
@@ -719,6 +732,7 @@ func (c *Conn) run() {
 			return
 		}
 		attempts++
+		c.metrics.Reconnecting()
 		c.opts.Log.V(1).Info("MCP server disconnected; reconnecting", "error", msg, "attempt", attempts)
 		c.update(func(s *Snapshot) {
 			s.Phase, s.ReconnectAttempts, s.LastError, s.PID = v1alpha1.PhaseDisconnected, attempts, msg, 0

@@ -30,6 +30,16 @@ const teardownGrace = 2 * time.Second
 func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
+	start, timeout := time.Now(), false
+	defer func() { // a failed attempt; a connection destroyed meanwhile has no outcome
+		if !wasReady && c.ctx.Err() == nil {
+			outcome := "error"
+			if timeout {
+				outcome = "timeout"
+			}
+			c.metrics.Connected(outcome, time.Since(start))
+		}
+	}()
 
 	ep, err := c.endpoint(ctx)
 	if err != nil {
@@ -79,6 +89,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 		if err == nil {
 			c.restore(ctx, session)
 			c.setReady(session, w, cat, ep.pid())
+			c.metrics.Connected("ok", time.Since(start))
 			span.End()
 			defer c.clearSession()
 			return true, c.serve(ctx, session, ep)
@@ -87,6 +98,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	timer.Stop()
 	select {
 	case <-timedOut:
+		timeout = true
 		err = fmt.Errorf("connect timed out after %s (no answer to initialize or tools/list)", c.opts.ConnectTimeout)
 	default:
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
 // The wire carries forwarded requests beside the SDK's client, without its typed layer: the
@@ -326,10 +328,10 @@ type RawResult = json.RawMessage
 // (ErrUnavailable while not Ready, ErrDestroyed once Destroy began, one retry when the server
 // forgot the session). members are the request's params members without braces, e.g.
 // `"name":"echo","arguments":{}`; Forward adds the _meta the session needs (2026-07-28 request
-// metadata, the log level, the progress token when onProgress is not nil). A Newest caller on
-// a connection speaking an older revision gets ErrOtherRevision, and any caller on one that
-// takes no raw requests ErrNotRaw, before anything is sent; a Legacy caller gets a 2026-07-28
-// server's result reshaped (legacyShape), or ErrAsksInput.
+// metadata, the log level, the progress token when onProgress is not nil, ctx's trace
+// context). A Newest caller on a connection speaking an older revision gets ErrOtherRevision,
+// and any caller on one that takes no raw requests ErrNotRaw, before anything is sent; a
+// Legacy caller gets a 2026-07-28 server's result reshaped (legacyShape), or ErrAsksInput.
 func (c *Conn) Forward(ctx context.Context, method string, members []byte, onProgress func(*mcp.ProgressNotificationParams), rev Revision) (RawResult, error) {
 	var meta []byte
 	if onProgress != nil {
@@ -342,6 +344,13 @@ func (c *Conn) Forward(ctx context.Context, method string, members []byte, onPro
 	c.mu.Unlock()
 	if level != "" {
 		meta = appendMember(meta, mcp.MetaKeyLogLevel, appendQuoted(nil, string(level)))
+	}
+	if fields := tracing.Fields(ctx); fields != nil { // the forwarding span's trace context (SEP-414)
+		for _, k := range tracing.MetaKeys {
+			if v := fields[k]; v != "" {
+				meta = appendMember(meta, k, appendQuoted(nil, v))
+			}
+		}
 	}
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (RawResult, error) {
 		w := c.wireOf(s)

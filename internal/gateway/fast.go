@@ -59,6 +59,10 @@ type fastCallParams struct {
 		ProtocolVersion string          `json:"io.modelcontextprotocol/protocolVersion"`
 		ClientInfo      json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
 		Capabilities    json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+		// The session's trace context (SEP-414).
+		Traceparent string `json:"traceparent"`
+		Tracestate  string `json:"tracestate"`
+		Baggage     string `json:"baggage"`
 	} `json:"_meta"`
 }
 
@@ -249,6 +253,19 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	}
 
 	o := origin{method: "tools/call", session: fc.id, caller: fc.caller, name: params.Name, raw: tool.raw}
+	if m := &params.Meta; m.Traceparent != "" {
+		o.meta = func(key string) string {
+			switch key {
+			case "traceparent":
+				return m.Traceparent
+			case "tracestate":
+				return m.Tracestate
+			case "baggage":
+				return m.Baggage
+			}
+			return ""
+		}
+	}
 	send := func(ctx context.Context, onProgress func(*mcp.ProgressNotificationParams)) (conn.RawResult, error) {
 		return forward(ctx, p, o, tool.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
 			return c.Forward(ctx, "tools/call", members, onProgress, fc.rev)

@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -31,6 +33,9 @@ type origin struct {
 	// header: the HTTP headers the request came with, for its trace context (the SDK's
 	// handlers do not run in the HTTP request's context).
 	header http.Header
+	// meta reads the request's own _meta, whose trace context (SEP-414) comes before the
+	// headers'; nil when it has none.
+	meta func(key string) string
 }
 
 // originOf describes a request the SDK server decoded.
@@ -43,6 +48,11 @@ func originOf(req mcp.Request) origin {
 	if extra := req.GetExtra(); extra != nil {
 		o.header = extra.Header
 	}
+	if m := metaOf(req); m != nil {
+		if _, ok := m["traceparent"]; ok {
+			o.meta = func(key string) string { v, _ := m[key].(string); return v }
+		}
+	}
 	return o
 }
 
@@ -52,6 +62,9 @@ func originOf(req mcp.Request) origin {
 // never saw it). The server's own requests made meanwhile (sampling, elicitation, roots) go
 // to this session (conn.WithCaller).
 func forward[T any](ctx context.Context, p *project, o origin, server string, do func(context.Context, *conn.Conn) (T, error)) (res T, err error) {
+	if o.meta != nil {
+		ctx = tracing.FromMeta(ctx, o.meta)
+	}
 	if o.header != nil && !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = tracing.FromHeaders(ctx, o.header)
 	}
@@ -67,11 +80,21 @@ func forward[T any](ctx context.Context, p *project, o origin, server string, do
 		}
 		span.End()
 	}()
+	start, session, timedOut := time.Now(), ctx, false
 	defer func() {
 		// Sent again (or first) through the SDK, which counts it then.
-		if !errors.Is(err, conn.ErrOtherRevision) && !errors.Is(err, conn.ErrNotRaw) && !errors.Is(err, conn.ErrAsksInput) {
-			metrics.Forwarded.WithLabelValues(o.method, resultOf(err)).Inc()
+		if errors.Is(err, conn.ErrOtherRevision) || errors.Is(err, conn.ErrNotRaw) || errors.Is(err, conn.ErrAsksInput) {
+			return
 		}
+		m := metrics.ServerOf(p.key.Namespace, p.key.Name, server)
+		outcome := outcomeOf(session, err, timedOut)
+		if o.method == "tools/call" {
+			if err == nil && isError(res) {
+				outcome = metrics.ToolError
+			}
+			m.ToolCall(outcome, time.Since(start))
+		}
+		m.Forwarded(o.method, outcome)
 	}()
 	if limit := p.g.opts.CallTimeout; limit > 0 {
 		var cancel context.CancelFunc
@@ -79,6 +102,7 @@ func forward[T any](ctx context.Context, p *project, o origin, server string, do
 		defer cancel()
 		defer func() {
 			if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				timedOut = true
 				err = fmt.Errorf("MCP server %q did not answer within %s (the gateway's --call-timeout)", server, limit)
 			}
 		}()
@@ -117,15 +141,56 @@ func methodOf(req mcp.Request) string {
 	return "other"
 }
 
-// resultOf is a forwarded request's result label.
-func resultOf(err error) string {
+// outcomeOf is how a forwarded request ended, for metrics: session is the context of the
+// session's request, timedOut whether the gateway's call timeout ended it.
+func outcomeOf(session context.Context, err error, timedOut bool) metrics.Outcome {
 	switch {
 	case err == nil:
-		return "ok"
+		return metrics.OK
 	case errors.Is(err, conn.ErrUnavailable):
-		return "unavailable"
+		return metrics.Unavailable
+	case timedOut:
+		return metrics.Timeout
+	case session.Err() != nil:
+		return metrics.Cancelled
 	}
-	return "error"
+	return metrics.Error
+}
+
+// isError reports whether a tool call's result is a tool error: the server's isError, typed
+// or as the server sent it. A raw result is decoded only when it may have isError true.
+func isError(res any) bool {
+	switch r := res.(type) {
+	case *mcp.CallToolResult:
+		return r != nil && r.IsError
+	case conn.RawResult:
+		return rawIsError(r)
+	}
+	return false
+}
+
+var isErrorKey = []byte(`"isError"`)
+
+// rawIsError reports whether a raw tools/call result has isError true at its top level.
+func rawIsError(res []byte) bool {
+	for rest := res; ; {
+		i := bytes.Index(rest, isErrorKey)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(isErrorKey):]
+		v := bytes.TrimLeft(rest, " \t\r\n")
+		if len(v) == 0 || v[0] != ':' {
+			continue
+		}
+		if bytes.HasPrefix(bytes.TrimLeft(v[1:], " \t\r\n"), []byte("true")) {
+			// A candidate: it may belong to a nested object, so decode the top level.
+			var top struct {
+				IsError bool `json:"isError"`
+			}
+			return json.Unmarshal(res, &top) == nil && top.IsError
+		}
+	}
 }
 
 // handler forwards a call on a projected tool to the session's slot for the server. Failures

@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
@@ -247,9 +248,12 @@ func (g *Gateway) shutdown() {
 	}
 }
 
-// ServeHTTP checks access, bounds the body and routes to the project's endpoint.
+// ServeHTTP checks access, bounds the body and routes to the project's endpoint; every request
+// is counted by response code and auth decision.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	g.mux.ServeHTTP(w, r)
+	sw := &statusWriter{ResponseWriter: w, auth: metrics.AuthNone}
+	defer func() { metrics.GatewayRequest(sw.status(), sw.auth) }()
+	g.mux.ServeHTTP(sw, r)
 }
 
 func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
@@ -260,7 +264,9 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such ProjectMCP: the path must be /projects/<namespace>/<name>/mcp with valid object names", http.StatusNotFound)
 		return
 	}
-	if status, msg := g.authorize(r, key); status != 0 {
+	status, msg := g.authorize(r, key)
+	noteAuth(w, g.opts.Auth == nil, status)
+	if status != 0 {
 		http.Error(w, msg, status)
 		return
 	}
@@ -281,7 +287,7 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if r.Body != nil {
-		r.Body = http.MaxBytesReader(w, r.Body, g.opts.MaxBodyBytes)
+		r.Body = http.MaxBytesReader(unwrapped(w), r.Body, g.opts.MaxBodyBytes)
 	}
 	r = r.WithContext(tracing.FromHeaders(r.Context(), r.Header)) // a session's traceparent
 	p.serveHTTP(w, r)

@@ -85,6 +85,7 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 			CompletionHandler:       p.complete,
 		})
 	p.server.AddReceivingMiddleware(p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware)
+	p.server.AddSendingMiddleware(p.countSent)
 	getServer := func(*http.Request) *mcp.Server { return p.server }
 	// No SessionTimeout here: the SDK counts only the requests it handles, and the fast path
 	// answers calls without it, so the project times sessions out itself (expireStateful).

@@ -1,92 +1,541 @@
 // Package metrics holds what projectmcp exports on the controller's /metrics endpoint (the
-// controller-runtime registry, next to its generic controller and client metrics): how many
-// connections are up and in which phase, how many sessions are bound, how forwarded requests
-// end, and how long mounts wait.
+// controller-runtime registry, next to its generic controller and client metrics): the
+// connections and their phases, connects, reconnects, rebuilds and repoints, forwarded
+// requests and tool calls, sessions, list_changed notifications, status writes and the
+// gateway's HTTP requests.
+//
+// Labels are bounded. The server label is the server's name in the config (at most 64
+// characters of [A-Za-z0-9_-], the CRD's bound), so its values are bounded by the distinct
+// server names of the configs; every other label has a fixed set of values. The project's
+// namespace and name (project_namespace, project) are added only when Configure asks for them
+// (--metrics-project-labels): a controller with many projects would otherwise have series for
+// each. The gateway's request counter never has them: its path is the caller's to choose.
+//
+// The hot paths (a forwarded call) use handles resolved once per server (ServerOf), whose
+// label values are looked up once per outcome: counting a call allocates nothing.
 package metrics
 
 import (
+	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
+// Label names of the project, present with Configure(true).
+const (
+	LabelNamespace = "project_namespace"
+	LabelProject   = "project"
+)
+
+// maxServerLabel bounds a server label; names longer than the CRD allows (never, through the
+// API server) are cut.
+const maxServerLabel = 64
+
+// FastPath counts the tools/call requests of stateful sessions by how the gateway carried
+// them: "raw" at the JSON-RPC message level, or through the SDK server because the server
+// speaks the other revision ("revision", nothing sent: the SDK translates its results), a
+// 2026-07-28 server asked a 2025-11-25 session for input ("input": the SDK calls again and
+// asks the session), or the request needed something only the SDK path does ("sdk").
+var FastPath = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "projectmcp_tool_calls_path_total",
+	Help: "Stateful sessions' tool calls by how the gateway forwarded them: raw, or through the SDK (and why).",
+}, []string{"path"})
+
+// gatewayRequests counts the gateway's HTTP requests by response code and auth decision.
+var gatewayRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "projectmcp_gateway_requests_total",
+	Help: "HTTP requests to the gateway, by response code and auth decision (allowed, local, denied, unauthenticated, error, none).",
+}, []string{"code", "auth"})
+
+// Outcomes of a forwarded request (Forwarded's result, ToolCall's outcome).
+type Outcome uint8
+
+const (
+	OK          Outcome = iota // the server answered
+	ToolError                  // tools/call only: the server's result has isError set
+	Error                      // the server or the connection failed the request
+	Unavailable                // the server was down, or not bound to the session
+	Timeout                    // the gateway's --call-timeout ended it
+	Cancelled                  // the session gave up on it
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"ok", "tool_error", "error", "unavailable", "timeout", "cancelled"}
+
+func (o Outcome) String() string { return outcomeNames[o] }
+
+// Methods a forwarded request may have (the method label).
+var methods = [...]string{"tools/call", "prompts/get", "resources/read", "completion/complete", "resources/subscribe", "other"}
+
+const numMethods = len(methods)
+
+// methodIndex is the index of a method in methods ("other" for anything else).
+func methodIndex(method string) int {
+	if i := slices.Index(methods[:], method); i >= 0 {
+		return i
+	}
+	return numMethods - 1
+}
+
+// Rebuild and repoint reasons.
+const (
+	ReasonConfigChanged      = "ConfigChanged"
+	ReasonReconnectRequested = "ReconnectRequested"
+	ReasonDeadAtMount        = "DeadAtMount"
+)
+
+// Session revisions (the revision label of projectmcp_sessions).
+const (
+	RevisionStateful  = "2025-11-25" // stateful sessions: 2025-11-25 and the older revisions
+	RevisionStateless = "2026-07-28"
+)
+
 var (
-	// Forwarded counts requests forwarded from sessions to servers, by MCP method and result
-	// ("ok", "error": the server or the connection failed it, "unavailable": the server was
-	// down or not bound to the session).
-	Forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
+	callBuckets    = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+	connectBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	mountBuckets   = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+)
+
+// set is every metric whose labels depend on Configure.
+type set struct {
+	projectLabels bool
+
+	transitions     *prometheus.CounterVec
+	connectDuration *prometheus.HistogramVec
+	reconnects      *prometheus.CounterVec
+	rebuilds        *prometheus.CounterVec
+	repoints        *prometheus.CounterVec
+	toolCalls       *prometheus.CounterVec
+	toolDuration    *prometheus.HistogramVec
+	forwarded       *prometheus.CounterVec
+	mountWait       *prometheus.HistogramVec
+	listChanged     *prometheus.CounterVec
+	statusWrites    *prometheus.CounterVec
+	gauges          gauges
+
+	mu      sync.RWMutex
+	servers map[serverKey]*Server
+}
+
+type serverKey struct{ namespace, project, server string }
+
+func newSet(projectLabels bool) *set {
+	labels := func(names ...string) []string {
+		if projectLabels {
+			return append([]string{LabelNamespace, LabelProject}, names...)
+		}
+		return names
+	}
+	s := &set{projectLabels: projectLabels, servers: map[serverKey]*Server{}}
+	s.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "projectmcp_connection_transitions_total",
+		Help: "Phase changes of connections (Connecting, Ready, Disconnected, Failed), by server and from and to phase.",
+	}, labels("server", "from", "to"))
+	s.connectDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "projectmcp_connect_duration_seconds",
+		Help:    "How long connect attempts took (start to initialized and listed, or failed), by server and outcome (ok, error, timeout).",
+		Buckets: connectBuckets,
+	}, labels("server", "outcome"))
+	s.reconnects = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "projectmcp_reconnect_attempts_total",
+		Help: "Reconnect attempts of connections that dropped or failed to connect, by server.",
+	}, labels("server"))
+	s.rebuilds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "projectmcp_rebuilds_total",
+		Help: "Connections torn down and built again with the same config, by server and reason (ReconnectRequested, DeadAtMount).",
+	}, labels("server", "reason"))
+	s.repoints = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "projectmcp_repoints_total",
+		Help: "Connections replaced by one with a changed config, by server and reason (ConfigChanged).",
+	}, labels("server", "reason"))
+	s.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "projectmcp_tool_calls_total",
+		Help: "Tool calls forwarded to servers, by server and outcome (ok, tool_error, error, unavailable, timeout, cancelled).",
+	}, labels("server", "outcome"))
+	s.toolDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "projectmcp_tool_call_duration_seconds",
+		Help:    "How long forwarded tool calls took, whatever their outcome, by server.",
+		Buckets: callBuckets,
+	}, labels("server"))
+	s.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "projectmcp_forwarded_requests_total",
-		Help: "Requests forwarded from agent sessions to MCP servers, by method and result.",
-	}, []string{"method", "result"})
-	// FastPath counts the tools/call requests of stateful sessions by how the gateway carried
-	// them: "raw" at the JSON-RPC message level, or through the SDK server because the server
-	// speaks the other revision ("revision", nothing sent: the SDK translates its results), a
-	// 2026-07-28 server asked a 2025-11-25 session for input ("input": the SDK calls again and
-	// asks the session), or the request needed something only the SDK path does ("sdk").
-	FastPath = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "projectmcp_tool_calls_path_total",
-		Help: "Stateful sessions' tool calls by how the gateway forwarded them: raw, or through the SDK (and why).",
-	}, []string{"path"})
-	// MountWait is how long a new session's mount waited for its servers (bounded by the
-	// project's readyTimeout).
-	MountWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Help: "Requests forwarded from agent sessions to MCP servers, by server, method and result.",
+	}, labels("server", "method", "result"))
+	s.mountWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "projectmcp_mount_wait_seconds",
 		Help:    "How long a new session's mount waited for its servers to be ready.",
-		Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
-	})
+		Buckets: mountBuckets,
+	}, labels())
+	if !projectLabels {
+		s.mountWait.WithLabelValues() // one series, there from the start
+	}
+	s.listChanged = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "projectmcp_list_changed_sent_total",
+		Help: "list_changed notifications sent to agent sessions, by kind (tools, prompts, resources).",
+	}, labels("kind"))
+	s.statusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "projectmcp_status_writes_total",
+		Help: "ProjectMCP status writes, by result (ok, conflict, error).",
+	}, labels("result"))
+	s.gauges = gauges{
+		connections: prometheus.NewDesc("projectmcp_connections", "Live MCP connections, by server and phase.", labels("server", "phase"), nil),
+		sessions:    prometheus.NewDesc("projectmcp_sessions", "Agent sessions bound to projects, by protocol revision.", labels("revision"), nil),
+		projects:    prometheus.NewDesc("projectmcp_projects", "Projects the controller holds.", nil, nil),
+		set:         s,
+	}
+	return s
+}
+
+func (s *set) collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.transitions, s.connectDuration, s.reconnects, s.rebuilds, s.repoints, s.toolCalls,
+		s.toolDuration, s.forwarded, s.mountWait, s.listChanged, s.statusWrites, s.gauges}
+}
+
+// values are the label values of a project's metric: the project's when they are on, then
+// rest.
+func (s *set) values(namespace, project string, rest ...string) []string {
+	if s.projectLabels {
+		return append([]string{namespace, project}, rest...)
+	}
+	return rest
+}
+
+var (
+	configMu sync.Mutex
+	current  atomic.Pointer[set]
 )
+
+func init() {
+	current.Store(newSet(false))
+	ctrlmetrics.Registry.MustRegister(FastPath, gatewayRequests, configured{})
+}
+
+// configured collects the metrics of the current set. It describes none, which makes it an
+// unchecked collector: a registry never lets a metric's label names change once registered,
+// and Configure changes them.
+type configured struct{}
+
+func (configured) Describe(chan<- *prometheus.Desc) {}
+
+func (configured) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range current.Load().collectors() {
+		c.Collect(ch)
+	}
+}
+
+// Configure sets whether metrics carry the project's namespace and name. It replaces the
+// metrics that have those labels (their values so far are dropped, and handles taken before
+// count into the old ones), so the controller calls it once, before anything is counted;
+// calling it again with the same value does nothing.
+func Configure(projectLabels bool) {
+	configMu.Lock()
+	defer configMu.Unlock()
+	if current.Load().projectLabels != projectLabels {
+		current.Store(newSet(projectLabels))
+	}
+}
+
+// ProjectLabels reports whether metrics carry the project's namespace and name.
+func ProjectLabels() bool { return current.Load().projectLabels }
+
+// serverLabel is a server name as a label value (see maxServerLabel).
+func serverLabel(name string) string {
+	if len(name) > maxServerLabel {
+		return name[:maxServerLabel]
+	}
+	return name
+}
+
+// Server holds one server's metrics (of one project, with project labels), resolved once per
+// label value on first use.
+type Server struct {
+	set       *set
+	values    []string // the project's label values (when on) and the server's
+	toolCalls [numOutcomes]lazy[prometheus.Counter]
+	duration  lazy[prometheus.Observer]
+	forwarded [numMethods][numOutcomes]lazy[prometheus.Counter]
+	reconnect lazy[prometheus.Counter]
+}
+
+// ServerOf returns the metrics of a project's server. Handles are cached: asking again is a
+// map lookup.
+func ServerOf(namespace, project, server string) *Server {
+	s := current.Load()
+	key := serverKey{server: server}
+	if s.projectLabels {
+		key.namespace, key.project = namespace, project
+	}
+	s.mu.RLock()
+	h := s.servers[key]
+	s.mu.RUnlock()
+	if h != nil {
+		return h
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h = s.servers[key]; h == nil {
+		h = &Server{set: s, values: s.values(namespace, project, serverLabel(server))}
+		s.servers[key] = h
+	}
+	return h
+}
+
+// lazy is a metric resolved from its vector on first use.
+type lazy[M any] struct{ p atomic.Pointer[M] }
+
+func (l *lazy[M]) get(resolve func(...string) M, values []string, extra ...string) M {
+	if m := l.p.Load(); m != nil {
+		return *m
+	}
+	m := resolve(append(slices.Clip(values), extra...)...)
+	l.p.Store(&m)
+	return m
+}
+
+// Forwarded counts a forwarded request of the given MCP method (any other method counts as
+// "other"); ToolError counts as OK here (the server answered).
+func (h *Server) Forwarded(method string, o Outcome) {
+	if o == ToolError {
+		o = OK
+	}
+	i := methodIndex(method)
+	h.forwarded[i][o].get(h.set.forwarded.WithLabelValues, h.values, methods[i], outcomeNames[o]).Inc()
+}
+
+// ToolCall counts a forwarded tool call and observes how long it took.
+func (h *Server) ToolCall(o Outcome, took time.Duration) {
+	h.toolCalls[o].get(h.set.toolCalls.WithLabelValues, h.values, outcomeNames[o]).Inc()
+	h.duration.get(h.set.toolDuration.WithLabelValues, h.values).Observe(took.Seconds())
+}
+
+// Transition counts a connection's phase change.
+func (h *Server) Transition(from, to string) {
+	h.set.transitions.WithLabelValues(append(slices.Clip(h.values), from, to)...).Inc()
+}
+
+// Connected observes a connect attempt: outcome "ok", "error" or "timeout".
+func (h *Server) Connected(outcome string, took time.Duration) {
+	h.set.connectDuration.WithLabelValues(append(slices.Clip(h.values), outcome)...).Observe(took.Seconds())
+}
+
+// Reconnecting counts a reconnect attempt.
+func (h *Server) Reconnecting() {
+	h.reconnect.get(h.set.reconnects.WithLabelValues, h.values).Inc()
+}
+
+// Rebuilt counts a rebuild of a project's server connection (ReasonReconnectRequested,
+// ReasonDeadAtMount).
+func Rebuilt(namespace, project, server, reason string) {
+	s := current.Load()
+	s.rebuilds.WithLabelValues(s.values(namespace, project, serverLabel(server), reason)...).Inc()
+}
+
+// Repointed counts a repoint of a project's server connection (ReasonConfigChanged).
+func Repointed(namespace, project, server, reason string) {
+	s := current.Load()
+	s.repoints.WithLabelValues(s.values(namespace, project, serverLabel(server), reason)...).Inc()
+}
+
+// MountWaited observes how long a session's mount waited for the project's servers.
+func MountWaited(namespace, project string, took time.Duration) {
+	s := current.Load()
+	s.mountWait.WithLabelValues(s.values(namespace, project)...).Observe(took.Seconds())
+}
+
+// ListChangedSent counts a list_changed notification sent to a session: kind is "tools",
+// "prompts" or "resources".
+func ListChangedSent(namespace, project, kind string) {
+	s := current.Load()
+	s.listChanged.WithLabelValues(s.values(namespace, project, kind)...).Inc()
+}
+
+// StatusWrite counts a status write by its result (ok, conflict, error), and returns err.
+func StatusWrite(namespace, project string, err error) error {
+	result := "ok"
+	switch {
+	case apierrors.IsConflict(err):
+		result = "conflict"
+	case err != nil:
+		result = "error"
+	}
+	s := current.Load()
+	s.statusWrites.WithLabelValues(s.values(namespace, project, result)...).Inc()
+	return err
+}
+
+// ForgetProject drops the series of a deleted project (with project labels; without, the
+// series are shared by every project and stay).
+func ForgetProject(namespace, project string) {
+	forget(map[string]string{LabelNamespace: namespace, LabelProject: project}, func(k serverKey) bool {
+		return k.namespace == namespace && k.project == project
+	})
+}
+
+// ForgetServer drops the series of a server removed from a project (with project labels).
+func ForgetServer(namespace, project, server string) {
+	forget(map[string]string{LabelNamespace: namespace, LabelProject: project, "server": serverLabel(server)}, func(k serverKey) bool {
+		return k.namespace == namespace && k.project == project && k.server == server
+	})
+}
+
+func forget(labels prometheus.Labels, match func(serverKey) bool) {
+	s := current.Load()
+	if !s.projectLabels {
+		return
+	}
+	s.mu.Lock()
+	for k := range s.servers {
+		if match(k) {
+			delete(s.servers, k)
+		}
+	}
+	s.mu.Unlock()
+	_, withServer := labels["server"]
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{s.transitions, s.connectDuration, s.reconnects, s.rebuilds, s.repoints, s.toolCalls, s.toolDuration, s.forwarded} {
+		v.DeletePartialMatch(labels)
+	}
+	if !withServer {
+		for _, v := range []interface {
+			DeletePartialMatch(prometheus.Labels) int
+		}{s.mountWait, s.listChanged, s.statusWrites} {
+			v.DeletePartialMatch(labels)
+		}
+	}
+}
+
+// Auth decisions (the auth label of projectmcp_gateway_requests_total).
+const (
+	AuthNone            = "none"            // not reached: an invalid path
+	AuthLocal           = "local"           // local mode: a loopback caller
+	AuthAllowed         = "allowed"         // a token allowed to use the project
+	AuthDenied          = "denied"          // 403
+	AuthUnauthenticated = "unauthenticated" // 401: no token, or not a valid one
+	AuthError           = "error"           // the access review itself failed
+)
+
+type gatewayKey struct {
+	code int
+	auth string
+}
+
+// gatewayCounters resolves the gateway's counters once per code and decision.
+type gatewayCounters struct {
+	mu sync.RWMutex
+	m  map[gatewayKey]prometheus.Counter
+}
+
+var gatewayCache gatewayCounters
+
+// GatewayRequest counts a gateway HTTP request by its response code and auth decision.
+func GatewayRequest(code int, auth string) {
+	key := gatewayKey{code, auth}
+	gatewayCache.mu.RLock()
+	c := gatewayCache.m[key]
+	gatewayCache.mu.RUnlock()
+	if c == nil {
+		c = gatewayRequests.WithLabelValues(strconv.Itoa(code), auth)
+		gatewayCache.mu.Lock()
+		if gatewayCache.m == nil {
+			gatewayCache.m = map[gatewayKey]prometheus.Counter{}
+		}
+		gatewayCache.m[key] = c
+		gatewayCache.mu.Unlock()
+	}
+	c.Inc()
+}
+
+// Connection is one live connection, as the registry reports it at a scrape.
+type Connection struct {
+	Namespace, Project, Server, Phase string
+}
 
 // Counts are the registry's figures at one moment.
 type Counts struct {
 	Projects    int
-	Sessions    int
-	Connections map[string]int // by phase
+	Connections []Connection
+}
+
+// Sessions are one project's bound sessions of one revision, as the gateway reports them.
+type Sessions struct {
+	Namespace, Project, Revision string
+	Count                        int
 }
 
 var (
-	mu     sync.Mutex
-	source func() Counts
+	sourceMu sync.Mutex
+	source   func() Counts
+	sessions func() []Sessions
 )
 
-// SetSource sets where the connection and session gauges are read at each scrape (the
-// process's one registry).
+// SetSource sets where the connection gauges are read at each scrape (the process's one
+// registry).
 func SetSource(f func() Counts) {
-	mu.Lock()
-	defer mu.Unlock()
+	sourceMu.Lock()
+	defer sourceMu.Unlock()
 	source = f
 }
 
-var (
-	connectionsDesc = prometheus.NewDesc("projectmcp_connections", "Live MCP connections, by phase.", []string{"phase"}, nil)
-	sessionsDesc    = prometheus.NewDesc("projectmcp_sessions", "Agent sessions bound to projects.", nil, nil)
-	projectsDesc    = prometheus.NewDesc("projectmcp_projects", "Projects the controller holds.", nil, nil)
-)
-
-// gauges reads the source at scrape time, so nothing is counted twice and nothing drifts.
-type gauges struct{}
-
-func (gauges) Describe(ch chan<- *prometheus.Desc) {
-	ch <- connectionsDesc
-	ch <- sessionsDesc
-	ch <- projectsDesc
+// SetSessions sets where the session gauge is read at each scrape (the process's gateway).
+func SetSessions(f func() []Sessions) {
+	sourceMu.Lock()
+	defer sourceMu.Unlock()
+	sessions = f
 }
 
-func (gauges) Collect(ch chan<- prometheus.Metric) {
-	mu.Lock()
-	f := source
-	mu.Unlock()
-	if f == nil {
-		return
-	}
-	c := f()
-	for phase, n := range c.Connections {
-		ch <- prometheus.MustNewConstMetric(connectionsDesc, prometheus.GaugeValue, float64(n), phase)
-	}
-	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(c.Sessions))
-	ch <- prometheus.MustNewConstMetric(projectsDesc, prometheus.GaugeValue, float64(c.Projects))
+// gauges reads the sources at scrape time, so nothing is counted twice and nothing drifts.
+type gauges struct {
+	connections, sessions, projects *prometheus.Desc
+	set                             *set
 }
 
-func init() {
-	ctrlmetrics.Registry.MustRegister(Forwarded, FastPath, MountWait, gauges{})
+func (g gauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.connections
+	ch <- g.sessions
+	ch <- g.projects
+}
+
+func (g gauges) Collect(ch chan<- prometheus.Metric) {
+	sourceMu.Lock()
+	f, fs := source, sessions
+	sourceMu.Unlock()
+	if f != nil {
+		c := f()
+		conns := map[[4]string]int{}
+		for _, cn := range c.Connections {
+			k := [4]string{"", "", serverLabel(cn.Server), cn.Phase}
+			if g.set.projectLabels {
+				k[0], k[1] = cn.Namespace, cn.Project
+			}
+			conns[k]++
+		}
+		for k, n := range conns {
+			ch <- prometheus.MustNewConstMetric(g.connections, prometheus.GaugeValue, float64(n), g.set.values(k[0], k[1], k[2], k[3])...)
+		}
+		ch <- prometheus.MustNewConstMetric(g.projects, prometheus.GaugeValue, float64(c.Projects))
+	}
+	if fs != nil {
+		// Both revisions always, so that a revision without sessions reads 0, not absent.
+		byRevision := map[[3]string]int{{"", "", RevisionStateful}: 0, {"", "", RevisionStateless}: 0}
+		for _, s := range fs() {
+			k := [3]string{"", "", s.Revision}
+			if g.set.projectLabels {
+				k[0], k[1] = s.Namespace, s.Project
+			}
+			byRevision[k] += s.Count
+		}
+		for k, n := range byRevision {
+			if g.set.projectLabels && k[0] == "" && k[1] == "" {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(g.sessions, prometheus.GaugeValue, float64(n), g.set.values(k[0], k[1], k[2])...)
+		}
+	}
 }

@@ -438,6 +438,7 @@ func (r *Registry) Retire(key types.NamespacedName, server string) {
 	if e.conn != nil {
 		e.conn.Destroy()
 	}
+	metrics.ForgetServer(key.Namespace, key.Name, server)
 }
 
 // Forget retires every server of a project and drops its sessions (the object is deleted).
@@ -460,6 +461,7 @@ func (r *Registry) Forget(key types.NamespacedName) {
 	}
 	r.mu.Unlock()
 	destroyAll(conns)
+	metrics.ForgetProject(key.Namespace, key.Name)
 }
 
 // armIdleLocked starts the idle timer of an unused connection, or stops it while the
@@ -542,6 +544,7 @@ func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, clie
 			why := deadReason(e.conn.Snapshot())
 			c, old := r.swapLocked(key, p, e, e.hash, e.opts)
 			e.lastRebuild = Rebuild{At: now, Reason: RebuildDeadAtMount, Connection: c.ID(), Previous: why}
+			metrics.Rebuilt(key.Namespace, key.Name, name, metrics.ReasonDeadAtMount)
 			dead = append(dead, old)
 		}
 	}
@@ -555,7 +558,7 @@ func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, clie
 		wait, cancel := context.WithTimeout(ctx, ready)
 		defer cancel()
 		r.waitStarted(wait, key)
-		metrics.MountWait.Observe(r.clock.Since(start).Seconds())
+		metrics.MountWaited(key.Namespace, key.Name, r.clock.Since(start))
 	}
 	return s, nil
 }
@@ -776,16 +779,16 @@ func (r *Registry) Observe(key types.NamespacedName) Observation {
 	return obs
 }
 
-// Counts are the process's projects, sessions and connections by phase, for /metrics.
+// Counts are the process's projects and connections (with their phases), for /metrics.
 func (r *Registry) Counts() metrics.Counts {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := metrics.Counts{Projects: len(r.projects), Connections: map[string]int{}}
-	for _, p := range r.projects {
-		c.Sessions += len(p.sessions)
-		for _, e := range p.servers {
+	c := metrics.Counts{Projects: len(r.projects)}
+	for key, p := range r.projects {
+		for name, e := range p.servers {
 			if e.conn != nil {
-				c.Connections[string(e.conn.Snapshot().Phase)]++
+				c.Connections = append(c.Connections, metrics.Connection{Namespace: key.Namespace, Project: key.Name,
+					Server: name, Phase: string(e.conn.Snapshot().Phase)})
 			}
 		}
 	}

@@ -96,3 +96,28 @@ func TestSyncBufferConcurrent(t *testing.T) {
 		t.Fatalf("Len %d, String has %d bytes", b.Len(), len(b.String()))
 	}
 }
+
+func TestParseMetrics(t *testing.T) {
+	m, err := ParseMetrics(`# HELP x_total X.
+# TYPE x_total counter
+x_total{a="1",b="tools/call"} 3
+x_total{a="2",b="say \"hi\", {ok}"} 4
+y 1.5
+z{} 2 1700000000
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Sum("x_total"); got != 7 {
+		t.Fatalf("sum: %v", got)
+	}
+	if got := m.Sum("x_total", "b", "tools/call"); got != 3 {
+		t.Fatalf("sum by label: %v", got)
+	}
+	if !m.Has("x_total", "b", `say "hi", {ok}`) || m.Has("x_total", "c", "") || m.Sum("y") != 1.5 || m.Sum("z") != 2 {
+		t.Fatalf("samples: %+v", m)
+	}
+	if _, err := ParseMetrics(`x{a="1} 2`); err == nil {
+		t.Fatal("an unterminated label value must fail")
+	}
+}

@@ -8,14 +8,18 @@
 // are always started (against the no-op provider when off, which costs next to nothing), so the
 // code has one path.
 //
-// W3C trace context (traceparent, tracestate) is accepted from sessions and passed on to HTTP
-// servers.
+// W3C trace context (traceparent, tracestate) is accepted from sessions, in HTTP headers or in
+// a request's _meta, and passed on to servers: in HTTP headers to HTTP servers, and in the
+// _meta of every forwarded request, where the MCP specification (2026-07-28, SEP-414) reserves
+// the keys traceparent, tracestate and baggage for it.
 package tracing
 
 import (
 	"context"
 	"fmt"
 	"os"
+
+	"go.opentelemetry.io/otel/baggage"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -75,4 +79,55 @@ func FromHeaders(ctx context.Context, h map[string][]string) context.Context {
 // ToHeaders writes ctx's trace context into the headers of a request to a server.
 func ToHeaders(ctx context.Context, h map[string][]string) {
 	Propagator.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// MetaKeys are the _meta keys that carry trace context (SEP-414), in the order written.
+var MetaKeys = []string{"traceparent", "tracestate", "baggage"}
+
+// Fields returns ctx's trace context as _meta members, keyed by MetaKeys; nil when ctx carries
+// none (then nothing is allocated).
+func Fields(ctx context.Context) propagation.MapCarrier {
+	if !trace.SpanContextFromContext(ctx).IsValid() && baggage.FromContext(ctx).Len() == 0 {
+		return nil
+	}
+	m := propagation.MapCarrier{}
+	Propagator.Inject(ctx, m)
+	return m
+}
+
+// metaHolder is a request's params, whose _meta can be read and set.
+type metaHolder interface {
+	GetMeta() map[string]any
+	SetMeta(map[string]any)
+}
+
+// ToMeta writes ctx's trace context into the _meta of a request to a server.
+func ToMeta(ctx context.Context, params metaHolder) {
+	fields := Fields(ctx)
+	if len(fields) == 0 {
+		return
+	}
+	m := params.GetMeta()
+	if m == nil {
+		m = make(map[string]any, len(fields))
+	}
+	for k, v := range fields {
+		m[k] = v
+	}
+	params.SetMeta(m)
+}
+
+// FromMeta returns ctx with the trace context a request's _meta carries (get reads one key;
+// a session's traceparent), or ctx unchanged when it carries none.
+func FromMeta(ctx context.Context, get func(key string) string) context.Context {
+	if get("traceparent") == "" {
+		return ctx
+	}
+	m := propagation.MapCarrier{}
+	for _, k := range MetaKeys {
+		if v := get(k); v != "" {
+			m[k] = v
+		}
+	}
+	return Propagator.Extract(ctx, m)
 }

@@ -179,7 +179,8 @@ func TestChartAllFeatures(t *testing.T) {
 	for _, arg := range []string{"--allow-command=npx", "--allow-command=/opt/mcp/*", "--gateway-url=https://mcp.example.com",
 		"--session-timeout=1h", "--call-timeout=10m", "--zap-log-level=debug", "--connect-timeout=1m",
 		"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s",
-		"--gateway-bind-address=:9484", "--metrics-bind-address=:9090", "--health-probe-bind-address=:9081", "--gateway-auth=kubernetes"} {
+		"--gateway-bind-address=:9484", "--metrics-bind-address=:9090", "--metrics-project-labels", "--health-probe-bind-address=:9081",
+		"--gateway-auth=kubernetes"} {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("args lack %s: %q", arg, c.Args)
 		}

@@ -1,0 +1,133 @@
+package metrics
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Counting a forwarded call on a server's handle allocates nothing once its labels are
+// resolved, and the handle is the same for every caller.
+func TestServerHandleDoesNotAllocate(t *testing.T) {
+	h := ServerOf("ns", "p", "alloc")
+	if ServerOf("ns", "p", "alloc") != h {
+		t.Fatal("handles must be cached")
+	}
+	h.ToolCall(OK, time.Millisecond)
+	h.Forwarded("tools/call", OK)
+	if n := testing.AllocsPerRun(100, func() {
+		h := ServerOf("ns", "p", "alloc")
+		h.ToolCall(OK, time.Millisecond)
+		h.Forwarded("tools/call", OK)
+	}); n != 0 {
+		t.Fatalf("%v allocations per call", n)
+	}
+	if got := promtest.ToFloat64(current.Load().toolCalls.WithLabelValues("alloc", "ok")); got != 102 {
+		t.Fatalf("tool calls: %v", got)
+	}
+	// A tool error is an answered request.
+	h.Forwarded("tools/call", ToolError)
+	h.Forwarded("nothing/known", Timeout)
+	if got := promtest.ToFloat64(current.Load().forwarded.WithLabelValues("alloc", "tools/call", "ok")); got != 103 {
+		t.Fatalf("forwarded ok: %v", got)
+	}
+	if got := promtest.ToFloat64(current.Load().forwarded.WithLabelValues("alloc", "other", "timeout")); got != 1 {
+		t.Fatalf("forwarded other/timeout: %v", got)
+	}
+}
+
+func TestStatusWriteResults(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "projectmcps"}, "p", errors.New("changed"))
+	for _, err := range []error{nil, nil, conflict, errors.New("down")} {
+		if got := StatusWrite("ns", "p", err); got != err {
+			t.Fatalf("StatusWrite must return its error: %v", got)
+		}
+	}
+	for result, want := range map[string]float64{"ok": 2, "conflict": 1, "error": 1} {
+		if got := promtest.ToFloat64(current.Load().statusWrites.WithLabelValues(result)); got != want {
+			t.Errorf("status writes %s: %v, want %v", result, got, want)
+		}
+	}
+}
+
+// With project labels, series name the project, and a deleted project's series go.
+func TestProjectLabels(t *testing.T) {
+	Configure(true)
+	defer Configure(false)
+	if !ProjectLabels() {
+		t.Fatal("Configure(true)")
+	}
+	ServerOf("ns", "a", "s").ToolCall(OK, time.Millisecond)
+	ServerOf("ns", "b", "s").ToolCall(OK, time.Millisecond)
+	Rebuilt("ns", "a", "s", ReasonDeadAtMount)
+	ListChangedSent("ns", "a", "tools")
+	s := current.Load()
+	if got := promtest.ToFloat64(s.toolCalls.WithLabelValues("ns", "a", "s", "ok")); got != 1 {
+		t.Fatalf("project a: %v", got)
+	}
+	if n := promtest.CollectAndCount(s.toolCalls); n != 2 {
+		t.Fatalf("one series per project: %d", n)
+	}
+	ForgetProject("ns", "a")
+	if n := promtest.CollectAndCount(s.toolCalls); n != 1 {
+		t.Fatalf("the deleted project's series must go: %d left", n)
+	}
+	if n := promtest.CollectAndCount(s.rebuilds) + promtest.CollectAndCount(s.listChanged); n != 0 {
+		t.Fatalf("the deleted project's series must go: %d left", n)
+	}
+	// The registry serves the new metrics, with the new labels.
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range families {
+		if f.GetName() == "projectmcp_tool_calls_total" {
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					found = found || (l.GetName() == LabelProject && l.GetValue() == "b")
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatal("the registry must serve the project-labelled series")
+	}
+}
+
+// The gauges are read from their sources at each scrape: connections by server and phase,
+// sessions by revision (both revisions, even at 0).
+func TestGauges(t *testing.T) {
+	SetSource(func() Counts {
+		return Counts{Projects: 2, Connections: []Connection{
+			{"ns", "a", "s", "Ready"}, {"ns", "b", "s", "Ready"}, {"ns", "b", "t", "Failed"},
+		}}
+	})
+	SetSessions(func() []Sessions {
+		return []Sessions{{"ns", "a", RevisionStateful, 2}, {"ns", "b", RevisionStateful, 1}}
+	})
+	defer SetSource(nil)
+	defer SetSessions(nil)
+	want := `
+# HELP projectmcp_connections Live MCP connections, by server and phase.
+# TYPE projectmcp_connections gauge
+projectmcp_connections{phase="Failed",server="t"} 1
+projectmcp_connections{phase="Ready",server="s"} 2
+# HELP projectmcp_projects Projects the controller holds.
+# TYPE projectmcp_projects gauge
+projectmcp_projects 2
+# HELP projectmcp_sessions Agent sessions bound to projects, by protocol revision.
+# TYPE projectmcp_sessions gauge
+projectmcp_sessions{revision="2025-11-25"} 3
+projectmcp_sessions{revision="2026-07-28"} 0
+`
+	if err := promtest.CollectAndCompare(current.Load().gauges, strings.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+}
