@@ -507,8 +507,8 @@ func cmpErr(first, err error) error {
 
 func (s *suite) restart(t *testing.T) {
 	s.fault(t, row{fault: "controller restart with live sessions",
-		sees:       "calls fail while no controller runs; then a stateful session's id is unknown (404) and the client initializes again, a stateless session just goes on; same tool names",
-		guaranteed: "the old controller's servers die with it (parent-death signal); the new one rebuilds every connection from the objects; specs and status are kept",
+		sees:             "calls fail while no controller runs; then a stateful session's id is unknown (404) and the client initializes again, a stateless session just goes on; same tool names",
+		guaranteed:       "the old controller's servers die with it (parent-death signal); the new one rebuilds every connection from the objects; specs and status are kept",
 		bystanderMayFail: true,
 	}, func(t *testing.T, r *row) {
 		key := s.project(t, "restarted", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{s.stdio("s")}}, true)

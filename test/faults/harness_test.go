@@ -77,7 +77,9 @@ type row struct {
 	bystanderMayFail        bool // the fault stops the controller itself
 }
 
-func (r *row) figure(format string, args ...any) { r.figures = append(r.figures, fmt.Sprintf(format, args...)) }
+func (r *row) figure(format string, args ...any) {
+	r.figures = append(r.figures, fmt.Sprintf(format, args...))
+}
 
 // setup starts the API server, builds the binaries, starts the controller and the bystander.
 func setup(t *testing.T) *suite {
