@@ -388,7 +388,11 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 			return nil, fmt.Errorf("--gateway-auth=local needs a loopback --gateway-bind-address, not %q", f.gatewayAddr)
 		}
 	case "kubernetes":
-		cs, err := kubernetes.NewForConfig(cfg)
+		// Reviews get a client of their own, so that sessions' reviews and the reconciler's
+		// writes never wait behind one another's rate limit.
+		rc := rest.CopyConfig(cfg)
+		rc.QPS, rc.Burst = 100, 200
+		cs, err := kubernetes.NewForConfig(rc)
 		if err != nil {
 			return nil, err
 		}

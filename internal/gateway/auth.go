@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -73,9 +74,9 @@ func isLoopback(host string) bool {
 // for.
 //
 // Two rules keep one caller from hurting the others:
-//   - each user may cause at most ReviewRate new access reviews a second (burst ReviewBurst):
-//     a user spraying project paths gets 429 for the rest, and every other user's reviews and
-//     the controller's own API calls go on;
+//   - each user may cause at most ReviewRate new access reviews a second (burst ReviewBurst),
+//     and have at most maxReviewsInFlight waiting at once: a user spraying project paths gets
+//     429 for the rest, and every other user's reviews and the controller's own API calls go on;
 //   - a verdict is fresh for TTL, and is kept up to MaxStale after that: when a review cannot be
 //     made (the API server is unreachable, or the user is over its review rate), the last
 //     verdict stands, so live sessions keep working through an API server outage.
@@ -92,9 +93,10 @@ type KubernetesAuth struct {
 	Clock       clock.PassiveClock // default: real
 
 	once      sync.Once
+	mu        sync.Mutex // makes budget's get-or-add atomic
 	users     *cache.LRUExpireCache // token hash → userEntry
 	decisions *cache.LRUExpireCache // decisionKey → decision
-	limiters  *cache.LRUExpireCache // user name → *rate.Limiter
+	limiters  *cache.LRUExpireCache // user name → *reviewBudget
 }
 
 // maxAuthEntries bounds each cache.
@@ -166,13 +168,16 @@ func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key typ
 	case u == nil:
 		return http.StatusUnauthorized, "the bearer token is not valid"
 	}
-	if !a.limiter(u.Username).AllowN(now, 1) {
+	b := a.budget(u.Username)
+	if !b.take(now) {
 		if stale != nil {
 			return stale.status, stale.message
 		}
-		return http.StatusTooManyRequests, fmt.Sprintf("%s asked for too many projects at once (more than %g access reviews a second); retry", u.Username, float64(a.ReviewRate))
+		return http.StatusTooManyRequests, fmt.Sprintf("%s asked for too many projects at once (more than %d access reviews in flight or %g a second); retry",
+			u.Username, maxReviewsInFlight, float64(a.ReviewRate))
 	}
 	status, msg := a.authorize(ctx, u, key)
+	b.done()
 	if status == http.StatusInternalServerError {
 		if stale != nil {
 			return stale.status, stale.message
@@ -205,14 +210,41 @@ func (a *KubernetesAuth) user(ctx context.Context, token string, sum [32]byte, n
 	return user, 0
 }
 
-// limiter is the user's budget of new access reviews.
-func (a *KubernetesAuth) limiter(user string) *rate.Limiter {
-	if v, ok := a.limiters.Get(user); ok {
-		return v.(*rate.Limiter)
+// maxReviewsInFlight bounds one user's access reviews waiting on the API server at once: a
+// user spraying paths faster than the API server answers gets 429 instead of a queue.
+const maxReviewsInFlight = 4
+
+// reviewBudget is one user's allowance of new access reviews: a rate, and a bound on those in
+// flight.
+type reviewBudget struct {
+	rate     *rate.Limiter
+	inFlight atomic.Int32
+}
+
+func (b *reviewBudget) take(now time.Time) bool {
+	if b.inFlight.Add(1) > maxReviewsInFlight {
+		b.inFlight.Add(-1)
+		return false
 	}
-	l := rate.NewLimiter(a.ReviewRate, a.ReviewBurst)
-	a.limiters.Add(user, l, time.Hour)
-	return l
+	if !b.rate.AllowN(now, 1) {
+		b.inFlight.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (b *reviewBudget) done() { b.inFlight.Add(-1) }
+
+// budget is the user's review budget.
+func (a *KubernetesAuth) budget(user string) *reviewBudget {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if v, ok := a.limiters.Get(user); ok {
+		return v.(*reviewBudget)
+	}
+	b := &reviewBudget{rate: rate.NewLimiter(a.ReviewRate, a.ReviewBurst)}
+	a.limiters.Add(user, b, time.Hour)
+	return b
 }
 
 // authenticate asks a TokenReview who the token is: the user, nil for an invalid token, or

@@ -172,3 +172,39 @@ func TestKubernetesAuthKeepsVerdictsThroughOutage(t *testing.T) {
 		t.Fatalf("during the outage, a verdict older than MaxStale: %d", status)
 	}
 }
+
+// A user's reviews waiting on a slow API server are bounded: past maxReviewsInFlight the user
+// gets 429 at once instead of a queue.
+func TestKubernetesAuthReviewsInFlightBounded(t *testing.T) {
+	cs, _, _ := countingClient()
+	release := make(chan struct{})
+	var waiting atomic.Int32
+	cs.PrependReactor("create", "subjectaccessreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+		waiting.Add(1)
+		<-release
+		return false, nil, nil
+	})
+	a := &KubernetesAuth{Client: cs}
+	ctx := context.Background()
+	results := make(chan int, 10)
+	for i := range 10 {
+		go func() {
+			status, _ := a.Authorize(ctx, bearerRequest("good"), types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("p%d", i)})
+			results <- status
+		}()
+	}
+	for range 10 - maxReviewsInFlight {
+		if status := <-results; status != http.StatusTooManyRequests {
+			t.Fatalf("a review past the bound: %d, want 429 at once", status)
+		}
+	}
+	if n := waiting.Load(); n < 1 || n > maxReviewsInFlight { // the fake client serializes its reactors
+		t.Fatalf("%d reviews reached the API server, want 1 to %d", n, maxReviewsInFlight)
+	}
+	close(release)
+	for range maxReviewsInFlight {
+		if status := <-results; status != http.StatusForbidden {
+			t.Fatalf("a review in flight: %d", status)
+		}
+	}
+}
