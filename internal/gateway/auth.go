@@ -93,7 +93,7 @@ type KubernetesAuth struct {
 	Clock       clock.PassiveClock // default: real
 
 	once      sync.Once
-	mu        sync.Mutex // makes budget's get-or-add atomic
+	mu        sync.Mutex            // makes budget's get-or-add atomic
 	users     *cache.LRUExpireCache // token hash → userEntry
 	decisions *cache.LRUExpireCache // decisionKey → decision
 	limiters  *cache.LRUExpireCache // user name → *reviewBudget
