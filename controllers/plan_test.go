@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
@@ -245,5 +246,19 @@ func TestProjectRoots(t *testing.T) {
 	}
 	if got := projectRoots("https://github.com/x/y"); got != nil {
 		t.Fatalf("a repository URL is no root: %+v", got)
+	}
+}
+
+// A failing reconcile is retried at least every maxRetryDelay, however often it failed (status
+// catches up within seconds of an API server's return).
+func TestRetryLimiterCapped(t *testing.T) {
+	l := retryLimiter()
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}}
+	var last time.Duration
+	for range 50 {
+		last = l.When(req)
+	}
+	if last != maxRetryDelay {
+		t.Fatalf("after 50 failures the delay is %s, want %s", last, maxRetryDelay)
 	}
 }

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,9 +76,23 @@ func (r *Reconciler) setupWithManager(mgr manager.Manager, rec reconcile.Reconci
 		For(&v1alpha1.ProjectMCP{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WatchesRawSource(source.Channel(r.Registry.Events(), &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4, RateLimiter: retryLimiter()}).
 		Named("projectmcp").
 		Complete(rec)
+}
+
+// maxRetryDelay caps the backoff of a failing reconcile. controller-runtime's default grows to
+// 16 minutes; a reconcile fails mostly when the API server is away (status writes), and then
+// status should catch up within seconds of its return, not minutes.
+const maxRetryDelay = 5 * time.Second
+
+// retryLimiter is controller-runtime's default rate limiter with the per-item backoff capped at
+// maxRetryDelay (the overall bucket, 10 a second with a burst of 100, is kept).
+func retryLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
 }
 
 // Reconcile follows the usual shape: get, finalize, ensure the finalizer, then observe → plan →

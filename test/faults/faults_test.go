@@ -399,7 +399,7 @@ func (s *suite) hugeHeaders(t *testing.T) {
 
 func (s *suite) randomPaths(t *testing.T) {
 	s.fault(t, row{fault: "10,000 random project paths with a valid token",
-		sees:       "404 (no such object, or a name no object can have) or 403 while the token's review budget lasts, then 429: the caller is slowed, nobody else",
+		sees:       "404 (no such object, or a name no object can have) or 403 while the token's review budget lasts, then 429 (503 with `Retry-After` when the API server cannot confirm a miss in time): the caller is slowed, nobody else",
 		guaranteed: "names are validated before any review; one user causes at most 20 access reviews a second; verdicts sit in bounded LRU caches; the controller's memory does not grow with the paths tried",
 	}, func(t *testing.T, r *row) {
 		const n, workers = 10000, 32
@@ -443,12 +443,13 @@ func (s *suite) randomPaths(t *testing.T) {
 		took := time.Since(start)
 		hc.CloseIdleConnections()
 		for code, count := range codes {
-			if code != http.StatusNotFound && code != http.StatusForbidden && code != http.StatusTooManyRequests {
+			// 503 (with Retry-After): the API server did not confirm the miss in time.
+			if code != http.StatusNotFound && code != http.StatusForbidden && code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable {
 				t.Errorf("%d requests got %d", count, code)
 			}
 		}
-		r.figure("%d requests in %s (%.0f/s): %d × 404, %d × 403, %d × 429", n, took.Round(time.Millisecond), float64(n)/took.Seconds(),
-			codes[http.StatusNotFound], codes[http.StatusForbidden], codes[http.StatusTooManyRequests])
+		r.figure("%d requests in %s (%.0f/s): %d × 404, %d × 403, %d × 429, %d × 503", n, took.Round(time.Millisecond), float64(n)/took.Seconds(),
+			codes[http.StatusNotFound], codes[http.StatusForbidden], codes[http.StatusTooManyRequests], codes[http.StatusServiceUnavailable])
 	})
 }
 
