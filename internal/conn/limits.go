@@ -30,16 +30,25 @@ const (
 // errorBodyBytes bounds the body of an HTTP error answer: only a JSON-RPC error in it is read.
 const errorBodyBytes = 1 << 20
 
-// sizeText writes a byte count the way the flags' defaults read best: 64 MiB, 512 KiB, 1000
-// bytes.
+// sizeText writes a bound the way the flags' defaults read best, exactly: 64 MiB, 512 KiB,
+// 1000 bytes.
 func sizeText(n int64) string {
 	switch {
 	case n >= 1<<20 && n%(1<<20) == 0:
 		return fmt.Sprintf("%d MiB", n>>20)
 	case n >= 1<<10 && n%(1<<10) == 0:
 		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// aboutSize writes a measured size, rounded: 2.0 MiB, 97.7 KiB, 300 bytes.
+func aboutSize(n int64) string {
+	switch {
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d bytes", n)
 }
@@ -78,7 +87,7 @@ func tooManyPages(method string, max int) error {
 }
 
 func tooManyBytes(what string, max int64) error {
-	return fmt.Errorf("the server's %s come to more than %s, over --max-list-bytes (%s); refused", what, sizeText(max), sizeText(max))
+	return fmt.Errorf("the server's %s come to more than --max-list-bytes (%s) of JSON; refused", what, sizeText(max))
 }
 
 // shortName quotes a name the server gave for a message of ours, cut to a sane length.
@@ -105,7 +114,7 @@ func schemaNote(omitted []string, sizes []int64, limit int64) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s (%s)", shortName(name), sizeText(sizes[i]))
+		fmt.Fprintf(&b, "%s (%s)", shortName(name), aboutSize(sizes[i]))
 	}
 	if len(omitted) > shown {
 		fmt.Fprintf(&b, " and %d more", len(omitted)-shown)

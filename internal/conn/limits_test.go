@@ -335,23 +335,35 @@ func TestSDKPathsBoundMessages(t *testing.T) {
 }
 
 // A message the bound allows passes whole, even when it is larger than the SDK's own default
-// bounds (16 MiB on stdio lines and events), which fail the whole connection.
+// bounds (16 MiB on stdio lines and legacy SSE events), which fail the whole connection. Over
+// streamable HTTP the SDK had no bound of its own: those cases check that boundedBodies hands a
+// large body or event on intact.
 func TestLargeMessageWithinBoundPasses(t *testing.T) {
 	const size = 20 << 20
 	for name, server := range map[string]func(t *testing.T, h *hostile) v1alpha1.MCPServer{
 		"http json":   func(t *testing.T, h *hostile) v1alpha1.MCPServer { return h.start(t) },
 		"http events": func(t *testing.T, h *hostile) v1alpha1.MCPServer { h.sse = true; return h.start(t) },
 		"stdio":       func(*testing.T, *hostile) v1alpha1.MCPServer { return hostileStdioServer(fmt.Sprintf("huge=%d", size)) },
+		"legacy SSE": func(t *testing.T, _ *hostile) v1alpha1.MCPServer {
+			url := fixture.StartHTTP(t, "--sse", "--big-result", fmt.Sprint(size)) + "/sse"
+			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: url, Transport: v1alpha1.TransportSSE}}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := &hostile{huge: size, tools: twoTools}
 			c := start(t, Options{Server: server(t, h)})
 			before := waitPhase(t, c, v1alpha1.PhaseReady)
-			res, err := typedCall(c, "huge")
-			if err != nil || textOf(res) != strings.Repeat("x", size) {
+			tool, want := "huge", strings.Repeat("x", size)
+			if name == "legacy SSE" {
+				tool, want = "big", strings.Repeat("b", size)
+			}
+			res, err := typedCall(c, tool)
+			if err != nil || textOf(res) != want {
 				t.Fatalf("a %d MiB result within the bound: %v", size>>20, err)
 			}
-			mustGoOn(t, c, before)
+			if s := c.Snapshot(); s.Phase != v1alpha1.PhaseReady || s.ReadySince != before.ReadySince {
+				t.Fatalf("the connection must go on: %s %s", s.Phase, s.LastError)
+			}
 		})
 	}
 }
@@ -506,7 +518,7 @@ func TestListBytesBounded(t *testing.T) {
 	}}
 	c := start(t, Options{Server: h.start(t), MaxListBytes: 4 << 20, Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}})
 	s := waitPhase(t, c, v1alpha1.PhaseFailed)
-	if !strings.Contains(s.LastError, "over --max-list-bytes (4 MiB)") {
+	if !strings.Contains(s.LastError, "the server's tools come to more than --max-list-bytes (4 MiB) of JSON; refused") {
 		t.Fatalf("want the bound named in lastError, got %q", s.LastError)
 	}
 	if n := h.lists.Load(); n > 5 {
@@ -594,5 +606,19 @@ func TestEventBodyBounded(t *testing.T) {
 		"event: message\ndata: " + string(errorResponse([]byte("41"), tooLargeMessage(limit))) + "\n\n"
 	if got := read(post); got != want {
 		t.Errorf("a request's stream:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// Bounds are written exactly (they name a flag's value), measured sizes rounded.
+func TestSizeText(t *testing.T) {
+	for n, want := range map[int64]string{64 << 20: "64 MiB", 512 << 10: "512 KiB", 1000: "1000 bytes", 1<<20 + 1: "1048577 bytes"} {
+		if got := sizeText(n); got != want {
+			t.Errorf("sizeText(%d) = %q, want %q", n, got, want)
+		}
+	}
+	for n, want := range map[int64]string{2<<20 + 58: "2.0 MiB", 100050: "97.7 KiB", 300: "300 bytes"} {
+		if got := aboutSize(n); got != want {
+			t.Errorf("aboutSize(%d) = %q, want %q", n, got, want)
+		}
 	}
 }
