@@ -19,11 +19,12 @@ import (
 // to its caller with the result still raw, and passes every other line on unchanged to the
 // SDK, which keeps its own framing rules (batches).
 //
-// Every line, raw or not, is held to MaxMessageBytes here: a longer one is read to its end
-// without being kept, and only its top level is followed (jsonTop), to learn whose request it
-// answered. That request alone fails, with an error naming the bound (a raw request's caller
-// is told directly; the SDK gets an error response in place of the answer); any other message
-// over the bound is dropped. The connection goes on.
+// Every line, raw or not, is held to MaxMessageBytes here, and a list result to MaxListItems
+// items: a line over either is read to its end without being kept, and only its top level is
+// followed (jsonTop), to learn whose request it answered. That request alone fails, with an
+// error naming the bound (a raw request's caller is told directly; the SDK gets an error
+// response in place of the answer); any other message over the bound is dropped. The
+// connection goes on.
 
 // splitStdio returns the transport the SDK connects through: t with its output split first
 // and its input shared with raw requests.
