@@ -34,7 +34,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
-// ConnDefaults are the connection timings the controller's flags set.
+// ConnDefaults are the connection settings the controller's flags set.
 type ConnDefaults struct {
 	// AllowCommands restricts stdio commands (globs); nil allows every command.
 	AllowCommands []string
@@ -43,6 +43,12 @@ type ConnDefaults struct {
 	ConnectTimeout time.Duration
 	HealthInterval time.Duration
 	RelistInterval time.Duration
+	// The bounds on what a server may send (conn.Options; zero: conn's defaults).
+	MaxMessageBytes int64
+	MaxListItems    int
+	MaxListPages    int
+	MaxListBytes    int64
+	MaxSchemaBytes  int64
 }
 
 // Reconciler makes the registry's connections match each ProjectMCP's spec. It is the only
@@ -224,6 +230,12 @@ func (r *Reconciler) connOptions(obj *v1alpha1.ProjectMCP, srv v1alpha1.MCPServe
 		ConnectTimeout: r.Conn.ConnectTimeout,
 		HealthInterval: r.Conn.HealthInterval,
 		RelistInterval: r.Conn.RelistInterval,
+
+		MaxMessageBytes: r.Conn.MaxMessageBytes,
+		MaxListItems:    r.Conn.MaxListItems,
+		MaxListPages:    r.Conn.MaxListPages,
+		MaxListBytes:    r.Conn.MaxListBytes,
+		MaxSchemaBytes:  r.Conn.MaxSchemaBytes,
 	}
 	if ref := obj.Spec.SecretRef; ref != nil && ref.Name != "" {
 		key := types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name}

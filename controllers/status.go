@@ -106,13 +106,16 @@ func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState, names, notes [
 	sort.Strings(names)
 	ss.ToolCount = int32(len(names))
 	ss.Tools = names[:min(len(names), v1alpha1.MaxStatusTools)]
-	switch {
+	notes = append(notes, c.Notes...) // tools left out for a bound
+	switch hidden := c.RawToolCount - c.OmittedTools; {
 	case c.Phase == v1alpha1.PhaseReady && c.Dead(now):
 		notes = append(notes, fmt.Sprintf("dead: the server has listed no tools for more than %s; the next session's mount rebuilds it", conn.DeadAfter))
 	case c.Phase == v1alpha1.PhaseReady && c.RawToolCount == 0:
 		notes = append(notes, "the server lists no tools")
-	case len(c.Tools) == 0 && c.RawToolCount > 0:
-		notes = append(notes, fmt.Sprintf("the tools filter hides all %d tools", c.RawToolCount))
+	case len(c.Tools) == 0 && hidden > 0 && c.OmittedTools > 0:
+		notes = append(notes, fmt.Sprintf("the tools filter hides the other %d tools", hidden))
+	case len(c.Tools) == 0 && hidden > 0:
+		notes = append(notes, fmt.Sprintf("the tools filter hides all %d tools", hidden))
 	}
 	ss.Message = truncate(strings.Join(notes, "; "), v1alpha1.MaxErrorLength)
 	return ss

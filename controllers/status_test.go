@@ -80,6 +80,17 @@ func TestBuildStatus(t *testing.T) {
 			want: want{ready: "True", degraded: "False", reason: v1alpha1.ReasonAllServersReady, readyServers: "1/1",
 				message: map[string]string{"a": "lists no tools"}},
 		},
+		"a tool left out for a bound is named, and the server stays healthy": {
+			servers: []v1alpha1.MCPServer{srv("a"), srv("b")},
+			obs: map[string]registry.ServerState{
+				"a": {HasConn: true, Conn: conn.Snapshot{ID: "c1", Phase: v1alpha1.PhaseReady, Tools: echo, RawToolCount: 2,
+					OmittedTools: 1, Notes: []string{`left out 1 tool(s) ... "wide"`}, ReadySince: now.Add(-time.Minute), EverReady: true}},
+				"b": {HasConn: true, Conn: conn.Snapshot{ID: "c2", Phase: v1alpha1.PhaseReady, RawToolCount: 3,
+					OmittedTools: 1, Notes: []string{`left out 1 tool(s) ... "huge"`}, ReadySince: now.Add(-time.Minute), EverReady: true}},
+			},
+			want: want{ready: "True", degraded: "False", reason: v1alpha1.ReasonAllServersReady, readyServers: "2/2", tools: 1,
+				message: map[string]string{"a": `"wide"`, "b": `"huge"; the tools filter hides the other 2 tools`}},
+		},
 		"disabled and idle servers": {
 			servers: []v1alpha1.MCPServer{srv("a"), {Name: "off", Disabled: true, Stdio: &v1alpha1.StdioServer{Command: "x"}}},
 			obs:     map[string]registry.ServerState{"a": {Reclaimed: true}},

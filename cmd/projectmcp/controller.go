@@ -63,6 +63,10 @@ type controllerFlags struct {
 	maxBodyBytes   int64
 	callTimeout    time.Duration
 	maxMessage     int64
+	maxListItems   int
+	maxListPages   int
+	maxListBytes   int64
+	maxSchemaBytes int64
 	maxSessions    int
 	allowCommands  []string
 	allowAny       bool
@@ -95,7 +99,11 @@ func defaultControllerFlags() controllerFlags {
 		statelessIdle:  10 * time.Minute,
 		maxBodyBytes:   4 << 20,
 		callTimeout:    30 * time.Minute,
-		maxMessage:     64 << 20,
+		maxMessage:     conn.DefaultMaxMessageBytes,
+		maxListItems:   conn.DefaultMaxListItems,
+		maxListPages:   conn.DefaultMaxListPages,
+		maxListBytes:   conn.DefaultMaxListBytes,
+		maxSchemaBytes: conn.DefaultMaxSchemaBytes,
 		maxSessions:    1000,
 		// Outside a cluster the controller runs as the user, with the user's commands.
 		allowAny: !runningInCluster(),
@@ -126,7 +134,11 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.Int64Var(&f.maxBodyBytes, "max-request-bytes", f.maxBodyBytes, "largest request body the gateway accepts")
 	all.DurationVar(&f.callTimeout, "call-timeout", f.callTimeout, `bound on one forwarded request (a tool call, a prompt, a read); "0" means none`)
 	all.IntVar(&f.maxSessions, "max-sessions-per-project", f.maxSessions, "most sessions one project may have at once; a session past it is refused at initialize (0: no bound)")
-	all.Int64Var(&f.maxMessage, "max-message-bytes", f.maxMessage, "largest message a server may send in answer to a forwarded call; a larger one fails that call only (0: the default)")
+	all.Int64Var(&f.maxMessage, "max-message-bytes", f.maxMessage, "largest message a server may send (an answer, a list page, a notification); an answer over it fails that request only and the connection goes on, anything else over it is dropped (0: the default)")
+	all.IntVar(&f.maxListItems, "max-list-items", f.maxListItems, "most tools, prompts, resources or resource templates one server may list (each list apart); a server listing more is refused (0: the default)")
+	all.IntVar(&f.maxListPages, "max-list-pages", f.maxListPages, "most pages one walk through a server's list may take; a server whose nextCursor goes on past it is refused (0: the default)")
+	all.Int64Var(&f.maxListBytes, "max-list-bytes", f.maxListBytes, "largest JSON size of one list a server offers, all its pages together (after the tools filter); a server listing more is refused (0: the default)")
+	all.Int64Var(&f.maxSchemaBytes, "max-schema-bytes", f.maxSchemaBytes, "largest JSON size of one tool's input and output schemas together; a tool over it is left out (the server's status message names it) and the server's other tools are offered (0: the default)")
 	all.StringArrayVar(&f.allowCommands, "allow-command", f.allowCommands, "glob of a stdio command servers may run (repeatable); with none, stdio servers are refused in a cluster")
 	all.BoolVar(&f.allowAny, "allow-any-command", f.allowAny, "run any stdio command (the default outside a cluster, where the controller runs as the user)")
 	all.StringArrayVar(&f.serverEnv, "server-env", f.serverEnv, "name of a variable of the controller's environment that stdio servers also get (repeatable; they always get PATH, LANG, TMPDIR and a HOME of their own)")
@@ -351,13 +363,36 @@ func (f *controllerFlags) connDefaults() (controllers.ConnDefaults, error) {
 	if err == nil {
 		isolation.Egress, err = f.egress()
 	}
+	if err == nil {
+		err = f.checkBounds()
+	}
 	return controllers.ConnDefaults{
 		AllowCommands:  f.commandAllowlist(),
 		Isolation:      isolation,
 		ConnectTimeout: f.connectTimeout,
 		HealthInterval: f.healthInterval,
 		RelistInterval: f.relistInterval,
+
+		MaxMessageBytes: f.maxMessage,
+		MaxListItems:    f.maxListItems,
+		MaxListPages:    f.maxListPages,
+		MaxListBytes:    f.maxListBytes,
+		MaxSchemaBytes:  f.maxSchemaBytes,
 	}, err
+}
+
+// checkBounds refuses negative bounds (0 means the default).
+func (f *controllerFlags) checkBounds() error {
+	for _, b := range []struct {
+		flag string
+		v    int64
+	}{{"--max-message-bytes", f.maxMessage}, {"--max-list-items", int64(f.maxListItems)}, {"--max-list-pages", int64(f.maxListPages)},
+		{"--max-list-bytes", f.maxListBytes}, {"--max-schema-bytes", f.maxSchemaBytes}} {
+		if b.v < 0 {
+			return fmt.Errorf("%s must not be negative (0: the default)", b.flag)
+		}
+	}
+	return nil
 }
 
 // commandAllowlist is nil (everything allowed) or the --allow-command patterns (possibly none).
@@ -370,9 +405,6 @@ func (f *controllerFlags) commandAllowlist() []string {
 
 // gateway builds the per-project MCP endpoint server from the flags.
 func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *registry.Registry, bound string) (*gateway.Gateway, error) {
-	if f.maxMessage > 0 {
-		conn.MaxMessageBytes = f.maxMessage // one process, one bound: set before any connection reads
-	}
 	opts := gateway.Options{
 		Registry: reg, BaseURL: f.gatewayURL, SessionTimeout: f.sessionTimeout,
 		StatelessIdle: f.statelessIdle, MaxBodyBytes: f.maxBodyBytes, CallTimeout: f.callTimeout, Log: ctrl.Log.WithName("gateway"),

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -266,5 +267,28 @@ func TestControllerCommand(t *testing.T) {
 	}
 	if !strings.Contains(strings.ToLower(out.String()), "successfully acquired lease") {
 		t.Errorf("the controller should have taken the leader lease:\n%s", out.String())
+	}
+}
+
+// The bounds on what a server may send reach the connections' options from their flags; a
+// negative one is refused naming the flag.
+func TestBoundFlagsReachConnections(t *testing.T) {
+	f := defaultControllerFlags()
+	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+	f.bind(fs)
+	if err := fs.Parse([]string{"--max-message-bytes", "1048576", "--max-list-items", "7", "--max-list-pages", "3",
+		"--max-list-bytes", "4096", "--max-schema-bytes", "512"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.connDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.MaxMessageBytes != 1<<20 || d.MaxListItems != 7 || d.MaxListPages != 3 || d.MaxListBytes != 4096 || d.MaxSchemaBytes != 512 {
+		t.Fatalf("the bounds did not reach the connections: %+v", d)
+	}
+	f.maxListPages = -1
+	if _, err := f.connDefaults(); err == nil || !strings.Contains(err.Error(), "--max-list-pages") {
+		t.Fatalf("a negative bound: %v", err)
 	}
 }

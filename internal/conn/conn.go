@@ -79,10 +79,26 @@ type Options struct {
 	// RelistInterval is the backstop re-list for servers whose list_changed notifications are
 	// lost (the 2026-07-28 subscription stream can die silently).
 	RelistInterval time.Duration
-	// MaxListItems bounds each list a server offers (tools, prompts, resources, templates),
+	// The bounds on what the server may send (limits.go), each a controller flag. Zero is the
+	// default.
+	//
+	// MaxMessageBytes bounds one message from the server, on every transport and path: an
+	// answer over it fails the request it answers (with an error naming the bound) and the
+	// connection goes on; any other message over it is dropped. Nothing over it is kept.
+	MaxMessageBytes int64
+	// MaxListItems bounds each list the server offers (tools, prompts, resources, templates),
 	// whatever its paging does: a server listing more is refused with a clear error rather
-	// than allowed to fill the controller's memory (default 10,000).
+	// than allowed to fill the controller's memory.
 	MaxListItems int
+	// MaxListPages bounds the pages of one walk through a list: a server whose nextCursor
+	// never ends (even with empty pages) is refused.
+	MaxListPages int
+	// MaxListBytes bounds what one list keeps (its items' JSON, after the tools filter), all
+	// pages together: a server listing more is refused.
+	MaxListBytes int64
+	// MaxSchemaBytes bounds one tool's input and output schemas together: a tool over it is
+	// left out (the snapshot's Notes say which), and the server's other tools are offered.
+	MaxSchemaBytes int64
 
 	// StartAfter, when not nil, holds the first connect attempt until it is closed: a repoint
 	// or rebuild passes the previous connection's Done, so the old server is torn down before
@@ -118,8 +134,20 @@ func (o *Options) defaults() {
 	if o.RelistInterval <= 0 {
 		o.RelistInterval = time.Minute
 	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
 	if o.MaxListItems <= 0 {
-		o.MaxListItems = 10000
+		o.MaxListItems = DefaultMaxListItems
+	}
+	if o.MaxListPages <= 0 {
+		o.MaxListPages = DefaultMaxListPages
+	}
+	if o.MaxListBytes <= 0 {
+		o.MaxListBytes = DefaultMaxListBytes
+	}
+	if o.MaxSchemaBytes <= 0 {
+		o.MaxSchemaBytes = DefaultMaxSchemaBytes
 	}
 	if o.Policy.InitialBackoff <= 0 {
 		o.Policy.InitialBackoff = v1alpha1.DefaultInitialBackoff
@@ -149,6 +177,10 @@ type Snapshot struct {
 	Tools []*mcp.Tool
 	// RawToolCount is how many tools the server listed before filtering.
 	RawToolCount int
+	// OmittedTools counts the tools that passed the filter but were left out for a bound
+	// (--max-schema-bytes); Notes say which, for the server's status message.
+	OmittedTools int
+	Notes        []string
 	// Prompts, Resources and Templates are what the server lists (nil when it declares none
 	// or while not Ready); like Tools they are shared and must not be modified.
 	Prompts   []*mcp.Prompt
@@ -725,7 +757,7 @@ func (c *Conn) run() {
 			c.opts.Log.Info("MCP server failed; tools withdrawn", "error", msg, "attempts", attempts)
 			c.update(func(s *Snapshot) {
 				s.Phase, s.Tools, s.LastError, s.Permanent, s.PID = v1alpha1.PhaseFailed, nil, msg, permanent, 0
-				s.Prompts, s.Resources, s.Templates = nil, nil, nil
+				s.Prompts, s.Resources, s.Templates, s.Notes, s.OmittedTools = nil, nil, nil, nil, 0
 				s.ReadySince, s.FailedAt = time.Time{}, c.opts.Clock.Now()
 			})
 			<-c.ctx.Done()

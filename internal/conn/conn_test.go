@@ -34,6 +34,10 @@ func TestMain(m *testing.M) {
 		fixture.Main()
 		return
 	}
+	if size := os.Getenv(hostileEnv); size != "" {
+		hostileStdio(size)
+		return
+	}
 	code := m.Run()
 	if code == 0 {
 		// The HTTP fixture runs in this process; sessions its server side keeps after the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -130,7 +131,7 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 	}
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
 	client := &http.Client{
-		Transport: &headerTransport{base: mcpResponses{base}, headers: headers},
+		Transport: &headerTransport{base: mcpResponses{&boundedBodies{base: base, limit: c.opts.MaxMessageBytes, items: c.opts.MaxListItems, c: c}}, headers: headers},
 		// The configured headers (often credentials) are added to every request, so a
 		// redirect to another host must not be followed.
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
@@ -145,10 +146,13 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 		},
 	}
 	ep := &endpoint{http: base}
+	// No event longer than the bound reaches the SDK (boundedBodies); its own (smaller) default
+	// bound would fail the whole connection on an event the bound allows.
+	maxEvent := int(min(c.opts.MaxMessageBytes, math.MaxInt-64<<10)) + 64<<10
 	if h.Transport == v1alpha1.TransportSSE {
-		ep.transport = &mcp.SSEClientTransport{Endpoint: raw, HTTPClient: client}
+		ep.transport = &mcp.SSEClientTransport{Endpoint: raw, HTTPClient: client, MaxEventSize: maxEvent}
 	} else {
-		ep.transport = &mcp.StreamableClientTransport{Endpoint: raw, HTTPClient: client}
+		ep.transport = &mcp.StreamableClientTransport{Endpoint: raw, HTTPClient: client, MaxEventSize: maxEvent}
 	}
 	return ep, nil
 }

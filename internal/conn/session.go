@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"slices"
 	"strings"
 	"time"
@@ -229,21 +228,24 @@ func (c *Conn) probe(ctx context.Context, session *mcp.ClientSession) error {
 
 // catalog is what a server offers, as listed after connect and after every list_changed.
 type catalog struct {
-	tools     []*mcp.Tool // after the allow/deny filter
-	rawTools  int         // before it
+	tools     []*mcp.Tool // after the allow/deny filter and the schema bound
+	rawTools  int         // before them
+	omitted   int         // tools that passed the filter but are over --max-schema-bytes
+	notes     []string    // what was left out, and why
 	prompts   []*mcp.Prompt
 	resources []*mcp.Resource
 	templates []*mcp.ResourceTemplate
 }
 
 func (cat catalog) apply(s *Snapshot) {
-	s.Tools, s.RawToolCount = cat.tools, cat.rawTools
+	s.Tools, s.RawToolCount, s.OmittedTools, s.Notes = cat.tools, cat.rawTools, cat.omitted, cat.notes
 	s.Prompts, s.Resources, s.Templates = cat.prompts, cat.resources, cat.templates
 }
 
 // same reports whether a snapshot already shows the catalog (compared as sessions see it).
 func (cat catalog) same(s Snapshot) bool {
-	return cat.rawTools == s.RawToolCount && sameJSON(cat.tools, s.Tools) && sameJSON(cat.prompts, s.Prompts) &&
+	return cat.rawTools == s.RawToolCount && cat.omitted == s.OmittedTools && slices.Equal(cat.notes, s.Notes) &&
+		sameJSON(cat.tools, s.Tools) && sameJSON(cat.prompts, s.Prompts) &&
 		sameJSON(cat.resources, s.Resources) && sameJSON(cat.templates, s.Templates)
 }
 
@@ -265,70 +267,149 @@ func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession) error {
 
 // list lists every page of what the server offers: tools (filtered by the server's
 // allow/deny rules), and prompts, resources and resource templates when the server declares
-// them.
+// them. Each list is walked within the bounds (walk).
 func (c *Conn) list(ctx context.Context, session *mcp.ClientSession) (catalog, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
 	var cat catalog
 	var err error
-	if cat.tools, cat.rawTools, err = c.listTools(ctx, session); err != nil {
+	if err = c.listTools(ctx, session, &cat); err != nil {
 		return cat, fmt.Errorf("tools/list failed: %w", err)
 	}
 	caps := session.InitializeResult().Capabilities
 	if caps != nil && caps.Prompts != nil {
-		if cat.prompts, err = collect(session.Prompts(ctx, nil), c.opts.MaxListItems, "prompts"); err != nil {
+		cat.prompts, err = collect(ctx, &c.opts, "prompts/list", "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
+			res, err := session.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
+			if err != nil {
+				return nil, "", err
+			}
+			return res.Prompts, res.NextCursor, nil
+		})
+		if err != nil {
 			return cat, fmt.Errorf("prompts/list failed: %w", err)
 		}
 		slices.SortFunc(cat.prompts, func(a, b *mcp.Prompt) int { return strings.Compare(a.Name, b.Name) })
 	}
 	if caps != nil && caps.Resources != nil {
-		if cat.resources, err = collect(session.Resources(ctx, nil), c.opts.MaxListItems, "resources"); err != nil {
+		cat.resources, err = collect(ctx, &c.opts, "resources/list", "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
+			res, err := session.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
+			if err != nil {
+				return nil, "", err
+			}
+			return res.Resources, res.NextCursor, nil
+		})
+		if err != nil {
 			return cat, fmt.Errorf("resources/list failed: %w", err)
 		}
-		if cat.templates, err = collect(session.ResourceTemplates(ctx, nil), c.opts.MaxListItems, "resource templates"); err != nil {
+		cat.templates, err = collect(ctx, &c.opts, "resources/templates/list", "resource templates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
+			res, err := session.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
+			if err != nil {
+				return nil, "", err
+			}
+			return res.ResourceTemplates, res.NextCursor, nil
+		})
+		if err != nil {
 			return cat, fmt.Errorf("resources/templates/list failed: %w", err)
 		}
 	}
 	return cat, nil
 }
 
-// listTools lists every page of tools and applies the server's allow/deny filter.
-func (c *Conn) listTools(ctx context.Context, session *mcp.ClientSession) ([]*mcp.Tool, int, error) {
-	var tools []*mcp.Tool
-	raw := 0
-	for tool, err := range session.Tools(ctx, nil) {
+// listTools lists every page of tools and applies the server's allow/deny filter and the
+// schema bound: a tool whose schemas are over --max-schema-bytes is left out, with a note.
+func (c *Conn) listTools(ctx context.Context, session *mcp.ClientSession, cat *catalog) error {
+	var omitted []string
+	var sizes []int64
+	err := walk(ctx, &c.opts, "tools/list", "tools", func(ctx context.Context, cursor string) ([]*mcp.Tool, string, error) {
+		res, err := session.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
-			return nil, 0, err
+			return nil, "", err
 		}
-		if raw == c.opts.MaxListItems {
-			return nil, 0, tooMany("tools", c.opts.MaxListItems)
+		return res.Tools, res.NextCursor, nil
+	}, func(tool *mcp.Tool) int64 {
+		cat.rawTools++
+		if !Offered(c.opts.Server.Tools, tool.Name) {
+			return 0
 		}
-		raw++
-		if Offered(c.opts.Server.Tools, tool.Name) {
-			tools = append(tools, tool)
+		size := jsonSize(tool)
+		if size > c.opts.MaxSchemaBytes { // the schemas are part of the tool: only then can they be over
+			if schemas := jsonSize(tool.InputSchema) + jsonSize(tool.OutputSchema); schemas > c.opts.MaxSchemaBytes {
+				omitted, sizes = append(omitted, tool.Name), append(sizes, schemas)
+				return 0
+			}
 		}
+		cat.tools = append(cat.tools, tool)
+		return size
+	})
+	if err != nil {
+		return err
 	}
-	slices.SortFunc(tools, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
-	return tools, raw, nil
+	slices.SortFunc(cat.tools, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
+	if len(omitted) > 0 {
+		cat.omitted = len(omitted)
+		cat.notes = append(cat.notes, schemaNote(omitted, sizes, c.opts.MaxSchemaBytes))
+	}
+	return nil
 }
 
-// collect drains a paging iterator, refusing more than max items.
-func collect[T any](seq iter.Seq2[T, error], max int, what string) ([]T, error) {
-	var out []T
-	for v, err := range seq {
+// page lists one page of a list from cursor: its items and the next cursor ("" at the end).
+type page[T any] func(ctx context.Context, cursor string) ([]*T, string, error)
+
+// walk goes through every page of one list within the bounds: at most MaxListPages pages and
+// MaxListItems items, and the sizes keep returns (what each item kept costs; 0 for an item
+// dropped) at most MaxListBytes together. method names the list in errors, what its items.
+func walk[T any](ctx context.Context, o *Options, method, what string, list page[T], keep func(*T) int64) error {
+	cursor, items, kept := "", 0, int64(0)
+	for pages := 1; ; pages++ {
+		got, next, err := list(ctx, cursor)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if len(out) == max {
-			return nil, tooMany(what, max)
+		for _, v := range got {
+			if v == nil {
+				continue
+			}
+			if items == o.MaxListItems {
+				return tooMany(what, o.MaxListItems)
+			}
+			items++
+			if kept += keep(v); kept > o.MaxListBytes {
+				return tooManyBytes(what, o.MaxListBytes)
+			}
 		}
+		if next == "" {
+			return nil
+		}
+		if pages == o.MaxListPages {
+			return tooManyPages(method, o.MaxListPages)
+		}
+		cursor = next
+	}
+}
+
+// collect walks a list and keeps every item.
+func collect[T any](ctx context.Context, o *Options, method, what string, list page[T]) ([]*T, error) {
+	var out []*T
+	err := walk(ctx, o, method, what, list, func(v *T) int64 {
 		out = append(out, v)
+		return jsonSize(v)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-func tooMany(what string, max int) error {
-	return fmt.Errorf("the server lists more than %d %s; refused (the controller's bound)", max, what)
+// jsonSize is the size of v as JSON (0 when it has none).
+func jsonSize(v any) int64 {
+	if v == nil {
+		return 0
+	}
+	data, err := jsonMarshal(v)
+	if err != nil {
+		return 0
+	}
+	return int64(len(data))
 }
 
 // sameJSON compares two lists by everything a session sees.

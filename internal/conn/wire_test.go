@@ -135,11 +135,9 @@ func TestForwardCancelReachesServer(t *testing.T) {
 	}
 }
 
-// A server's answer larger than MaxMessageBytes fails that request with an error naming the
+// A server's answer larger than --max-message-bytes fails that request with an error naming the
 // bound, and the connection goes on.
 func TestForwardBoundsMessageSize(t *testing.T) {
-	defer func(old int64) { MaxMessageBytes = old }(MaxMessageBytes)
-	MaxMessageBytes = 1 << 20
 	for name, server := range map[string]func(t *testing.T) v1alpha1.MCPServer{
 		"stdio": func(*testing.T) v1alpha1.MCPServer { return stdioServer("s", "--protocol", "2025-11-25") },
 		"streamable": func(t *testing.T) v1alpha1.MCPServer {
@@ -147,9 +145,9 @@ func TestForwardBoundsMessageSize(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := start(t, Options{Server: server(t)})
+			c := start(t, Options{Server: server(t), MaxMessageBytes: 1 << 20})
 			waitPhase(t, c, v1alpha1.PhaseReady)
-			if _, err := forwardEcho(t, c, strings.Repeat("x", 2<<20), Legacy); err == nil || !strings.Contains(err.Error(), "exceeds 1 MiB") {
+			if _, err := forwardEcho(t, c, strings.Repeat("x", 2<<20), Legacy); err == nil || !strings.Contains(err.Error(), "exceeds --max-message-bytes (1 MiB)") {
 				t.Fatalf("an answer over the bound: %v", err)
 			}
 			if res, err := forwardEcho(t, c, "small", Legacy); err != nil || textOf(res) != "small" {

@@ -15,11 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// MaxMessageBytes bounds one message a server sends in answer to a forwarded request: a
-// result larger than this fails that request (the agent gets an error naming the limit)
-// instead of being read into the controller's memory, which every project shares.
-var MaxMessageBytes int64 = 64 << 20
-
 // post sends one raw request on its own POST and reads its response: JSON, or an event
 // stream whose other messages (the server's own requests, notifications) are handled as the
 // SDK client would handle them.
@@ -41,13 +36,13 @@ func (w *wire) post(ctx context.Context, id, method string, params json.RawMessa
 		// A JSON-RPC error in the body is the server's answer; any other body is not
 		// repeated (it may be anything, and errors reach status and the agent).
 		if ct == "application/json" {
-			if r, err := readResponse(io.LimitReader(resp.Body, 1<<20), id); err == nil && r.Error != nil {
+			if r, err := readResponse(io.LimitReader(resp.Body, errorBodyBytes), id, w.limit()); err == nil && r.Error != nil {
 				return nil, r.Error
 			}
 		}
 		return nil, fmt.Errorf("sending %q: the server answered HTTP %d (%s)", method, resp.StatusCode, orNone(ct))
 	case ct == "application/json":
-		r, err := readResponse(limited(resp.Body), id)
+		r, err := readResponse(io.LimitReader(resp.Body, w.limit()+1), id, w.limit())
 		if err != nil {
 			return nil, err
 		}
@@ -110,14 +105,14 @@ func (r *wireResponse) result() (json.RawMessage, error) {
 	return r.Result, nil
 }
 
-// readResponse reads one JSON response, which must answer id.
-func readResponse(r io.Reader, id string) (*wireResponse, error) {
+// readResponse reads one JSON response of at most limit bytes, which must answer id.
+func readResponse(r io.Reader, id string, limit int64) (*wireResponse, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(data)) > MaxMessageBytes {
-		return nil, tooLarge()
+	if int64(len(data)) > limit {
+		return nil, tooLarge(limit)
 	}
 	var resp wireResponse
 	if err := json.Unmarshal(data, &resp); err != nil {
@@ -133,7 +128,7 @@ func readResponse(r io.Reader, id string) (*wireResponse, error) {
 // the SDK client.
 func (w *wire) readStream(ctx context.Context, body io.Reader, id string) (json.RawMessage, error) {
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 4096), int(min(MaxMessageBytes, 1<<31-1)))
+	sc.Buffer(make([]byte, 0, 4096), int(min(w.limit(), 1<<31-1)))
 	var data []byte
 	for {
 		more := sc.Scan()
@@ -160,7 +155,7 @@ func (w *wire) readStream(ctx context.Context, body io.Reader, id string) (json.
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, tooLarge()
+			return nil, tooLarge(w.limit())
 		}
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
@@ -216,11 +211,8 @@ func appendQuoted(dst []byte, s string) []byte {
 // drainBytes bounds what is read after a response to let its connection be reused.
 const drainBytes = 64 << 10
 
-func limited(r io.Reader) io.Reader { return io.LimitReader(r, MaxMessageBytes+1) }
-
-func tooLarge() error {
-	return fmt.Errorf("the server's answer exceeds %d MiB, the gateway's bound on one message", MaxMessageBytes>>20)
-}
+// limit is the bound on one message from the server.
+func (w *wire) limit() int64 { return w.c.opts.MaxMessageBytes }
 
 func orNone(ct string) string {
 	if ct == "" {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -15,14 +17,24 @@ import (
 // SDK's stdio connection decodes it (it would decode every line twice, with a 32 KiB buffer
 // each time): split reads the server's stdout line by line, hands a response to a raw request
 // to its caller with the result still raw, and passes every other line on unchanged to the
-// SDK, which keeps its own framing rules (batches, line limits).
+// SDK, which keeps its own framing rules (batches).
+//
+// Every line, raw or not, is held to MaxMessageBytes here, and a list result to MaxListItems
+// items: a line over either is read to its end without being kept, and only its top level is
+// followed (jsonTop), to learn whose request it answered. That request alone fails, with an
+// error naming the bound (a raw request's caller is told directly; the SDK gets an error
+// response in place of the answer); any other message over the bound is dropped. The
+// connection goes on.
 
 // splitStdio returns the transport the SDK connects through: t with its output split first
 // and its input shared with raw requests.
 func splitStdio(w *wire, t *mcp.IOTransport) *mcp.IOTransport {
 	pr, pw := io.Pipe()
 	go w.split(t.Reader, pw) // ends when the server's output ends or the SDK side closes
-	return &mcp.IOTransport{Reader: pr, Writer: w.stdin, MaxLineLength: t.MaxLineLength}
+	// No line longer than the bound reaches the SDK; its own (smaller) default bound would
+	// fail the whole connection on a line the bound allows.
+	sdkLimit := int(min(w.limit(), math.MaxInt-64<<10)) + 64<<10
+	return &mcp.IOTransport{Reader: pr, Writer: w.stdin, MaxLineLength: sdkLimit}
 }
 
 // split copies the server's output to the SDK's connection, minus the raw responses.
@@ -32,32 +44,19 @@ func (w *wire) split(out io.ReadCloser, sdk *io.PipeWriter) {
 	marker := []byte(`"` + wireIDPrefix)
 	for {
 		line, err := r.ReadSlice('\n')
+		var werr error
 		switch {
 		case errors.Is(err, bufio.ErrBufferFull):
-			// A long line: a raw response is collected up to the bound, anything else is
-			// streamed on as it comes.
-			if bytes.Contains(line, marker) {
-				if werr := w.splitLong(r, line, sdk); werr != nil {
-					return
-				}
-				continue
-			}
-			if _, werr := sdk.Write(line); werr != nil {
-				return
-			}
-			continue
+			err, werr = w.splitLong(r, line, sdk)
 		case err != nil && len(line) == 0:
-			w.fail(err)
-			sdk.CloseWithError(err)
-			return
+		case bytes.Contains(line, marker) && w.divert(line):
+		default:
+			_, werr = sdk.Write(w.checked(line))
 		}
-		if bytes.Contains(line, marker) && w.divert(line) {
-			continue
-		}
-		if _, werr := sdk.Write(line); werr != nil {
+		if werr != nil {
 			return // the SDK side closed
 		}
-		if err != nil { // the last line had no newline
+		if err != nil { // the output ended (a last line without a newline was passed on)
 			w.fail(err)
 			sdk.CloseWithError(err)
 			return
@@ -65,21 +64,33 @@ func (w *wire) split(out io.ReadCloser, sdk *io.PipeWriter) {
 	}
 }
 
-// splitLong collects a long line that may be a raw response, up to MaxMessageBytes; past it,
-// the response's caller gets an error naming the bound and the rest of the line is dropped.
-func (w *wire) splitLong(r *bufio.Reader, first []byte, sdk *io.PipeWriter) error {
-	line := append([]byte(nil), first...)
+// splitLong handles a line longer than the reader's buffer: collected up to the bound and then
+// handled as any line. It is followed as it comes (jsonTop): past the bound, or once it is a
+// list result holding more items than the bound, it is read to its end without being kept
+// (oversized). It returns the error that ended reading, if any, and the error of writing to
+// the SDK.
+func (w *wire) splitLong(r *bufio.Reader, first []byte, sdk io.Writer) (readErr, writeErr error) {
+	limit, items := w.limit(), w.c.opts.MaxListItems
+	var top jsonTop
+	top.feed(first)
+	line := append(make([]byte, 0, 2*len(first)), first...)
 	for {
 		more, err := r.ReadSlice('\n')
-		if int64(len(line)+len(more)) > MaxMessageBytes {
-			id := rawID(line)
-			for errors.Is(err, bufio.ErrBufferFull) { // drop the rest of the line
-				_, err = r.ReadSlice('\n')
+		top.feed(more)
+		why := ""
+		switch what, n := top.Items(); {
+		case int64(len(line)+len(more)) > limit:
+			why = tooLargeMessage(limit)
+		case top.list != "" && n > items:
+			why = listMessage(what, items)
+		}
+		if why != "" {
+			line = nil
+			for errors.Is(err, bufio.ErrBufferFull) {
+				more, err = r.ReadSlice('\n')
+				top.feed(more)
 			}
-			if id != "" {
-				w.deliver(id, &jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: tooLarge().Error()}})
-			}
-			return err
+			return err, w.oversized(&top, why, sdk)
 		}
 		line = append(line, more...)
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -87,11 +98,38 @@ func (w *wire) splitLong(r *bufio.Reader, first []byte, sdk *io.PipeWriter) erro
 		}
 		if !w.divert(line) {
 			if _, werr := sdk.Write(line); werr != nil {
-				return werr
+				return err, werr
 			}
 		}
+		return err, nil
+	}
+}
+
+// checked is a line for the SDK, or an error in its place when it is a list result holding
+// more items than the bound (the SDK would decode them all first).
+func (w *wire) checked(line []byte) []byte {
+	if answer := overList(line, w.c.opts.MaxListItems); answer != nil {
+		return append(answer, '\n')
+	}
+	return line
+}
+
+// oversized answers for a message over a bound (why says which) that was read without being
+// kept: the request it answers fails; anything else is dropped (and logged, without its
+// content).
+func (w *wire) oversized(top *jsonTop, why string, sdk io.Writer) error {
+	id, ok := top.Response()
+	var raw string
+	if ok && json.Unmarshal(id, &raw) == nil && strings.HasPrefix(raw, wireIDPrefix) {
+		w.deliver(raw, &jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: why}})
+		return nil
+	}
+	if ok {
+		_, err := sdk.Write(append(errorResponse(id, why), '\n'))
 		return err
 	}
+	w.c.dropped(top, why)
+	return nil
 }
 
 // divert delivers line when it is the response to a raw request.
@@ -110,18 +148,4 @@ func (w *wire) divert(line []byte) bool {
 	}
 	w.deliver(id, resp)
 	return true
-}
-
-// rawID finds the raw request id at the start of a message too large to decode.
-func rawID(prefix []byte) string {
-	i := bytes.Index(prefix, []byte(`"id":"`+wireIDPrefix))
-	if i < 0 {
-		return ""
-	}
-	rest := prefix[i+len(`"id":"`):]
-	end := bytes.IndexByte(rest, '"')
-	if end < 0 {
-		return ""
-	}
-	return string(rest[:end])
 }

@@ -1,0 +1,324 @@
+package conn
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"sync"
+)
+
+// boundedBodies holds every answer of an HTTP or SSE server to MaxMessageBytes per message,
+// under both readers of them: the SDK's client (which reads a JSON body whole with io.ReadAll,
+// and fails the whole connection on a body it cannot read or an event over its own bound) and
+// the wire's raw requests. A message over the bound is never kept:
+//
+//   - A JSON body over the bound (by its Content-Length, or once that many bytes came) is
+//     closed unread past the bound and replaced by a JSON-RPC error answering the request's
+//     id: that request fails with an error naming the bound, and the connection goes on.
+//   - An event stream is passed on event by event. An event over the bound is not passed
+//     on: on the stream of a request (a POST), the request fails the same way and the stream
+//     ends there; on a stream of its own (the GET stream, legacy SSE), the rest of the event
+//     is read without being kept, and when it was an answer (its id is followed as it goes
+//     by, jsonTop) an error answering it takes its place; anything else is dropped.
+//   - An error status's body is cut at errorBodyBytes (only a JSON-RPC error in it is read).
+type boundedBodies struct {
+	base  http.RoundTripper
+	limit int64
+	items int   // MaxListItems: a list result holding more is refused before the SDK decodes it
+	c     *Conn // for the log
+}
+
+func (t *boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err != nil || resp.Body == nil || resp.Body == http.NoBody {
+		return resp, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		resp.Body = &cutBody{r: io.LimitReader(resp.Body, min(t.limit, errorBodyBytes)), c: resp.Body}
+		return resp, nil
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch ct {
+	case "application/json":
+		switch {
+		case resp.ContentLength > t.limit:
+			resp.Body.Close() // never read
+			resp.Body = io.NopCloser(t.answer(req))
+			resp.ContentLength = -1
+		case resp.ContentLength < 0 || resp.ContentLength > int64(2*t.items):
+			// Chunked or decompressed (counted as it comes), or large enough to be a list
+			// result over the bound on items.
+			resp.Body = &jsonBody{src: resp.Body, t: t, req: req}
+			resp.ContentLength = -1
+		}
+	case "text/event-stream":
+		resp.Body = &eventBody{src: resp.Body, t: t, req: req}
+	default:
+		resp.Body = &cutBody{r: io.LimitReader(resp.Body, t.limit), c: resp.Body}
+	}
+	return resp, nil
+}
+
+// requestID is the id of the JSON-RPC request req carries (raw JSON), when it is one: the SDK
+// and the wire put the id near the start, so only the first bytes are looked at.
+func requestID(req *http.Request) ([]byte, bool) {
+	if req.Method != http.MethodPost || req.GetBody == nil {
+		return nil, false
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, false
+	}
+	defer body.Close()
+	var top jsonTop
+	buf := make([]byte, 4096)
+	for read := 0; read < 64<<10; {
+		n, err := body.Read(buf)
+		top.feed(buf[:n])
+		read += n
+		if id, ok := top.ID(); ok && top.method {
+			return id, true
+		}
+		if err != nil {
+			break
+		}
+	}
+	id, ok := top.ID()
+	return id, ok && top.method
+}
+
+// answer is what stands in for an answer over the bound to req: a JSON-RPC error answering
+// its id. Without one (not a request of ours) the body cannot be read at all.
+func (t *boundedBodies) answer(req *http.Request) io.Reader {
+	if id, ok := requestID(req); ok {
+		return bytes.NewReader(errorResponse(id, tooLargeMessage(t.limit)))
+	}
+	return &failedReader{err: tooLarge(t.limit)}
+}
+
+// cutBody ends (with EOF) where its limit is reached.
+type cutBody struct {
+	r io.Reader
+	c io.Closer
+}
+
+func (b *cutBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (b *cutBody) Close() error               { return b.c.Close() }
+
+// jsonBody reads a JSON body whole, up to the bound, before handing it on; it is followed as
+// it comes (jsonTop), so that a list result holding more items than the bound is refused as
+// soon as it is known, before the rest is read.
+type jsonBody struct {
+	src  io.ReadCloser
+	t    *boundedBodies
+	req  *http.Request
+	once sync.Once
+	r    io.Reader
+}
+
+func (b *jsonBody) Read(p []byte) (int, error) {
+	b.once.Do(func() { b.r = b.read() })
+	return b.r.Read(p)
+}
+
+func (b *jsonBody) read() io.Reader {
+	var top jsonTop
+	var data []byte
+	chunk := chunks.Get().(*[]byte)
+	defer chunks.Put(chunk)
+	for {
+		n, err := b.src.Read(*chunk)
+		data = append(data, (*chunk)[:n]...)
+		top.feed((*chunk)[:n])
+		what, items := top.Items()
+		switch {
+		case int64(len(data)) > b.t.limit:
+			b.src.Close() // the rest is never read
+			return b.t.answer(b.req)
+		case top.list != "" && items > b.t.items:
+			b.src.Close()
+			msg := listMessage(what, b.t.items)
+			if id, ok := requestID(b.req); ok {
+				return bytes.NewReader(errorResponse(id, msg))
+			}
+			return &failedReader{err: errors.New(msg)}
+		case err == io.EOF:
+			return bytes.NewReader(data)
+		case err != nil:
+			return io.MultiReader(bytes.NewReader(data), &failedReader{err: err})
+		}
+	}
+}
+
+func (b *jsonBody) Close() error { return b.src.Close() }
+
+// chunks are the read buffers of bodies being read (most answers are small: a buffer each
+// would be most of what a forwarded call allocates).
+var chunks = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+
+type failedReader struct{ err error }
+
+func (r *failedReader) Read([]byte) (int, error) { return 0, r.err }
+
+// eventBody passes an event stream on whole events at a time, each at most the bound. Each
+// event's data is followed as it comes (jsonTop), so that a list result holding more items
+// than the bound is refused as soon as it is known, before the rest is read.
+type eventBody struct {
+	src io.ReadCloser
+	t   *boundedBodies
+	req *http.Request
+
+	buf   []byte // whole events not yet handed on (buf[off:out]), then the event being read
+	off   int
+	out   int
+	chunk *[]byte // from chunks while reading
+	err   error   // what ended reading (handed on once the events before it are)
+
+	lineLen int  // bytes of the current line so far, without its newline
+	lineCR  bool // and the current line so far is just "\r"
+
+	top  jsonTop // following the current event's data
+	head []byte  // the first bytes of the current line
+	kind int     // what that line is: 0 not known yet, 1 data, 2 anything else
+
+	skip string // why the current event is being read without being kept ("": it is kept)
+}
+
+func (b *eventBody) Read(p []byte) (int, error) {
+	for {
+		if b.off < b.out {
+			n := copy(p, b.buf[b.off:b.out])
+			b.off += n
+			return n, nil
+		}
+		if b.err != nil {
+			if b.chunk != nil {
+				chunks.Put(b.chunk)
+				b.chunk = nil
+			}
+			return 0, b.err
+		}
+		// Everything handed on: keep only the event being read.
+		rest := copy(b.buf, b.buf[b.out:])
+		b.buf, b.off, b.out = b.buf[:rest], 0, 0
+		if b.chunk == nil {
+			b.chunk = chunks.Get().(*[]byte)
+		}
+		n, err := b.src.Read(*b.chunk)
+		b.take((*b.chunk)[:n])
+		if err != nil && b.err == nil {
+			b.err = err
+			b.ended() // an event the stream ends inside is handed on as it is
+		}
+	}
+}
+
+func (b *eventBody) Close() error { return b.src.Close() }
+
+// take sorts bytes read into events.
+func (b *eventBody) take(p []byte) {
+	for len(p) > 0 && b.err == nil {
+		seg := p
+		i := bytes.IndexByte(p, '\n')
+		if i >= 0 {
+			seg = p[:i+1]
+		}
+		p = p[len(seg):]
+		content := seg
+		if i >= 0 {
+			content = seg[:i]
+		}
+		blank := i >= 0 && (b.lineLen+len(content) == 0 ||
+			(b.lineLen+len(content) == 1 && (b.lineCR || (len(content) == 1 && content[0] == '\r'))))
+		if len(content) > 0 {
+			b.lineCR = b.lineLen == 0 && len(content) == 1 && content[0] == '\r'
+		}
+		b.lineLen += len(content)
+		if i >= 0 {
+			b.lineLen, b.lineCR = 0, false
+		}
+		if blank {
+			if b.skip == "" {
+				b.buf = append(b.buf, seg...)
+			}
+			b.ended()
+			continue
+		}
+		b.follow(seg, i >= 0)
+		if b.skip != "" {
+			continue
+		}
+		b.buf = append(b.buf, seg...)
+		switch what, n := b.top.Items(); {
+		case int64(len(b.buf)-b.out) > b.t.limit:
+			b.startSkip(tooLargeMessage(b.t.limit))
+		case b.top.list != "" && n > b.t.items:
+			b.startSkip(listMessage(what, b.t.items))
+		}
+	}
+}
+
+// follow feeds a piece of a line of the current event to the follower: the data lines'
+// contents; whatever else is not looked at.
+func (b *eventBody) follow(seg []byte, ends bool) {
+	if b.kind == 0 {
+		take := min(6-len(b.head), len(seg))
+		b.head = append(b.head, seg[:take]...)
+		seg = seg[take:]
+		if len(b.head) < 6 && !ends {
+			return
+		}
+		if rest, ok := bytes.CutPrefix(b.head, []byte("data:")); ok {
+			b.kind = 1
+			b.top.feed(bytes.TrimPrefix(rest, []byte(" ")))
+		} else {
+			b.kind = 2
+		}
+		b.head = b.head[:0]
+	}
+	if b.kind == 1 {
+		b.top.feed(seg)
+	}
+	if ends {
+		b.kind = 0
+		b.top.step('\n') // data lines join with a newline
+	}
+}
+
+// startSkip drops the event being read, over a bound (why says which). On the stream of a
+// request that request fails at once and the stream ends; elsewhere the rest of the event is
+// read without being kept, and followed.
+func (b *eventBody) startSkip(why string) {
+	b.buf = b.buf[:b.out]
+	if id, ok := requestID(b.req); ok {
+		b.emit(errorResponse(id, why))
+		b.err = io.EOF
+		b.src.Close() // the rest is never read
+		return
+	}
+	b.skip = why
+}
+
+// ended ends the current event: a kept one is handed on; in place of a skipped one that
+// answered a request an error is handed on, anything else skipped is dropped.
+func (b *eventBody) ended() {
+	switch id, ok := b.top.Response(); {
+	case b.skip == "":
+		b.out = len(b.buf)
+	case ok:
+		b.emit(errorResponse(id, b.skip))
+	default:
+		b.t.c.dropped(&b.top, b.skip)
+	}
+	b.skip, b.top, b.head, b.kind = "", jsonTop{}, b.head[:0], 0
+}
+
+// emit hands on an event holding msg (an error standing in for an answer over a bound).
+func (b *eventBody) emit(msg []byte) {
+	b.buf = append(b.buf, "event: message\ndata: "...)
+	b.buf = append(b.buf, msg...)
+	b.buf = append(b.buf, "\n\n"...)
+	b.out = len(b.buf)
+}
