@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // hostile is an MCP server over streamable HTTP (2025-11-25, no sessions) written by hand, so
@@ -21,6 +22,11 @@ type hostile struct {
 	tools   int   // tools listed (in one page)
 	result  int64 // bytes of text in the "huge" tool's result
 	written atomic.Int64
+	// flap, when set, makes the standalone stream send tools/list_changed that often, and
+	// every tools/list answer differ from the one before (a tool "flap" comes and goes).
+	flap  time.Duration
+	lists atomic.Int64
+	notes atomic.Int64 // list_changed sent
 }
 
 func startHostile(t *testing.T, tools int, result int64) *hostile {
@@ -32,6 +38,13 @@ func startHostile(t *testing.T, tools int, result int64) *hostile {
 }
 
 func (h *hostile) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && h.flap > 0 {
+		h.stream(w, r)
+		return
+	}
+	if r.Method == http.MethodDelete {
+		return
+	}
 	if r.Method != http.MethodPost {
 		http.Error(w, "no standalone stream", http.StatusMethodNotAllowed)
 		return
@@ -56,7 +69,8 @@ func (h *hostile) serve(w http.ResponseWriter, r *http.Request) {
 	head := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":`, req.ID)
 	switch req.Method {
 	case "initialize":
-		fmt.Fprintf(cw, `%s{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"hostile","version":"1"}}}`, head)
+		w.Header().Set("Mcp-Session-Id", "hostile")
+		fmt.Fprintf(cw, `%s{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"hostile","version":"1"}}}`, head)
 	case "ping":
 		fmt.Fprintf(cw, `%s{}}`, head)
 	case "tools/list":
@@ -72,6 +86,9 @@ func (h *hostile) serve(w http.ResponseWriter, r *http.Request) {
 // written as they are generated.
 func (h *hostile) list(w io.Writer, head string) {
 	fmt.Fprintf(w, `%s{"tools":[{"name":"huge","inputSchema":{"type":"object"}},{"name":"echo","inputSchema":{"type":"object"}}`, head)
+	if h.flap > 0 && h.lists.Add(1)%2 == 0 {
+		fmt.Fprint(w, `,{"name":"flap","inputSchema":{"type":"object"}}`)
+	}
 	desc := strings.Repeat("d", 60)
 	for i := range h.tools {
 		if _, err := fmt.Fprintf(w, `,{"name":"t%07d","description":%q,"inputSchema":{"type":"object"}}`, i, desc); err != nil {
@@ -96,6 +113,27 @@ func (h *hostile) call(w io.Writer, head, name string) {
 		}
 	}
 	fmt.Fprint(w, `"}]}}`)
+}
+
+// stream is the standalone event stream: tools/list_changed every h.flap until the client
+// goes away.
+func (h *hostile) stream(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	tick := time.NewTicker(h.flap)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+			if _, err := fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n"); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			h.notes.Add(1)
+		}
+	}
 }
 
 type countingWriter struct {
