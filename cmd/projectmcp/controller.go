@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"syscall"
@@ -45,6 +44,7 @@ type controllerFlags struct {
 	kubeconfig     string // the global --kubeconfig
 	metricsAddr    string
 	probeAddr      string
+	pprofAddr      string
 	leaderElect    bool
 	leaderElectNS  string
 	leaseDuration  time.Duration
@@ -79,6 +79,7 @@ func defaultControllerFlags() controllerFlags {
 	return controllerFlags{
 		metricsAddr:    "127.0.0.1:8080",
 		probeAddr:      "127.0.0.1:8081",
+		pprofAddr:      "0",
 		leaderElect:    true,
 		leaseDuration:  15 * time.Second,
 		renewDeadline:  10 * time.Second,
@@ -105,6 +106,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all := pflag.NewFlagSet("controller", pflag.ContinueOnError)
 	all.StringVar(&f.metricsAddr, "metrics-bind-address", f.metricsAddr, `metrics endpoint address ("0" disables)`)
 	all.StringVar(&f.probeAddr, "health-probe-bind-address", f.probeAddr, `healthz/readyz address ("0" disables)`)
+	all.StringVar(&f.pprofAddr, "pprof-bind-address", f.pprofAddr, `address of Go's /debug/pprof profiles ("0" disables)`)
 	all.BoolVar(&f.leaderElect, "leader-elect", f.leaderElect, "hold a Lease so that one replica owns the connections")
 	all.StringVar(&f.leaderElectNS, "leader-election-namespace", f.leaderElectNS, "namespace of the Lease (default: the pod's in a cluster, else the kubeconfig context's)")
 	all.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", f.leaseDuration, "how long followers wait after the leader's last renewal before taking the Lease: the longest failover after a leader dies without releasing it")
@@ -272,6 +274,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:        f.probeAddr,
+		PprofBindAddress:              f.pprofAddr,
 		LeaderElection:                f.leaderElect,
 		LeaderElectionID:              leaseName,
 		LeaderElectionNamespace:       f.leaderElectNS,
@@ -428,12 +431,6 @@ func newControllerCmd(g *globalFlags, stderr io.Writer) *cobra.Command {
 // runController runs the manager until SIGINT or SIGTERM; on the way out every connection is
 // destroyed and every server process ends.
 func runController(f *controllerFlags, g *globalFlags) error {
-	if os.Getenv("GOGC") == "" {
-		// The MCP SDK allocates heavily per message (about 0.5 MB per forwarded call, most of it
-		// JSON decoder buffers); with the default GOGC a third of the gateway's CPU goes to the
-		// collector. 400 halves the per-call latency (make bench) for a few MB more heap.
-		debug.SetGCPercent(400)
-	}
 	if err := f.checkLeaseTimings(); err != nil {
 		return usageErrorf("%v", err)
 	}

@@ -72,7 +72,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	session, err := client.Connect(ctx, transport, nil)
 	if err == nil {
 		defer c.closeSession(session, ep)
-		var cat catalog
+		var cat *catalog
 		if cat, err = c.list(ctx, session); err == nil && !timer.Stop() {
 			err = context.DeadlineExceeded
 		}
@@ -116,7 +116,7 @@ func (c *Conn) closeSession(session *mcp.ClientSession, ep *endpoint) {
 	}
 }
 
-func (c *Conn) setReady(session *mcp.ClientSession, w *wire, cat catalog, pid int) {
+func (c *Conn) setReady(session *mcp.ClientSession, w *wire, cat *catalog, pid int) {
 	select { // a death signal left by a call on the previous session is stale now
 	case <-c.dead:
 	default:
@@ -215,24 +215,16 @@ func (c *Conn) probe(ctx context.Context, session *mcp.ClientSession) error {
 	return session.Ping(ctx, nil)
 }
 
-// catalog is what a server offers, as listed after connect and after every list_changed.
-type catalog struct {
-	tools     []*mcp.Tool // after the allow/deny filter
-	rawTools  int         // before it
-	prompts   []*mcp.Prompt
-	resources []*mcp.Resource
-	templates []*mcp.ResourceTemplate
-}
-
-func (cat catalog) apply(s *Snapshot) {
+func (cat *catalog) apply(s *Snapshot) {
 	s.Tools, s.RawToolCount = cat.tools, cat.rawTools
 	s.Prompts, s.Resources, s.Templates = cat.prompts, cat.resources, cat.templates
+	s.catalog = cat
 }
 
-// same reports whether a snapshot already shows the catalog (compared as sessions see it).
-func (cat catalog) same(s Snapshot) bool {
-	return cat.rawTools == s.RawToolCount && sameJSON(cat.tools, s.Tools) && sameJSON(cat.prompts, s.Prompts) &&
-		sameJSON(cat.resources, s.Resources) && sameJSON(cat.templates, s.Templates)
+// same reports whether a snapshot already shows the catalog (compared as sessions see it:
+// catalogs are interned, so equal ones are one).
+func (cat *catalog) same(s Snapshot) bool {
+	return s.catalog == cat
 }
 
 // refresh re-lists and publishes the catalog when it changed.
@@ -254,30 +246,30 @@ func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession) error {
 // list lists every page of what the server offers: tools (filtered by the server's
 // allow/deny rules), and prompts, resources and resource templates when the server declares
 // them.
-func (c *Conn) list(ctx context.Context, session *mcp.ClientSession) (catalog, error) {
+func (c *Conn) list(ctx context.Context, session *mcp.ClientSession) (*catalog, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
 	var cat catalog
 	var err error
 	if cat.tools, cat.rawTools, err = c.listTools(ctx, session); err != nil {
-		return cat, fmt.Errorf("tools/list failed: %w", err)
+		return nil, fmt.Errorf("tools/list failed: %w", err)
 	}
 	caps := session.InitializeResult().Capabilities
 	if caps != nil && caps.Prompts != nil {
 		if cat.prompts, err = collect(session.Prompts(ctx, nil), c.opts.MaxListItems, "prompts"); err != nil {
-			return cat, fmt.Errorf("prompts/list failed: %w", err)
+			return nil, fmt.Errorf("prompts/list failed: %w", err)
 		}
 		slices.SortFunc(cat.prompts, func(a, b *mcp.Prompt) int { return strings.Compare(a.Name, b.Name) })
 	}
 	if caps != nil && caps.Resources != nil {
 		if cat.resources, err = collect(session.Resources(ctx, nil), c.opts.MaxListItems, "resources"); err != nil {
-			return cat, fmt.Errorf("resources/list failed: %w", err)
+			return nil, fmt.Errorf("resources/list failed: %w", err)
 		}
 		if cat.templates, err = collect(session.ResourceTemplates(ctx, nil), c.opts.MaxListItems, "resource templates"); err != nil {
-			return cat, fmt.Errorf("resources/templates/list failed: %w", err)
+			return nil, fmt.Errorf("resources/templates/list failed: %w", err)
 		}
 	}
-	return cat, nil
+	return intern(cat), nil
 }
 
 // listTools lists every page of tools and applies the server's allow/deny filter.
@@ -317,15 +309,6 @@ func collect[T any](seq iter.Seq2[T, error], max int, what string) ([]T, error) 
 
 func tooMany(what string, max int) error {
 	return fmt.Errorf("the server lists more than %d %s; refused (the controller's bound)", max, what)
-}
-
-// sameJSON compares two lists by everything a session sees.
-func sameJSON[T any](a, b []T) bool {
-	return slices.EqualFunc(a, b, func(x, y T) bool {
-		dx, _ := jsonMarshal(x)
-		dy, _ := jsonMarshal(y)
-		return string(dx) == string(dy)
-	})
 }
 
 // isPermanent reports failures that retrying cannot heal.

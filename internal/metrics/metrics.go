@@ -28,6 +28,12 @@ var (
 		Name: "projectmcp_tool_calls_path_total",
 		Help: "Stateful sessions' tool calls by how the gateway forwarded them: raw, or through the SDK (and why).",
 	}, []string{"path"})
+	// StatusWrites counts the status patches the reconciler sent, by result ("ok", "conflict":
+	// another writer changed the object first and the reconcile runs again, "error").
+	StatusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "projectmcp_status_writes_total",
+		Help: "Status patches sent by the reconciler, by result.",
+	}, []string{"result"})
 	// MountWait is how long a new session's mount waited for its servers (bounded by the
 	// project's readyTimeout).
 	MountWait = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -88,5 +94,5 @@ func (gauges) Collect(ch chan<- prometheus.Metric) {
 }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(Forwarded, FastPath, MountWait, gauges{})
+	ctrlmetrics.Registry.MustRegister(Forwarded, FastPath, StatusWrites, MountWait, gauges{})
 }
