@@ -18,7 +18,7 @@ IMAGE ?= projectmcp
 VERSION ?= 0.1.0
 DOCKER ?= docker
 
-.PHONY: all build test test-install unit envtest manifests generate verify vet fmt fuzz render clean bench dev docs \
+.PHONY: all build test test-install unit envtest manifests generate verify vet fmt fuzz render clean bench bench-scale dev docs \
 	docker-build docker-build-node chart-crds test-deploy faults
 
 all: build
@@ -148,3 +148,15 @@ bench:
 	$(GO) test ./controllers -run '^$$' -bench 'Gateway(CallOverhead|Mount)' -benchtime 2000x -benchmem; \
 	$(GO) test ./controllers -run '^$$' -bench 'GatewayConfigEdit' -benchtime 50x; \
 	$(GO) test ./controllers -run '^$$' -bench 'GatewayThroughput' -benchtime 20x
+
+## bench-scale: the scale benchmark (test/scale): one controller process against a real API
+## server, SCALE projects × 3 HTTP servers (comma-separated sizes, each a stage of its own) and
+## SCALE_STDIO projects × 3 stdio servers, 10 sessions a project of both revisions, then 100
+## config edits timed to list_changed while 200 sessions call tools; prints memory, goroutines,
+## rates and latencies per size and their growth. About half an hour with the defaults on two
+## cores; a quick check: make bench-scale SCALE=10 SCALE_STDIO=10. Not part of test.
+SCALE ?= 10,100,1000
+SCALE_STDIO ?= 100
+bench-scale:
+	assets=$$($(ENVTEST_ASSETS)); export KUBEBUILDER_ASSETS="$$assets"; \
+	SCALE=$(SCALE) SCALE_STDIO=$(SCALE_STDIO) $(GO) test ./test/scale -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 150m

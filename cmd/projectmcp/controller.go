@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"syscall"
@@ -472,12 +471,6 @@ func newControllerCmd(g *globalFlags, stderr io.Writer) *cobra.Command {
 // runController runs the manager until SIGINT or SIGTERM; on the way out every connection is
 // destroyed and every server process ends.
 func runController(f *controllerFlags, g *globalFlags) error {
-	if os.Getenv("GOGC") == "" {
-		// The MCP SDK allocates heavily per message (about 0.5 MB per forwarded call, most of it
-		// JSON decoder buffers); with the default GOGC a third of the gateway's CPU goes to the
-		// collector. 400 halves the per-call latency (make bench) for a few MB more heap.
-		debug.SetGCPercent(400)
-	}
 	if err := f.checkLeaseTimings(); err != nil {
 		return usageErrorf("%v", err)
 	}

@@ -204,6 +204,8 @@ type Snapshot struct {
 	Permanent bool
 	// Generation counts changes, so observers can tell whether anything happened.
 	Generation uint64
+
+	catalog *catalog // what Tools, Prompts, Resources and Templates come from (interned)
 }
 
 // Conn is one supervised connection. All methods are safe for concurrent use.
@@ -757,7 +759,7 @@ func (c *Conn) run() {
 			c.opts.Log.Info("MCP server failed; tools withdrawn", "error", msg, "attempts", attempts)
 			c.update(func(s *Snapshot) {
 				s.Phase, s.Tools, s.LastError, s.Permanent, s.PID = v1alpha1.PhaseFailed, nil, msg, permanent, 0
-				s.Prompts, s.Resources, s.Templates, s.Notes, s.OmittedTools = nil, nil, nil, nil, 0
+				s.Prompts, s.Resources, s.Templates, s.Notes, s.OmittedTools, s.catalog = nil, nil, nil, nil, 0, nil
 				s.ReadySince, s.FailedAt = time.Time{}, c.opts.Clock.Now()
 			})
 			<-c.ctx.Done()

@@ -3,7 +3,6 @@ package conn
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -25,8 +24,6 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/config"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
-
-var jsonMarshal = json.Marshal
 
 // invalidConfigError is a configuration that is wrong after expansion (e.g. a URL whose
 // variables expand to garbage); retrying cannot fix it.

@@ -2,6 +2,7 @@ package conn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -81,7 +82,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	session, err := client.Connect(ctx, transport, nil)
 	if err == nil {
 		defer c.closeSession(session, ep)
-		var cat catalog
+		var cat *catalog
 		if cat, err = c.list(ctx, session); err == nil && !timer.Stop() {
 			err = context.DeadlineExceeded
 		}
@@ -127,7 +128,7 @@ func (c *Conn) closeSession(session *mcp.ClientSession, ep *endpoint) {
 	}
 }
 
-func (c *Conn) setReady(session *mcp.ClientSession, w *wire, cat catalog, pid int) {
+func (c *Conn) setReady(session *mcp.ClientSession, w *wire, cat *catalog, pid int) {
 	select { // a death signal left by a call on the previous session is stale now
 	case <-c.dead:
 	default:
@@ -226,27 +227,16 @@ func (c *Conn) probe(ctx context.Context, session *mcp.ClientSession) error {
 	return session.Ping(ctx, nil)
 }
 
-// catalog is what a server offers, as listed after connect and after every list_changed.
-type catalog struct {
-	tools     []*mcp.Tool // after the allow/deny filter and the schema bound
-	rawTools  int         // before them
-	omitted   int         // tools that passed the filter but are over --max-schema-bytes
-	notes     []string    // what was left out, and why
-	prompts   []*mcp.Prompt
-	resources []*mcp.Resource
-	templates []*mcp.ResourceTemplate
-}
-
-func (cat catalog) apply(s *Snapshot) {
+func (cat *catalog) apply(s *Snapshot) {
 	s.Tools, s.RawToolCount, s.OmittedTools, s.Notes = cat.tools, cat.rawTools, cat.omitted, cat.notes
 	s.Prompts, s.Resources, s.Templates = cat.prompts, cat.resources, cat.templates
+	s.catalog = cat
 }
 
-// same reports whether a snapshot already shows the catalog (compared as sessions see it).
-func (cat catalog) same(s Snapshot) bool {
-	return cat.rawTools == s.RawToolCount && cat.omitted == s.OmittedTools && slices.Equal(cat.notes, s.Notes) &&
-		sameJSON(cat.tools, s.Tools) && sameJSON(cat.prompts, s.Prompts) &&
-		sameJSON(cat.resources, s.Resources) && sameJSON(cat.templates, s.Templates)
+// same reports whether a snapshot already shows the catalog (compared as sessions see it:
+// catalogs are interned, so equal ones are one).
+func (cat *catalog) same(s Snapshot) bool {
+	return s.catalog == cat
 }
 
 // refresh re-lists and publishes the catalog when it changed.
@@ -268,13 +258,13 @@ func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession) error {
 // list lists every page of what the server offers: tools (filtered by the server's
 // allow/deny rules), and prompts, resources and resource templates when the server declares
 // them. Each list is walked within the bounds (walk).
-func (c *Conn) list(ctx context.Context, session *mcp.ClientSession) (catalog, error) {
+func (c *Conn) list(ctx context.Context, session *mcp.ClientSession) (*catalog, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
 	var cat catalog
 	var err error
 	if err = c.listTools(ctx, session, &cat); err != nil {
-		return cat, fmt.Errorf("tools/list failed: %w", err)
+		return nil, fmt.Errorf("tools/list failed: %w", err)
 	}
 	caps := session.InitializeResult().Capabilities
 	if caps != nil && caps.Prompts != nil {
@@ -286,7 +276,7 @@ func (c *Conn) list(ctx context.Context, session *mcp.ClientSession) (catalog, e
 			return res.Prompts, res.NextCursor, nil
 		})
 		if err != nil {
-			return cat, fmt.Errorf("prompts/list failed: %w", err)
+			return nil, fmt.Errorf("prompts/list failed: %w", err)
 		}
 		slices.SortFunc(cat.prompts, func(a, b *mcp.Prompt) int { return strings.Compare(a.Name, b.Name) })
 	}
@@ -299,7 +289,7 @@ func (c *Conn) list(ctx context.Context, session *mcp.ClientSession) (catalog, e
 			return res.Resources, res.NextCursor, nil
 		})
 		if err != nil {
-			return cat, fmt.Errorf("resources/list failed: %w", err)
+			return nil, fmt.Errorf("resources/list failed: %w", err)
 		}
 		cat.templates, err = collect(ctx, &c.opts, "resources/templates/list", "resource templates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
 			res, err := session.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
@@ -309,10 +299,10 @@ func (c *Conn) list(ctx context.Context, session *mcp.ClientSession) (catalog, e
 			return res.ResourceTemplates, res.NextCursor, nil
 		})
 		if err != nil {
-			return cat, fmt.Errorf("resources/templates/list failed: %w", err)
+			return nil, fmt.Errorf("resources/templates/list failed: %w", err)
 		}
 	}
-	return cat, nil
+	return intern(cat), nil
 }
 
 // listTools lists every page of tools and applies the server's allow/deny filter and the
@@ -405,20 +395,11 @@ func jsonSize(v any) int64 {
 	if v == nil {
 		return 0
 	}
-	data, err := jsonMarshal(v)
+	data, err := json.Marshal(v)
 	if err != nil {
 		return 0
 	}
 	return int64(len(data))
-}
-
-// sameJSON compares two lists by everything a session sees.
-func sameJSON[T any](a, b []T) bool {
-	return slices.EqualFunc(a, b, func(x, y T) bool {
-		dx, _ := jsonMarshal(x)
-		dy, _ := jsonMarshal(y)
-		return string(dx) == string(dy)
-	})
 }
 
 // isPermanent reports failures that retrying cannot heal.

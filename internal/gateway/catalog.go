@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -30,7 +31,7 @@ type projected struct {
 func (p *project) sync() {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
-	obs := p.g.opts.Registry.Observe(p.key)
+	obs := p.g.opts.Registry.ObserveServers(p.key)
 	sig := signature(obs.Servers)
 	if sig == p.synced {
 		return // no connection changed since the last projection (the common case at mount)
@@ -76,7 +77,8 @@ func applySet[T any](p *project, kind string, have map[string]projected, want ma
 	for name, w := range want {
 		id, visible := describe(w)
 		fp, _ := json.Marshal(visible)
-		id.fingerprint = string(fp)
+		sum := sha256.Sum256(fp) // a digest, not the JSON: every project keeps one per item
+		id.fingerprint = string(sum[:])
 		seen[name] = id
 	}
 	var gone []string

@@ -108,11 +108,11 @@ func (p *project) instructionsMiddleware(next mcp.MethodHandler) mcp.MethodHandl
 		switch r := res.(type) {
 		case *mcp.InitializeResult: // 2025-11-25
 			if r != nil {
-				r.Instructions = instructions(p.g.opts.Registry.Observe(p.key))
+				r.Instructions = instructions(p.g.opts.Registry.ObserveServers(p.key))
 			}
 		case *mcp.DiscoverResult: // 2026-07-28
 			if r != nil {
-				r.Instructions = instructions(p.g.opts.Registry.Observe(p.key))
+				r.Instructions = instructions(p.g.opts.Registry.ObserveServers(p.key))
 			}
 		}
 		return res, err
@@ -266,7 +266,7 @@ func (p *project) rootsChanged(ctx context.Context, req *mcp.RootsListChangedReq
 	id, _ := sessionID(req)
 	ctx, cancel := context.WithTimeout(ctx, time.Second) // a starting server is not waited for long
 	defer cancel()
-	for server := range p.g.opts.Registry.Observe(p.key).Servers {
+	for server := range p.g.opts.Registry.ObserveServers(p.key).Servers {
 		if c := p.g.opts.Registry.Await(ctx, p.key, id, server); c != nil {
 			c.NotifyRootsListChanged()
 		}

@@ -404,13 +404,17 @@ func (r *Registry) Connect(key types.NamespacedName, hash string, opts conn.Opti
 // for the caller to Destroy outside the lock) has ended. Callers hold r.mu.
 func (r *Registry) swapLocked(key types.NamespacedName, p *project, e *entry, hash string, opts conn.Options) (c, old *conn.Conn) {
 	old = e.conn
-	e.carried = nil
 	run := r.connOptions(key, opts)
 	run.LogLevel = p.logLevel
 	if old != nil {
 		run.StartAfter = old.Done()
 		run.Subscriptions, _ = old.Subscriptions() // subscribers stay subscribed across the swap
-		e.carried = (ServerState{HasConn: true, Conn: old.Snapshot()}).offering()
+		// What sessions see now goes on being offered: the old connection's lists, or, when it
+		// was itself still starting (a second edit before the first repoint was up), what it
+		// carried; otherwise the server's tools would vanish until the newest one is up.
+		e.carried = (ServerState{HasConn: true, Conn: old.Snapshot(), Carried: e.carried}).offering()
+	} else {
+		e.carried = nil
 	}
 	c = conn.New(run)
 	e.conn, e.hash, e.opts, e.reclaimed = c, hash, opts, false
@@ -744,18 +748,10 @@ type Observation struct {
 func (r *Registry) Observe(key types.NamespacedName) Observation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	obs := Observation{Servers: map[string]ServerState{}}
 	p := r.projects[key]
+	obs := Observation{Servers: serversLocked(p)}
 	if p == nil {
 		return obs
-	}
-	for name, e := range p.servers {
-		st := ServerState{Name: name, Hash: e.hash, Refs: e.refs, Reclaimed: e.reclaimed, LastMount: e.lastMount,
-			Carried: e.carried, LastRebuild: e.lastRebuild}
-		if e.conn != nil {
-			st.HasConn, st.Conn = true, e.conn.Snapshot()
-		}
-		obs.Servers[name] = st
 	}
 	for _, s := range p.sessions {
 		ss := SessionState{ID: s.ID, Client: s.Client, BoundAt: s.BoundAt}
@@ -777,6 +773,32 @@ func (r *Registry) Observe(key types.NamespacedName) Observation {
 		return a.ID < b.ID
 	})
 	return obs
+}
+
+// ObserveServers is Observe without the sessions: what the gateway's projection and the
+// instructions need, at a cost that does not grow with the project's sessions (Observe lists
+// and sorts them all, under the lock every project's calls take).
+func (r *Registry) ObserveServers(key types.NamespacedName) Observation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Observation{Servers: serversLocked(r.projects[key])}
+}
+
+// serversLocked is the state of a project's servers (none for nil). Callers hold r.mu.
+func serversLocked(p *project) map[string]ServerState {
+	servers := map[string]ServerState{}
+	if p == nil {
+		return servers
+	}
+	for name, e := range p.servers {
+		st := ServerState{Name: name, Hash: e.hash, Refs: e.refs, Reclaimed: e.reclaimed, LastMount: e.lastMount,
+			Carried: e.carried, LastRebuild: e.lastRebuild}
+		if e.conn != nil {
+			st.HasConn, st.Conn = true, e.conn.Snapshot()
+		}
+		servers[name] = st
+	}
+	return servers
 }
 
 // Counts are the process's projects and connections (with their phases), for /metrics.

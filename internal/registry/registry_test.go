@@ -220,6 +220,38 @@ func TestConnectTearsDownBeforeBuild(t *testing.T) {
 	}
 }
 
+// A second repoint while the first replacement is still starting keeps offering the tools the
+// sessions saw: they never vanish because two edits came close together.
+func TestSwapDuringSwapKeepsTools(t *testing.T) {
+	r := New(clock.RealClock{}, logr.Discard())
+	defer r.Shutdown()
+	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute, ReadyTimeout: 5 * time.Second})
+	connectReady(t, r, "h1", fixtureOpts("a"))
+	before := toolNames(r.Observe(key).Servers["a"].Offered())
+	if len(before) == 0 {
+		t.Fatal("no tools from the first connection")
+	}
+	slow := withArgs(fixtureOpts("a"), "--init-delay", "2s")
+	r.Connect(key, "h2", slow)
+	if st := r.Observe(key).Servers["a"]; !st.Conn.Starting() {
+		t.Fatalf("the first replacement should still be starting: %s", st.Conn.Phase)
+	}
+	last := r.Connect(key, "h3", slow)
+	st := r.Observe(key).Servers["a"]
+	if !st.Conn.Starting() {
+		t.Fatalf("the second replacement should still be starting: %s", st.Conn.Phase)
+	}
+	if got := toolNames(st.Offered()); !slices.Equal(got, before) {
+		t.Fatalf("during the second swap the tools stay offered: %v, want %v", got, before)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	last.WaitStarted(ctx)
+	if got := toolNames(r.Observe(key).Servers["a"].Offered()); !slices.Equal(got, before) {
+		t.Fatalf("after the swaps the same tools: %v, want %v", got, before)
+	}
+}
+
 // A mount that finds its connection dead (Ready with no tools for more than 5 s, on the
 // injected clock) rebuilds it inside the mount and records why.
 func TestMountRebuildsDeadConnection(t *testing.T) {
@@ -336,5 +368,27 @@ func TestOffered(t *testing.T) {
 			t.Errorf("%s offers %d tools, %d prompts, %d resources; want %d each", server,
 				len(tools[server]), len(prompts[server]), len(resources[server]), want)
 		}
+	}
+}
+
+// ObserveServers is Observe's view of the servers, without listing the sessions.
+func TestObserveServers(t *testing.T) {
+	r := New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	defer r.Shutdown()
+	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute})
+	c := connectReady(t, r, "h1", fixtureOpts("a"))
+	if _, err := r.Mount(context.Background(), key, "s1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	got, full := r.ObserveServers(key), r.Observe(key)
+	if len(got.Sessions) != 0 || len(full.Sessions) != 1 {
+		t.Fatalf("sessions: %d without, %d with", len(got.Sessions), len(full.Sessions))
+	}
+	st := got.Servers["a"]
+	if len(got.Servers) != 1 || st.Conn.ID != c.ID() || st.Refs != 1 || st.Hash != "h1" || full.Servers["a"].Conn.ID != c.ID() {
+		t.Fatalf("servers: %+v", got.Servers)
+	}
+	if len(r.ObserveServers(types.NamespacedName{Namespace: "ns", Name: "none"}).Servers) != 0 {
+		t.Fatal("an unknown project has no servers")
 	}
 }

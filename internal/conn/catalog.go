@@ -1,0 +1,71 @@
+package conn
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"runtime"
+	"strconv"
+	"sync"
+	"weak"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// catalog is what a server offers, as listed after connect and after every list_changed.
+// Catalogs are interned (intern): every connection whose server lists the same things, as
+// sessions see them, holds one shared copy. A thousand projects using the same server then
+// keep its tools (their schemas decoded into maps, tens of KB a server) once, not a thousand
+// times. A catalog is never modified once interned.
+type catalog struct {
+	tools     []*mcp.Tool // after the allow/deny filter and the schema bound
+	rawTools  int         // before them
+	omitted   int         // tools that passed the filter but are over --max-schema-bytes
+	notes     []string    // what was left out, and why
+	prompts   []*mcp.Prompt
+	resources []*mcp.Resource
+	templates []*mcp.ResourceTemplate
+	digest    [sha256.Size]byte // of all of the above
+}
+
+// catalogs are the interned catalogs by digest, held weakly: a catalog no snapshot holds any
+// more is collected, and its entry removed.
+var catalogs = struct {
+	sync.Mutex
+	m map[[sha256.Size]byte]weak.Pointer[catalog]
+}{m: map[[sha256.Size]byte]weak.Pointer[catalog]{}}
+
+// intern returns the interned catalog equal to cat: an existing one, or cat itself, now
+// interned.
+func intern(cat catalog) *catalog {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	for _, list := range []any{cat.tools, cat.prompts, cat.resources, cat.templates, cat.notes} {
+		_ = enc.Encode(list) // what sessions see of each item; these types always encode
+	}
+	h.Write([]byte(strconv.Itoa(cat.rawTools) + "/" + strconv.Itoa(cat.omitted)))
+	h.Sum(cat.digest[:0])
+
+	catalogs.Lock()
+	defer catalogs.Unlock()
+	if have := catalogs.m[cat.digest].Value(); have != nil {
+		return have
+	}
+	p := &cat
+	catalogs.m[cat.digest] = weak.Make(p)
+	runtime.AddCleanup(p, func(digest [sha256.Size]byte) {
+		catalogs.Lock()
+		defer catalogs.Unlock()
+		if catalogs.m[digest].Value() == nil { // not a newer catalog with the same digest
+			delete(catalogs.m, digest)
+		}
+	}, cat.digest)
+	return p
+}
+
+// interned reports whether a catalog with this digest is interned (tests).
+func interned(digest [sha256.Size]byte) bool {
+	catalogs.Lock()
+	defer catalogs.Unlock()
+	_, ok := catalogs.m[digest]
+	return ok
+}

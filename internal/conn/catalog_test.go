@@ -1,0 +1,45 @@
+package conn
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func catalogOf(raw int, names ...string) catalog {
+	cat := catalog{rawTools: raw}
+	for _, n := range names {
+		cat.tools = append(cat.tools, &mcp.Tool{Name: n, InputSchema: map[string]any{"type": "object"}})
+	}
+	return cat
+}
+
+// Equal catalogs (as sessions see them) are one shared copy; any difference, the count of
+// tools before filtering included, makes another; one nothing holds any more is dropped.
+func TestInternSharesEqualCatalogs(t *testing.T) {
+	a := intern(catalogOf(2, "intern-echo", "intern-sleep"))
+	b := intern(catalogOf(2, "intern-echo", "intern-sleep"))
+	if a != b {
+		t.Fatal("equal catalogs must be interned as one")
+	}
+	if !a.same(Snapshot{catalog: b}) {
+		t.Fatal("a snapshot showing an equal catalog is the same")
+	}
+	for _, other := range []catalog{catalogOf(2, "intern-echo"), catalogOf(3, "intern-echo", "intern-sleep")} {
+		if intern(other) == a {
+			t.Fatalf("a different catalog was interned as %v", a.tools)
+		}
+	}
+	digest := a.digest
+	a, b = nil, nil
+	deadline := time.Now().Add(10 * time.Second)
+	for interned(digest) {
+		if time.Now().After(deadline) {
+			t.Fatal("a catalog nothing holds stays interned")
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
