@@ -179,13 +179,22 @@ func TestKubernetesAuthReviewsInFlightBounded(t *testing.T) {
 	cs, _, _ := countingClient()
 	release := make(chan struct{})
 	var waiting atomic.Int32
+	var slow atomic.Bool
 	cs.PrependReactor("create", "subjectaccessreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
-		waiting.Add(1)
-		<-release
+		if slow.Load() {
+			waiting.Add(1)
+			<-release
+		}
 		return false, nil, nil
 	})
 	a := &KubernetesAuth{Client: cs}
 	ctx := context.Background()
+	// The token is reviewed first: the fake client runs one reactor at a time, so a token
+	// review behind the blocked access review would wait for it.
+	if status, _ := a.Authorize(ctx, bearerRequest("good"), types.NamespacedName{Namespace: "ns", Name: "allowed"}); status != 0 {
+		t.Fatalf("warming up: %d", status)
+	}
+	slow.Store(true)
 	results := make(chan int, 10)
 	for i := range 10 {
 		go func() {
