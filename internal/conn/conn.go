@@ -193,6 +193,7 @@ type Conn struct {
 	progress     map[string]func(*mcp.ProgressNotificationParams)
 	nextToken    atomic.Uint64
 	relists      atomic.Uint64    // re-lists done (tests: list_changed coalescing)
+	lists        atomic.Uint64    // lists decoded through the SDK (tests: raw re-lists)
 	level        mcp.LoggingLevel // what sessions asked for (SetLogLevel)
 	subs         map[string]int   // subscribed resource URIs → subscribers
 	closing      bool             // Destroy has begun: no new request may start

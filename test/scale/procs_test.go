@@ -109,6 +109,7 @@ type controller struct {
 	logPath                 string
 }
 
+// startController runs the controller with its log in dir.
 func startController(b *testing.B, bin, kubeconfig, dir string) *controller {
 	b.Helper()
 	c := &controller{metrics: freeAddr(b), pprof: freeAddr(b), gateway: freeAddr(b), logPath: filepath.Join(dir, "controller.log")}
@@ -208,6 +209,8 @@ type sample struct {
 	apiCPU     time.Duration // the API server's and etcd's, since they started
 	reconciles float64       // controller_runtime_reconcile_total of projectmcp
 	statusPut  float64       // status writes (patches sent)
+	connReady  float64       // connections Ready
+	connAll    float64       // connections in any phase
 	reconcileS float64       // seconds spent reconciling, in all
 	children   int           // its child processes (stdio servers)
 	childRSS   int64         // their RSS, bytes
@@ -233,6 +236,8 @@ func (c *controller) sample(b *testing.B) sample {
 		fds:        m.sum("process_open_fds"),
 		reconciles: m.sum("controller_runtime_reconcile_total", `controller="projectmcp"`),
 		statusPut:  m.sum("projectmcp_status_writes_total"),
+		connReady:  m.sum("projectmcp_connections", `phase="Ready"`),
+		connAll:    m.sum("projectmcp_connections"),
 		reconcileS: m.sum("controller_runtime_reconcile_time_seconds_sum", `controller="projectmcp"`),
 	}
 	s.rss, s.hwm = procMemory(c.pid())
