@@ -84,7 +84,9 @@ type Options struct {
 
 	// StartAfter, when not nil, holds the first connect attempt until it is closed: a repoint
 	// or rebuild passes the previous connection's Done, so the old server is torn down before
-	// the new one starts (a server holding an exclusive resource cannot run twice).
+	// the new one starts (a server holding an exclusive resource cannot run twice). A Conn
+	// destroyed before it started closes Done only once StartAfter is closed, so a chain of
+	// replacements never overlaps.
 	StartAfter <-chan struct{}
 	// Clock stamps ReadySince and FailedAt and times the reconnect backoff (default: real).
 	Clock clock.WithTicker
@@ -697,6 +699,9 @@ func (c *Conn) run() {
 		select {
 		case <-c.opts.StartAfter:
 		case <-c.ctx.Done():
+			// Destroyed before it started, it still ends only after its predecessor: a later
+			// replacement waits for this one, so through it for every connection before.
+			<-c.opts.StartAfter
 			return
 		}
 	}

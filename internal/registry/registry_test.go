@@ -434,3 +434,49 @@ func TestConnectDoesNotWaitForTheDrain(t *testing.T) {
 		t.Fatal("Shutdown returned before the background teardown ended")
 	}
 }
+
+// Two repoints in a row while the first connection still drains a call: the last connection
+// starts only after the first has ended, though the one in between never started (a server
+// holding a lock would otherwise fail to start, and run twice if it did not).
+func TestRepointChainNeverOverlaps(t *testing.T) {
+	r := New(clock.RealClock{}, logr.Discard())
+	defer r.Shutdown()
+	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute, ReadyTimeout: 5 * time.Second})
+	lock := filepath.Join(t.TempDir(), "lock")
+	first := connectReady(t, r, "h1", withArgs(fixtureOpts("a"), "--lock", lock))
+	called := make(chan error, 1)
+	go func() {
+		_, err := first.Call(context.Background(), &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 800}}, nil)
+		called <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the call is in flight: the first connection drains it
+	r.Connect(key, "h2", withArgs(fixtureOpts("a"), "--lock", lock))
+	last := r.Connect(key, "h3", withArgs(fixtureOpts("a"), "--lock", lock))
+	var phases []v1alpha1.ServerPhase
+	deadline := time.After(15 * time.Second)
+	for {
+		s := last.Snapshot()
+		if len(phases) == 0 || phases[len(phases)-1] != s.Phase {
+			phases = append(phases, s.Phase)
+		}
+		if s.Phase == v1alpha1.PhaseReady {
+			break
+		}
+		select {
+		case <-last.Changed():
+		case <-deadline:
+			t.Fatalf("the last connection never became Ready: %v", phases)
+		}
+	}
+	select {
+	case <-first.Done():
+	default:
+		t.Fatal("the last connection is Ready while the first still runs")
+	}
+	if !slices.Equal(phases, []v1alpha1.ServerPhase{v1alpha1.PhaseConnecting, v1alpha1.PhaseReady}) {
+		t.Fatalf("the last connection started before the first ended (its server failed on the lock): %v", phases)
+	}
+	if err := <-called; err != nil {
+		t.Fatalf("the call in flight must finish on the first connection: %v", err)
+	}
+}

@@ -124,6 +124,8 @@ func startController(b *testing.B, bin, kubeconfig, dir string) *controller {
 		"--allow-url", "127.0.0.1/32", // the HTTP fixtures listen on loopback
 		// Sessions that only listen send no request: keep them for the whole run.
 		"--session-timeout", "2h", "--stateless-session-idle", "2h")
+	// SCALE_CONTROLLER_ARGS adds flags (e.g. --health-interval 1m --relist-interval 5m).
+	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("SCALE_CONTROLLER_ARGS"))...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// SCALE_CONTROLLER_ENV adds NAME=value words to the controller's environment alone (e.g.
 	// GOMEMLIMIT=900MiB, as a pod with a 1 GiB memory limit would set it).

@@ -32,8 +32,9 @@ import (
 // process, so that every figure is the controller's at that size alone. A stage creates the
 // projects (3 servers each), waits until all are Ready, mounts SCALE_SESSIONS sessions per
 // project (default 10, alternately 2025-11-25 and stateless 2026-07-28, each listening for
-// list_changed), then runs the load: 200 sessions calling echo while 100 config edits are
-// made, one every 100 ms. SCALE_PROFILE=dir keeps each stage's controller log there and saves
+// list_changed), then runs the load: 200 sessions calling echo once a second while 100
+// config edits are made, one every 100 ms (every 200 ms at 10 projects, so that no project is
+// edited again within 2 s). SCALE_PROFILE=dir keeps each stage's controller log there and saves
 // its CPU profile while the projects are created and during 10 s of the load, and its heap and
 // goroutine profiles once the sessions are mounted.
 

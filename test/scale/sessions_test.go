@@ -217,7 +217,7 @@ type load struct {
 }
 
 // runLoad calls echo from callers concurrent sessions (on every server, spread over the
-// projects) while it makes edits config edits, one every editGap, each toggling a tools filter
+// projects) while it makes editN config edits, one every editGap, each toggling a tools filter
 // on server c of a project (a repoint whose new tool set reaches the sessions as
 // list_changed), and times both.
 func runLoad(b *testing.B, ctrl *controller, cl client.Client, ns string, specs []v1alpha1.ProjectMCPSpec, agents []*agent,
@@ -227,7 +227,7 @@ func runLoad(b *testing.B, ctrl *controller, cl client.Client, ns string, specs 
 		callers   = 200
 		interval  = time.Second // each caller's pace: 200 calls/s in all
 		editN     = 100
-		editGap   = 100 * time.Millisecond
+		editGap   = 100 * time.Millisecond // or more, so that no project is edited again within 2 s
 		warmup    = 3 * time.Second
 		maxSettle = 10 * time.Second
 	)
@@ -324,6 +324,7 @@ func runLoad(b *testing.B, ctrl *controller, cl client.Client, ns string, specs 
 		}()
 	}
 	toggled := make([]bool, len(specs))
+	gap := max(editGap, 2*time.Second/time.Duration(len(specs)))
 	for i := range editN {
 		p := i % len(specs)
 		if len(specs) >= editN {
@@ -337,7 +338,7 @@ func runLoad(b *testing.B, ctrl *controller, cl client.Client, ns string, specs 
 			b.Fatalf("edit project %d: %v", p, err)
 		}
 		out.expected += per[p]
-		time.Sleep(editGap)
+		time.Sleep(gap)
 	}
 	deadline := time.Now().Add(maxSettle)
 	for e.received() < out.expected && time.Now().Before(deadline) {
