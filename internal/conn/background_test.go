@@ -12,7 +12,7 @@ import (
 // Backstop re-lists of a server whose lists did not change are answered raw and not decoded
 // through the SDK again; a change is still listed and published, and probes still find the
 // server alive. A session that takes no raw requests (stateless 2026-07-28 HTTP) lists through
-// the SDK every time, as before.
+// the SDK every time, as before, and those re-lists are its only probes.
 func TestUnchangedRelistSkipsTheDecode(t *testing.T) {
 	cases := map[string]struct {
 		server func(t *testing.T) v1alpha1.MCPServer
@@ -31,9 +31,15 @@ func TestUnchangedRelistSkipsTheDecode(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := start(t, Options{Server: tc.server(t), RelistInterval: 50 * time.Millisecond, HealthInterval: 50 * time.Millisecond})
 			waitPhase(t, c, v1alpha1.PhaseReady)
-			relists, lists := c.relists.Load(), c.lists.Load()
+			relists, lists, probes := c.relists.Load(), c.lists.Load(), c.probes.Load()
 			time.Sleep(600 * time.Millisecond)
-			relists, lists = c.relists.Load()-relists, c.lists.Load()-lists
+			relists, lists, probes = c.relists.Load()-relists, c.lists.Load()-lists, c.probes.Load()-probes
+			if tc.raw && probes < 5 {
+				t.Fatalf("only %d probes in 600 ms", probes)
+			}
+			if !tc.raw && probes != 0 { // its re-lists are its probes
+				t.Fatalf("%d probes of a stateless server", probes)
+			}
 			if relists < 5 {
 				t.Fatalf("only %d re-lists in 600 ms", relists)
 			}

@@ -196,6 +196,7 @@ type Conn struct {
 	nextToken    atomic.Uint64
 	relists      atomic.Uint64    // re-lists done (tests: list_changed coalescing)
 	lists        atomic.Uint64    // lists decoded through the SDK (tests: raw re-lists)
+	probes       atomic.Uint64    // health probes sent (tests)
 	level        mcp.LoggingLevel // what sessions asked for (SetLogLevel)
 	subs         map[string]int   // subscribed resource URIs → subscribers
 	closing      bool             // Destroy has begun: no new request may start

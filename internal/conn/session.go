@@ -151,8 +151,12 @@ const minRelistInterval = 250 * time.Millisecond
 func (c *Conn) serve(ctx context.Context, session *mcp.ClientSession, ep *endpoint) error {
 	waited := make(chan error, 1)
 	go func() { waited <- session.Wait() }() // returns once closeSession has run
-	health := time.NewTicker(c.opts.HealthInterval)
-	defer health.Stop()
+	var probe <-chan time.Time               // nil: the re-lists are the probes (probedByRelist)
+	if !c.probedByRelist(session) {
+		health := time.NewTicker(c.opts.HealthInterval)
+		defer health.Stop()
+		probe = health.C
+	}
 	relist := time.NewTicker(c.opts.RelistInterval)
 	defer relist.Stop()
 	// A list_changed that comes sooner than minRelistInterval after the last re-list waits
@@ -177,7 +181,7 @@ func (c *Conn) serve(ctx context.Context, session *mcp.ClientSession, ep *endpoi
 			return fmt.Errorf("session closed by the server: %v", err)
 		case <-c.dead:
 			return errors.New("session lost (the server no longer knows it)")
-		case <-health.C:
+		case <-probe:
 			if err := c.probe(ctx, session); err != nil {
 				return fmt.Errorf("health check failed: %w", err)
 			}
@@ -206,9 +210,9 @@ func (c *Conn) serve(ctx context.Context, session *mcp.ClientSession, ep *endpoi
 }
 
 // probe checks that the server answers: ping on sessions that have it, tools/list on the
-// stateless 2026-07-28 protocol, which has none; raw where the session allows it
-// (background.go).
+// 2026-07-28 protocol, which has none; raw where the session allows it (background.go).
 func (c *Conn) probe(ctx context.Context, session *mcp.ClientSession) error {
+	c.probes.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, min(c.opts.ConnectTimeout, 10*time.Second))
 	defer cancel()
 	newest := session.InitializeResult().ProtocolVersion >= "2026-07-28"
