@@ -211,6 +211,7 @@ type sample struct {
 	apiCPU     time.Duration // the API server's and etcd's, since they started
 	reconciles float64       // controller_runtime_reconcile_total of projectmcp
 	statusPut  float64       // status writes (patches sent)
+	conflicts  float64       // of which refused for a conflict (the object changed meanwhile)
 	connReady  float64       // connections Ready
 	connAll    float64       // connections in any phase
 	reconcileS float64       // seconds spent reconciling, in all
@@ -238,6 +239,7 @@ func (c *controller) sample(b *testing.B) sample {
 		fds:        m.sum("process_open_fds"),
 		reconciles: m.sum("controller_runtime_reconcile_total", `controller="projectmcp"`),
 		statusPut:  m.sum("projectmcp_status_writes_total"),
+		conflicts:  m.sum("projectmcp_status_writes_total", `result="conflict"`),
 		connReady:  m.sum("projectmcp_connections", `phase="Ready"`),
 		connAll:    m.sum("projectmcp_connections"),
 		reconcileS: m.sum("controller_runtime_reconcile_time_seconds_sum", `controller="projectmcp"`),

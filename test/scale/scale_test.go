@@ -499,6 +499,10 @@ func printTable(out io.Writer, results []result) {
 		return 1000 * (r.load.after.reconcileS - r.load.before.reconcileS) / (r.load.after.reconciles - r.load.before.reconciles)
 	})
 	row("load: reconcile queue, deepest", "%.0f", func(r result) float64 { return r.load.maxQueue })
+	row("load: API server + etcd CPU (% of a core)", "%.0f", func(r result) float64 {
+		return 100 * float64(r.load.after.apiCPU-r.load.before.apiCPU) / float64(r.load.after.at.Sub(r.load.before.at))
+	})
+	row("load: status write conflicts", "%.0f", func(r result) float64 { return r.load.after.conflicts - r.load.before.conflicts })
 	row("load: status writes/s", "%.1f", func(r result) float64 {
 		return rate(r.load.after.statusPut-r.load.before.statusPut, r.load.before, r.load.after)
 	})
