@@ -81,6 +81,23 @@ func TestCreateReachesReady(t *testing.T) {
 	if !slices.Contains(obj.Finalizers, v1alpha1.Finalizer) {
 		t.Fatal("the finalizer is missing")
 	}
+	// One Created event names the three servers and their connections (one API write, not
+	// three).
+	assertEvent(t, ns, v1alpha1.EventCreated)
+	evs := &eventsv1.EventList{}
+	if err := env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var created []string
+	for _, e := range evs.Items {
+		if e.Reason == v1alpha1.EventCreated {
+			created = append(created, e.Note)
+		}
+	}
+	if len(created) != 1 || !strings.Contains(created[0], `server "alpha" as connection `+alpha.Connection) ||
+		!strings.Contains(created[0], `server "gamma" as connection `+gamma.Connection) {
+		t.Fatalf("want one Created event naming every server, got %q", created)
+	}
 	if kubectl, err := exec.LookPath("kubectl"); err == nil {
 		out, err := exec.Command(kubectl, "--kubeconfig", env.Kubeconfig, "get", "projectmcp", "-n", ns, "three", "--no-headers").CombinedOutput()
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -174,7 +175,8 @@ func desiredOf(obj *v1alpha1.ProjectMCP, handled string) Desired {
 }
 
 // apply carries out the plan, one goroutine per action (each touches a different server), and
-// records an event for each.
+// records one event per kind of action naming every server it touched: a new project with
+// three servers costs the API server one event write, not three.
 // hashes are the planner's config hashes of the enabled servers.
 func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, hashes map[string]string, actions []Action) {
 	key := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}
@@ -182,13 +184,20 @@ func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, hashes
 	for _, s := range obj.Spec.Servers {
 		servers[s.Name] = s
 	}
+	var mu sync.Mutex
+	done := map[ActionKind][]string{} // what each kind of action did, a clause per server
+	note := func(kind ActionKind, clause string) {
+		mu.Lock()
+		defer mu.Unlock()
+		done[kind] = append(done[kind], clause)
+	}
 	var wg sync.WaitGroup
 	for _, a := range actions {
 		wg.Go(func() {
 			switch a.Kind {
 			case ActionRetire:
 				r.Registry.Retire(key, a.Server)
-				r.event(obj, corev1.EventTypeNormal, v1alpha1.EventRetired, "Retire", "Retired server %q: %s", a.Server, a.Reason)
+				note(a.Kind, fmt.Sprintf("server %q: %s", a.Server, a.Reason))
 			case ActionCreate, ActionRepoint, ActionRebuild:
 				// Tears the old connection down first; its tools stay listed until the new
 				// one is up.
@@ -197,12 +206,18 @@ func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, hashes
 					return // the registry is shutting down
 				}
 				countAction(key, a)
-				reason := eventReasons[a.Kind]
-				r.event(obj, corev1.EventTypeNormal, reason, string(a.Kind), "%s server %q as connection %s: %s", reason, a.Server, c.ID(), a.Reason)
+				note(a.Kind, fmt.Sprintf("server %q as connection %s: %s", a.Server, c.ID(), a.Reason))
 			}
 		})
 	}
 	wg.Wait()
+	for _, kind := range []ActionKind{ActionCreate, ActionRepoint, ActionRebuild, ActionRetire} {
+		if clauses := done[kind]; len(clauses) > 0 {
+			slices.Sort(clauses) // by server name
+			reason := eventReasons[kind]
+			r.event(obj, corev1.EventTypeNormal, reason, string(kind), "%s %s", reason, strings.Join(clauses, "; "))
+		}
+	}
 }
 
 // eventReasons names the event each connection-building action records.
@@ -210,6 +225,7 @@ var eventReasons = map[ActionKind]string{
 	ActionCreate:  v1alpha1.EventCreated,
 	ActionRepoint: v1alpha1.EventRepointed,
 	ActionRebuild: v1alpha1.EventRebuilt,
+	ActionRetire:  v1alpha1.EventRetired,
 }
 
 // connOptions are a server's connection options: the reconnect budget from spec and the

@@ -102,7 +102,9 @@ type Options struct {
 
 	// StartAfter, when not nil, holds the first connect attempt until it is closed: a repoint
 	// or rebuild passes the previous connection's Done, so the old server is torn down before
-	// the new one starts (a server holding an exclusive resource cannot run twice).
+	// the new one starts (a server holding an exclusive resource cannot run twice). A Conn
+	// destroyed before it started closes Done only once StartAfter is closed, so a chain of
+	// replacements never overlaps.
 	StartAfter <-chan struct{}
 	// Clock stamps ReadySince and FailedAt and times the reconnect backoff (default: real).
 	Clock clock.WithTicker
@@ -227,6 +229,8 @@ type Conn struct {
 	progress     map[string]func(*mcp.ProgressNotificationParams)
 	nextToken    atomic.Uint64
 	relists      atomic.Uint64    // re-lists done (tests: list_changed coalescing)
+	lists        atomic.Uint64    // lists decoded through the SDK (tests: raw re-lists)
+	probes       atomic.Uint64    // health probes sent (tests)
 	level        mcp.LoggingLevel // what sessions asked for (SetLogLevel)
 	subs         map[string]int   // subscribed resource URIs → subscribers
 	closing      bool             // Destroy has begun: no new request may start
@@ -741,6 +745,9 @@ func (c *Conn) run() {
 		select {
 		case <-c.opts.StartAfter:
 		case <-c.ctx.Done():
+			// Destroyed before it started, it still ends only after its predecessor: a later
+			// replacement waits for this one, so through it for every connection before.
+			<-c.opts.StartAfter
 			return
 		}
 	}

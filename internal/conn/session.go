@@ -2,6 +2,7 @@ package conn
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -162,8 +163,12 @@ const minRelistInterval = 250 * time.Millisecond
 func (c *Conn) serve(ctx context.Context, session *mcp.ClientSession, ep *endpoint) error {
 	waited := make(chan error, 1)
 	go func() { waited <- session.Wait() }() // returns once closeSession has run
-	health := time.NewTicker(c.opts.HealthInterval)
-	defer health.Stop()
+	var probe <-chan time.Time               // nil: the re-lists are the probes (probedByRelist)
+	if !c.probedByRelist(session) {
+		health := time.NewTicker(c.opts.HealthInterval)
+		defer health.Stop()
+		probe = health.C
+	}
 	relist := time.NewTicker(c.opts.RelistInterval)
 	defer relist.Stop()
 	// A list_changed that comes sooner than minRelistInterval after the last re-list waits
@@ -173,9 +178,10 @@ func (c *Conn) serve(ctx context.Context, session *mcp.ClientSession, ep *endpoi
 	soon.Stop()
 	defer soon.Stop()
 	armed := false
+	var digest [sha256.Size]byte // of the lists' raw answers at the last re-list
 	refresh := func() error {
 		lastRelist = time.Now()
-		return c.refresh(ctx, session)
+		return c.refresh(ctx, session, &digest)
 	}
 	for {
 		select {
@@ -187,7 +193,7 @@ func (c *Conn) serve(ctx context.Context, session *mcp.ClientSession, ep *endpoi
 			return fmt.Errorf("session closed by the server: %v", err)
 		case <-c.dead:
 			return errors.New("session lost (the server no longer knows it)")
-		case <-health.C:
+		case <-probe:
 			if err := c.probe(ctx, session); err != nil {
 				return fmt.Errorf("health check failed: %w", err)
 			}
@@ -216,11 +222,20 @@ func (c *Conn) serve(ctx context.Context, session *mcp.ClientSession, ep *endpoi
 }
 
 // probe checks that the server answers: ping on sessions that have it, tools/list on the
-// stateless 2026-07-28 protocol, which has none.
+// 2026-07-28 protocol, which has none; raw where the session allows it (background.go).
 func (c *Conn) probe(ctx context.Context, session *mcp.ClientSession) error {
+	c.probes.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, min(c.opts.ConnectTimeout, 10*time.Second))
 	defer cancel()
-	if session.InitializeResult().ProtocolVersion >= "2026-07-28" {
+	newest := session.InitializeResult().ProtocolVersion >= "2026-07-28"
+	method := "ping"
+	if newest {
+		method = "tools/list"
+	}
+	if _, raw, err := c.rawCall(ctx, session, method, nil); raw {
+		return err
+	}
+	if newest {
 		_, err := session.ListTools(ctx, nil)
 		return err
 	}
@@ -239,12 +254,21 @@ func (cat *catalog) same(s Snapshot) bool {
 	return s.catalog == cat
 }
 
-// refresh re-lists and publishes the catalog when it changed.
-func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession) error {
+// refresh re-lists and publishes the catalog when it changed. On a session that takes raw
+// requests it first lists raw: when the answers are the bytes the last re-list saw (digest),
+// nothing changed and the SDK's decode is skipped (background.go).
+func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession, digest *[sha256.Size]byte) error {
 	c.relists.Add(1)
+	d, raw := c.listDigest(ctx, session)
+	if raw && d == *digest {
+		return nil
+	}
 	cat, err := c.list(ctx, session)
 	if err != nil {
 		return err
+	}
+	if raw {
+		*digest = d // what was listed raw before cat: a change in between is listed next time
 	}
 	c.mu.Lock()
 	same := cat.same(c.state)
@@ -259,6 +283,7 @@ func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession) error {
 // allow/deny rules), and prompts, resources and resource templates when the server declares
 // them. Each list is walked within the bounds (walk).
 func (c *Conn) list(ctx context.Context, session *mcp.ClientSession) (*catalog, error) {
+	c.lists.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
 	var cat catalog

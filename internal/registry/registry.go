@@ -62,6 +62,8 @@ type Registry struct {
 	// maxSessions bounds the sessions of one project (0: no bound): each is a line of status,
 	// whose size every session of the project shares.
 	maxSessions int
+	// teardowns are the replaced connections Connect is destroying in the background.
+	teardowns sync.WaitGroup
 }
 
 // LimitSessions bounds the sessions one project may have mounted at once (0: no bound).
@@ -79,6 +81,8 @@ type project struct {
 	servers  map[string]*entry
 	sessions map[string]*Session
 	changed  chan struct{} // closed and replaced on every change, for Mount's wait
+	// teardowns are the project's replaced connections Connect is destroying in the background.
+	teardowns sync.WaitGroup
 }
 
 // entry is one (project, server): the connection (if any) and the slots bound to it. The
@@ -187,6 +191,7 @@ func (r *Registry) Shutdown() {
 	r.projects = map[types.NamespacedName]*project{}
 	r.mu.Unlock()
 	destroyAll(conns)
+	r.teardowns.Wait()
 }
 
 func destroyAll(conns []*conn.Conn) {
@@ -385,6 +390,11 @@ func (r *Registry) connOptions(key types.NamespacedName, opts conn.Options) conn
 // under the same names until the new connection is up (Offered); calls wait for it (Await).
 // A connection with no slot bound gets one idle window, so its tools are warm for the first
 // session. Connect returns nil after Shutdown.
+//
+// The teardown runs in the background: the caller (a reconcile worker) does not wait for the
+// old connection's requests to drain (up to conn.DrainTimeout) and its server to end, which
+// held one of the few workers per repoint, and so every other project's reconciles behind it,
+// for as long as the calls in flight took. Shutdown waits for it.
 func (r *Registry) Connect(key types.NamespacedName, hash string, opts conn.Options) *conn.Conn {
 	r.mu.Lock()
 	if r.closed { // a reconcile still running while the manager stops must not start a server
@@ -393,9 +403,19 @@ func (r *Registry) Connect(key types.NamespacedName, hash string, opts conn.Opti
 	}
 	p := r.projectLocked(key)
 	c, old := r.swapLocked(key, p, r.entryLocked(p, opts.Server.Name), hash, opts)
+	if old != nil {
+		// Under r.mu: Shutdown (which sets closed under it) and Forget (which removes the
+		// project under it) wait for this one.
+		r.teardowns.Add(1)
+		p.teardowns.Add(1)
+	}
 	r.mu.Unlock()
 	if old != nil {
-		old.Destroy()
+		go func() {
+			defer r.teardowns.Done()
+			defer p.teardowns.Done()
+			old.Destroy()
+		}()
 	}
 	return c
 }
@@ -465,6 +485,9 @@ func (r *Registry) Forget(key types.NamespacedName) {
 	}
 	r.mu.Unlock()
 	destroyAll(conns)
+	if p != nil {
+		p.teardowns.Wait() // no server of a forgotten project runs on
+	}
 	metrics.ForgetProject(key.Namespace, key.Name)
 }
 

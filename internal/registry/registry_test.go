@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -95,7 +96,7 @@ func TestConnectReplacesAndMovesSlots(t *testing.T) {
 	select {
 	case <-old.Done():
 	default:
-		t.Fatal("the old connection must be destroyed by the time Connect returns")
+		t.Fatal("the old connection must be destroyed by the time the new one has started")
 	}
 	if r.Lookup(key, "s1", "a") != repl {
 		t.Fatal("the slot must point at the new connection")
@@ -199,8 +200,8 @@ func TestConnectTearsDownBeforeBuild(t *testing.T) {
 	repl := r.Connect(key, "h2", withArgs(fixtureOpts("a"), "--lock", lock, "--init-delay", "500ms"))
 	select {
 	case <-old.Done():
-	default:
-		t.Fatal("the old connection must be torn down by the time Connect returns")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the old connection was not torn down")
 	}
 	st := r.Observe(key).Servers["a"]
 	if !st.Conn.Starting() {
@@ -390,5 +391,92 @@ func TestObserveServers(t *testing.T) {
 	}
 	if len(r.ObserveServers(types.NamespacedName{Namespace: "ns", Name: "none"}).Servers) != 0 {
 		t.Fatal("an unknown project has no servers")
+	}
+}
+
+// Connect does not wait for the old connection's calls to drain: the reconcile worker that
+// repoints a server is free at once, the old connection ends in the background (its call
+// finishes first), the new one starts after it, and Shutdown waits for the teardown.
+func TestConnectDoesNotWaitForTheDrain(t *testing.T) {
+	r := New(clock.RealClock{}, logr.Discard())
+	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute, ReadyTimeout: 5 * time.Second})
+	old := connectReady(t, r, "h1", fixtureOpts("a"))
+	called := make(chan error, 1)
+	go func() {
+		res, err := old.Call(context.Background(), &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 1000}}, nil)
+		if err == nil && res.IsError {
+			err = fmt.Errorf("tool error: %v", res.Content)
+		}
+		called <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the call is in flight
+	start := time.Now()
+	repl := r.Connect(key, "h2", fixtureOpts("a"))
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("Connect took %s: it waited for the old connection's call", d)
+	}
+	if err := <-called; err != nil {
+		t.Fatalf("the call in flight must finish on the old connection: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	repl.WaitStarted(ctx)
+	select {
+	case <-old.Done():
+	default:
+		t.Fatal("the new connection started before the old one ended")
+	}
+	r.Connect(key, "h3", fixtureOpts("a"))
+	r.Shutdown()
+	select {
+	case <-repl.Done():
+	default:
+		t.Fatal("Shutdown returned before the background teardown ended")
+	}
+}
+
+// Two repoints in a row while the first connection still drains a call: the last connection
+// starts only after the first has ended, though the one in between never started (a server
+// holding a lock would otherwise fail to start, and run twice if it did not).
+func TestRepointChainNeverOverlaps(t *testing.T) {
+	r := New(clock.RealClock{}, logr.Discard())
+	defer r.Shutdown()
+	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute, ReadyTimeout: 5 * time.Second})
+	lock := filepath.Join(t.TempDir(), "lock")
+	first := connectReady(t, r, "h1", withArgs(fixtureOpts("a"), "--lock", lock))
+	called := make(chan error, 1)
+	go func() {
+		_, err := first.Call(context.Background(), &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 800}}, nil)
+		called <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the call is in flight: the first connection drains it
+	r.Connect(key, "h2", withArgs(fixtureOpts("a"), "--lock", lock))
+	last := r.Connect(key, "h3", withArgs(fixtureOpts("a"), "--lock", lock))
+	var phases []v1alpha1.ServerPhase
+	deadline := time.After(15 * time.Second)
+	for {
+		s := last.Snapshot()
+		if len(phases) == 0 || phases[len(phases)-1] != s.Phase {
+			phases = append(phases, s.Phase)
+		}
+		if s.Phase == v1alpha1.PhaseReady {
+			break
+		}
+		select {
+		case <-last.Changed():
+		case <-deadline:
+			t.Fatalf("the last connection never became Ready: %v", phases)
+		}
+	}
+	select {
+	case <-first.Done():
+	default:
+		t.Fatal("the last connection is Ready while the first still runs")
+	}
+	if !slices.Equal(phases, []v1alpha1.ServerPhase{v1alpha1.PhaseConnecting, v1alpha1.PhaseReady}) {
+		t.Fatalf("the last connection started before the first ended (its server failed on the lock): %v", phases)
+	}
+	if err := <-called; err != nil {
+		t.Fatalf("the call in flight must finish on the first connection: %v", err)
 	}
 }

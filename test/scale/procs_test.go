@@ -109,6 +109,7 @@ type controller struct {
 	logPath                 string
 }
 
+// startController runs the controller with its log in dir.
 func startController(b *testing.B, bin, kubeconfig, dir string) *controller {
 	b.Helper()
 	c := &controller{metrics: freeAddr(b), pprof: freeAddr(b), gateway: freeAddr(b), logPath: filepath.Join(dir, "controller.log")}
@@ -123,6 +124,8 @@ func startController(b *testing.B, bin, kubeconfig, dir string) *controller {
 		"--allow-url", "127.0.0.1/32", // the HTTP fixtures listen on loopback
 		// Sessions that only listen send no request: keep them for the whole run.
 		"--session-timeout", "2h", "--stateless-session-idle", "2h")
+	// SCALE_CONTROLLER_ARGS adds flags (e.g. --health-interval 1m --relist-interval 5m).
+	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("SCALE_CONTROLLER_ARGS"))...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// SCALE_CONTROLLER_ENV adds NAME=value words to the controller's environment alone (e.g.
 	// GOMEMLIMIT=900MiB, as a pod with a 1 GiB memory limit would set it).
@@ -208,6 +211,9 @@ type sample struct {
 	apiCPU     time.Duration // the API server's and etcd's, since they started
 	reconciles float64       // controller_runtime_reconcile_total of projectmcp
 	statusPut  float64       // status writes (patches sent)
+	conflicts  float64       // of which refused for a conflict (the object changed meanwhile)
+	connReady  float64       // connections Ready
+	connAll    float64       // connections in any phase
 	reconcileS float64       // seconds spent reconciling, in all
 	children   int           // its child processes (stdio servers)
 	childRSS   int64         // their RSS, bytes
@@ -233,6 +239,9 @@ func (c *controller) sample(b *testing.B) sample {
 		fds:        m.sum("process_open_fds"),
 		reconciles: m.sum("controller_runtime_reconcile_total", `controller="projectmcp"`),
 		statusPut:  m.sum("projectmcp_status_writes_total"),
+		conflicts:  m.sum("projectmcp_status_writes_total", `result="conflict"`),
+		connReady:  m.sum("projectmcp_connections", `phase="Ready"`),
+		connAll:    m.sum("projectmcp_connections"),
 		reconcileS: m.sum("controller_runtime_reconcile_time_seconds_sum", `controller="projectmcp"`),
 	}
 	s.rss, s.hwm = procMemory(c.pid())

@@ -32,13 +32,15 @@ import (
 // process, so that every figure is the controller's at that size alone. A stage creates the
 // projects (3 servers each), waits until all are Ready, mounts SCALE_SESSIONS sessions per
 // project (default 10, alternately 2025-11-25 and stateless 2026-07-28, each listening for
-// list_changed), then runs the load: 200 sessions calling echo while 100 config edits are
-// made, one every 100 ms. SCALE_PROFILE=dir saves the controller's heap and goroutine profiles
-// once the sessions are mounted and a CPU profile of 10 s of the load, for each stage.
+// list_changed), then runs the load: 200 sessions calling echo once a second while 100
+// config edits are made, one every 100 ms (every 200 ms at 10 projects, so that no project is
+// edited again within 2 s). SCALE_PROFILE=dir keeps each stage's controller log there and saves
+// its CPU profile while the projects are created and during 10 s of the load, and its heap and
+// goroutine profiles once the sessions are mounted.
 
-// httpFixtures is how many fixture processes serve every project's HTTP servers: half speak
-// 2025-11-25 only (stateful sessions, the tool-call fast path), half the newest revision too
-// (stateless 2026-07-28 connections).
+// httpFixtures is how many fixture processes serve every project's HTTP servers: half with
+// 2025-11-25 sessions (stateful streamable HTTP: the raw fast path for calls), half stateless
+// 2026-07-28 (calls through the SDK, tools/list as the health probe).
 const httpFixtures = 4
 
 func envInts(b *testing.B, name, def string) []int {
@@ -126,9 +128,9 @@ func runStage(b *testing.B, bins binaries, kind string, n, per int, profileDir s
 	var upstreams []string
 	if kind == "http" {
 		for i := range httpFixtures {
-			var args []string
-			if i%2 == 0 {
-				args = []string{"--protocol", "2025-11-25"}
+			args := []string{"--protocol", "2025-11-25"}
+			if i%2 == 1 {
+				args = []string{"--stateless"}
 			}
 			p, url := startHTTPFixture(b, bins.fixture, append(args, "--name", fmt.Sprintf("f%d", i))...)
 			defer p.stop()
@@ -140,7 +142,14 @@ func runStage(b *testing.B, bins binaries, kind string, n, per int, profileDir s
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		b.Fatal(err)
 	}
-	ctrl := startController(b, bins.controller, env.Kubeconfig, b.TempDir())
+	logDir := b.TempDir()
+	if profileDir != "" {
+		logDir = filepath.Join(profileDir, fmt.Sprintf("%s-%d", kind, n))
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctrl := startController(b, bins.controller, env.Kubeconfig, logDir)
 	defer func() {
 		ctrl.stop()
 		if b.Failed() {
@@ -486,12 +495,21 @@ func printTable(out io.Writer, results []result) {
 	row("load: reconciles/s", "%.1f", func(r result) float64 {
 		return rate(r.load.after.reconciles-r.load.before.reconciles, r.load.before, r.load.after)
 	})
+	row("load: reconcile, mean (ms)", "%.0f", func(r result) float64 {
+		return 1000 * (r.load.after.reconcileS - r.load.before.reconcileS) / (r.load.after.reconciles - r.load.before.reconciles)
+	})
+	row("load: reconcile queue, deepest", "%.0f", func(r result) float64 { return r.load.maxQueue })
+	row("load: API server + etcd CPU (% of a core)", "%.0f", func(r result) float64 {
+		return 100 * float64(r.load.after.apiCPU-r.load.before.apiCPU) / float64(r.load.after.at.Sub(r.load.before.at))
+	})
+	row("load: status write conflicts", "%.0f", func(r result) float64 { return r.load.after.conflicts - r.load.before.conflicts })
 	row("load: status writes/s", "%.1f", func(r result) float64 {
 		return rate(r.load.after.statusPut-r.load.before.statusPut, r.load.before, r.load.after)
 	})
 	row("load: calls/s (200 sessions, 1/s each)", "%.0f", func(r result) float64 { return r.load.callsPerSec })
 	row("load: call p50 (ms)", "%.2f", func(r result) float64 { return ms(pct(r.load.calls, 50)) })
 	row("load: call p99 (ms)", "%.2f", func(r result) float64 { return ms(pct(r.load.calls, 99)) })
+	row("load: connections not Ready after it", "%.0f", func(r result) float64 { return r.load.after.connAll - r.load.after.connReady })
 	row("load: calls failed", "%.0f", func(r result) float64 { return float64(r.load.callErrors) })
 	row("edit → list_changed p50 (ms)", "%.1f", func(r result) float64 { return ms(pct(r.load.edits, 50)) })
 	row("edit → list_changed p99 (ms)", "%.1f", func(r result) float64 { return ms(pct(r.load.edits, 99)) })

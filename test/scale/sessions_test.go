@@ -213,10 +213,11 @@ type load struct {
 	after       sample
 	benchCPU    time.Duration // the benchmark's own process (the sessions)
 	loadavg     float64       // the machine's 1-minute load average as the load began
+	maxQueue    float64       // the deepest the reconcile queue was
 }
 
 // runLoad calls echo from callers concurrent sessions (on every server, spread over the
-// projects) while it makes edits config edits, one every editGap, each toggling a tools filter
+// projects) while it makes editN config edits, one every editGap, each toggling a tools filter
 // on server c of a project (a repoint whose new tool set reaches the sessions as
 // list_changed), and times both.
 func runLoad(b *testing.B, ctrl *controller, cl client.Client, ns string, specs []v1alpha1.ProjectMCPSpec, agents []*agent,
@@ -226,7 +227,7 @@ func runLoad(b *testing.B, ctrl *controller, cl client.Client, ns string, specs 
 		callers   = 200
 		interval  = time.Second // each caller's pace: 200 calls/s in all
 		editN     = 100
-		editGap   = 100 * time.Millisecond
+		editGap   = 100 * time.Millisecond // or more, so that no project is edited again within 2 s
 		warmup    = 3 * time.Second
 		maxSettle = 10 * time.Second
 	)
@@ -240,8 +241,17 @@ func runLoad(b *testing.B, ctrl *controller, cl client.Client, ns string, specs 
 	stop := make(chan struct{})
 	lat := make([][]time.Duration, callers)
 	var wg sync.WaitGroup
+	pick := func(k int) *agent { // spread over the projects, alternately of each revision
+		i := k * len(agents) / callers
+		for j := i; j < len(agents); j++ {
+			if agents[j].stateless == (k%2 == 1) {
+				return agents[j]
+			}
+		}
+		return agents[i]
+	}
 	for k := range callers {
-		a := agents[k*len(agents)/callers]
+		a := pick(k)
 		tool := string(rune('a'+k%3)) + "__echo"
 		wg.Go(func() {
 			// One call every interval (at once after a call that took longer), from a random
@@ -262,7 +272,13 @@ func runLoad(b *testing.B, ctrl *controller, cl client.Client, ns string, specs 
 				d := time.Since(start)
 				cancel()
 				if err == nil && res.IsError {
-					err = fmt.Errorf("%s: tool error %v", tool, res.Content)
+					msg := ""
+					if len(res.Content) > 0 {
+						if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+							msg = tc.Text
+						}
+					}
+					err = fmt.Errorf("%s: tool error: %s", tool, msg)
 				}
 				if measuring.Load() {
 					if err != nil {
@@ -283,6 +299,21 @@ func runLoad(b *testing.B, ctrl *controller, cl client.Client, ns string, specs 
 	time.Sleep(warmup)
 	measuring.Store(true)
 	out.before = ctrl.sample(b)
+	depthDone := make(chan struct{})
+	depthStop := make(chan struct{})
+	go func() { // the deepest the reconcile queue gets during the load, once a second
+		defer close(depthDone)
+		for {
+			select {
+			case <-depthStop:
+				return
+			case <-time.After(time.Second):
+			}
+			if m, err := ctrl.scrape(); err == nil {
+				out.maxQueue = max(out.maxQueue, m.sum("workqueue_depth", `name="projectmcp"`))
+			}
+		}
+	}()
 	out.loadavg = loadAverage()
 	selfCPU := processCPU()
 	var profiled chan error
@@ -293,6 +324,7 @@ func runLoad(b *testing.B, ctrl *controller, cl client.Client, ns string, specs 
 		}()
 	}
 	toggled := make([]bool, len(specs))
+	gap := max(editGap, 2*time.Second/time.Duration(len(specs)))
 	for i := range editN {
 		p := i % len(specs)
 		if len(specs) >= editN {
@@ -306,12 +338,14 @@ func runLoad(b *testing.B, ctrl *controller, cl client.Client, ns string, specs 
 			b.Fatalf("edit project %d: %v", p, err)
 		}
 		out.expected += per[p]
-		time.Sleep(editGap)
+		time.Sleep(gap)
 	}
 	deadline := time.Now().Add(maxSettle)
 	for e.received() < out.expected && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
+	close(depthStop)
+	<-depthDone
 	out.after = ctrl.sample(b)
 	out.benchCPU = processCPU() - selfCPU
 	measuring.Store(false)

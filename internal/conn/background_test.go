@@ -1,0 +1,59 @@
+package conn
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/test/fixture"
+)
+
+// Backstop re-lists of a server whose lists did not change are answered raw and not decoded
+// through the SDK again; a change is still listed and published, and probes still find the
+// server alive. A session that takes no raw requests (stateless 2026-07-28 HTTP) lists through
+// the SDK every time, as before, and those re-lists are its only probes.
+func TestUnchangedRelistSkipsTheDecode(t *testing.T) {
+	cases := map[string]struct {
+		server func(t *testing.T) v1alpha1.MCPServer
+		raw    bool
+	}{
+		"stdio 2025-11-25": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s", "--protocol", "2025-11-25") }, true},
+		"stdio 2026-07-28": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s") }, true},
+		"streamable stateful": {func(t *testing.T) v1alpha1.MCPServer {
+			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t) + "/mcp"}}
+		}, true},
+		"streamable stateless": {func(t *testing.T) v1alpha1.MCPServer {
+			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--stateless") + "/mcp"}}
+		}, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := start(t, Options{Server: tc.server(t), RelistInterval: 50 * time.Millisecond, HealthInterval: 50 * time.Millisecond})
+			waitPhase(t, c, v1alpha1.PhaseReady)
+			relists, lists, probes := c.relists.Load(), c.lists.Load(), c.probes.Load()
+			time.Sleep(600 * time.Millisecond)
+			relists, lists, probes = c.relists.Load()-relists, c.lists.Load()-lists, c.probes.Load()-probes
+			if tc.raw && probes < 5 {
+				t.Fatalf("only %d probes in 600 ms", probes)
+			}
+			if !tc.raw && probes != 0 { // its re-lists are its probes
+				t.Fatalf("%d probes of a stateless server", probes)
+			}
+			if relists < 5 {
+				t.Fatalf("only %d re-lists in 600 ms", relists)
+			}
+			if tc.raw && lists > 1 { // the first re-list has no digest to compare with
+				t.Fatalf("%d re-lists decoded the lists %d times: want at most once", relists, lists)
+			}
+			if !tc.raw && lists < relists {
+				t.Fatalf("without raw requests every re-list decodes: %d re-lists, %d decodes", relists, lists)
+			}
+			if p := c.Snapshot().Phase; p != v1alpha1.PhaseReady {
+				t.Fatalf("the probes must find the server alive: %s", p)
+			}
+			call(t, c, "add_tool", map[string]any{"name": "late"})
+			waitFor(t, c, "the new tool", func(s Snapshot) bool { return slices.Contains(names(s.Tools), "late") })
+		})
+	}
+}
