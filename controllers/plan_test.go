@@ -1,12 +1,15 @@
 package controllers
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -260,5 +263,31 @@ func TestRetryLimiterCapped(t *testing.T) {
 	}
 	if last != maxRetryDelay {
 		t.Fatalf("after 50 failures the delay is %s, want %s", last, maxRetryDelay)
+	}
+}
+
+// A wake-up of the registry waits behind an edit that came after it: an edit changes what
+// sessions are offered, a wake-up only brings status up to date.
+func TestWakeUpsQueueBehindEdits(t *testing.T) {
+	q := priorityqueue.New[reconcile.Request]("wake-ups-test")
+	defer q.ShutDown()
+	woken := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "woken"}}
+	wakeUps().Generic(context.Background(), event.GenericEvent{Object: woken}, q)
+	edited := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "edited"}}
+	q.Add(edited) // the priority controller-runtime gives an update that changed the object
+	deadline := time.Now().Add(10 * time.Second)
+	for q.Len() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue length %d, want 2", q.Len())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	first, priority, _ := q.GetWithPriority()
+	if first != edited || priority != 0 {
+		t.Fatalf("first out: %v at priority %d, want the edit at 0", first, priority)
+	}
+	second, priority, _ := q.GetWithPriority()
+	if second.Name != "woken" || priority != wakeUpPriority {
+		t.Fatalf("second out: %v at priority %d, want the wake-up at %d", second, priority, wakeUpPriority)
 	}
 }
