@@ -1,9 +1,12 @@
 package conn
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -337,6 +340,61 @@ func TestHTTPHeaders(t *testing.T) {
 	defer mu.Unlock()
 	if len(seen) != 1 || !seen["Bearer t0k3n|core"] {
 		t.Fatalf("headers seen: %v", seen)
+	}
+	front.CloseClientConnections()
+}
+
+// A connection asks for its lists at once, not one after another: each list request is held
+// until another list is in flight beside it (or 2 s pass): one after another, no two would
+// ever be seen together.
+func TestListsAskedAtOnce(t *testing.T) {
+	base := fixture.StartHTTP(t)
+	target, _ := url.Parse(base)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	inFlight := map[string]int{}
+	var together []string
+	released := make(chan struct{})
+	var release sync.Once
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		if r.Body != nil {
+			body, _ = io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		var msg struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		if !strings.HasSuffix(msg.Method, "/list") || msg.Method == "roots/list" {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		mu.Lock()
+		inFlight[msg.Method]++
+		if len(inFlight) >= 2 && together == nil {
+			together = slices.Sorted(maps.Keys(inFlight))
+			release.Do(func() { close(released) })
+		}
+		mu.Unlock()
+		select {
+		case <-released:
+		case <-time.After(2 * time.Second):
+		}
+		proxy.ServeHTTP(w, r)
+		mu.Lock()
+		if inFlight[msg.Method]--; inFlight[msg.Method] == 0 {
+			delete(inFlight, msg.Method)
+		}
+		mu.Unlock()
+	}))
+	t.Cleanup(front.Close)
+	c := start(t, Options{ConnectTimeout: time.Minute, Server: v1alpha1.MCPServer{Name: "l", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
+	s := waitPhase(t, c, v1alpha1.PhaseReady)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(together) < 2 || len(s.Prompts) == 0 || len(s.Tools) == 0 {
+		t.Fatalf("lists in flight together: %v; prompts %d, tools %d", together, len(s.Prompts), len(s.Tools))
 	}
 	front.CloseClientConnections()
 }

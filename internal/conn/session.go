@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -281,51 +282,68 @@ func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession, digest *
 
 // list lists every page of what the server offers: tools (filtered by the server's
 // allow/deny rules), and prompts, resources and resource templates when the server declares
-// them. Each list is walked within the bounds (walk).
+// them. Each list is walked within the bounds (walk). The lists are asked for at once, not one
+// after another: a connection is Ready, and a repoint's new tools reach the sessions, one
+// round trip after initialize instead of four (at 1,000 projects on a loaded machine a round
+// trip took 0.3 s). The first list to fail ends the others, and its error is the one reported.
 func (c *Conn) list(ctx context.Context, session *mcp.ClientSession) (*catalog, error) {
 	c.lists.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
 	var cat catalog
-	var err error
-	if err = c.listTools(ctx, session, &cat); err != nil {
-		return nil, fmt.Errorf("tools/list failed: %w", err)
+	var first error
+	var failed sync.Once
+	var wg sync.WaitGroup
+	run := func(method string, fn func() error) {
+		wg.Go(func() {
+			if err := fn(); err != nil {
+				failed.Do(func() {
+					first = fmt.Errorf("%s failed: %w", method, err)
+					cancel() // the catalog is lost anyway: end the other lists
+				})
+			}
+		})
 	}
+	run("tools/list", func() error { return c.listTools(ctx, session, &cat) })
 	caps := session.InitializeResult().Capabilities
 	if caps != nil && caps.Prompts != nil {
-		cat.prompts, err = collect(ctx, &c.opts, "prompts/list", "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
-			res, err := session.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
-			if err != nil {
-				return nil, "", err
-			}
-			return res.Prompts, res.NextCursor, nil
+		run("prompts/list", func() (err error) {
+			cat.prompts, err = collect(ctx, &c.opts, "prompts/list", "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
+				res, err := session.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
+				if err != nil {
+					return nil, "", err
+				}
+				return res.Prompts, res.NextCursor, nil
+			})
+			slices.SortFunc(cat.prompts, func(a, b *mcp.Prompt) int { return strings.Compare(a.Name, b.Name) })
+			return err
 		})
-		if err != nil {
-			return nil, fmt.Errorf("prompts/list failed: %w", err)
-		}
-		slices.SortFunc(cat.prompts, func(a, b *mcp.Prompt) int { return strings.Compare(a.Name, b.Name) })
 	}
 	if caps != nil && caps.Resources != nil {
-		cat.resources, err = collect(ctx, &c.opts, "resources/list", "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
-			res, err := session.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
-			if err != nil {
-				return nil, "", err
-			}
-			return res.Resources, res.NextCursor, nil
+		run("resources/list", func() (err error) {
+			cat.resources, err = collect(ctx, &c.opts, "resources/list", "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
+				res, err := session.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
+				if err != nil {
+					return nil, "", err
+				}
+				return res.Resources, res.NextCursor, nil
+			})
+			return err
 		})
-		if err != nil {
-			return nil, fmt.Errorf("resources/list failed: %w", err)
-		}
-		cat.templates, err = collect(ctx, &c.opts, "resources/templates/list", "resource templates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
-			res, err := session.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
-			if err != nil {
-				return nil, "", err
-			}
-			return res.ResourceTemplates, res.NextCursor, nil
+		run("resources/templates/list", func() (err error) {
+			cat.templates, err = collect(ctx, &c.opts, "resources/templates/list", "resource templates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
+				res, err := session.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
+				if err != nil {
+					return nil, "", err
+				}
+				return res.ResourceTemplates, res.NextCursor, nil
+			})
+			return err
 		})
-		if err != nil {
-			return nil, fmt.Errorf("resources/templates/list failed: %w", err)
-		}
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, first
 	}
 	return intern(cat), nil
 }
