@@ -167,6 +167,7 @@ const (
 	pathRaw      = "raw"
 	pathRevision = "revision"
 	pathInput    = "input"
+	pathResume   = "resume"
 	pathSDK      = "sdk"
 )
 
@@ -214,6 +215,9 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	token := params.Meta.ProgressToken
 	if len(token) > 0 && token[0] != '"' && (token[0] < '0' || token[0] > '9') && token[0] != '-' {
 		return pathSDK // a token must be a string or a number: the SDK answers anything else
+	}
+	if bytes.HasPrefix(params.RequestState, []byte(`"`+inputStatePrefix)) {
+		return pathResume // answers to a 2025-11-25 server's requests, for a call the gateway holds (input.go)
 	}
 	tool, ok := p.tool(params.Name)
 	if !ok || (tool.paramHeaders && fc.rev == conn.Newest) {
