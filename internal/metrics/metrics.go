@@ -49,6 +49,17 @@ var FastPath = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Sessions' tool calls by how the gateway forwarded them: raw, or through the SDK (and why).",
 }, []string{"path"})
 
+// RequestPath counts the sessions' prompts/get, resources/read and completion/complete
+// requests by method and by how the gateway carried them: "raw" at the JSON-RPC message level
+// (the server's result passed back as it came), or through the SDK server because the server
+// speaks the other revision ("revision") or the request needed something only the SDK path
+// does ("sdk": an unknown name or URI, a progress token, a connection that takes typed
+// requests only).
+var RequestPath = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "projectmcp_requests_path_total",
+	Help: "Sessions' prompts/get, resources/read and completion/complete requests by method and by how the gateway forwarded them: raw, or through the SDK (revision, sdk).",
+}, []string{"method", "path"})
+
 // InputRounds counts the rounds of the multi-round-trip calls the gateway holds for stateless
 // (2026-07-28) sessions whose server speaks 2025-11-25 and sends requests of its own during a
 // call, by outcome: "asked" (the session got an input-required result carrying the server's
@@ -227,7 +238,7 @@ var (
 
 func init() {
 	current.Store(newSet(false))
-	ctrlmetrics.Registry.MustRegister(FastPath, InputRounds, gatewayRequests, configured{})
+	ctrlmetrics.Registry.MustRegister(FastPath, RequestPath, InputRounds, gatewayRequests, configured{})
 }
 
 // configured collects the metrics of the current set. It describes none, which makes it an
