@@ -289,10 +289,19 @@ const (
 	Legacy
 	// Newest: 2026-07-28. A server speaking an older revision is ErrOtherRevision.
 	Newest
+	// LegacyExact: 2025-11-25 and older, from a server speaking such a revision too; a
+	// 2026-07-28 server is ErrOtherRevision (nothing is reshaped).
+	LegacyExact
 )
 
 func (r Revision) admits(version string) bool {
-	return r != Newest || version >= "2026-07-28"
+	switch r {
+	case Newest:
+		return version >= "2026-07-28"
+	case LegacyExact:
+		return version < "2026-07-28"
+	}
+	return true
 }
 
 // legacyShape makes a 2026-07-28 server's tools/call result what a 2025-11-25 session gets

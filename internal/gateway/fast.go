@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,7 +29,8 @@ import (
 // session byte for byte (conn.Forward sends it on the shared connection with an id of its
 // own). A server that speaks 2026-07-28 is called through the SDK, which translates its
 // results for a 2025-11-25 session. Anything unusual goes to the SDK server exactly as
-// before, so its validation, limits and error codes still apply: a batch, another method, an
+// before, so its validation, limits and error codes still apply: a batch, another method (but
+// prompts/get, resources/read and completion/complete: rawrequest.go), an
 // unknown tool or session, a request with MRTR fields or an odd progress token, a protocol
 // version header other than the session's, a content type or Accept header the SDK would
 // refuse. A call with a progress
@@ -53,17 +55,38 @@ type fastCallParams struct {
 	Arguments      json.RawMessage `json:"arguments"`
 	InputResponses json.RawMessage `json:"inputResponses"`
 	RequestState   json.RawMessage `json:"requestState"`
-	Meta           struct {
-		ProgressToken json.RawMessage `json:"progressToken"`
-		// A 2026-07-28 request's own description of its client (SEP-2575).
-		ProtocolVersion string          `json:"io.modelcontextprotocol/protocolVersion"`
-		ClientInfo      json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
-		Capabilities    json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
-		// The session's trace context (SEP-414).
-		Traceparent string `json:"traceparent"`
-		Tracestate  string `json:"tracestate"`
-		Baggage     string `json:"baggage"`
-	} `json:"_meta"`
+	Meta           fastMeta        `json:"_meta"`
+}
+
+// fastMeta is what the fast path reads of a request's _meta.
+type fastMeta struct {
+	ProgressToken json.RawMessage `json:"progressToken"`
+	// A 2026-07-28 request's own description of its client (SEP-2575).
+	ProtocolVersion string          `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientInfo      json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
+	Capabilities    json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	// The session's trace context (SEP-414).
+	Traceparent string `json:"traceparent"`
+	Tracestate  string `json:"tracestate"`
+	Baggage     string `json:"baggage"`
+}
+
+// trace reads the session's trace context, for origin.meta; nil when there is none.
+func (m *fastMeta) trace() func(string) string {
+	if m.Traceparent == "" {
+		return nil
+	}
+	return func(key string) string {
+		switch key {
+		case "traceparent":
+			return m.Traceparent
+		case "tracestate":
+			return m.Tracestate
+		case "baggage":
+			return m.Baggage
+		}
+		return ""
+	}
 }
 
 // fastCaller is the session a fast-path call comes from.
@@ -83,7 +106,7 @@ func (p *project) serveFast(w http.ResponseWriter, r *http.Request, sid string) 
 	if ss == nil || !fastHeaders(r, ss) {
 		return false
 	}
-	env, handled, ok := readFast(w, r, "notifications/cancelled")
+	env, handled, ok := readFast(w, r, "tools/call", "notifications/cancelled", "prompts/get", "resources/read", "completion/complete")
 	switch {
 	case handled || !ok:
 		return handled
@@ -91,6 +114,10 @@ func (p *project) serveFast(w http.ResponseWriter, r *http.Request, sid string) 
 		return p.cancelFast(w, sid, env.Params)
 	case env.Method == "tools/call":
 		return p.countPath(p.callFast(w, r, env, nil, &fastCaller{id: sid, caller: sessionCaller{ss}, rev: conn.Legacy, cancellable: true}))
+	case rawMethods[env.Method]:
+		// Only from a server speaking the session's revision: results are passed back whole.
+		fc := &fastCaller{id: sid, caller: sessionCaller{ss}, rev: conn.LegacyExact, cancellable: true}
+		return p.countRequest(env.Method, p.requestFast(w, r, env, nil, fc))
 	}
 	return false
 }
@@ -98,20 +125,20 @@ func (p *project) serveFast(w http.ResponseWriter, r *http.Request, sid string) 
 // serveStatelessFast is serveFast for a 2026-07-28 (stateless) request: its session is named
 // by the request itself (see SessionHeader), and must have been mounted by an earlier request.
 func (p *project) serveStatelessFast(w http.ResponseWriter, r *http.Request) bool {
-	version := r.Header.Get("Mcp-Protocol-Version")
-	if version != "2026-07-28" || r.Header.Get("Mcp-Method") != "tools/call" || r.Header.Get("Mcp-Name") == "" || !fastContent(r) {
+	version, method := r.Header.Get("Mcp-Protocol-Version"), r.Header.Get("Mcp-Method")
+	named := method != "completion/complete" // the methods whose name (or URI) is in Mcp-Name
+	if version != "2026-07-28" || (method != "tools/call" && !rawMethods[method]) || (named && r.Header.Get("Mcp-Name") == "") || !fastContent(r) {
 		return false
 	}
-	env, handled, ok := readFast(w, r, "")
-	if handled || !ok || env.Method != "tools/call" {
+	env, handled, ok := readFast(w, r, method)
+	if handled || !ok || env.Method != method {
 		return handled
 	}
-	return p.countPath(p.callFast(w, r, env, func(params *fastCallParams) (fastCaller, bool) {
-		m := params.Meta
+	identify := func(m *fastMeta, name string) (fastCaller, bool) {
 		// What the SDK's stateless handler checks (the _meta triple, the standard headers),
 		// else it answers with its own error.
 		if m.ProtocolVersion != version || len(m.Capabilities) == 0 || m.Capabilities[0] != '{' ||
-			(len(m.ClientInfo) > 0 && m.ClientInfo[0] != '{') || r.Header.Get("Mcp-Name") != params.Name {
+			(len(m.ClientInfo) > 0 && m.ClientInfo[0] != '{') || (named && r.Header.Get("Mcp-Name") != name) {
 			return fastCaller{}, false
 		}
 		var info struct {
@@ -128,6 +155,12 @@ func (p *project) serveStatelessFast(w http.ResponseWriter, r *http.Request) boo
 		p.lastSeen[id] = p.g.opts.Clock.Now()
 		p.mu.Unlock()
 		return fastCaller{id: id, rev: conn.Newest}, true
+	}
+	if method != "tools/call" {
+		return p.countRequest(method, p.requestFast(w, r, env, identify, nil))
+	}
+	return p.countPath(p.callFast(w, r, env, func(params *fastCallParams) (fastCaller, bool) {
+		return identify(&params.Meta, params.Name)
 	}, nil))
 }
 
@@ -136,10 +169,15 @@ func (p *project) countPath(path string) bool {
 	return path == pathRaw
 }
 
-// readFast reads a request body and its JSON-RPC envelope when it is a tools/call (or the
-// other method named). handled: an answer has been written (the body was too large); !ok: the
-// SDK is to handle the request (the body is restored for it).
-func readFast(w http.ResponseWriter, r *http.Request, other string) (env fastEnvelope, handled, ok bool) {
+func (p *project) countRequest(method, path string) bool {
+	metrics.RequestPath.WithLabelValues(method, path).Inc()
+	return path == pathRaw
+}
+
+// readFast reads a request body and its JSON-RPC envelope when it is one of the methods
+// named. handled: an answer has been written (the body was too large); !ok: the SDK is to
+// handle the request (the body is restored for it).
+func readFast(w http.ResponseWriter, r *http.Request, methods ...string) (env fastEnvelope, handled, ok bool) {
 	body, err := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil {
@@ -150,13 +188,13 @@ func readFast(w http.ResponseWriter, r *http.Request, other string) (env fastEnv
 		}
 		return env, false, false
 	}
-	if !bytes.Contains(body, []byte(`"tools/call"`)) && (other == "" || !bytes.Contains(body, []byte(`"`+other+`"`))) {
+	if !slices.ContainsFunc(methods, func(m string) bool { return bytes.Contains(body, []byte(`"`+m+`"`)) }) {
 		return env, false, false
 	}
-	if json.Unmarshal(body, &env) != nil || env.JSONRPC != "2.0" {
+	if json.Unmarshal(body, &env) != nil || env.JSONRPC != "2.0" || !slices.Contains(methods, env.Method) {
 		return env, false, false
 	}
-	if env.Method == "tools/call" && (len(env.ID) == 0 || env.ID[0] == '{' || env.ID[0] == '[' || string(env.ID) == "null") {
+	if (env.Method == "tools/call" || rawMethods[env.Method]) && (len(env.ID) == 0 || env.ID[0] == '{' || env.ID[0] == '[' || string(env.ID) == "null") {
 		return env, false, false
 	}
 	return env, false, true
@@ -167,6 +205,7 @@ const (
 	pathRaw      = "raw"
 	pathRevision = "revision"
 	pathInput    = "input"
+	pathResume   = "resume"
 	pathSDK      = "sdk"
 )
 
@@ -215,6 +254,9 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	if len(token) > 0 && token[0] != '"' && (token[0] < '0' || token[0] > '9') && token[0] != '-' {
 		return pathSDK // a token must be a string or a number: the SDK answers anything else
 	}
+	if bytes.HasPrefix(params.RequestState, []byte(`"`+inputStatePrefix)) {
+		return pathResume // answers to a 2025-11-25 server's requests, for a call the gateway holds (input.go)
+	}
 	tool, ok := p.tool(params.Name)
 	if !ok || (tool.paramHeaders && fc.rev == conn.Newest) {
 		return pathSDK
@@ -238,34 +280,10 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 		members = append(append(members, `,"requestState":`...), params.RequestState...)
 	}
 
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := p.track(r, fc, env.ID)
 	defer cancel()
-	if fc.cancellable {
-		key := fastKey(fc.id, env.ID)
-		p.mu.Lock()
-		p.calls[key] = cancel
-		p.mu.Unlock()
-		defer func() {
-			p.mu.Lock()
-			delete(p.calls, key)
-			p.mu.Unlock()
-		}()
-	}
 
-	o := origin{method: "tools/call", session: fc.id, caller: fc.caller, name: params.Name, raw: tool.raw}
-	if m := &params.Meta; m.Traceparent != "" {
-		o.meta = func(key string) string {
-			switch key {
-			case "traceparent":
-				return m.Traceparent
-			case "tracestate":
-				return m.Tracestate
-			case "baggage":
-				return m.Baggage
-			}
-			return ""
-		}
-	}
+	o := origin{method: "tools/call", session: fc.id, caller: fc.caller, name: params.Name, raw: tool.raw, meta: params.Meta.trace()}
 	send := func(ctx context.Context, onProgress func(*mcp.ProgressNotificationParams)) (conn.RawResult, error) {
 		return forward(ctx, p, o, tool.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
 			return c.Forward(ctx, "tools/call", members, onProgress, fc.rev)
@@ -300,6 +318,25 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	}
 	writeFast(w, stream, env.ID, res, nil)
 	return pathRaw
+}
+
+// track gives a forwarded request its context: cancelled when the session's HTTP request ends
+// or, for a stateful session, by its notifications/cancelled naming id (cancelFast).
+func (p *project) track(r *http.Request, fc fastCaller, id json.RawMessage) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	if !fc.cancellable {
+		return ctx, cancel
+	}
+	key := fastKey(fc.id, id)
+	p.mu.Lock()
+	p.calls[key] = cancel
+	p.mu.Unlock()
+	return ctx, func() {
+		cancel()
+		p.mu.Lock()
+		delete(p.calls, key)
+		p.mu.Unlock()
+	}
 }
 
 // progressQueue bounds the progress notifications waiting for a slow session: past it, the

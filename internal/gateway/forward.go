@@ -212,10 +212,32 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 		}
 		o := originOf(req)
 		o.name, o.raw = req.Params.Name, raw
-		res, err := forward(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (*mcp.CallToolResult, error) {
+		send := func(ctx context.Context, c *conn.Conn) (*mcp.CallToolResult, error) {
 			return c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args,
 				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}, onProgress)
-		})
+		}
+		var res *mcp.CallToolResult
+		var err error
+		if _, stateless := sessionID(req); stateless {
+			// A 2025-11-25 server may ask this session for input during the call: the call
+			// runs on while the session is asked in the call's result (input.go). A
+			// requestState of the server's own (2026-07-28) passes through in send.
+			state := req.Params.RequestState
+			if !isInputState(state) {
+				state = ""
+			}
+			var round *inputRound
+			res, round, err = statelessRound(ctx, p, o, req.ClientCapabilities(), state, req.Params.InputResponses, server, send)
+			var refused *inputError
+			switch {
+			case errors.As(err, &refused):
+				return nil, refused.err
+			case round != nil:
+				return &mcp.CallToolResult{InputRequests: round.requests, RequestState: round.state}, nil
+			}
+		} else {
+			res, err = forward(ctx, p, o, server, send)
+		}
 		if err != nil {
 			if errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil {
 				return errorResult(err.Error()), nil

@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
@@ -73,6 +74,14 @@ type Options struct {
 	// server that never answers costs the session an error after this long, not a request
 	// held forever. 0 means no bound.
 	CallTimeout time.Duration
+	// InputTimeout bounds how long a call of a stateless session waits for the session to call
+	// again with its answers when the server (speaking 2025-11-25) asked it for input: past
+	// it the call is cancelled upstream and the server's request gets an error (default
+	// conn.ServerRequestTimeout).
+	InputTimeout time.Duration
+	// MaxAwaitingInput bounds the calls of one project waiting so (default 100): past it the
+	// server's request gets an error at once.
+	MaxAwaitingInput int
 	// Auth decides who may use a project; nil means local mode (loopback callers only).
 	Auth Authorizer
 	// Objects reads ProjectMCPs (the manager's cache) and Live confirms a cache miss against
@@ -112,6 +121,12 @@ func New(opts Options) *Gateway {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.InputTimeout <= 0 {
+		opts.InputTimeout = conn.ServerRequestTimeout
+	}
+	if opts.MaxAwaitingInput <= 0 {
+		opts.MaxAwaitingInput = defaultMaxAwaitingInput
 	}
 	g := &Gateway{
 		opts:     opts,

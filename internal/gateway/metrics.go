@@ -119,3 +119,13 @@ func (g *Gateway) SessionCounts() []metrics.Sessions {
 	}
 	return out
 }
+
+// AwaitingInput is the number of calls of stateless sessions the gateway holds while their
+// servers wait for the sessions' input (input.go), over every project.
+func (g *Gateway) AwaitingInput() int {
+	n := 0
+	for _, p := range g.all() {
+		n += p.inputs.count()
+	}
+	return n
+}

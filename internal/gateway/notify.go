@@ -232,21 +232,10 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete needs a ref"}
 	}
 	up := *ref
-	var server string
-	p.syncMu.Lock()
-	switch ref.Type {
-	case "ref/prompt":
-		if pr, ok := p.prompts[ref.Name]; ok {
-			server, up.Name = pr.server, pr.raw
-		}
-	case "ref/resource":
-		if t, ok := p.templates[ref.URI]; ok {
-			server = t.server
-		} else if r, ok := p.resources[ref.URI]; ok {
-			server = r.server
-		}
+	server, raw := p.completionTarget(ref)
+	if ref.Type == "ref/prompt" {
+		up.Name = raw
 	}
-	p.syncMu.Unlock()
 	if server == "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server of this project offers %s %q", ref.Type, ref.Name+ref.URI)}
 	}
@@ -257,6 +246,27 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 		return nil, protocolError(err)
 	}
 	return &mcp.CompleteResult{Completion: res.Completion}, nil
+}
+
+// completionTarget is the server a completion's reference routes to ("" for none) and, for a
+// prompt, the prompt's own name there: a prompt by its projected name, a resource template or
+// resource by its URI.
+func (p *project) completionTarget(ref *mcp.CompleteReference) (server, raw string) {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	switch ref.Type {
+	case "ref/prompt":
+		if pr, ok := p.prompts[ref.Name]; ok {
+			return pr.server, pr.raw
+		}
+	case "ref/resource":
+		if t, ok := p.templates[ref.URI]; ok {
+			return t.server, ""
+		} else if r, ok := p.resources[ref.URI]; ok {
+			return r.server, ""
+		}
+	}
+	return "", ""
 }
 
 // rootsChanged passes a session's notifications/roots/list_changed on to the servers of its

@@ -52,6 +52,8 @@ type project struct {
 	lastSeen  map[string]time.Time          // stateless sessions and their last request
 	levels    map[string]mcp.LoggingLevel   // the log level each session set
 	subs      map[string]map[string]string  // session → subscribed URI → server
+
+	inputs *inputs // stateless sessions' calls waiting for their input (input.go)
 }
 
 func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
@@ -68,6 +70,7 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 		levels:    map[string]mcp.LoggingLevel{},
 		subs:      map[string]map[string]string{},
 	}
+	p.inputs = newInputs(g, p)
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "projectmcp", Title: "projectmcp " + key.String(), Version: "v1alpha1"},
 		&mcp.ServerOptions{
 			// The sets may start empty and grow as servers come up: the capabilities must be
@@ -341,6 +344,7 @@ func (p *project) close() {
 	}
 	clear(p.lastSeen)
 	p.mu.Unlock()
+	p.inputs.closeAll()
 	for _, ss := range sessions {
 		_ = ss.Close()
 	}

@@ -37,15 +37,40 @@ const (
 // API server) are cut.
 const maxServerLabel = 64
 
-// FastPath counts the tools/call requests of stateful sessions by how the gateway carried
-// them: "raw" at the JSON-RPC message level, or through the SDK server because the server
-// speaks the other revision ("revision", nothing sent: the SDK translates its results), a
-// 2026-07-28 server asked a 2025-11-25 session for input ("input": the SDK calls again and
-// asks the session), or the request needed something only the SDK path does ("sdk").
+// FastPath counts the tools/call requests of sessions by how the gateway carried them: "raw"
+// at the JSON-RPC message level, or through the SDK server because the server speaks the other
+// revision ("revision", nothing sent: the SDK translates its results), a 2026-07-28 server
+// asked a 2025-11-25 session for input ("input": the SDK calls again and asks the session), a
+// stateless session resumes a call the gateway holds for it ("resume": its answers go to the
+// server's requests, see InputRounds), or the request needed something only the SDK path does
+// ("sdk").
 var FastPath = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "projectmcp_tool_calls_path_total",
-	Help: "Stateful sessions' tool calls by how the gateway forwarded them: raw, or through the SDK (and why).",
+	Help: "Sessions' tool calls by how the gateway forwarded them: raw, or through the SDK (and why).",
 }, []string{"path"})
+
+// RequestPath counts the sessions' prompts/get, resources/read and completion/complete
+// requests by method and by how the gateway carried them: "raw" at the JSON-RPC message level
+// (the server's result passed back as it came), or through the SDK server because the server
+// speaks the other revision ("revision") or the request needed something only the SDK path
+// does ("sdk": an unknown name or URI, a progress token, a connection that takes typed
+// requests only).
+var RequestPath = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "projectmcp_requests_path_total",
+	Help: "Sessions' prompts/get, resources/read and completion/complete requests by method and by how the gateway forwarded them: raw, or through the SDK (revision, sdk).",
+}, []string{"method", "path"})
+
+// InputRounds counts the rounds of the multi-round-trip calls the gateway holds for stateless
+// (2026-07-28) sessions whose server speaks 2025-11-25 and sends requests of its own during a
+// call, by outcome: "asked" (the session got an input-required result carrying the server's
+// requests), "answered" (the session called again with its answers), "expired" (it did not
+// within the bound: the call was cancelled upstream), "refused" (too many calls of the project
+// were waiting: the server's requests got an error) and "invalid" (a requestState that is
+// unknown, expired or another session's or project's, or answers that do not fit).
+var InputRounds = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "projectmcp_input_rounds_total",
+	Help: "Rounds of the calls the gateway holds for stateless sessions while a 2025-11-25 server waits for their input, by outcome (asked, answered, expired, refused, invalid).",
+}, []string{"outcome"})
 
 // gatewayRequests counts the gateway's HTTP requests by response code and auth decision.
 var gatewayRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -213,7 +238,7 @@ var (
 
 func init() {
 	current.Store(newSet(false))
-	ctrlmetrics.Registry.MustRegister(FastPath, gatewayRequests, configured{})
+	ctrlmetrics.Registry.MustRegister(FastPath, RequestPath, InputRounds, gatewayRequests, configured{})
 }
 
 // configured collects the metrics of the current set. It describes none, which makes it an

@@ -1,0 +1,229 @@
+package controllers
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/metrics"
+)
+
+// A stateless (2026-07-28) session calling a server that speaks 2025-11-25 is asked for the
+// server's input in the call's result, and resumes the call the gateway holds with its
+// answers (TestGatewayCallsEveryUpstream compares the results with a direct session's). Here:
+// the rounds one by one, with a client that answers by hand, and everything that can be wrong
+// with a resumption.
+
+// gatewayOf serves a gateway of its own on the test controller's registry.
+func gatewayOf(t *testing.T, opts gateway.Options) (*gateway.Gateway, string) {
+	t.Helper()
+	gw := gateway.New(opts)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gw.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return gw, "http://" + ln.Addr().String()
+}
+
+// byHand is a stateless agent that declares sampling, elicitation and roots but answers the
+// server's input requests itself (the SDK's multi-round-trip loop is off).
+func byHand(t *testing.T, endpoint, session string) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "by-hand", Version: "1"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			t.Error("the SDK answered a sampling request by itself")
+			return nil, nil
+		},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			t.Error("the SDK answered an elicitation by itself")
+			return nil, nil
+		},
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	return mustDial(t, client, endpoint, "", http.Header{gateway.SessionHeader: {session}})
+}
+
+// asked calls tool and expects the server's one input request of method back, with a state.
+func asked(t *testing.T, s *mcp.ClientSession, tool, method string) (id, state string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "hi"}})
+	if err != nil || !res.NeedsInput() || len(res.InputRequests) != 1 || !strings.HasPrefix(res.RequestState, "projectmcp-input.") {
+		t.Fatalf("%s: want an input-required result with one request and the gateway's state, got %s (%v)", tool, rawJSON(t, res), err)
+	}
+	for id, req := range res.InputRequests {
+		if got := map[string]string{"*mcp.ElicitParams": "elicitation/create", "*mcp.CreateMessageWithToolsParams": "sampling/createMessage",
+			"*mcp.ListRootsParams": "roots/list"}[typeName(req)]; got != method {
+			t.Fatalf("%s: the input request is %s, want %s", tool, typeName(req), method)
+		}
+		return id, res.RequestState
+	}
+	return "", ""
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case *mcp.ElicitParams:
+		return "*mcp.ElicitParams"
+	case *mcp.CreateMessageWithToolsParams:
+		return "*mcp.CreateMessageWithToolsParams"
+	case *mcp.ListRootsParams:
+		return "*mcp.ListRootsParams"
+	}
+	return "other"
+}
+
+// resume calls tool again with answers and state.
+func resume(s *mcp.ClientSession, tool, state string, answers mcp.InputResponseMap) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "hi"}, InputResponses: answers, RequestState: state})
+}
+
+// refused expects a JSON-RPC invalid-params error whose message says want.
+func refused(t *testing.T, what string, err error, want string) {
+	t.Helper()
+	if err == nil || codeOf(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%s: want a JSON-RPC invalid-params error saying %q, got %v", what, want, err)
+	}
+}
+
+// heldCalls counts the goroutines of calls the gateway holds for their sessions.
+func heldCalls() int {
+	buf := make([]byte, 1<<22)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "gateway.(*pendingCall).run")
+}
+
+func TestGatewayStatelessInputRounds(t *testing.T) {
+	ns := newNamespace(t)
+	old := "--protocol"
+	key := create(t, ns, "input", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		fixtureServer(t, "a", old, "2025-11-25"), fixtureServer(t, "b", old, "2025-11-25"), fixtureServer(t, "c", old, "2025-11-25")}})
+	elsewhere := create(t, ns, "input-elsewhere", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", old, "2025-11-25")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	waitStatus(t, elsewhere, 30*time.Second, "Ready", isReady)
+	gw, base := gatewayOf(t, gateway.Options{Registry: ctl.registry, InputTimeout: time.Minute, MaxAwaitingInput: 2, CallTimeout: time.Minute})
+	endpoint := base + gateway.Path(key)
+	s, s2 := byHand(t, endpoint, "one"), byHand(t, endpoint, "two")
+	answered, expired := metrics.InputRounds.WithLabelValues("answered"), metrics.InputRounds.WithLabelValues("expired")
+	answeredBefore, expiredBefore := promtest.ToFloat64(answered), promtest.ToFloat64(expired)
+	accept := func(id, answer string) mcp.InputResponseMap {
+		return mcp.InputResponseMap{id: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": answer}}}
+	}
+
+	// One round by hand, and every way to get the resumption wrong, each a JSON-RPC error
+	// that leaves the held call as it was.
+	id, state := asked(t, s, "a__elicit", "elicitation/create")
+	_, err := resume(s, "a__elicit", state, nil)
+	refused(t, "no answers", err, `no answer to the input request "`+id+`"`)
+	_, err = resume(s, "a__elicit", state, mcp.InputResponseMap{id: &mcp.ListRootsResult{Roots: []*mcp.Root{}}})
+	refused(t, "an answer of the wrong kind", err, "is not an answer to elicitation/create")
+	answers := accept(id, "by hand")
+	answers["nothing"] = &mcp.ElicitResult{Action: "decline"}
+	_, err = resume(s, "a__elicit", state, answers)
+	refused(t, "an answer to nothing", err, `inputResponses["nothing"] answers no input request`)
+	_, err = resume(s2, "a__elicit", state, accept(id, "stolen"))
+	refused(t, "another session's state", err, "issued to another session")
+	_, err = resume(s, "a__sample", state, accept(id, "elsewhere"))
+	refused(t, "another tool's state", err, `belongs to a call of "a__elicit"`)
+	_, err = resume(s, "a__elicit", state[:len(state)-4]+"AAAA", accept(id, "guessed"))
+	refused(t, "a guessed state", err, "unknown or has expired")
+	there := byHand(t, base+gateway.Path(elsewhere), "one")
+	otherID, otherState := asked(t, there, "a__elicit", "elicitation/create")
+	_, err = resume(s, "a__elicit", otherState, accept(otherID, "crossed"))
+	refused(t, "another project's state", err, "not issued by this project's endpoint")
+	if res, err := resume(there, "a__elicit", otherState, accept(otherID, "there")); err != nil || !strings.Contains(text(res), "there") {
+		t.Fatalf("the other project's call: %s (%v)", rawJSON(t, res), err)
+	}
+
+	res, err := resume(s, "a__elicit", state, accept(id, "by hand"))
+	if err != nil || res.IsError || !strings.Contains(text(res), `"answer":"by hand"`) {
+		t.Fatalf("the resumed call: %s (%v)", rawJSON(t, res), err)
+	}
+	_, err = resume(s, "a__elicit", state, accept(id, "again"))
+	refused(t, "a state used once already", err, "unknown or has expired")
+
+	// Roots and sampling by hand: the answer reaches the server as the session gave it.
+	id, state = asked(t, s, "b__roots", "roots/list")
+	res, err = resume(s, "b__roots", state, mcp.InputResponseMap{id: &mcp.ListRootsResult{Roots: []*mcp.Root{{URI: "file:///by/hand", Name: "hand"}}}})
+	if err != nil || !strings.Contains(text(res), "file:///by/hand") {
+		t.Fatalf("roots by hand: %s (%v)", rawJSON(t, res), err)
+	}
+	id, state = asked(t, s, "b__sample", "sampling/createMessage")
+	res, err = resume(s, "b__sample", state, mcp.InputResponseMap{id: &mcp.CreateMessageWithToolsResult{
+		Role: "assistant", Model: "hand", Content: []mcp.Content{&mcp.TextContent{Text: "sampled by hand"}}}})
+	if err != nil || !strings.Contains(text(res), "sampled by hand") {
+		t.Fatalf("sampling by hand: %s (%v)", rawJSON(t, res), err)
+	}
+
+	// The project's bound: two calls held, a third server's request gets an error at once
+	// (the server's tool fails with it), and the held ones go on.
+	idA, stateA := asked(t, s, "a__elicit", "elicitation/create")
+	idB, stateB := asked(t, s2, "b__elicit", "elicitation/create")
+	if n := gw.AwaitingInput(); n != 2 {
+		t.Fatalf("calls held: %d, want 2", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: "c__elicit", Arguments: map[string]any{"text": "hi"}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "2 calls of this project already wait for their sessions' input") {
+		t.Fatalf("a call past the bound: %s (%v)", rawJSON(t, res), err)
+	}
+	for _, r := range []struct {
+		s             *mcp.ClientSession
+		tool, id, st  string
+		answer, wants string
+	}{{s, "a__elicit", idA, stateA, "first", "first"}, {s2, "b__elicit", idB, stateB, "second", "second"}} {
+		if res, err := resume(r.s, r.tool, r.st, accept(r.id, r.answer)); err != nil || !strings.Contains(text(res), r.wants) {
+			t.Fatalf("%s after the bound: %s (%v)", r.tool, rawJSON(t, res), err)
+		}
+	}
+
+	// A call never resumed is cancelled upstream after the bound (a gateway with a short
+	// one), its server's request answered with an error, and its state is gone.
+	quick, quickBase := gatewayOf(t, gateway.Options{Registry: ctl.registry, InputTimeout: time.Second, CallTimeout: time.Minute})
+	late := byHand(t, quickBase+gateway.Path(key), "late")
+	failed := strings.Count(logs.String(), "fixture c: tools/call elicit failed")
+	id, state = asked(t, late, "c__elicit", "elicitation/create")
+	eventually(t, 20*time.Second, "the server's request to get an error", func() bool {
+		return strings.Count(logs.String(), "fixture c: tools/call elicit failed") > failed
+	})
+	_, err = resume(late, "c__elicit", state, accept(id, "too late"))
+	refused(t, "an expired state", err, "unknown or has expired")
+	if got := text(callOK(t, late, "c__echo", map[string]any{"text": "still here"})); got != "still here" {
+		t.Fatalf("the session must go on: %q", got)
+	}
+
+	// A session that declared no sampling: the server's request fails naming it.
+	plain := mustDial(t, mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "1"}, nil), endpoint, "", http.Header{gateway.SessionHeader: {"plain"}})
+	res, err = plain.CallTool(ctx, &mcp.CallToolParams{Name: "a__sample", Arguments: map[string]any{"text": "hi"}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "did not declare the sampling capability") {
+		t.Fatalf("sampling for a session without the capability: %s (%v)", rawJSON(t, res), err)
+	}
+
+	// Nothing stays behind: no call held, no goroutine running one.
+	eventually(t, 20*time.Second, "every held call to end", func() bool {
+		return gw.AwaitingInput() == 0 && quick.AwaitingInput() == 0 && heldCalls() == 0
+	})
+	if n := promtest.ToFloat64(answered) - answeredBefore; n != 6 {
+		t.Fatalf("rounds answered: %v, want 6", n)
+	}
+	if n := promtest.ToFloat64(expired) - expiredBefore; n != 1 {
+		t.Fatalf("rounds expired: %v, want 1", n)
+	}
+}

@@ -1,0 +1,444 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/metrics"
+)
+
+// Multi-round-trip calls for stateless (2026-07-28) sessions whose server speaks 2025-11-25.
+//
+// A 2025-11-25 server asks its client for input (sampling/createMessage, elicitation/create,
+// roots/list) by sending requests of its own while a call runs, and waits for the answers
+// before it goes on. A stateless session has no stream such a request could reach it on: in
+// its revision a server asks inside the call's result instead (an input-required result with
+// inputRequests and an opaque requestState), and the client calls again with inputResponses
+// and that state. The gateway translates between the two:
+//
+//   - A stateless session's call runs upstream in a goroutine of its own (a pendingCall, which
+//     is also the conn.Caller the server's requests go to), not in the session's HTTP request.
+//   - When the server asks, the session's request is answered with an input-required result
+//     carrying the server's requests and a requestState naming the pending call; the upstream
+//     call goes on waiting. The state is unguessable, issued to one session of one project for
+//     one tool, good for one answer, and lapses after InputTimeout; a project holds at most
+//     MaxAwaitingInput such calls (past it the server's request gets an error at once).
+//   - The session's next call with inputResponses and that state answers the server's
+//     requests, and the gateway waits for the upstream result again in that request (the
+//     server may ask once more: another round).
+//   - A call the session does not resume within InputTimeout is cancelled upstream, and the
+//     server's requests get an error. A session that gives up on a round (its HTTP request
+//     ends) cancels the call likewise.
+
+// inputStatePrefix starts every requestState the gateway issues, so that it is told from a
+// server's own (which a 2026-07-28 server's results carry, and which passes through).
+const inputStatePrefix = "projectmcp-input."
+
+// isInputState reports whether a requestState is one the gateway issued (of any project).
+func isInputState(state string) bool { return strings.HasPrefix(state, inputStatePrefix) }
+
+// Defaults of the bounds on calls waiting for a session's input (Options).
+const (
+	defaultMaxAwaitingInput = 100
+)
+
+// inputs are a project's calls waiting for their sessions' input.
+type inputs struct {
+	tag     string // the project's mark in the states it issues
+	timeout time.Duration
+	max     int
+
+	mu     sync.Mutex
+	parked map[string]*pendingCall // by the requestState the session was given
+	closed bool
+}
+
+func newInputs(g *Gateway, p *project) *inputs {
+	sum := sha256.Sum256([]byte(p.key.String()))
+	return &inputs{
+		tag: hex.EncodeToString(sum[:4]), timeout: g.opts.InputTimeout, max: g.opts.MaxAwaitingInput,
+		parked: map[string]*pendingCall{},
+	}
+}
+
+// pendingCall is one stateless session's call running upstream, and the session as the server
+// sees it: the conn.Caller its requests go to.
+type pendingCall struct {
+	session, name string         // the session, and the projected name of what it called
+	asks          chan *inputAsk // the server's requests, taken by the round waiting
+	done          chan struct{}  // closed when the upstream call has ended (res, err)
+	res           any
+	err           error
+	cancel        context.CancelFunc // ends the upstream call
+
+	gone     chan struct{} // closed once the call is abandoned: why answers the server
+	goneOnce sync.Once
+	why      error
+
+	// Under inputs.mu: the requests of the round the session was last asked, by the ids it
+	// was given; the last id used; the timer of the round.
+	sent  map[string]*inputAsk
+	next  int
+	timer *time.Timer
+
+	mu   sync.Mutex
+	caps *mcp.ClientCapabilities // the session's, as its latest round declared them
+}
+
+// inputAsk is one request of the server's, waiting for the session's answer.
+type inputAsk struct {
+	method string
+	params mcp.InputRequest
+	answer chan inputAnswer // buffered: the answer never waits for the server
+}
+
+type inputAnswer struct {
+	data json.RawMessage
+	err  error
+}
+
+// inputRound is what a round that ends asking for input gives the session.
+type inputRound struct {
+	requests mcp.InputRequestMap
+	state    string
+}
+
+// inputError is a resumption the gateway refuses: the session gets err as a JSON-RPC error.
+type inputError struct{ err *jsonrpc.Error }
+
+func (e *inputError) Error() string { return e.err.Message }
+
+func invalidInput(format string, args ...any) *inputError {
+	metrics.InputRounds.WithLabelValues("invalid").Inc()
+	return &inputError{&jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "projectmcp: " + fmt.Sprintf(format, args...)}}
+}
+
+// statelessRound runs one round of a stateless session's call on server. A call that does not
+// resume one of the gateway's (state "") is started upstream by send, in the background; one
+// that does has the session's answers delivered to the server's requests first (an
+// *inputError when the state or the answers are not acceptable). It returns the upstream's
+// result once there is one, or the round to give the session when the server asks for input.
+func statelessRound[T any](ctx context.Context, p *project, o origin, caps *mcp.ClientCapabilities, state string,
+	responses mcp.InputResponseMap, server string, send func(context.Context, *conn.Conn) (T, error)) (T, *inputRound, error) {
+	var zero T
+	in := p.inputs
+	var pc *pendingCall
+	if state != "" {
+		var err error
+		if pc, err = in.resume(o, caps, state, responses); err != nil {
+			return zero, nil, err
+		}
+	} else {
+		pc = in.start(ctx, o, caps, func(ctx context.Context, o origin) (any, error) {
+			return forward(ctx, p, o, server, send)
+		})
+	}
+	round, err := in.wait(ctx, pc)
+	if round != nil || err != nil {
+		return zero, round, err
+	}
+	res, _ := pc.res.(T)
+	return res, nil, pc.err
+}
+
+// start runs a call upstream, with the pending call as the session the server's requests go
+// to. The call outlives the session's request once the server asks for input; it ends when
+// the server answers, when it is abandoned (pendingCall.abandon), or at the gateway's call
+// timeout (forward).
+func (in *inputs) start(ctx context.Context, o origin, caps *mcp.ClientCapabilities, run func(context.Context, origin) (any, error)) *pendingCall {
+	pc := &pendingCall{session: o.session, name: o.name, caps: caps,
+		asks: make(chan *inputAsk), done: make(chan struct{}), gone: make(chan struct{})}
+	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	pc.cancel = cancel
+	o.caller = pc
+	go pc.run(uctx, o, run)
+	return pc
+}
+
+func (pc *pendingCall) run(ctx context.Context, o origin, run func(context.Context, origin) (any, error)) {
+	defer pc.cancel()
+	pc.res, pc.err = run(ctx, o)
+	close(pc.done)
+}
+
+// wait waits for the upstream's result or requests. The server's requests end the round: they
+// are parked for the session (or, past the project's bound, answered with an error, and the
+// call goes on). A session that gives up on the round abandons the call.
+func (in *inputs) wait(ctx context.Context, pc *pendingCall) (*inputRound, error) {
+	for {
+		select {
+		case <-pc.done:
+			return nil, nil
+		case a := <-pc.asks:
+			asks := []*inputAsk{a}
+			for more := true; more; { // requests the server sent together go in one round
+				select {
+				case b := <-pc.asks:
+					asks = append(asks, b)
+				default:
+					more = false
+				}
+			}
+			round, err := in.park(pc, asks)
+			if err == nil {
+				return round, nil
+			}
+			for _, a := range asks {
+				a.answer <- inputAnswer{err: err}
+			}
+		case <-ctx.Done():
+			pc.abandon(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "projectmcp: the agent session gave up on the call"})
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// park keeps a call whose server asks for input until its session calls again, under a new
+// state, for at most in.timeout.
+func (in *inputs) park(pc *pendingCall, asks []*inputAsk) (*inputRound, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "projectmcp: the project's endpoint is closing"}
+	}
+	if len(in.parked) >= in.max {
+		metrics.InputRounds.WithLabelValues("refused").Inc()
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+			"projectmcp: %d calls of this project already wait for their sessions' input (the gateway's bound); try again later", in.max)}
+	}
+	var random [24]byte
+	_, _ = rand.Read(random[:]) // never fails (crypto/rand)
+	state := inputStatePrefix + in.tag + "." + base64.RawURLEncoding.EncodeToString(random[:])
+	round := &inputRound{requests: make(mcp.InputRequestMap, len(asks)), state: state}
+	pc.sent = make(map[string]*inputAsk, len(asks))
+	for _, a := range asks {
+		pc.next++
+		id := "projectmcp-" + strconv.Itoa(pc.next)
+		pc.sent[id] = a
+		round.requests[id] = a.params
+	}
+	in.parked[state] = pc
+	pc.timer = time.AfterFunc(in.timeout, func() { in.expire(state, pc) })
+	metrics.InputRounds.WithLabelValues("asked").Inc()
+	return round, nil
+}
+
+// expire abandons a parked call its session did not resume in time.
+func (in *inputs) expire(state string, pc *pendingCall) {
+	in.mu.Lock()
+	if in.parked[state] != pc {
+		in.mu.Unlock()
+		return // resumed meanwhile
+	}
+	delete(in.parked, state)
+	in.mu.Unlock()
+	metrics.InputRounds.WithLabelValues("expired").Inc()
+	pc.abandon(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+		"projectmcp: the agent session did not call again with its answer within %s", in.timeout)})
+}
+
+// resume takes the parked call a session's state names, once the session's answers fit the
+// server's requests, and delivers them.
+func (in *inputs) resume(o origin, caps *mcp.ClientCapabilities, state string, responses mcp.InputResponseMap) (*pendingCall, error) {
+	rest := strings.TrimPrefix(state, inputStatePrefix)
+	if tag, _, ok := strings.Cut(rest, "."); !ok || tag != in.tag {
+		return nil, invalidInput("the requestState was not issued by this project's endpoint")
+	}
+	in.mu.Lock()
+	pc := in.parked[state]
+	switch {
+	case pc == nil:
+		in.mu.Unlock()
+		return nil, invalidInput("the requestState is unknown or has expired (a call waits %s for its session's answers, and a state is good for one answer)", in.timeout)
+	case pc.session != o.session:
+		in.mu.Unlock()
+		return nil, invalidInput("the requestState was issued to another session of this project")
+	case pc.name != o.name:
+		in.mu.Unlock()
+		return nil, invalidInput("the requestState belongs to a call of %q, not of %q", pc.name, o.name)
+	}
+	answers := make(map[*inputAsk]json.RawMessage, len(pc.sent))
+	for _, id := range sortedKeys(pc.sent) {
+		a := pc.sent[id]
+		r, ok := responses[id]
+		if !ok || r == nil {
+			in.mu.Unlock()
+			return nil, invalidInput("inputResponses has no answer to the input request %q (%s)", id, a.method)
+		}
+		if !fits(a.method, r) {
+			in.mu.Unlock()
+			return nil, invalidInput("inputResponses[%q] is not an answer to %s", id, a.method)
+		}
+		data, err := json.Marshal(r)
+		if err != nil {
+			in.mu.Unlock()
+			return nil, invalidInput("inputResponses[%q]: %v", id, err)
+		}
+		answers[a] = data
+	}
+	for _, id := range sortedKeys(responses) {
+		if _, ok := pc.sent[id]; !ok {
+			in.mu.Unlock()
+			return nil, invalidInput("inputResponses[%q] answers no input request of this call", id)
+		}
+	}
+	delete(in.parked, state)
+	pc.timer.Stop()
+	pc.sent = nil
+	in.mu.Unlock()
+	pc.mu.Lock()
+	pc.caps = caps
+	pc.mu.Unlock()
+	metrics.InputRounds.WithLabelValues("answered").Inc()
+	for a, data := range answers {
+		a.answer <- inputAnswer{data: data}
+	}
+	return pc, nil
+}
+
+// fits reports whether r can be the answer to a request of method.
+func fits(method string, r mcp.InputResponse) bool {
+	switch r.(type) {
+	case *mcp.CreateMessageWithToolsResult, *mcp.CreateMessageResult:
+		return method == "sampling/createMessage"
+	case *mcp.ElicitResult:
+		return method == "elicitation/create"
+	case *mcp.ListRootsResult:
+		return method == "roots/list"
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// closeAll abandons every parked call (the project's endpoint is closing).
+func (in *inputs) closeAll() {
+	in.mu.Lock()
+	in.closed = true
+	parked := make([]*pendingCall, 0, len(in.parked))
+	for state, pc := range in.parked {
+		pc.timer.Stop()
+		parked = append(parked, pc)
+		delete(in.parked, state)
+	}
+	in.mu.Unlock()
+	for _, pc := range parked {
+		pc.abandon(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "projectmcp: the project's endpoint closed"})
+	}
+}
+
+// count is the number of parked calls.
+func (in *inputs) count() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.parked)
+}
+
+// abandon ends the call: the server's requests waiting get why, and the call is cancelled
+// upstream.
+func (pc *pendingCall) abandon(why error) {
+	pc.goneOnce.Do(func() {
+		pc.why = why
+		close(pc.gone)
+	})
+	pc.cancel()
+}
+
+// ask hands one request of the server's to the round waiting (or the next), and waits for the
+// session's answer, decoded into out.
+func (pc *pendingCall) ask(ctx context.Context, method string, params mcp.InputRequest, out any) error {
+	a := &inputAsk{method: method, params: params, answer: make(chan inputAnswer, 1)}
+	select {
+	case pc.asks <- a:
+	case <-pc.gone:
+		return pc.why
+	case <-ctx.Done():
+		return noAnswer(method)
+	}
+	select {
+	case ans := <-a.answer:
+		if ans.err != nil {
+			return ans.err
+		}
+		if err := json.Unmarshal(ans.data, out); err != nil {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+				"projectmcp: the agent session's answer to %s does not fit this server's protocol revision: %v", method, err)}
+		}
+		return nil
+	case <-pc.gone:
+		return pc.why
+	case <-ctx.Done():
+		return noAnswer(method)
+	}
+}
+
+func noAnswer(method string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "projectmcp: the agent session did not answer " + method + " in time"}
+}
+
+func (pc *pendingCall) capabilities() *mcp.ClientCapabilities {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.caps == nil {
+		return &mcp.ClientCapabilities{}
+	}
+	return pc.caps
+}
+
+// CreateMessage asks the session for a sampling, when it declared the capability (else the
+// server gets a clear error, as the session would give).
+func (pc *pendingCall) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	if pc.capabilities().Sampling == nil {
+		return nil, lacks("sampling")
+	}
+	var res mcp.CreateMessageResult
+	if err := pc.ask(ctx, "sampling/createMessage", p, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Elicit asks the session for input, when it declared the capability.
+func (pc *pendingCall) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	if pc.capabilities().Elicitation == nil {
+		return nil, lacks("elicitation")
+	}
+	var res mcp.ElicitResult
+	if err := pc.ask(ctx, "elicitation/create", p, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// ListRoots asks the session for its roots (as sessionCaller does, whatever it declared).
+func (pc *pendingCall) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	if p == nil {
+		p = &mcp.ListRootsParams{}
+	}
+	var res mcp.ListRootsResult
+	if err := pc.ask(ctx, "roots/list", p, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}

@@ -1,0 +1,166 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sort"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/conn"
+)
+
+// prompts/get, resources/read and completion/complete at the JSON-RPC message level.
+//
+// Through the SDK these are decoded into the SDK's Go types on both sides and encoded again,
+// so whatever those types do not model is lost: the server's _meta, fields of newer revisions,
+// unknown content fields (and false or zero values are left out). When the session and the
+// server speak the same revision and the connection takes raw requests, the gateway forwards
+// them as it forwards tools/call: the params stay as the session sent them except the name (a
+// prompt's, or a completion's prompt reference) spliced in for the server's own and the
+// session's _meta (the connection's own is sent, with the trace context); the server's result
+// comes back as it came. Anything else goes to the SDK as before, so its validation, routing
+// errors and revision translation apply: a name or URI no server offers, params the SDK's types
+// would refuse, a progress token, the other revision, a connection that takes typed requests
+// only.
+
+// rawMethods are the requests besides tools/call forwarded at the message level.
+var rawMethods = map[string]bool{"prompts/get": true, "resources/read": true, "completion/complete": true}
+
+// requestFast forwards one prompts/get, resources/read or completion/complete and answers
+// pathRaw, or answers why the SDK server must handle it instead (nothing has been written to
+// w then). The caller is fixed, or what identify makes of the request's _meta and the name or
+// URI it names (false: the SDK must handle it).
+func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEnvelope,
+	identify func(*fastMeta, string) (fastCaller, bool), fixed *fastCaller) string {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(env.Params, &members) != nil || members == nil {
+		return pathSDK
+	}
+	var meta fastMeta
+	if m, ok := members["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
+		return pathSDK
+	}
+	if len(meta.ProgressToken) > 0 {
+		return pathSDK
+	}
+	delete(members, "_meta")
+
+	// Routing, and the SDK's own decoding of the params as a check: what its types refuse,
+	// it answers.
+	var server, name, raw string
+	switch env.Method {
+	case "prompts/get":
+		var params mcp.GetPromptParams
+		if json.Unmarshal(env.Params, &params) != nil || params.Name == "" {
+			return pathSDK
+		}
+		pr, ok := p.prompt(params.Name)
+		if !ok {
+			return pathSDK
+		}
+		server, name, raw = pr.server, params.Name, pr.raw
+		members["name"], _ = json.Marshal(pr.raw)
+	case "resources/read":
+		var params mcp.ReadResourceParams
+		if json.Unmarshal(env.Params, &params) != nil || params.URI == "" {
+			return pathSDK
+		}
+		var ok bool
+		if server, ok = p.owner(params.URI); !ok {
+			return pathSDK
+		}
+		name = params.URI
+	case "completion/complete":
+		var params mcp.CompleteParams
+		if json.Unmarshal(env.Params, &params) != nil || params.Ref == nil {
+			return pathSDK
+		}
+		if server, raw = p.completionTarget(params.Ref); server == "" {
+			return pathSDK
+		}
+		if params.Ref.Type == "ref/prompt" {
+			var ref map[string]json.RawMessage
+			if json.Unmarshal(members["ref"], &ref) != nil {
+				return pathSDK
+			}
+			ref["name"], _ = json.Marshal(raw)
+			members["ref"], _ = json.Marshal(ref)
+		}
+	default:
+		return pathSDK
+	}
+	var fc fastCaller
+	if identify != nil {
+		var ok bool
+		if fc, ok = identify(&meta, name); !ok {
+			return pathSDK
+		}
+	} else {
+		fc = *fixed
+	}
+
+	ctx, cancel := p.track(r, fc, env.ID)
+	defer cancel()
+	o := origin{method: env.Method, session: fc.id, caller: fc.caller, meta: meta.trace()}
+	if env.Method == "prompts/get" {
+		o.name, o.raw = name, raw
+	}
+	body := joinMembers(members)
+	res, err := forward(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
+		return c.Forward(ctx, env.Method, body, nil, fc.rev)
+	})
+	switch {
+	case errors.Is(err, conn.ErrOtherRevision):
+		return pathRevision // nothing was sent: the SDK translates between the revisions
+	case errors.Is(err, conn.ErrNotRaw):
+		return pathSDK // nothing was sent: the connection takes typed requests only
+	case err == nil:
+		writeFast(w, nil, env.ID, res, nil)
+	case ctx.Err() != nil && !errors.Is(err, conn.ErrUnavailable):
+		writeFast(w, nil, env.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request cancelled: " + err.Error()})
+	default: // as through the SDK: the server's own error code, the message naming the server
+		var rpcErr *jsonrpc.Error
+		errors.As(protocolError(err), &rpcErr)
+		writeFast(w, nil, env.ID, nil, rpcErr)
+	}
+	return pathRaw
+}
+
+// joinMembers encodes the members of a params object without its braces, in name order.
+func joinMembers(members map[string]json.RawMessage) []byte {
+	names := make([]string, 0, len(members))
+	size := 0
+	for k, v := range members {
+		names = append(names, k)
+		size += len(k) + len(v) + 4
+	}
+	sort.Strings(names)
+	out := make([]byte, 0, size)
+	for _, k := range names {
+		out = appendMember(out, k, members[k])
+	}
+	return out
+}
+
+// appendMember appends `,"key":value` (without the comma when dst is empty).
+func appendMember(dst []byte, key string, value json.RawMessage) []byte {
+	if len(dst) > 0 {
+		dst = append(dst, ',')
+	}
+	k, _ := json.Marshal(key)
+	dst = append(dst, k...)
+	dst = append(dst, ':')
+	return append(dst, value...)
+}
+
+// prompt finds a projected prompt.
+func (p *project) prompt(name string) (projected, bool) {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	pr, ok := p.prompts[name]
+	return pr, ok
+}
