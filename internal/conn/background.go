@@ -13,12 +13,12 @@ import (
 // this is most of what the controller does while nobody calls (the scale benchmark: about
 // 40% of a core for 3,000 connections when every request went through the SDK, which decodes
 // each answer into Go types, each tool's schema into maps, and validates them). On a session
-// that takes raw requests (stdio, streamable HTTP 2025-11-25: the wire), both go raw instead:
+// that takes raw requests (stdio, streamable HTTP: the wire), both go raw instead:
 // a probe reads nothing of the answer, and a re-list first asks for the lists raw and only
 // decodes them through the SDK when their bytes changed since the last re-list.
 
 // rawCall sends one of the connection's own requests on the wire of session s. ok is false
-// when s takes no raw requests (legacy SSE, stateless 2026-07-28 HTTP) or is no longer the
+// when s takes no raw requests (legacy SSE) or is no longer the
 // connection's session.
 func (c *Conn) rawCall(ctx context.Context, s *mcp.ClientSession, method string, members []byte) (res json.RawMessage, ok bool, err error) {
 	w := c.wireOf(s)
@@ -78,9 +78,9 @@ func (c *Conn) listDigest(ctx context.Context, s *mcp.ClientSession) (digest [sh
 	return digest, true
 }
 
-// probedByRelist reports a session with no probe of its own: a stateless 2026-07-28 HTTP
-// connection has no ping, no session to lose and takes no raw requests, so a probe would be a
-// whole tools/list through the SDK every HealthInterval (a fifth of the controller's CPU at
+// probedByRelist reports a session with no probe of its own: a 2026-07-28 HTTP connection has
+// no ping and no session to lose, so a probe would be a whole tools/list every HealthInterval
+// (through the SDK, before such sessions took raw requests, a fifth of the controller's CPU at
 // 1,000 projects with half their servers so, in the scale benchmark) for what the backstop
 // re-list, which fails the same way when the server is gone, already finds every
 // RelistInterval.
@@ -89,5 +89,5 @@ func (c *Conn) probedByRelist(s *mcp.ClientSession) bool {
 		return false
 	}
 	w := c.wireOf(s)
-	return w == nil || !w.raw()
+	return w == nil || w.stdin == nil
 }

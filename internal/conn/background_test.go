@@ -11,21 +11,25 @@ import (
 
 // Backstop re-lists of a server whose lists did not change are answered raw and not decoded
 // through the SDK again; a change is still listed and published, and probes still find the
-// server alive. A session that takes no raw requests (stateless 2026-07-28 HTTP) lists through
-// the SDK every time, as before, and those re-lists are its only probes.
+// server alive. A session that takes no raw requests (legacy SSE) lists through the SDK every
+// time, as before; a 2026-07-28 HTTP session's re-lists are its only probes.
 func TestUnchangedRelistSkipsTheDecode(t *testing.T) {
 	cases := map[string]struct {
-		server func(t *testing.T) v1alpha1.MCPServer
-		raw    bool
+		server   func(t *testing.T) v1alpha1.MCPServer
+		raw      bool
+		byRelist bool // probed by its re-lists, not probes of its own
 	}{
-		"stdio 2025-11-25": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s", "--protocol", "2025-11-25") }, true},
-		"stdio 2026-07-28": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s") }, true},
+		"stdio 2025-11-25": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s", "--protocol", "2025-11-25") }, true, false},
+		"stdio 2026-07-28": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s") }, true, false},
 		"streamable stateful": {func(t *testing.T) v1alpha1.MCPServer {
 			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t) + "/mcp"}}
-		}, true},
+		}, true, false},
 		"streamable stateless": {func(t *testing.T) v1alpha1.MCPServer {
 			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--stateless") + "/mcp"}}
-		}, false},
+		}, true, true},
+		"legacy SSE": {func(t *testing.T) v1alpha1.MCPServer {
+			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--sse") + "/sse", Transport: v1alpha1.TransportSSE}}
+		}, false, false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -34,10 +38,10 @@ func TestUnchangedRelistSkipsTheDecode(t *testing.T) {
 			relists, lists, probes := c.relists.Load(), c.lists.Load(), c.probes.Load()
 			time.Sleep(600 * time.Millisecond)
 			relists, lists, probes = c.relists.Load()-relists, c.lists.Load()-lists, c.probes.Load()-probes
-			if tc.raw && probes < 5 {
+			if !tc.byRelist && probes < 5 {
 				t.Fatalf("only %d probes in 600 ms", probes)
 			}
-			if !tc.raw && probes != 0 { // its re-lists are its probes
+			if tc.byRelist && probes != 0 { // its re-lists are its probes
 				t.Fatalf("%d probes of a stateless server", probes)
 			}
 			if relists < 5 {

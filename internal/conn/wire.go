@@ -28,13 +28,15 @@ import (
 //     the SDK writes through, with string ids of their own ("projectmcp-<n>", which the SDK's
 //     integer ids never are), and their responses are taken out of the server's output
 //     before the SDK reads it (wirestdio.go).
-//   - streamable HTTP, 2025-11-25 sessions: raw requests are POSTed by the wire itself with
-//     the SDK session's id, and the response stream is read in the caller's goroutine; what
-//     the server sends on it besides the response (progress, log messages, its own requests)
-//     is handled as the SDK client would (wirepost.go).
+//   - streamable HTTP: raw requests are POSTed by the wire itself, on a 2025-11-25 session
+//     with the SDK session's id, and the response stream is read in the caller's goroutine;
+//     what the server sends on it besides the response (progress, log messages, its own
+//     requests) is handled as the SDK client would (wirepost.go). A stateless 2026-07-28
+//     session has no id; each request carries the session's _meta members instead, taken
+//     from the SDK client's first request after the handshake (metaNoter), and the standard
+//     Mcp-Method and Mcp-Name headers the server checks against the body.
 //
-// Other transports and revisions (legacy SSE, stateless 2026-07-28 HTTP) answer ErrNotRaw,
-// and the caller uses the SDK's typed path.
+// Legacy SSE answers ErrNotRaw, and the caller uses the SDK's typed path.
 const wireIDPrefix = "projectmcp-"
 
 // wire is one session's raw side.
@@ -72,9 +74,39 @@ func newWire(c *Conn, t mcp.Transport) (*wire, mcp.Transport) {
 		if w.http == nil {
 			w.http = http.DefaultClient
 		}
+		sdk, noting := *t, *w.http // copies: the endpoint's transport is not changed
+		noting.Transport = metaNoter{base: w.http.Transport, w: w}
+		sdk.HTTPClient = &noting
+		return w, &sdk
 	}
 	return w, t
 }
+
+// metaNoter is the HTTP transport of the SDK client on a streamable HTTP session: it hands the
+// SDK's first request after the handshake to noteMeta, as lockedWriter does on stdio, and is a
+// pass-through from then on.
+type metaNoter struct {
+	base http.RoundTripper // nil: http.DefaultTransport
+	w    *wire
+}
+
+func (m metaNoter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if m.w.meta.Load() == nil && req.Method == http.MethodPost && req.GetBody != nil {
+		if body, err := req.GetBody(); err == nil {
+			data, _ := io.ReadAll(io.LimitReader(body, metaNoteBytes))
+			body.Close()
+			m.w.noteMeta(data)
+		}
+	}
+	if m.base == nil {
+		return http.DefaultTransport.RoundTrip(req)
+	}
+	return m.base.RoundTrip(req)
+}
+
+// metaNoteBytes bounds what metaNoter reads of a request: the SDK's requests after the
+// handshake are small (a list, a ping); a larger one is passed by unnoted.
+const metaNoteBytes = 1 << 20
 
 // ready notes what the session agreed on, once it is Ready.
 func (w *wire) ready(s *mcp.ClientSession) {
@@ -82,9 +114,20 @@ func (w *wire) ready(s *mcp.ClientSession) {
 	w.sessionID = s.ID
 }
 
-// raw reports whether requests can be sent raw on this session.
+// raw reports whether requests can be sent raw on this session: on stdio, and on streamable
+// HTTP once the session is Ready, at 2026-07-28 once the session's _meta members are known.
 func (w *wire) raw() bool {
-	return w.stdin != nil || (w.http != nil && w.version < "2026-07-28")
+	if w.stdin != nil {
+		return true
+	}
+	if w.http == nil || w.version == "" {
+		return false
+	}
+	if w.version < "2026-07-28" {
+		return true
+	}
+	m := w.meta.Load()
+	return m != nil && len(*m) > 0
 }
 
 // lockedWriter is the server's stdin, shared by the SDK client and raw requests: each Write is
@@ -267,7 +310,8 @@ func (w *wire) cancel(id string, why error) {
 const cancelNoticeTimeout = 5 * time.Second
 
 // ErrNotRaw is Forward's answer, before anything is sent, on a session it cannot send raw
-// requests on (legacy SSE, stateless 2026-07-28 HTTP): the caller uses the typed path.
+// requests on (legacy SSE; a 2026-07-28 HTTP session before its _meta is known): the caller
+// uses the typed path.
 var ErrNotRaw = errors.New("the connection takes no raw requests")
 
 // ErrOtherRevision is Forward's answer, before anything is sent, when the server speaks

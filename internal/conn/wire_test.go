@@ -64,7 +64,7 @@ func TestForwardEveryTransport(t *testing.T) {
 		}, false, true},
 		"streamable stateless": {func(t *testing.T) v1alpha1.MCPServer {
 			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--stateless") + "/mcp"}}
-		}, true, false},
+		}, true, true},
 		"legacy SSE": {func(t *testing.T) v1alpha1.MCPServer {
 			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--sse") + "/sse", Transport: v1alpha1.TransportSSE}}
 		}, false, false},

@@ -61,7 +61,9 @@ func (w *wire) post(ctx context.Context, id, method string, params json.RawMessa
 	return nil, fmt.Errorf("sending %q: the server answered with content type %s, not JSON or an event stream", method, orNone(ct))
 }
 
-// do POSTs one message with the session's headers.
+// do POSTs one message with the session's headers. From 2026-07-28 on a request also carries
+// the standard headers: Mcp-Method, and Mcp-Name for the methods that name something, which the
+// server checks against the body.
 func (w *wire) do(ctx context.Context, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
@@ -73,7 +75,39 @@ func (w *wire) do(ctx context.Context, body []byte) (*http.Response, error) {
 	if sid := w.sessionID(); sid != "" {
 		req.Header.Set("Mcp-Session-Id", sid)
 	}
+	if w.version >= "2026-07-28" {
+		if method, name, ok := standardHeaders(body); ok {
+			req.Header.Set("Mcp-Method", method)
+			if name != "" {
+				req.Header.Set("Mcp-Name", name)
+			}
+		}
+	}
 	return w.http.Do(req)
+}
+
+// standardHeaders reads what the 2026-07-28 standard headers of a request say: its method and,
+// for tools/call and prompts/get, the name, for resources/read the URI. ok is false for a
+// notification or a response, which carry none.
+func standardHeaders(body []byte) (method, name string, ok bool) {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+			URI  string `json:"uri"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || len(msg.ID) == 0 || msg.Method == "" {
+		return "", "", false
+	}
+	switch msg.Method {
+	case "tools/call", "prompts/get":
+		name = msg.Params.Name
+	case "resources/read":
+		name = msg.Params.URI
+	}
+	return msg.Method, name, true
 }
 
 // send POSTs a notification or a response, whose answer is only a status.

@@ -258,7 +258,7 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 		return pathResume // answers to a 2025-11-25 server's requests, for a call the gateway holds (input.go)
 	}
 	tool, ok := p.tool(params.Name)
-	if !ok || (tool.paramHeaders && fc.rev == conn.Newest) {
+	if !ok || tool.paramHeaders { // whichever the session's revision: the server's is what matters
 		return pathSDK
 	}
 	args := params.Arguments
