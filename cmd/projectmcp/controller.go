@@ -474,6 +474,7 @@ func runController(f *controllerFlags, g *globalFlags) error {
 	if err := f.checkLeaseTimings(); err != nil {
 		return usageErrorf("%v", err)
 	}
+	setControllerMemoryLimit(ctrl.Log.WithName("memory"))
 	cfg, err := g.restConfig()
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -544,4 +546,69 @@ func TestListBounded(t *testing.T) {
 	if !strings.Contains(s.LastError, "more than 10 tools") {
 		t.Fatalf("want the bound named in lastError, got %q", s.LastError)
 	}
+}
+
+// Connections to one host share an HTTP transport: each keeps its own event stream, while its
+// requests go over pooled keep-alive connections instead of an idle one of its own, and each
+// still sends its own headers. The transport goes when its last connection does (and the
+// package's goroutine check finds nothing of it left).
+func TestHTTPTransportShared(t *testing.T) {
+	base := fixture.StartHTTP(t)
+	target, _ := url.Parse(base)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	dialed := 0
+	seen := map[string]bool{}
+	front := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("X-Conn")] = true
+		mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	front.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			dialed++
+			mu.Unlock()
+		}
+	}
+	front.Start()
+	t.Cleanup(front.Close)
+	const n = 6
+	var conns []*Conn
+	for i := range n {
+		c := New(Options{ConnectTimeout: 5 * time.Second, Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{
+			URL: front.URL + "/mcp", Headers: []v1alpha1.NameValue{{Name: "X-Conn", Value: strconv.Itoa(i)}}}}})
+		conns = append(conns, c)
+		waitPhase(t, c, v1alpha1.PhaseReady)
+		call(t, c, "echo", map[string]any{"text": "x"})
+	}
+	mu.Lock()
+	got, headers := dialed, len(seen)
+	mu.Unlock()
+	// With a transport each, every connection dialed at least two: its event stream and
+	// its requests'.
+	// A transport each meant at least two TCP connections each (the event stream and the
+	// requests'); shared, the requests' are pooled (how many depends on how many requests
+	// ran at once).
+	t.Logf("%d connections dialed %d TCP connections", n, got)
+	if headers != n {
+		t.Errorf("the server saw %d connections' headers, want %d: %v", headers, n, seen)
+	}
+	transports.Lock()
+	shared := len(transports.m)
+	transports.Unlock()
+	if shared != 1 {
+		t.Errorf("%d transports for connections to one host, want 1", shared)
+	}
+	for _, c := range conns {
+		c.Destroy()
+	}
+	transports.Lock()
+	left := len(transports.m)
+	transports.Unlock()
+	if left != 0 {
+		t.Errorf("%d transports left after every connection was destroyed", left)
+	}
+	front.CloseClientConnections()
 }

@@ -35,8 +35,8 @@ func (e *invalidConfigError) Error() string { return e.msg }
 // them until close.
 type endpoint struct {
 	transport mcp.Transport
-	proc      *process        // stdio only
-	http      *http.Transport // remote only
+	proc      *process // stdio only
+	release   func()   // remote only: gives back the shared HTTP transport (once)
 }
 
 func (e *endpoint) pid() int {
@@ -66,17 +66,21 @@ func (e *endpoint) exitError() error {
 	}
 }
 
-// stop ends the process group (stdio) or idle HTTP connections (remote).
+// stop ends the process group (stdio).
 func (e *endpoint) stop(grace time.Duration) {
 	if e.proc != nil {
 		e.proc.stop(grace)
 	}
-	if e.http != nil {
-		e.http.CloseIdleConnections()
-	}
 }
 
-func (e *endpoint) close() { e.stop(teardownGrace) }
+// close ends the process group (stdio) or gives back the shared HTTP transport, whose idle
+// connections close with its last user (remote).
+func (e *endpoint) close() {
+	e.stop(teardownGrace)
+	if e.release != nil {
+		e.release()
+	}
+}
 
 // endpoint expands the server's configuration and prepares its transport; for stdio it starts
 // the process.
@@ -113,19 +117,14 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 		return nil, &invalidConfigError{msg: fmt.Sprintf("url %q does not expand to an absolute http(s) URL", h.URL)}
 	}
 	c.secrets(x.values)
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	// Every session of the project shares this connection, so many requests to the one host
-	// run at once: keep their TCP connections for reuse (the default keeps 2 and closes the
-	// rest after each request).
-	base.MaxIdleConnsPerHost = 64
 	egress := c.opts.Isolation.Egress
+	var r *route
 	if egress != nil {
-		r, err := egress.check(u, h.URL)
-		if err != nil {
+		if r, err = egress.check(u, h.URL); err != nil {
 			return nil, err
 		}
-		base.DialContext = r.dialer().DialContext
 	}
+	base, release := sharedTransport(r)
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
 	client := &http.Client{
 		Transport: &headerTransport{base: mcpResponses{&boundedBodies{base: base, limit: c.opts.MaxMessageBytes, items: c.opts.MaxListItems, c: c}}, headers: headers},
@@ -142,7 +141,7 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 			return nil
 		},
 	}
-	ep := &endpoint{http: base}
+	ep := &endpoint{release: release}
 	// No event longer than the bound reaches the SDK (boundedBodies); its own (smaller) default
 	// bound would fail the whole connection on an event the bound allows.
 	maxEvent := int(min(c.opts.MaxMessageBytes, math.MaxInt-64<<10)) + 64<<10
@@ -152,6 +151,74 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 		ep.transport = &mcp.StreamableClientTransport{Endpoint: raw, HTTPClient: client, MaxEventSize: maxEvent}
 	}
 	return ep, nil
+}
+
+// transports are the HTTP transports of remote connections, shared by every connection whose
+// transport would be the same: the transport holds no state of a server's own (its headers,
+// bounds and redirect rule are in the layers above it, per connection), and what it does
+// depends only on the egress route its dialer checks addresses against. A connection used to
+// have a transport of its own, so each kept its own idle keep-alive connection to its server
+// between probes (two goroutines, 8 KB of buffers and a descriptor each, at every one of
+// thousands of connections to a few hosts); shared, the idle connections to a host are pooled
+// (at most maxIdlePerHost) and an HTTP/2 server is reached over one TCP connection. A
+// transport lives while a connection uses it: the last one to give it back closes its idle
+// connections, so nothing of it outlives the connections (as before, one Conn's teardown).
+var transports = struct {
+	sync.Mutex
+	m map[transportKey]*pooledTransport
+}{m: map[transportKey]*pooledTransport{}}
+
+// transportKey is what a shared transport's behaviour depends on: its dialer's route.
+type transportKey struct {
+	egress           *Egress
+	allowed, literal bool
+}
+
+type pooledTransport struct {
+	t    *http.Transport
+	refs int
+}
+
+// maxIdlePerHost bounds the idle connections a shared transport keeps to one host: every
+// session of a project, and every project using the host, send through it, so many requests
+// to the one host may run at once (the default keeps 2 and closes the rest after each).
+const maxIdlePerHost = 64
+
+// sharedTransport returns the transport for connections dialed under r (nil: no egress
+// policy) and the function that gives it back.
+func sharedTransport(r *route) (*http.Transport, func()) {
+	var key transportKey
+	if r != nil {
+		key = transportKey{egress: r.egress, allowed: r.allowed, literal: r.literal}
+	}
+	transports.Lock()
+	defer transports.Unlock()
+	pt := transports.m[key]
+	if pt == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = maxIdlePerHost
+		if r != nil {
+			t.DialContext = r.dialer().DialContext
+		}
+		pt = &pooledTransport{t: t}
+		transports.m[key] = pt
+	}
+	pt.refs++
+	var once sync.Once
+	return pt.t, func() {
+		once.Do(func() {
+			transports.Lock()
+			pt.refs--
+			last := pt.refs == 0
+			if last {
+				delete(transports.m, key)
+			}
+			transports.Unlock()
+			if last {
+				pt.t.CloseIdleConnections()
+			}
+		})
+	}
 }
 
 // headerTransport adds the server's configured headers to every request.

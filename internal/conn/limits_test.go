@@ -582,14 +582,27 @@ func TestEventBodyBounded(t *testing.T) {
 		"data: {\"result\":{\"tools\":[{},{},{},{}]},\"id\":44}\n\n"
 	read := func(req *http.Request) string {
 		t.Helper()
-		var logs logSink
-		b := &eventBody{src: io.NopCloser(iotest.OneByteReader(strings.NewReader(stream))), req: req,
-			t: &boundedBodies{limit: limit, items: 3, c: &Conn{opts: Options{Log: logs.logger()}}}}
-		out, err := io.ReadAll(b)
-		if err != nil {
-			t.Fatal(err)
+		var outs []string
+		// Read into buffers large enough to be read into directly and, through a small
+		// reader buffer, through the pooled chunks: the same stream either way.
+		for _, small := range []bool{false, true} {
+			var logs logSink
+			b := &eventBody{src: io.NopCloser(iotest.OneByteReader(strings.NewReader(stream))), req: req,
+				t: &boundedBodies{limit: limit, items: 3, c: &Conn{opts: Options{Log: logs.logger()}}}}
+			var r io.Reader = b
+			if small {
+				r = bufio.NewReaderSize(b, 16)
+			}
+			out, err := io.ReadAll(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outs = append(outs, string(out))
 		}
-		return string(out)
+		if outs[0] != outs[1] {
+			t.Errorf("read in small pieces:\n%s\nin large ones:\n%s", outs[1], outs[0])
+		}
+		return outs[0]
 	}
 	get, _ := http.NewRequest(http.MethodGet, "http://server/mcp", nil)
 	want := "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n" +
@@ -607,6 +620,32 @@ func TestEventBodyBounded(t *testing.T) {
 	if got := read(post); got != want {
 		t.Errorf("a request's stream:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// An event stream that waits for its next event holds no buffer of its own: the bytes are
+// read into the reader's buffer (the SDK's bufio.Reader), so a GET stream or a
+// subscriptions/listen, which wait almost all the time, cost no pooled chunk each.
+func TestEventBodyReadsIntoCallersBuffer(t *testing.T) {
+	src := &recordingReader{r: strings.NewReader("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")}
+	get, _ := http.NewRequest(http.MethodGet, "http://server/mcp", nil)
+	b := &eventBody{src: io.NopCloser(src), req: get, t: &boundedBodies{limit: 1 << 20, items: 10, c: &Conn{}}}
+	buf := make([]byte, 4096)
+	if _, err := b.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	if len(src.bufs) == 0 || &src.bufs[0][0] != &buf[0] {
+		t.Errorf("the stream was read into a buffer of its own, not the caller's")
+	}
+}
+
+type recordingReader struct {
+	r    io.Reader
+	bufs [][]byte
+}
+
+func (r *recordingReader) Read(p []byte) (int, error) {
+	r.bufs = append(r.bufs, p)
+	return r.r.Read(p)
 }
 
 // Bounds are written exactly (they name a flag's value), measured sizes rounded.

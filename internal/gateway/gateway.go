@@ -205,6 +205,7 @@ func (g *Gateway) run(ctx context.Context) {
 			for _, p := range g.all() {
 				p.expireStateless(now)
 				p.expireStateful(now)
+				p.reapClosed()
 			}
 		}
 	}

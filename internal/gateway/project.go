@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"reflect"
@@ -113,6 +114,16 @@ func (p *project) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		p.stateless.ServeHTTP(w, r)
 		return
 	}
+	if sid != "" && r.Method == http.MethodDelete {
+		// The SDK closes the session and answers 204; then it is released here (ended).
+		ss := p.session(sid)
+		dw := &deleteWriter{ResponseWriter: w}
+		p.stateful.ServeHTTP(dw, r)
+		if ss != nil && dw.status == http.StatusNoContent {
+			p.ended(sid, ss)
+		}
+		return
+	}
 	if sid != "" && r.Method == http.MethodPost {
 		if !p.enter(sid) {
 			p.stateful.ServeHTTP(w, r) // not a session of ours: the SDK answers (404)
@@ -125,6 +136,21 @@ func (p *project) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.stateful.ServeHTTP(w, r)
 }
+
+// deleteWriter notes the status the SDK answers a DELETE with.
+type deleteWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *deleteWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *deleteWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // activity is a stateful session's request count and when its last request ended.
 type activity struct {
@@ -161,22 +187,22 @@ func (p *project) leave(sid string) {
 }
 
 // expireStateful closes stateful sessions that have had no request for SessionTimeout (a
-// request in flight keeps a session alive, as the SDK's own timeout does); closing one
-// releases it (releaseWhenClosed).
+// request in flight keeps a session alive, as the SDK's own timeout does), and releases them.
 func (p *project) expireStateful(now time.Time) {
 	p.mu.Lock()
-	var idle []*mcp.ServerSession
+	idle := map[string]*mcp.ServerSession{}
 	for sid, a := range p.activity {
 		if a.busy == 0 && now.Sub(a.last) > p.g.opts.SessionTimeout {
 			if ss := p.statefuls[sid]; ss != nil {
-				idle = append(idle, ss)
+				idle[sid] = ss
 			}
 			delete(p.activity, sid)
 		}
 	}
 	p.mu.Unlock()
-	for _, ss := range idle {
+	for sid, ss := range idle {
 		_ = ss.Close()
+		p.ended(sid, ss)
 	}
 }
 
@@ -252,7 +278,11 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			p.statefuls[id] = ss
 			p.activity[id] = &activity{last: p.g.opts.Clock.Now()}
 			p.mu.Unlock()
-			go p.releaseWhenClosed(ss, id) // ends when the session closes (DELETE, timeout, shutdown)
+			res, err := next(ctx, method, req)
+			if ss.InitializeParams() == nil {
+				p.ended(id, ss) // the SDK closes a session whose initialize failed, once this POST ends
+			}
+			return res, err
 		}
 		return next(ctx, method, req)
 	}
@@ -276,13 +306,46 @@ func (p *project) mount(ctx context.Context, id, client string) error {
 	return nil
 }
 
-func (p *project) releaseWhenClosed(ss *mcp.ServerSession, id string) {
-	_ = ss.Wait()
+// ended releases a stateful session that has closed, once: the paths that close one call it
+// (DELETE in serveHTTP, expireStateful, close, a failed initialize in mountMiddleware), and
+// reapClosed finds any other.
+//
+// No goroutine waits on the session for this: with one per stateful session (ss.Wait), 10,000
+// sessions held 5,000 goroutines that only waited (about 10 MiB of stacks and descriptors),
+// and the SDK offers no hook on a session's end. Only the SDK's handler and this package close
+// a session (the gateway sets neither the SDK's SessionTimeout nor KeepAlive), so every close
+// is one the gateway sees.
+func (p *project) ended(id string, ss *mcp.ServerSession) {
 	p.mu.Lock()
+	if p.statefuls[id] != ss {
+		p.mu.Unlock()
+		return // released already, or a different session under the same id
+	}
 	delete(p.statefuls, id)
 	delete(p.activity, id)
 	p.mu.Unlock()
 	p.release(id)
+}
+
+// reapClosed releases stateful sessions the SDK no longer holds (a close no path of ours
+// saw); the sweep runs it. A session leaves the server's list only once it has closed.
+func (p *project) reapClosed() {
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range p.server.Sessions() {
+		live[ss] = true
+	}
+	p.mu.Lock()
+	var gone []string
+	var sessions []*mcp.ServerSession
+	for id, ss := range p.statefuls {
+		if !live[ss] {
+			gone, sessions = append(gone, id), append(sessions, ss)
+		}
+	}
+	p.mu.Unlock()
+	for i, id := range gone {
+		p.ended(id, sessions[i])
+	}
 }
 
 // clientName is "name/version" from initialize, or the request's clientInfo on 2026-07-28,
@@ -334,10 +397,7 @@ func (p *project) expireStateless(now time.Time) {
 // close ends every session of the project (the gateway is stopping).
 func (p *project) close() {
 	p.mu.Lock()
-	sessions := make([]*mcp.ServerSession, 0, len(p.statefuls))
-	for _, ss := range p.statefuls {
-		sessions = append(sessions, ss)
-	}
+	sessions := maps.Clone(p.statefuls)
 	stateless := make([]string, 0, len(p.lastSeen))
 	for id := range p.lastSeen {
 		stateless = append(stateless, id)
@@ -345,8 +405,9 @@ func (p *project) close() {
 	clear(p.lastSeen)
 	p.mu.Unlock()
 	p.inputs.closeAll()
-	for _, ss := range sessions {
+	for id, ss := range sessions {
 		_ = ss.Close()
+		p.ended(id, ss)
 	}
 	for _, id := range stateless {
 		p.release(id)

@@ -188,9 +188,14 @@ func TestChartAllFeatures(t *testing.T) {
 	env := map[string]string{}
 	for _, e := range c.Env {
 		env[e.Name] = e.Value
+		if e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil {
+			ref := e.ValueFrom.ResourceFieldRef
+			env[e.Name] = "resourceFieldRef " + ref.ContainerName + " " + ref.Resource
+		}
 	}
 	if d := cmp.Diff(map[string]string{
 		"HOME":                        "/home/nonroot",
+		"PROJECTMCP_MEMORY_LIMIT":     "resourceFieldRef controller limits.memory", // the soft memory limit's base
 		"OTEL_TRACES_EXPORTER":        "otlp",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel-collector.observability.svc:4317",
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
