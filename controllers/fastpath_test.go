@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -361,6 +363,55 @@ func TestGatewayParamHeaderTool(t *testing.T) {
 		got, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "ph__regional", Arguments: args})
 		if err != nil || got.IsError || text(got) != text(direct) {
 			t.Fatalf("session %s through the endpoint: %q %v", revision, text(got), err)
+		}
+	}
+}
+
+// Two stateless sessions whose calls to a 2025-11-25 HTTP server are in flight together each
+// get the server's sampling request of their own call: it arrives on that call's stream. (One
+// connection is shared by both; had the call gone through the SDK's client, whose handlers
+// learn nothing of the call, the connection could only refuse the second as ambiguous.)
+func TestGatewayStatelessSamplingAttributedByStream(t *testing.T) {
+	server := httpFixture(t, "st") // stateful: 2025-11-25
+	key := create(t, newNamespace(t), "by-stream", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	var both sync.WaitGroup
+	both.Add(2)
+	client := func(name string) *mcp.Client {
+		return mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ClientOptions{
+			CreateMessageHandler: func(ctx context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+				both.Done() // the other session's call is in flight too once both got here
+				waited := make(chan struct{})
+				go func() { both.Wait(); close(waited) }()
+				select {
+				case <-waited:
+				case <-time.After(20 * time.Second):
+					return nil, errors.New("the other session was never asked")
+				}
+				in := r.Params.Messages[0].Content.(*mcp.TextContent).Text
+				return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: name + " samples " + in}}, nil
+			},
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	results := make(chan string, 2)
+	for _, name := range []string{"alpha", "beta"} {
+		s := mustDial(t, client(name), endpointOf(key), "", http.Header{gateway.SessionHeader: {name}})
+		go func() {
+			res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "st__sample", Arguments: map[string]any{"text": "hi"}})
+			if err != nil {
+				results <- name + ": " + err.Error()
+				return
+			}
+			results <- name + ": " + text(res)
+		}()
+	}
+	got := []string{<-results, <-results}
+	slices.Sort(got)
+	for i, name := range []string{"alpha", "beta"} {
+		if !strings.Contains(got[i], name+": ") || !strings.Contains(got[i], name+" samples hi") {
+			t.Fatalf("each session must answer its own call's sampling: %q", got)
 		}
 	}
 }

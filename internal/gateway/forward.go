@@ -193,6 +193,29 @@ func rawIsError(res []byte) bool {
 	}
 }
 
+// callRaw sends a call the SDK's server took from the session (a 2026-07-28 session's call to a
+// server speaking 2025-11-25, mostly) to such a server raw, and decodes its result for the SDK
+// to send on. Over streamable HTTP the server's own requests during the call (sampling,
+// elicitation, roots) then arrive on the call's own stream, which tells whose they are; the
+// SDK's client hands its handlers no trace of the call, and the connection could only guess
+// (the one session with a request in flight, else an error). A server speaking 2026-07-28, or
+// a connection that takes no raw requests, is ErrOtherRevision or ErrNotRaw before anything
+// is sent, and the caller uses the SDK's client.
+func callRaw(ctx context.Context, c *conn.Conn, raw string, args json.RawMessage, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
+	name, _ := json.Marshal(raw)
+	members := make([]byte, 0, len(name)+len(args)+24)
+	members = append(append(append(append(members, `"name":`...), name...), `,"arguments":`...), args...)
+	res, err := c.Forward(ctx, "tools/call", members, onProgress, conn.LegacyExact)
+	if err != nil {
+		return nil, err
+	}
+	var out mcp.CallToolResult
+	if err := json.Unmarshal(res, &out); err != nil {
+		return nil, fmt.Errorf("the server's result is not a tools/call result: %v", err)
+	}
+	return &out, nil
+}
+
 // handler forwards a call on a projected tool to the session's slot for the server. Failures
 // of the server (down, gone, protocol errors) come back as tool errors naming the server, so
 // the agent sees them as it sees any failing tool.
@@ -213,6 +236,11 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 		o := originOf(req)
 		o.name, o.raw = req.Params.Name, raw
 		send := func(ctx context.Context, c *conn.Conn) (*mcp.CallToolResult, error) {
+			if len(req.Params.InputResponses) == 0 && len(req.Params.RequestState) == 0 {
+				if res, err := callRaw(ctx, c, raw, args, onProgress); !errors.Is(err, conn.ErrNotRaw) && !errors.Is(err, conn.ErrOtherRevision) {
+					return res, err
+				}
+			}
 			return c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args,
 				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}, onProgress)
 		}
