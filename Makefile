@@ -153,7 +153,7 @@ bench:
 ## server, SCALE projects × 3 HTTP servers (comma-separated sizes, each a stage of its own) and
 ## SCALE_STDIO projects × 3 stdio servers, 10 sessions a project of both revisions, then 100
 ## config edits timed to list_changed while 200 sessions call tools; prints memory, goroutines,
-## rates and latencies per size and their growth. About half an hour with the defaults on two
+## rates and latencies per size and their growth. About 8 minutes with the defaults on two
 ## cores; a quick check: make bench-scale SCALE=10 SCALE_STDIO=10. Not part of test.
 SCALE ?= 10,100,1000
 SCALE_STDIO ?= 100
