@@ -173,14 +173,15 @@ func (w *wire) noteMeta(line []byte) {
 	members := []byte{}
 	for _, k := range sessionMetaKeys {
 		if v, ok := msg.Params.Meta[k]; ok {
-			members = appendMember(members, k, v)
+			members = AppendMember(members, k, v)
 		}
 	}
 	w.meta.Store(&members)
 }
 
-// appendMember appends `,"key":value` (without the comma when dst is empty).
-func appendMember(dst []byte, key string, value json.RawMessage) []byte {
+// AppendMember appends `,"key":value` to the members of a JSON object being written (without
+// the comma when dst is empty).
+func AppendMember(dst []byte, key string, value json.RawMessage) []byte {
 	if len(dst) > 0 {
 		dst = append(dst, ',')
 	}
@@ -390,18 +391,18 @@ func (c *Conn) Forward(ctx context.Context, method string, members []byte, onPro
 	if onProgress != nil {
 		token, done := c.watchProgress(onProgress)
 		defer done()
-		meta = appendMember(meta, "progressToken", appendQuoted(nil, token))
+		meta = AppendMember(meta, "progressToken", appendQuoted(nil, token))
 	}
 	c.mu.Lock()
 	level := c.level
 	c.mu.Unlock()
 	if level != "" {
-		meta = appendMember(meta, mcp.MetaKeyLogLevel, appendQuoted(nil, string(level)))
+		meta = AppendMember(meta, mcp.MetaKeyLogLevel, appendQuoted(nil, string(level)))
 	}
 	if fields := tracing.Fields(ctx); fields != nil { // the forwarding span's trace context (SEP-414)
 		for _, k := range tracing.MetaKeys {
 			if v := fields[k]; v != "" {
-				meta = appendMember(meta, k, appendQuoted(nil, v))
+				meta = AppendMember(meta, k, appendQuoted(nil, v))
 			}
 		}
 	}

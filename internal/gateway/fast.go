@@ -267,18 +267,7 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	} else if args[0] != '{' {
 		return pathSDK // the SDK answers arguments that are not an object
 	}
-	name, _ := json.Marshal(tool.raw)
-	members := make([]byte, 0, len(name)+len(args)+len(params.InputResponses)+len(params.RequestState)+64)
-	members = append(members, `"name":`...)
-	members = append(members, name...)
-	members = append(members, `,"arguments":`...)
-	members = append(members, args...)
-	if len(params.InputResponses) > 0 { // a 2026-07-28 session's answers to the server's input requests
-		members = append(append(members, `,"inputResponses":`...), params.InputResponses...)
-	}
-	if len(params.RequestState) > 0 {
-		members = append(append(members, `,"requestState":`...), params.RequestState...)
-	}
+	members := callMembers(tool.raw, args, params.InputResponses, params.RequestState)
 
 	ctx, cancel := p.track(r, fc, env.ID)
 	defer cancel()
@@ -337,6 +326,25 @@ func (p *project) track(r *http.Request, fc fastCaller, id json.RawMessage) (con
 		delete(p.calls, key)
 		p.mu.Unlock()
 	}
+}
+
+// callMembers are the members of a tools/call's params as Forward takes them: the server's own
+// tool name, the arguments (an object), and a 2026-07-28 session's answers to the server's
+// input requests with the state they resume, when there are any.
+func callMembers(raw string, args, inputResponses, requestState json.RawMessage) []byte {
+	name, _ := json.Marshal(raw)
+	members := make([]byte, 0, len(name)+len(args)+len(inputResponses)+len(requestState)+64)
+	members = append(members, `"name":`...)
+	members = append(members, name...)
+	members = append(members, `,"arguments":`...)
+	members = append(members, args...)
+	if len(inputResponses) > 0 {
+		members = append(append(members, `,"inputResponses":`...), inputResponses...)
+	}
+	if len(requestState) > 0 {
+		members = append(append(members, `,"requestState":`...), requestState...)
+	}
+	return members
 }
 
 // progressQueue bounds the progress notifications waiting for a slow session: past it, the

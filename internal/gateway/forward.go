@@ -202,10 +202,7 @@ func rawIsError(res []byte) bool {
 // a connection that takes no raw requests, is ErrOtherRevision or ErrNotRaw before anything
 // is sent, and the caller uses the SDK's client.
 func callRaw(ctx context.Context, c *conn.Conn, raw string, args json.RawMessage, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
-	name, _ := json.Marshal(raw)
-	members := make([]byte, 0, len(name)+len(args)+24)
-	members = append(append(append(append(members, `"name":`...), name...), `,"arguments":`...), args...)
-	res, err := c.Forward(ctx, "tools/call", members, onProgress, conn.LegacyExact)
+	res, err := c.Forward(ctx, "tools/call", callMembers(raw, args, nil, nil), onProgress, conn.LegacyExact)
 	if err != nil {
 		return nil, err
 	}

@@ -141,20 +141,9 @@ func joinMembers(members map[string]json.RawMessage) []byte {
 	sort.Strings(names)
 	out := make([]byte, 0, size)
 	for _, k := range names {
-		out = appendMember(out, k, members[k])
+		out = conn.AppendMember(out, k, members[k])
 	}
 	return out
-}
-
-// appendMember appends `,"key":value` (without the comma when dst is empty).
-func appendMember(dst []byte, key string, value json.RawMessage) []byte {
-	if len(dst) > 0 {
-		dst = append(dst, ',')
-	}
-	k, _ := json.Marshal(key)
-	dst = append(dst, k...)
-	dst = append(dst, ':')
-	return append(dst, value...)
 }
 
 // prompt finds a projected prompt.
