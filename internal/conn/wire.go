@@ -304,7 +304,7 @@ func (w *wire) cancel(id string, why error) {
 	}
 	ctx, stop := context.WithTimeout(context.Background(), cancelNoticeTimeout)
 	defer stop()
-	w.send(ctx, request("", "notifications/cancelled", p))
+	w.send(ctx, request("", "notifications/cancelled", p), "notifications/cancelled")
 }
 
 // cancelNoticeTimeout bounds sending notifications/cancelled for an abandoned raw request.
@@ -454,7 +454,7 @@ func (w *wire) notify(method string, params []byte) {
 	}
 	ctx, stop := context.WithTimeout(context.Background(), cancelNoticeTimeout)
 	defer stop()
-	w.send(ctx, request("", method, params))
+	w.send(ctx, request("", method, params), method)
 }
 
 // NotifyRootsListChanged tells a 2025-11-25 server that a session's roots changed, so that it

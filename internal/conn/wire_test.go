@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,5 +248,94 @@ func TestListChangedStormCoalesced(t *testing.T) {
 	}
 	if relists < limit/2 {
 		t.Fatalf("the tool list must still be followed: %d re-lists in %s", relists, window)
+	}
+}
+
+// On a 2026-07-28 HTTP session every raw request and notification carries the standard headers
+// the server checks against the body (Mcp-Method; Mcp-Name for tools/call), and the server
+// takes them: the cancellation of an abandoned call included.
+func TestRawStandardHeadersOnStatelessHTTP(t *testing.T) {
+	target, _ := url.Parse(fixture.StartHTTP(t, "--stateless"))
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	type seenAs struct {
+		method, name string // the headers
+		code         int    // the server's answer
+	}
+	seen := map[string]seenAs{} // by the body's method
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var msg struct {
+			ID     any    `json:"id"`
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		ours := msg.Method == "notifications/cancelled" || strings.HasPrefix(fmt.Sprint(msg.ID), wireIDPrefix)
+		if msg.Method == "tools/call" && msg.Params.Name == "sleep" {
+			ours = false // abandoned before its answer
+		}
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		proxy.ServeHTTP(rec, r)
+		if ours {
+			mu.Lock()
+			seen[msg.Method] = seenAs{r.Header.Get("Mcp-Method"), r.Header.Get("Mcp-Name"), rec.code}
+			mu.Unlock()
+		}
+	}))
+	t.Cleanup(front.Close)
+	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	if res, err := forwardEcho(t, c, "x", AnyRevision); err != nil || textOf(res) != "x" {
+		t.Fatalf("forwarded echo: %+v %v", res, err)
+	}
+	// A call abandoned early; it ends by itself soon after (a stateless server does not stop
+	// a call it is told is cancelled), so nothing of it outlives the test.
+	began := time.Now()
+	defer func() { time.Sleep(time.Until(began.Add(1500 * time.Millisecond))) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_, err := c.Forward(ctx, "tools/call", []byte(`"name":"sleep","arguments":{"ms":800}`), nil, AnyRevision)
+	cancel()
+	if err == nil {
+		t.Fatal("an abandoned call must fail")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		call, callSeen := seen["tools/call"]
+		cancelled, cancelSeen := seen["notifications/cancelled"]
+		mu.Unlock()
+		if callSeen && cancelSeen {
+			if call != (seenAs{"tools/call", "echo", http.StatusOK}) {
+				t.Fatalf("the raw tools/call: headers %q %q, status %d", call.method, call.name, call.code)
+			}
+			if cancelled.method != "notifications/cancelled" || cancelled.name != "" || cancelled.code >= 300 {
+				t.Fatalf("the cancellation: headers %q %q, status %d", cancelled.method, cancelled.name, cancelled.code)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("seen: %+v", seen)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
 	}
 }

@@ -19,7 +19,7 @@ import (
 // stream whose other messages (the server's own requests, notifications) are handled as the
 // SDK client would handle them.
 func (w *wire) post(ctx context.Context, id, method string, params json.RawMessage) (json.RawMessage, error) {
-	resp, err := w.do(ctx, request(id, method, params))
+	resp, err := w.do(ctx, request(id, method, params), method, params)
 	if err != nil {
 		if ctx.Err() != nil { // abandoned before the server answered (it may send nothing until the result)
 			w.cancel(id, ctx.Err())
@@ -61,10 +61,11 @@ func (w *wire) post(ctx context.Context, id, method string, params json.RawMessa
 	return nil, fmt.Errorf("sending %q: the server answered with content type %s, not JSON or an event stream", method, orNone(ct))
 }
 
-// do POSTs one message with the session's headers. From 2026-07-28 on a request also carries
-// the standard headers: Mcp-Method, and Mcp-Name for the methods that name something, which the
-// server checks against the body.
-func (w *wire) do(ctx context.Context, body []byte) (*http.Response, error) {
+// do POSTs one message with the session's headers. From 2026-07-28 on a request or a
+// notification also carries the standard headers the server checks against the body:
+// Mcp-Method (method, "" for a response), and Mcp-Name for the methods that name something
+// in their params.
+func (w *wire) do(ctx context.Context, body []byte, method string, params json.RawMessage) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -75,44 +76,37 @@ func (w *wire) do(ctx context.Context, body []byte) (*http.Response, error) {
 	if sid := w.sessionID(); sid != "" {
 		req.Header.Set("Mcp-Session-Id", sid)
 	}
-	if w.version >= "2026-07-28" {
-		if method, name, ok := standardHeaders(body); ok {
-			req.Header.Set("Mcp-Method", method)
-			if name != "" {
-				req.Header.Set("Mcp-Name", name)
-			}
+	if method != "" && w.version >= "2026-07-28" {
+		req.Header.Set("Mcp-Method", method)
+		if name := nameOf(method, params); name != "" {
+			req.Header.Set("Mcp-Name", name)
 		}
 	}
 	return w.http.Do(req)
 }
 
-// standardHeaders reads what the 2026-07-28 standard headers of a request say: its method and,
-// for tools/call and prompts/get, the name, for resources/read the URI. ok is false for a
-// notification or a response, which carry none.
-func standardHeaders(body []byte) (method, name string, ok bool) {
-	var msg struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-			URI  string `json:"uri"`
-		} `json:"params"`
+// nameOf is what a request's Mcp-Name header says: the name of tools/call and prompts/get, the
+// URI of resources/read; "" for other methods, whose params are not read.
+func nameOf(method string, params json.RawMessage) string {
+	var p struct {
+		Name string `json:"name"`
+		URI  string `json:"uri"`
 	}
-	if json.Unmarshal(body, &msg) != nil || len(msg.ID) == 0 || msg.Method == "" {
-		return "", "", false
-	}
-	switch msg.Method {
+	switch method {
 	case "tools/call", "prompts/get":
-		name = msg.Params.Name
+		_ = json.Unmarshal(params, &p)
+		return p.Name
 	case "resources/read":
-		name = msg.Params.URI
+		_ = json.Unmarshal(params, &p)
+		return p.URI
 	}
-	return msg.Method, name, true
+	return ""
 }
 
-// send POSTs a notification or a response, whose answer is only a status.
-func (w *wire) send(ctx context.Context, body []byte) {
-	resp, err := w.do(ctx, body)
+// send POSTs a notification (method) or a response (method ""), whose answer is only a
+// status.
+func (w *wire) send(ctx context.Context, body []byte, method string) {
+	resp, err := w.do(ctx, body, method, nil)
 	if err != nil {
 		return
 	}
@@ -227,7 +221,7 @@ func (w *wire) event(ctx context.Context, data []byte, id string) (json.RawMessa
 	} else {
 		answer = append(append(answer, `,"result":`...), result...)
 	}
-	w.send(ctx, append(answer, '}'))
+	w.send(ctx, append(answer, '}'), "")
 	return nil, false, nil
 }
 
