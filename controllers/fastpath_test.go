@@ -260,7 +260,7 @@ func TestGatewaySessionTimeoutCountsFastCalls(t *testing.T) {
 	ns := newNamespace(t)
 	key := create(t, ns, "busy", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
 	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	base := serveGateway(t, gateway.Options{Registry: ctl.registry, SessionTimeout: 1500 * time.Millisecond})
+	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry, SessionTimeout: 1500 * time.Millisecond})
 	s := mustDial(t, agentClient("busy"), base+gateway.Path(key), "2025-11-25", nil)
 	raw := metrics.FastPath.WithLabelValues("raw")
 	before := promtest.ToFloat64(raw)

@@ -152,7 +152,7 @@ func TestGatewaySessionTimeoutReleases(t *testing.T) {
 	ns := newNamespace(t)
 	key := create(t, ns, "timeout", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
 	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	base := serveGateway(t, gateway.Options{Registry: ctl.registry, SessionTimeout: 1500 * time.Millisecond})
+	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry, SessionTimeout: 1500 * time.Millisecond})
 
 	ctx, cancelConnect := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelConnect()
@@ -168,8 +168,8 @@ func TestGatewaySessionTimeoutReleases(t *testing.T) {
 }
 
 // serveGateway runs a second gateway with opts on loopback until the test ends, and returns
-// its base URL.
-func serveGateway(t *testing.T, opts gateway.Options) string {
+// it and its base URL.
+func serveGateway(t *testing.T, opts gateway.Options) (*gateway.Gateway, string) {
 	t.Helper()
 	gw := gateway.New(opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -180,5 +180,5 @@ func serveGateway(t *testing.T, opts gateway.Options) string {
 	done := make(chan error, 1)
 	go func() { done <- gw.Serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return "http://" + ln.Addr().String()
+	return gw, "http://" + ln.Addr().String()
 }

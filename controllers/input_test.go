@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"runtime"
 	"strings"
@@ -23,21 +22,6 @@ import (
 // answers (TestGatewayCallsEveryUpstream compares the results with a direct session's). Here:
 // the rounds one by one, with a client that answers by hand, and everything that can be wrong
 // with a resumption.
-
-// gatewayOf serves a gateway of its own on the test controller's registry.
-func gatewayOf(t *testing.T, opts gateway.Options) (*gateway.Gateway, string) {
-	t.Helper()
-	gw := gateway.New(opts)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- gw.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return gw, "http://" + ln.Addr().String()
-}
 
 // byHand is a stateless agent that declares sampling, elicitation and roots but answers the
 // server's input requests itself (the SDK's multi-round-trip loop is off).
@@ -117,7 +101,7 @@ func TestGatewayStatelessInputRounds(t *testing.T) {
 	elsewhere := create(t, ns, "input-elsewhere", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", old, "2025-11-25")}})
 	waitStatus(t, key, 30*time.Second, "Ready", isReady)
 	waitStatus(t, elsewhere, 30*time.Second, "Ready", isReady)
-	gw, base := gatewayOf(t, gateway.Options{Registry: ctl.registry, InputTimeout: time.Minute, MaxAwaitingInput: 2, CallTimeout: time.Minute})
+	gw, base := serveGateway(t, gateway.Options{Registry: ctl.registry, InputTimeout: time.Minute, MaxAwaitingInput: 2, CallTimeout: time.Minute})
 	endpoint := base + gateway.Path(key)
 	s, s2 := byHand(t, endpoint, "one"), byHand(t, endpoint, "two")
 	answered, expired := metrics.InputRounds.WithLabelValues("answered"), metrics.InputRounds.WithLabelValues("expired")
@@ -196,7 +180,7 @@ func TestGatewayStatelessInputRounds(t *testing.T) {
 
 	// A call never resumed is cancelled upstream after the bound (a gateway with a short
 	// one), its server's request answered with an error, and its state is gone.
-	quick, quickBase := gatewayOf(t, gateway.Options{Registry: ctl.registry, InputTimeout: time.Second, CallTimeout: time.Minute})
+	quick, quickBase := serveGateway(t, gateway.Options{Registry: ctl.registry, InputTimeout: time.Second, CallTimeout: time.Minute})
 	late := byHand(t, quickBase+gateway.Path(key), "late")
 	failed := strings.Count(logs.String(), "fixture c: tools/call elicit failed")
 	id, state = asked(t, late, "c__elicit", "elicitation/create")

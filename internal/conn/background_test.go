@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
-	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
 // Backstop re-lists of a server whose lists did not change are answered raw and not decoded
@@ -19,17 +18,11 @@ func TestUnchangedRelistSkipsTheDecode(t *testing.T) {
 		raw      bool
 		byRelist bool // probed by its re-lists, not probes of its own
 	}{
-		"stdio 2025-11-25": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s", "--protocol", "2025-11-25") }, true, false},
-		"stdio 2026-07-28": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s") }, true, false},
-		"streamable stateful": {func(t *testing.T) v1alpha1.MCPServer {
-			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t) + "/mcp"}}
-		}, true, false},
-		"streamable stateless": {func(t *testing.T) v1alpha1.MCPServer {
-			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--stateless") + "/mcp"}}
-		}, true, true},
-		"legacy SSE": {func(t *testing.T) v1alpha1.MCPServer {
-			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--sse") + "/sse", Transport: v1alpha1.TransportSSE}}
-		}, false, false},
+		"stdio 2025-11-25":     {serverKinds["stdio 2025-11-25"], true, false},
+		"stdio 2026-07-28":     {serverKinds["stdio 2026-07-28"], true, false},
+		"streamable stateful":  {serverKinds["streamable stateful"], true, false},
+		"streamable stateless": {serverKinds["streamable stateless"], true, true},
+		"legacy SSE":           {serverKinds["legacy SSE"], false, false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -50,6 +50,21 @@ func textOf(res *mcp.CallToolResult) string {
 	return tc.Text
 }
 
+// serverKinds start a fixture server of each kind the wire tells apart, by name.
+var serverKinds = map[string]func(t *testing.T) v1alpha1.MCPServer{
+	"stdio 2025-11-25": func(*testing.T) v1alpha1.MCPServer { return stdioServer("s", "--protocol", "2025-11-25") },
+	"stdio 2026-07-28": func(*testing.T) v1alpha1.MCPServer { return stdioServer("s") },
+	"streamable stateful": func(t *testing.T) v1alpha1.MCPServer {
+		return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t) + "/mcp"}}
+	},
+	"streamable stateless": func(t *testing.T) v1alpha1.MCPServer {
+		return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--stateless") + "/mcp"}}
+	},
+	"legacy SSE": func(t *testing.T) v1alpha1.MCPServer {
+		return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--sse") + "/sse", Transport: v1alpha1.TransportSSE}}
+	},
+}
+
 // Forward carries a call on every transport and revision, and its result is the one Call
 // decodes; a caller that takes only 2025-11-25 results is told, before anything is sent, when
 // the server speaks 2026-07-28.
@@ -59,17 +74,11 @@ func TestForwardEveryTransport(t *testing.T) {
 		newest bool // the server speaks 2026-07-28
 		raw    bool // requests can go raw (else ErrNotRaw, and the typed path is used)
 	}{
-		"stdio 2025-11-25": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s", "--protocol", "2025-11-25") }, false, true},
-		"stdio 2026-07-28": {func(*testing.T) v1alpha1.MCPServer { return stdioServer("s") }, true, true},
-		"streamable stateful": {func(t *testing.T) v1alpha1.MCPServer {
-			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t) + "/mcp"}}
-		}, false, true},
-		"streamable stateless": {func(t *testing.T) v1alpha1.MCPServer {
-			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--stateless") + "/mcp"}}
-		}, true, true},
-		"legacy SSE": {func(t *testing.T) v1alpha1.MCPServer {
-			return v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--sse") + "/sse", Transport: v1alpha1.TransportSSE}}
-		}, false, false},
+		"stdio 2025-11-25":     {serverKinds["stdio 2025-11-25"], false, true},
+		"stdio 2026-07-28":     {serverKinds["stdio 2026-07-28"], true, true},
+		"streamable stateful":  {serverKinds["streamable stateful"], false, true},
+		"streamable stateless": {serverKinds["streamable stateless"], true, true},
+		"legacy SSE":           {serverKinds["legacy SSE"], false, false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/projectmcp/internal/controlplane"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // binaries are the programs the benchmark runs as processes of their own, built once.
@@ -148,11 +149,8 @@ func startController(b *testing.B, bin, kubeconfig, dir string) *controller {
 	}
 }
 
-// metrics is one scrape of the controller's /metrics: each sample by its name and labels as
-// written ("name{a=\"x\"}").
-type metrics map[string]float64
-
-func (c *controller) scrape() (metrics, error) {
+// scrape reads the controller's /metrics.
+func (c *controller) scrape() (testutil.Metrics, error) {
 	resp, err := http.Get("http://" + c.metrics + "/metrics")
 	if err != nil {
 		return nil, err
@@ -161,41 +159,11 @@ func (c *controller) scrape() (metrics, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("/metrics: %s", resp.Status)
 	}
-	m := metrics{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			m[line[:i]] = v
-		}
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
 	}
-	return m, sc.Err()
-}
-
-// sum adds the samples of a metric whose labels contain every one of labels (`code="200"`).
-func (m metrics) sum(name string, labels ...string) float64 {
-	var total float64
-	for k, v := range m {
-		if k != name && !strings.HasPrefix(k, name+"{") {
-			continue
-		}
-		all := true
-		for _, l := range labels {
-			all = all && strings.Contains(k, l)
-		}
-		if all {
-			total += v
-		}
-	}
-	return total
+	return testutil.ParseMetrics(string(text))
 }
 
 // sample is the controller's state at one moment.
@@ -232,17 +200,17 @@ func (c *controller) sample(b *testing.B) sample {
 		b.Fatalf("scrape: %v (controller log %s)", err, c.logPath)
 	}
 	s := sample{at: time.Now(),
-		heapLive:   m.sum("go_gc_heap_live_bytes"),
-		heapInuse:  m.sum("go_memstats_heap_inuse_bytes"),
-		goroutines: m.sum("go_goroutines"),
-		stacks:     m.sum("go_memstats_stack_inuse_bytes"),
-		fds:        m.sum("process_open_fds"),
-		reconciles: m.sum("controller_runtime_reconcile_total", `controller="projectmcp"`),
-		statusPut:  m.sum("projectmcp_status_writes_total"),
-		conflicts:  m.sum("projectmcp_status_writes_total", `result="conflict"`),
-		connReady:  m.sum("projectmcp_connections", `phase="Ready"`),
-		connAll:    m.sum("projectmcp_connections"),
-		reconcileS: m.sum("controller_runtime_reconcile_time_seconds_sum", `controller="projectmcp"`),
+		heapLive:   m.Sum("go_gc_heap_live_bytes"),
+		heapInuse:  m.Sum("go_memstats_heap_inuse_bytes"),
+		goroutines: m.Sum("go_goroutines"),
+		stacks:     m.Sum("go_memstats_stack_inuse_bytes"),
+		fds:        m.Sum("process_open_fds"),
+		reconciles: m.Sum("controller_runtime_reconcile_total", "controller", "projectmcp"),
+		statusPut:  m.Sum("projectmcp_status_writes_total"),
+		conflicts:  m.Sum("projectmcp_status_writes_total", "result", "conflict"),
+		connReady:  m.Sum("projectmcp_connections", "phase", "Ready"),
+		connAll:    m.Sum("projectmcp_connections"),
+		reconcileS: m.Sum("controller_runtime_reconcile_time_seconds_sum", "controller", "projectmcp"),
 	}
 	s.rss, s.hwm = procMemory(c.pid())
 	s.cpu = procCPU(c.pid())

@@ -310,7 +310,7 @@ func runLoad(b *testing.B, ctrl *controller, cl client.Client, ns string, specs 
 			case <-time.After(time.Second):
 			}
 			if m, err := ctrl.scrape(); err == nil {
-				out.maxQueue = max(out.maxQueue, m.sum("workqueue_depth", `name="projectmcp"`))
+				out.maxQueue = max(out.maxQueue, m.Sum("workqueue_depth", "name", "projectmcp"))
 			}
 		}
 	}()
