@@ -3,7 +3,10 @@ package conn
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"weak"
@@ -24,7 +27,10 @@ type catalog struct {
 	prompts   []*mcp.Prompt
 	resources []*mcp.Resource
 	templates []*mcp.ResourceTemplate
-	digest    [sha256.Size]byte // of all of the above
+	// raw are the items as the server sent them, by kind and key (rawlist.go); none when
+	// listed through the SDK.
+	raw    [kinds]map[string]*RawItem
+	digest [sha256.Size]byte // of all of the above
 }
 
 // catalogs are the interned catalogs by digest, held weakly: a catalog no snapshot holds any
@@ -43,6 +49,12 @@ func intern(cat catalog) *catalog {
 		_ = enc.Encode(list) // what sessions see of each item; these types always encode
 	}
 	h.Write([]byte(strconv.Itoa(cat.rawTools) + "/" + strconv.Itoa(cat.omitted)))
+	for kind, raws := range cat.raw {
+		for _, key := range slices.Sorted(maps.Keys(raws)) {
+			fmt.Fprintf(h, "\n%d %q %t ", kind, key, raws[key].Newest)
+			h.Write(raws[key].Members)
+		}
+	}
 	h.Sum(cat.digest[:0])
 
 	catalogs.Lock()

@@ -85,7 +85,8 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	if err == nil {
 		defer c.closeSession(session, ep)
 		var cat *catalog
-		if cat, err = c.list(ctx, session); err == nil && !timer.Stop() {
+		var digest [sha256.Size]byte
+		if cat, digest, err = c.list(ctx, session, w); err == nil && !timer.Stop() {
 			err = context.DeadlineExceeded
 		}
 		if err == nil {
@@ -94,7 +95,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 			c.metrics.Connected("ok", time.Since(start))
 			span.End()
 			defer c.clearSession()
-			return true, c.serve(ctx, session, ep)
+			return true, c.serve(ctx, session, ep, digest)
 		}
 	}
 	timer.Stop()
@@ -161,7 +162,9 @@ func (c *Conn) clearSession() {
 const minRelistInterval = 250 * time.Millisecond
 
 // serve watches a Ready session until it dies or the Conn is destroyed.
-func (c *Conn) serve(ctx context.Context, session *mcp.ClientSession, ep *endpoint) error {
+// digest is of the lists' raw pages as the connect listed them (zero when listed through the
+// SDK).
+func (c *Conn) serve(ctx context.Context, session *mcp.ClientSession, ep *endpoint, digest [sha256.Size]byte) error {
 	waited := make(chan error, 1)
 	go func() { waited <- session.Wait() }() // returns once closeSession has run
 	var probe <-chan time.Time               // nil: the re-lists are the probes (probedByRelist)
@@ -179,7 +182,6 @@ func (c *Conn) serve(ctx context.Context, session *mcp.ClientSession, ep *endpoi
 	soon.Stop()
 	defer soon.Stop()
 	armed := false
-	var digest [sha256.Size]byte // of the lists' raw answers at the last re-list
 	refresh := func() error {
 		lastRelist = time.Now()
 		return c.refresh(ctx, session, &digest)
@@ -256,20 +258,20 @@ func (cat *catalog) same(s Snapshot) bool {
 }
 
 // refresh re-lists and publishes the catalog when it changed. On a session that takes raw
-// requests it first lists raw: when the answers are the bytes the last re-list saw (digest),
-// nothing changed and the SDK's decode is skipped (background.go).
+// requests the lists are read raw: when their bytes are those the last listing saw (digest),
+// nothing changed and nothing is decoded (rawlist.go).
 func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession, digest *[sha256.Size]byte) error {
 	c.relists.Add(1)
-	d, raw := c.listDigest(ctx, session)
-	if raw && d == *digest {
-		return nil
-	}
-	cat, err := c.list(ctx, session)
-	if err != nil {
+	var cat *catalog
+	var err error
+	if w := c.wireOf(session); w != nil && w.raw() {
+		ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
+		defer cancel()
+		if cat, *digest, err = c.listedRaw(ctx, session, w, *digest); err != nil || cat == nil {
+			return err
+		}
+	} else if cat, _, err = c.list(ctx, session, nil); err != nil {
 		return err
-	}
-	if raw {
-		*digest = d // what was listed raw before cat: a change in between is listed next time
 	}
 	c.mu.Lock()
 	same := cat.same(c.state)
@@ -286,24 +288,28 @@ func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession, digest *
 // after another: a connection is Ready, and a repoint's new tools reach the sessions, one
 // round trip after initialize instead of four (at 1,000 projects on a loaded machine a round
 // trip took 0.3 s). The first list to fail ends the others, and its error is the one reported.
-func (c *Conn) list(ctx context.Context, session *mcp.ClientSession) (*catalog, error) {
-	c.lists.Add(1)
+// On a wire w that takes raw requests the lists are read raw (rawlist.go), and digest is of
+// their pages; otherwise through the SDK (listTyped).
+func (c *Conn) list(ctx context.Context, session *mcp.ClientSession, w *wire) (cat *catalog, digest [sha256.Size]byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
-	var cat catalog
-	var first error
-	var failed sync.Once
-	var wg sync.WaitGroup
-	run := func(method string, fn func() error) {
-		wg.Go(func() {
-			if err := fn(); err != nil {
-				failed.Do(func() {
-					first = fmt.Errorf("%s failed: %w", method, err)
-					cancel() // the catalog is lost anyway: end the other lists
-				})
-			}
-		})
+	if w != nil {
+		w.ready(session) // the wire takes raw requests once it knows what was agreed
+		if w.raw() {
+			return c.listedRaw(ctx, session, w, digest)
+		}
 	}
+	c.lists.Add(1)
+	cat, err = c.listTyped(ctx, session)
+	return cat, digest, err
+}
+
+// listTyped is list through the SDK, for a session that takes no raw requests (legacy SSE).
+func (c *Conn) listTyped(ctx context.Context, session *mcp.ClientSession) (*catalog, error) {
+	var cat catalog
+	g, ctx := atOnce(ctx)
+	defer g.cancel()
+	run := g.run
 	run("tools/list", func() error { return c.listTools(ctx, session, &cat) })
 	caps := session.InitializeResult().Capabilities
 	if caps != nil && caps.Prompts != nil {
@@ -341,11 +347,42 @@ func (c *Conn) list(ctx context.Context, session *mcp.ClientSession) (*catalog, 
 			return err
 		})
 	}
-	wg.Wait()
-	if first != nil {
-		return nil, first
+	if err := g.wait(); err != nil {
+		return nil, err
 	}
 	return intern(cat), nil
+}
+
+// listGroup runs a server's lists at once: the first to fail ends the others (the catalog is
+// lost anyway), and its error is the one reported.
+type listGroup struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	failed sync.Once
+	first  error
+}
+
+// atOnce starts a group; its lists run in the context returned.
+func atOnce(ctx context.Context) (*listGroup, context.Context) {
+	g := &listGroup{}
+	ctx, g.cancel = context.WithCancel(ctx)
+	return g, ctx
+}
+
+func (g *listGroup) run(method string, fn func() error) {
+	g.wg.Go(func() {
+		if err := fn(); err != nil {
+			g.failed.Do(func() {
+				g.first = fmt.Errorf("%s failed: %w", method, err)
+				g.cancel()
+			})
+		}
+	})
+}
+
+func (g *listGroup) wait() error {
+	g.wg.Wait()
+	return g.first
 }
 
 // listTools lists every page of tools and applies the server's allow/deny filter and the

@@ -53,6 +53,9 @@ type wire struct {
 	// session (protocol version, client info, capabilities), taken from the first request it
 	// writes: raw requests need the same, and taking them from the SDK keeps them the SDK's.
 	meta atomic.Pointer[[]byte]
+	// discovered are the _meta members of the SDK client's server/discover, which carries
+	// the newest version it speaks: the session's own once that is the version agreed (ready).
+	discovered atomic.Pointer[discoveredMeta]
 
 	// streamable HTTP
 	http      *http.Client
@@ -108,10 +111,23 @@ func (m metaNoter) RoundTrip(req *http.Request) (*http.Response, error) {
 // handshake are small (a list, a ping); a larger one is passed by unnoted.
 const metaNoteBytes = 1 << 20
 
-// ready notes what the session agreed on, once it is Ready.
+// discoveredMeta are server/discover's _meta members and the version they name.
+type discoveredMeta struct {
+	members []byte
+	version string
+}
+
+// ready notes what the session agreed on, once it is Ready (and before its first lists, which
+// go raw). A 2026-07-28 HTTP session whose server/discover named the version agreed takes
+// its _meta members from there: the SDK client sends the same with every request (the
+// version agreed, its info, its capabilities for that version), so raw requests need not wait
+// for the SDK's first one.
 func (w *wire) ready(s *mcp.ClientSession) {
 	w.version = s.InitializeResult().ProtocolVersion
 	w.sessionID = s.ID
+	if d := w.discovered.Load(); d != nil && d.version == w.version && w.meta.Load() == nil {
+		w.meta.CompareAndSwap(nil, &d.members)
+	}
 }
 
 // raw reports whether requests can be sent raw on this session: on stdio, and on streamable
@@ -166,8 +182,7 @@ func (w *wire) noteMeta(line []byte) {
 			Meta map[string]json.RawMessage `json:"_meta"`
 		} `json:"params"`
 	}
-	if json.Unmarshal(line, &msg) != nil || len(msg.ID) == 0 || msg.Method == "" ||
-		msg.Method == "initialize" || msg.Method == "server/discover" {
+	if json.Unmarshal(line, &msg) != nil || len(msg.ID) == 0 || msg.Method == "" || msg.Method == "initialize" {
 		return
 	}
 	members := []byte{}
@@ -175,6 +190,12 @@ func (w *wire) noteMeta(line []byte) {
 		if v, ok := msg.Params.Meta[k]; ok {
 			members = AppendMember(members, k, v)
 		}
+	}
+	if msg.Method == "server/discover" {
+		var version string
+		_ = json.Unmarshal(msg.Params.Meta[mcp.MetaKeyProtocolVersion], &version)
+		w.discovered.Store(&discoveredMeta{members: members, version: version})
+		return
 	}
 	w.meta.Store(&members)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/projection"
 )
 
@@ -22,6 +23,15 @@ type projected struct {
 	// paramHeaders: the tool's schema asks for Mcp-Param headers (2026-07-28), which only the
 	// SDK path checks and sets, so its calls are not forwarded raw.
 	paramHeaders bool
+	// item is what the SDK server was given (*mcp.Tool, ...), and members the item as its
+	// server listed it (nil when unknown): lists.go serves the one in place of the other.
+	item    any
+	members *conn.RawItem
+}
+
+// same reports whether sessions see a and b alike (and calls go to the same place).
+func (a projected) same(b projected) bool {
+	return a.server == b.server && a.raw == b.raw && a.fingerprint == b.fingerprint
 }
 
 // sync brings the endpoint's tools, prompts, resources and templates in line with the
@@ -38,10 +48,14 @@ func (p *project) sync() {
 	}
 	p.synced = sig
 
+	rawOf := func(kind conn.Kind, server, key string) *conn.RawItem {
+		return obs.Servers[server].RawItem(kind, key)
+	}
 	tools, _ := projection.Project(obs.Tools())
 	applySet(p, "tool", p.tools, tools, func(t projection.Tool) (projected, any) {
 		schema, _ := json.Marshal(t.Tool.InputSchema)
-		return projected{server: t.Server, raw: t.Raw, paramHeaders: bytes.Contains(schema, []byte("x-mcp-header"))}, t.Tool
+		return projected{server: t.Server, raw: t.Raw, paramHeaders: bytes.Contains(schema, []byte("x-mcp-header")),
+			item: t.Tool, members: rawOf(conn.KindTool, t.Server, t.Raw)}, t.Tool
 	}, p.server.RemoveTools, func(name string, t projection.Tool) error {
 		return addTool(p.server, t.Tool, p.handler(t.Server, t.Raw))
 	})
@@ -50,40 +64,47 @@ func (p *project) sync() {
 
 	prompts, _ := projection.Prompts(obs.Prompts())
 	applySet(p, "prompt", p.prompts, prompts, func(pr projection.Prompt) (projected, any) {
-		return projected{server: pr.Server, raw: pr.Raw}, pr.Prompt
+		return projected{server: pr.Server, raw: pr.Raw, item: pr.Prompt, members: rawOf(conn.KindPrompt, pr.Server, pr.Raw)}, pr.Prompt
 	}, p.server.RemovePrompts, func(name string, pr projection.Prompt) error {
 		return guard("prompt", func() { p.server.AddPrompt(pr.Prompt, p.promptHandler(pr.Server, pr.Raw)) })
 	})
 
 	resources, templates, _ := projection.Resources(obs.Resources())
 	applySet(p, "resource", p.resources, resources, func(r projection.Resource) (projected, any) {
-		return projected{server: r.Server, raw: r.Resource.URI}, r.Resource
+		return projected{server: r.Server, raw: r.Resource.URI, item: r.Resource, members: rawOf(conn.KindResource, r.Server, r.Resource.URI)}, r.Resource
 	}, p.server.RemoveResources, func(uri string, r projection.Resource) error {
 		return guard("resource", func() { p.server.AddResource(r.Resource, p.resourceHandler(r.Server)) })
 	})
 	applySet(p, "resource template", p.templates, templates, func(t projection.Template) (projected, any) {
-		return projected{server: t.Server, raw: t.Template.URITemplate}, t.Template
+		return projected{server: t.Server, raw: t.Template.URITemplate, item: t.Template, members: rawOf(conn.KindTemplate, t.Server, t.Template.URITemplate)}, t.Template
 	}, p.server.RemoveResourceTemplates, func(uri string, t projection.Template) error {
 		return guard("resource template", func() { p.server.AddResourceTemplate(t.Template, p.resourceHandler(t.Server)) })
 	})
+	p.indexRaw()
 }
 
 // applySet makes have (what the SDK server holds) match want: items gone or changed are
 // removed, new ones added in name order. describe gives an item's identity and what sessions
-// see of it (fingerprinted). An item the SDK refuses is logged and left out.
+// see of it: the typed item, and the item as its server listed it (both fingerprinted: a
+// change of a field only the raw item shows is a change too). An item the SDK refuses is
+// logged and left out.
 func applySet[T any](p *project, kind string, have map[string]projected, want map[string]T,
 	describe func(T) (projected, any), remove func(...string), add func(string, T) error) {
 	seen := make(map[string]projected, len(want))
 	for name, w := range want {
 		id, visible := describe(w)
-		fp, _ := json.Marshal(visible)
-		sum := sha256.Sum256(fp) // a digest, not the JSON: every project keeps one per item
-		id.fingerprint = string(sum[:])
+		h := sha256.New() // a digest, not the JSON: every project keeps one per item
+		_ = json.NewEncoder(h).Encode(visible)
+		if id.members != nil {
+			fmt.Fprintf(h, "%t:", id.members.Newest)
+			h.Write(id.members.Members)
+		}
+		id.fingerprint = string(h.Sum(nil))
 		seen[name] = id
 	}
 	var gone []string
 	for name, h := range have {
-		if now, ok := seen[name]; !ok || now != h {
+		if now, ok := seen[name]; !ok || !now.same(h) {
 			gone = append(gone, name)
 		}
 	}

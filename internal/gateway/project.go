@@ -24,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
@@ -41,10 +42,11 @@ type project struct {
 	syncMu    sync.Mutex // one sync at a time; guards the four sets and synced
 	tools     map[string]projected
 	prompts   map[string]projected
-	resources map[string]projected                 // by URI
-	templates map[string]projected                 // by URI template
-	synced    string                               // signature of the connection states last projected
-	toolIndex atomic.Pointer[map[string]projected] // a copy of tools for the fast path, replaced on change
+	resources map[string]projected                  // by URI
+	templates map[string]projected                  // by URI template
+	synced    string                                // signature of the connection states last projected
+	toolIndex atomic.Pointer[map[string]projected]  // a copy of tools for the fast path, replaced on change
+	rawItems  atomic.Pointer[map[any]*conn.RawItem] // the items as their servers listed them (lists.go)
 
 	mu        sync.Mutex
 	statefuls map[string]*mcp.ServerSession // mounted stateful sessions
@@ -88,7 +90,7 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 			UnsubscribeHandler:      p.unsubscribe,
 			CompletionHandler:       p.complete,
 		})
-	p.server.AddReceivingMiddleware(p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware)
+	p.server.AddReceivingMiddleware(p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware, p.listMiddleware)
 	p.server.AddSendingMiddleware(p.countSent)
 	getServer := func(*http.Request) *mcp.Server { return p.server }
 	// No SessionTimeout here: the SDK counts only the requests it handles, and the fast path

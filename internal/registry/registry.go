@@ -736,6 +736,15 @@ func (s ServerState) OfferedResources() ([]*mcp.Resource, []*mcp.ResourceTemplat
 	return nil, nil
 }
 
+// RawItem is an item the lists above hold, as its server sent it (conn.Snapshot.RawItem), or
+// nil.
+func (s ServerState) RawItem(kind conn.Kind, key string) *conn.RawItem {
+	if o := s.offering(); o != nil {
+		return o.RawItem(kind, key)
+	}
+	return nil
+}
+
 // offering is the state whose lists sessions see, or nil.
 func (s ServerState) offering() *conn.Snapshot {
 	switch {

@@ -1,0 +1,123 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
+)
+
+// The four lists reach a session with their items as the server listed them, fields no SDK
+// type models included, when the session and the server speak the same revision: each item
+// through the endpoint is, as a JSON value, the item the server sends a direct session, under
+// its projected name and without the upstream's _meta for tools and prompts (as the
+// projection has always served them), whole for resources and templates. A session of the
+// other revision gets the SDK's typed items, as it does the results of requests.
+func TestGatewayListsKeepUnmodeledFields(t *testing.T) {
+	cases := map[string]struct {
+		session, server string
+		kept            bool // the unmodeled fields reach the session
+	}{
+		"2025-11-25":                      {"2025-11-25", "2025-11-25", true},
+		"2026-07-28":                      {"2026-07-28", "2026-07-28", true},
+		"2025-11-25 session, 2026 server": {"2025-11-25", "2026-07-28", false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			args := []string{"--future-fields", "--protocol", tc.server}
+			ns := newNamespace(t)
+			key := create(t, ns, "lists", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", args...)}})
+			waitStatus(t, key, 30*time.Second, "Ready", isReady)
+			d, direct := directLogged(t, tc.server, append([]string{"--name", "a"}, args...)...)
+			version, header := tc.session, http.Header(nil)
+			if tc.session == "2026-07-28" {
+				version, header = "", http.Header{gateway.SessionHeader: {"lists"}}
+			}
+			through := &wireLog{}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s, err := mcp.NewClient(&mcp.Implementation{Name: "lists", Version: "1"}, nil).Connect(ctx,
+				&mcp.StreamableClientTransport{Endpoint: endpointOf(key), HTTPClient: &http.Client{Transport: logged{through, header}}},
+				&mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+
+			for _, l := range []struct {
+				field, key string
+				projected  bool // named by the projection, its _meta left out
+				direct, gw func() error
+			}{
+				{"tools", "name", true,
+					func() error { _, err := d.ListTools(ctx, nil); return err },
+					func() error { _, err := s.ListTools(ctx, nil); return err }},
+				{"prompts", "name", true,
+					func() error { _, err := d.ListPrompts(ctx, nil); return err },
+					func() error { _, err := s.ListPrompts(ctx, nil); return err }},
+				{"resources", "uri", false,
+					func() error { _, err := d.ListResources(ctx, nil); return err },
+					func() error { _, err := s.ListResources(ctx, nil); return err }},
+				{"resourceTemplates", "uriTemplate", false,
+					func() error { _, err := d.ListResourceTemplates(ctx, nil); return err },
+					func() error { _, err := s.ListResourceTemplates(ctx, nil); return err }},
+			} {
+				if err := l.direct(); err != nil {
+					t.Fatalf("%s directly: %v", l.field, err)
+				}
+				if err := l.gw(); err != nil {
+					t.Fatalf("%s through the endpoint: %v", l.field, err)
+				}
+				want, got := listItems(t, direct.last(t), l.field, l.key), listItems(t, through.last(t), l.field, l.key)
+				if len(got) != len(want) {
+					t.Fatalf("%s: %d items through the endpoint, %d directly", l.field, len(got), len(want))
+				}
+				for key, item := range want {
+					if l.projected {
+						key = "a__" + key
+						item["name"] = key
+						delete(item, "_meta")
+					}
+					if !tc.kept {
+						delete(item, "futureItemField")
+					}
+					w, _ := json.Marshal(item)
+					g, _ := json.Marshal(got[key])
+					if string(g) != string(w) {
+						t.Errorf("%s %s: through the endpoint %s, directly (as the endpoint names it) %s", l.field, key, g, w)
+					}
+				}
+				future := map[string]string{"tools": "a__future", "prompts": "a__future",
+					"resources": "fixture://a/future", "resourceTemplates": "fixture://a/future/{id}"}[l.field]
+				if _, kept := got[future]["futureItemField"]; kept != tc.kept {
+					t.Errorf("%s: the unmodeled field through the endpoint: %v, want %v", l.field, kept, tc.kept)
+				}
+			}
+		})
+	}
+}
+
+// listItems are a list result's items by their key member.
+func listItems(t *testing.T, result, field, key string) map[string]map[string]any {
+	t.Helper()
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(result), &top); err != nil {
+		t.Fatal(err)
+	}
+	var items []map[string]any
+	if err := json.Unmarshal(top[field], &items); err != nil {
+		t.Fatalf("%s in %s: %v", field, result, err)
+	}
+	out := map[string]map[string]any{}
+	for _, it := range items {
+		k, _ := it[key].(string)
+		out[k] = it
+	}
+	return out
+}

@@ -1,0 +1,333 @@
+package conn
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Lists are read raw on every session that takes raw requests (stdio, streamable HTTP: see
+// wire.go), and decoded into the SDK's types here, once, only when their bytes changed.
+//
+// Why: the SDK's types model only the fields its version knows. Decoded through them, an item
+// a server lists loses every other field (server-everything's tools lose `execution`, a newer
+// server's tools whatever the spec adds next), and a session behind the endpoint would see
+// less than it sees talking to the server directly. So each item is kept as the server sent
+// it too (RawItem), for the gateway to serve sessions that speak the server's revision. The
+// typed items remain what the projection, status and the SDK server work with.
+//
+// The walk keeps the bounds of the typed path (walk: pages, items, bytes, the schema bound)
+// and applies them as the pages come, before anything is decoded into the SDK's types; the
+// sizes are the items' sizes as the server sent them.
+
+// Kind is one of the four lists a server offers.
+type Kind int
+
+const (
+	KindTool Kind = iota
+	KindPrompt
+	KindResource
+	KindTemplate
+	kinds
+)
+
+var (
+	listMethods = [kinds]string{"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+	listWhats   = [kinds]string{"tools", "prompts", "resources", "resource templates"}
+)
+
+// RawItem is one listed item as its server sent it.
+type RawItem struct {
+	// Members are the item's JSON object members in the server's order, without the braces;
+	// a tool's and a prompt's without "name" (the gateway writes the projected one) and
+	// without "_meta" (the upstream's own business, as in package projection).
+	Members []byte
+	// Newest: the server speaks 2026-07-28 (a session of the other revision gets the typed
+	// item, as it does for the results of requests).
+	Newest bool
+}
+
+// RawItem is the item of a kind listed under key (a tool's or prompt's name, a resource's
+// URI, a template's URI template) as the server sent it, or nil: the server was listed
+// through the SDK (legacy SSE), or listed two items under key.
+func (s Snapshot) RawItem(kind Kind, key string) *RawItem {
+	if s.catalog == nil {
+		return nil
+	}
+	return s.catalog.raw[kind][key]
+}
+
+// listedItem is what the walk reads of each item: its key and a tool's schemas (for the
+// schema bound), all still raw.
+type listedItem struct {
+	Name         string          `json:"name"`
+	URI          string          `json:"uri"`
+	URITemplate  string          `json:"uriTemplate"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema"`
+	raw          json.RawMessage
+}
+
+func (it *listedItem) key(kind Kind) string {
+	switch kind {
+	case KindResource:
+		return it.URI
+	case KindTemplate:
+		return it.URITemplate
+	}
+	return it.Name
+}
+
+// listedPage is one page of any of the four lists.
+type listedPage struct {
+	Tools             []json.RawMessage `json:"tools"`
+	Prompts           []json.RawMessage `json:"prompts"`
+	Resources         []json.RawMessage `json:"resources"`
+	ResourceTemplates []json.RawMessage `json:"resourceTemplates"`
+	NextCursor        string            `json:"nextCursor"`
+}
+
+func (p *listedPage) items(kind Kind) []json.RawMessage {
+	return [kinds][]json.RawMessage{p.Tools, p.Prompts, p.Resources, p.ResourceTemplates}[kind]
+}
+
+// rawLists is one raw listing of a server: the items kept, in the order listed, and a digest
+// of every page's bytes.
+type rawLists struct {
+	items     [kinds][]*listedItem
+	rawTools  int      // tools listed, before the filter and the schema bound
+	omitted   []string // tools over the schema bound
+	sizes     []int64
+	maxSchema int64 // the schema bound, for the note on the tools over it
+	newest    bool
+	digest    [sha256.Size]byte
+}
+
+// fetchLists walks every page of each list the server declares, raw, the four at once (as
+// list does). The first to fail ends the others, and its error is the one returned.
+func (c *Conn) fetchLists(ctx context.Context, session *mcp.ClientSession, w *wire) (*rawLists, error) {
+	g, ctx := atOnce(ctx)
+	defer g.cancel()
+	asked := []Kind{KindTool}
+	if caps := session.InitializeResult().Capabilities; caps != nil {
+		if caps.Prompts != nil {
+			asked = append(asked, KindPrompt)
+		}
+		if caps.Resources != nil {
+			asked = append(asked, KindResource, KindTemplate)
+		}
+	}
+	l := &rawLists{newest: w.version >= "2026-07-28", maxSchema: c.opts.MaxSchemaBytes}
+	var digests [kinds]hash.Hash
+	for _, kind := range asked {
+		digests[kind] = sha256.New()
+		g.run(listMethods[kind], func() error { return c.walkRaw(ctx, w, kind, l, digests[kind]) })
+	}
+	if err := g.wait(); err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	for kind, d := range digests {
+		if d != nil {
+			fmt.Fprintf(h, "%d:", kind)
+			h.Write(d.Sum(nil))
+		}
+	}
+	h.Sum(l.digest[:0])
+	return l, nil
+}
+
+// walkRaw walks one list within the bounds (walk), keeping its items in l.items[kind] and
+// the pages' bytes in digest. Only l.items[kind] (and, for tools, the counts) are written.
+func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, digest hash.Hash) error {
+	method := listMethods[kind]
+	page := func(ctx context.Context, cursor string) ([]*listedItem, string, error) {
+		var members []byte
+		if cursor != "" {
+			members = appendQuoted([]byte(`"cursor":`), cursor)
+		}
+		res, err := c.rawOn(ctx, w, method, members)
+		if err != nil {
+			return nil, "", err
+		}
+		digest.Write(res)
+		var pg listedPage
+		if err := json.Unmarshal(res, &pg); err != nil {
+			return nil, "", fmt.Errorf("the server's answer is not a list of %s: %v", listWhats[kind], err)
+		}
+		raws := pg.items(kind)
+		items := make([]*listedItem, 0, len(raws))
+		for i, raw := range raws {
+			if string(raw) == "null" {
+				continue // as the SDK's client does with a null tool
+			}
+			it := &listedItem{raw: raw}
+			if err := json.Unmarshal(raw, it); err != nil {
+				return nil, "", fmt.Errorf("item %d of the server's %s is not an object: %v", i, listWhats[kind], err)
+			}
+			items = append(items, it)
+		}
+		return items, pg.NextCursor, nil
+	}
+	keep := func(it *listedItem) int64 {
+		l.items[kind] = append(l.items[kind], it)
+		return int64(len(it.raw))
+	}
+	if kind == KindTool {
+		keep = func(it *listedItem) int64 {
+			l.rawTools++
+			if !Offered(c.opts.Server.Tools, it.Name) {
+				return 0
+			}
+			size := int64(len(it.raw))
+			if schemas := int64(len(it.InputSchema) + len(it.OutputSchema)); size > c.opts.MaxSchemaBytes && schemas > c.opts.MaxSchemaBytes {
+				l.omitted, l.sizes = append(l.omitted, it.Name), append(l.sizes, schemas)
+				return 0
+			}
+			l.items[kind] = append(l.items[kind], it)
+			return size
+		}
+	}
+	return walk(ctx, &c.opts, method, listWhats[kind], page, keep)
+}
+
+// catalog decodes the items kept into the SDK's types, each beside its RawItem, and interns
+// the catalog.
+func (l *rawLists) catalog() (*catalog, error) {
+	cat := catalog{rawTools: l.rawTools, omitted: len(l.omitted)}
+	if len(l.omitted) > 0 {
+		cat.notes = []string{schemaNote(l.omitted, l.sizes, l.maxSchema)}
+	}
+	var err error
+	if cat.tools, err = decodeItems[mcp.Tool](l, KindTool, &cat); err != nil {
+		return nil, err
+	}
+	if cat.prompts, err = decodeItems[mcp.Prompt](l, KindPrompt, &cat); err != nil {
+		return nil, err
+	}
+	if cat.resources, err = decodeItems[mcp.Resource](l, KindResource, &cat); err != nil {
+		return nil, err
+	}
+	if cat.templates, err = decodeItems[mcp.ResourceTemplate](l, KindTemplate, &cat); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(cat.tools, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(cat.prompts, func(a, b *mcp.Prompt) int { return strings.Compare(a.Name, b.Name) })
+	return intern(cat), nil
+}
+
+// decodeItems decodes the items of a kind, and notes each one's RawItem under its key; a key
+// listed twice has none (which item would it be?).
+func decodeItems[T any](l *rawLists, kind Kind, cat *catalog) ([]*T, error) {
+	items := l.items[kind]
+	if len(items) == 0 {
+		return nil, nil
+	}
+	out := make([]*T, 0, len(items))
+	raws := make(map[string]*RawItem, len(items))
+	twice := map[string]bool{}
+	drop := kind == KindTool || kind == KindPrompt
+	for _, it := range items {
+		v := new(T)
+		if err := json.Unmarshal(it.raw, v); err != nil {
+			return nil, fmt.Errorf("%s failed: the server's %s %q: %v", listMethods[kind], strings.TrimSuffix(listWhats[kind], "s"), it.key(kind), err)
+		}
+		out = append(out, v)
+		key := it.key(kind)
+		if _, dup := raws[key]; dup {
+			twice[key] = true
+			continue
+		}
+		members, err := objectMembers(it.raw, drop)
+		if err != nil {
+			return nil, fmt.Errorf("%s failed: %v", listMethods[kind], err)
+		}
+		raws[key] = &RawItem{Members: members, Newest: l.newest}
+	}
+	for key := range twice {
+		delete(raws, key)
+	}
+	cat.raw[kind] = raws
+	return out, nil
+}
+
+// objectMembers returns a JSON object's members without its braces, in order, without "name"
+// and "_meta" when drop is set.
+func objectMembers(raw json.RawMessage, drop bool) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errors.New("an item is not a JSON object")
+	}
+	out := make([]byte, 0, len(raw))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if drop && (key == "name" || key == "_meta") {
+			continue
+		}
+		out = AppendMember(out, key, v)
+	}
+	return out, nil
+}
+
+// primeToolCache lists the tools through the SDK too on a 2026-07-28 streamable HTTP session
+// whose tools ask for Mcp-Param headers: the SDK's client sets those headers on a call only
+// for tools it has listed itself.
+func (c *Conn) primeToolCache(ctx context.Context, session *mcp.ClientSession, w *wire, cat *catalog) error {
+	if w.stdin != nil || w.version < "2026-07-28" {
+		return nil
+	}
+	if !slices.ContainsFunc(cat.tools, func(t *mcp.Tool) bool {
+		raw := cat.raw[KindTool][t.Name]
+		return raw != nil && bytes.Contains(raw.Members, []byte("x-mcp-header"))
+	}) {
+		return nil
+	}
+	cursor := ""
+	for range c.opts.MaxListPages {
+		res, err := session.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			return fmt.Errorf("tools/list failed: %w", err)
+		}
+		if cursor = res.NextCursor; cursor == "" {
+			return nil
+		}
+	}
+	return tooManyPages("tools/list", c.opts.MaxListPages)
+}
+
+// listedRaw lists raw and returns the catalog, or nil when the pages' bytes are those the
+// digest unless was taken of (nothing changed).
+func (c *Conn) listedRaw(ctx context.Context, session *mcp.ClientSession, w *wire, unless [sha256.Size]byte) (*catalog, [sha256.Size]byte, error) {
+	l, err := c.fetchLists(ctx, session, w)
+	if err != nil {
+		return nil, unless, err
+	}
+	if l.digest == unless {
+		return nil, unless, nil
+	}
+	c.lists.Add(1)
+	cat, err := l.catalog()
+	if err == nil {
+		err = c.primeToolCache(ctx, session, w, cat)
+	}
+	if err != nil {
+		return nil, unless, err
+	}
+	return cat, l.digest, nil
+}
