@@ -211,3 +211,87 @@ func TestGatewayStatelessInputRounds(t *testing.T) {
 		t.Fatalf("rounds expired: %v, want 1", n)
 	}
 }
+
+// prompts/get and resources/read take rounds too: a 2025-11-25 server that asks for input
+// while it gets a prompt or reads a resource asks a stateless session in the request's
+// result, and the session's next request with its answers goes on with it; a state is bound
+// to what it was issued for (method and name). A stateful session and a stateless one whose
+// SDK answers by itself get the answer through as well.
+func TestGatewayStatelessInputRoundsPromptsAndResources(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "ask", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--protocol", "2025-11-25", "--ask")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	gw, base := serveGateway(t, gateway.Options{Registry: ctl.registry, InputTimeout: time.Minute, CallTimeout: time.Minute})
+	endpoint := base + gateway.Path(key)
+	s := byHand(t, endpoint, "one")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	accept := func(res mcp.InputRequestMap, answer string) mcp.InputResponseMap {
+		out := mcp.InputResponseMap{}
+		for id, req := range res {
+			if typeName(req) != "*mcp.ElicitParams" {
+				t.Fatalf("the input request is %s, want an elicitation", typeName(req))
+			}
+			out[id] = &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": answer}}
+		}
+		return out
+	}
+	needsInput := func(what string, requests mcp.InputRequestMap, state string, err error) {
+		t.Helper()
+		if err != nil || len(requests) != 1 || !strings.HasPrefix(state, "projectmcp-input.") {
+			t.Fatalf("%s: want the server's one input request and the gateway's state, got %v %q (%v)", what, requests, state, err)
+		}
+	}
+
+	prompt := &mcp.GetPromptParams{Name: "a__ask", Arguments: map[string]string{"text": "which prompt?"}}
+	asked, err := s.GetPrompt(ctx, prompt)
+	if err != nil {
+		t.Fatalf("prompts/get: %v", err)
+	}
+	needsInput("prompts/get", asked.InputRequests, asked.RequestState, err)
+	_, err = resume(s, "a__elicit", asked.RequestState, accept(asked.InputRequests, "crossed"))
+	refused(t, "a prompt's state on a tool", err, `belongs to a call of "a__ask" (prompts/get), not of "a__elicit" (tools/call)`)
+	answered := *prompt
+	answered.InputResponses, answered.RequestState = accept(asked.InputRequests, "by hand"), asked.RequestState
+	got, err := s.GetPrompt(ctx, &answered)
+	if err != nil || len(got.Messages) != 1 || !strings.Contains(got.Messages[0].Content.(*mcp.TextContent).Text, `"answer":"by hand"`) {
+		t.Fatalf("the resumed prompts/get: %s (%v)", rawJSON(t, got), err)
+	}
+
+	read := &mcp.ReadResourceParams{URI: "fixture://a/ask/which"}
+	askedRead, err := s.ReadResource(ctx, read)
+	if err != nil {
+		t.Fatalf("resources/read: %v", err)
+	}
+	needsInput("resources/read", askedRead.InputRequests, askedRead.RequestState, err)
+	other := &mcp.ReadResourceParams{URI: "fixture://a/ask/other", InputResponses: accept(askedRead.InputRequests, "x"), RequestState: askedRead.RequestState}
+	_, err = s.ReadResource(ctx, other)
+	refused(t, "another URI's state", err, `belongs to a call of "fixture://a/ask/which" (resources/read)`)
+	answeredRead := *read
+	answeredRead.InputResponses, answeredRead.RequestState = accept(askedRead.InputRequests, "read by hand"), askedRead.RequestState
+	gotRead, err := s.ReadResource(ctx, &answeredRead)
+	if err != nil || len(gotRead.Contents) != 1 || !strings.Contains(gotRead.Contents[0].Text, `"answer":"read by hand"`) {
+		t.Fatalf("the resumed resources/read: %s (%v)", rawJSON(t, gotRead), err)
+	}
+
+	// SDK clients that answer by themselves: a stateless one (its multi-round-trip loop) and
+	// a stateful one (the server's request on its session).
+	for _, version := range []string{"", "2025-11-25"} {
+		client := mcp.NewClient(&mcp.Implementation{Name: "auto", Version: "1"}, &mcp.ClientOptions{
+			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "auto " + req.Params.Message}}, nil
+			},
+		})
+		auto := mustDial(t, client, endpoint, version, http.Header{gateway.SessionHeader: {"auto" + version}})
+		// Fresh params: the SDK's client writes its _meta and answers into the ones given.
+		res, err := auto.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a__ask", Arguments: map[string]string{"text": "which prompt?"}})
+		if err != nil || len(res.Messages) != 1 || !strings.Contains(res.Messages[0].Content.(*mcp.TextContent).Text, `"answer":"auto which prompt?"`) {
+			t.Fatalf("prompts/get, version %q: %s (%v)", version, rawJSON(t, res), err)
+		}
+		read, err := auto.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fixture://a/ask/auto"})
+		if err != nil || len(read.Contents) != 1 || !strings.Contains(read.Contents[0].Text, `"answer":"auto auto"`) {
+			t.Fatalf("resources/read, version %q: %s (%v)", version, rawJSON(t, read), err)
+		}
+	}
+	eventually(t, 20*time.Second, "every held call to end", func() bool { return gw.AwaitingInput() == 0 && heldCalls() == 0 })
+}

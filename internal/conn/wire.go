@@ -118,10 +118,11 @@ type discoveredMeta struct {
 }
 
 // ready notes what the session agreed on, once it is Ready (and before its first lists, which
-// go raw). A 2026-07-28 HTTP session whose server/discover named the version agreed takes
-// its _meta members from there: the SDK client sends the same with every request (the
-// version agreed, its info, its capabilities for that version), so raw requests need not wait
-// for the SDK's first one.
+// go raw). A 2026-07-28 HTTP session's _meta members come from the SDK's subscriptions/listen
+// when the server offers list_changed; otherwise, when its server/discover named the version
+// agreed, from there: the SDK client sends the same with every request (the version agreed,
+// its info, its capabilities for that version), so raw requests need not wait for the SDK's
+// first one.
 func (w *wire) ready(s *mcp.ClientSession) {
 	w.version = s.InitializeResult().ProtocolVersion
 	w.sessionID = s.ID

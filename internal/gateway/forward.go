@@ -241,27 +241,13 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 			return c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args,
 				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}, onProgress)
 		}
-		var res *mcp.CallToolResult
-		var err error
-		if _, stateless := sessionID(req); stateless {
-			// A 2025-11-25 server may ask this session for input during the call: the call
-			// runs on while the session is asked in the call's result (input.go). A
-			// requestState of the server's own (2026-07-28) passes through in send.
-			state := req.Params.RequestState
-			if !isInputState(state) {
-				state = ""
-			}
-			var round *inputRound
-			res, round, err = statelessRound(ctx, p, o, req.ClientCapabilities(), state, req.Params.InputResponses, server, send)
-			var refused *inputError
-			switch {
-			case errors.As(err, &refused):
-				return nil, refused.err
-			case round != nil:
-				return &mcp.CallToolResult{InputRequests: round.requests, RequestState: round.state}, nil
-			}
-		} else {
-			res, err = forward(ctx, p, o, server, send)
+		res, round, err := inRounds(ctx, p, req, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server, send)
+		var refused *inputError
+		switch {
+		case errors.As(err, &refused):
+			return nil, refused.err
+		case round != nil:
+			return &mcp.CallToolResult{InputRequests: round.requests, RequestState: round.state}, nil
 		}
 		if err != nil {
 			if errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil {
@@ -274,15 +260,38 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 	}
 }
 
+// inRounds runs a session's request on server: a stateful session's through forward, a
+// stateless one's through statelessRound, as a 2025-11-25 server may ask the session for input
+// while the request runs, and the request then runs on while the session is asked in its
+// result (round: input.go). A requestState of the server's own (2026-07-28) passes through in
+// send. A resumption the gateway refuses is an *inputError.
+func inRounds[T any](ctx context.Context, p *project, req mcp.Request, o origin, caps *mcp.ClientCapabilities, state string,
+	responses mcp.InputResponseMap, server string, send func(context.Context, *conn.Conn) (T, error)) (res T, round *inputRound, err error) {
+	if _, stateless := sessionID(req); !stateless {
+		res, err = forward(ctx, p, o, server, send)
+		return res, nil, err
+	}
+	if !isInputState(state) {
+		state = ""
+	}
+	return statelessRound(ctx, p, o, caps, state, responses, server, send)
+}
+
 // promptHandler forwards prompts/get on a projected prompt under the server's own name.
 func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		res, err := forward(ctx, p, originOf(req), server, func(ctx context.Context, c *conn.Conn) (*mcp.GetPromptResult, error) {
-			return c.GetPrompt(ctx, &mcp.GetPromptParams{Name: raw, Arguments: req.Params.Arguments,
-				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState})
-		})
-		if err != nil {
+		o := originOf(req)
+		o.name, o.raw = req.Params.Name, raw
+		res, round, err := inRounds(ctx, p, req, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server,
+			func(ctx context.Context, c *conn.Conn) (*mcp.GetPromptResult, error) {
+				return c.GetPrompt(ctx, &mcp.GetPromptParams{Name: raw, Arguments: req.Params.Arguments,
+					InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState})
+			})
+		switch {
+		case err != nil:
 			return nil, protocolError(err)
+		case round != nil:
+			return &mcp.GetPromptResult{InputRequests: round.requests, RequestState: round.state}, nil
 		}
 		return &mcp.GetPromptResult{Description: res.Description, Messages: res.Messages,
 			InputRequests: res.InputRequests, RequestState: res.RequestState}, nil
@@ -293,12 +302,18 @@ func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
 // whose template matched it (the SDK server routes by exact URI, then by template).
 func (p *project) resourceHandler(server string) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		res, err := forward(ctx, p, originOf(req), server, func(ctx context.Context, c *conn.Conn) (*mcp.ReadResourceResult, error) {
-			return c.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI,
-				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState})
-		})
-		if err != nil {
+		o := originOf(req)
+		o.name = req.Params.URI
+		res, round, err := inRounds(ctx, p, req, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server,
+			func(ctx context.Context, c *conn.Conn) (*mcp.ReadResourceResult, error) {
+				return c.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI,
+					InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState})
+			})
+		switch {
+		case err != nil:
 			return nil, protocolError(err)
+		case round != nil:
+			return &mcp.ReadResourceResult{InputRequests: round.requests, RequestState: round.state}, nil
 		}
 		return &mcp.ReadResourceResult{Contents: res.Contents, InputRequests: res.InputRequests, RequestState: res.RequestState}, nil
 	}

@@ -78,7 +78,7 @@ func newInputs(g *Gateway, p *project) *inputs {
 // pendingCall is one stateless session's call running upstream, and the session as the server
 // sees it: the conn.Caller its requests go to.
 type pendingCall struct {
-	session, name string         // the session, and the projected name of what it called
+	session, call string         // the session, and what it called (callOf)
 	asks          chan *inputAsk // the server's requests, taken by the round waiting
 	done          chan struct{}  // closed when the upstream call has ended (res, err)
 	res           any
@@ -121,6 +121,11 @@ type inputRound struct {
 type inputError struct{ err *jsonrpc.Error }
 
 func (e *inputError) Error() string { return e.err.Message }
+func (e *inputError) Unwrap() error { return e.err }
+
+// callOf names what a session called, as a state is bound to it: the method and the projected
+// name (a tool's, a prompt's) or URI.
+func callOf(o origin) string { return fmt.Sprintf("%q (%s)", o.name, o.method) }
 
 func invalidInput(format string, args ...any) *inputError {
 	metrics.InputRounds.WithLabelValues("invalid").Inc()
@@ -160,7 +165,7 @@ func statelessRound[T any](ctx context.Context, p *project, o origin, caps *mcp.
 // the server answers, when it is abandoned (pendingCall.abandon), or at the gateway's call
 // timeout (forward).
 func (in *inputs) start(ctx context.Context, o origin, caps *mcp.ClientCapabilities, run func(context.Context, origin) (any, error)) *pendingCall {
-	pc := &pendingCall{session: o.session, name: o.name, caps: caps,
+	pc := &pendingCall{session: o.session, call: callOf(o), caps: caps,
 		asks: make(chan *inputAsk), done: make(chan struct{}), gone: make(chan struct{})}
 	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	pc.cancel = cancel
@@ -267,9 +272,9 @@ func (in *inputs) resume(o origin, caps *mcp.ClientCapabilities, state string, r
 	case pc.session != o.session:
 		in.mu.Unlock()
 		return nil, invalidInput("the requestState was issued to another session of this project")
-	case pc.name != o.name:
+	case pc.call != callOf(o):
 		in.mu.Unlock()
-		return nil, invalidInput("the requestState belongs to a call of %q, not of %q", pc.name, o.name)
+		return nil, invalidInput("the requestState belongs to a call of %s, not of %s", pc.call, callOf(o))
 	}
 	answers := make(map[*inputAsk]json.RawMessage, len(pc.sent))
 	for _, id := range sortedKeys(pc.sent) {
