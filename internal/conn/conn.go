@@ -226,7 +226,7 @@ type Conn struct {
 	wire         *wire         // the session's connection, for raw forwarding (Forward)
 	changed      chan struct{} // closed and replaced on every change
 	secretValues []string      // resolved values to scrub from errors and logs
-	progress     map[string]func(*mcp.ProgressNotificationParams)
+	progress     map[string]*progressWatch
 	nextToken    atomic.Uint64
 	relists      atomic.Uint64    // re-lists done (tests: list_changed coalescing)
 	lists        atomic.Uint64    // lists decoded through the SDK (tests: raw re-lists)
@@ -256,7 +256,7 @@ func New(opts Options) *Conn {
 		drained:  make(chan struct{}),
 		level:    opts.LogLevel,
 		subs:     maps.Clone(opts.Subscriptions),
-		progress: map[string]func(*mcp.ProgressNotificationParams){},
+		progress: map[string]*progressWatch{},
 	}
 	if c.subs == nil {
 		c.subs = map[string]int{}
@@ -691,16 +691,29 @@ func (c *Conn) awaitNewSession(ctx context.Context, old *mcp.ClientSession, ch <
 
 // watchProgress gives a request a progress token of its own on this connection (sessions'
 // tokens could collide on it) and sends the server's progress for it to onProgress until done.
+// Once done has returned, onProgress is never called again: the SDK's client runs its
+// notification handler beside the call's return, so without that a progress the server sent
+// before its result could reach the session after the result, which the protocol forbids.
 func (c *Conn) watchProgress(onProgress func(*mcp.ProgressNotificationParams)) (token string, done func()) {
 	token = fmt.Sprintf("%s-%d", c.id, c.nextToken.Add(1))
+	w := &progressWatch{fn: onProgress}
 	c.mu.Lock()
-	c.progress[token] = onProgress
+	c.progress[token] = w
 	c.mu.Unlock()
 	return token, func() {
 		c.mu.Lock()
 		delete(c.progress, token)
 		c.mu.Unlock()
+		w.mu.Lock() // waits for a relay under way
+		w.fn = nil
+		w.mu.Unlock()
 	}
+}
+
+// progressWatch is one request's progress callback; fn is nil once the request is done.
+type progressWatch struct {
+	mu sync.Mutex
+	fn func(*mcp.ProgressNotificationParams)
 }
 
 // relayProgress hands an upstream progress notification to the call that asked for it.
@@ -710,10 +723,15 @@ func (c *Conn) relayProgress(p *mcp.ProgressNotificationParams) {
 		return
 	}
 	c.mu.Lock()
-	fn := c.progress[token]
+	w := c.progress[token]
 	c.mu.Unlock()
-	if fn != nil {
-		fn(p)
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fn != nil {
+		w.fn(p)
 	}
 }
 

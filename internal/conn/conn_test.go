@@ -153,7 +153,7 @@ func names(tools []*mcp.Tool) []string {
 
 // A server sending a progress token of a type we never use (an object) must not crash anything.
 func TestProgressWithOddTokenIgnored(t *testing.T) {
-	c := &Conn{progress: map[string]func(*mcp.ProgressNotificationParams){}}
+	c := &Conn{progress: map[string]*progressWatch{}}
 	c.relayProgress(&mcp.ProgressNotificationParams{ProgressToken: map[string]any{}})
 	c.relayProgress(&mcp.ProgressNotificationParams{ProgressToken: []any{1}})
 }
@@ -611,4 +611,32 @@ func TestHTTPTransportShared(t *testing.T) {
 		t.Errorf("%d transports left after every connection was destroyed", left)
 	}
 	front.CloseClientConnections()
+}
+
+// A request's progress never reaches its caller after the request is done: done waits for a
+// relay under way, and a relay after it finds nothing to call.
+func TestNoProgressAfterDone(t *testing.T) {
+	c := &Conn{id: "progress", progress: map[string]*progressWatch{}}
+	entered, release := make(chan struct{}), make(chan struct{})
+	calls := 0
+	token, done := c.watchProgress(func(*mcp.ProgressNotificationParams) {
+		calls++
+		close(entered)
+		<-release
+	})
+	go c.relayProgress(&mcp.ProgressNotificationParams{ProgressToken: token})
+	<-entered
+	finished := make(chan struct{})
+	go func() { done(); close(finished) }()
+	select {
+	case <-finished:
+		t.Fatal("done returned while the request's progress was being relayed")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-finished
+	c.relayProgress(&mcp.ProgressNotificationParams{ProgressToken: token})
+	if calls != 1 {
+		t.Fatalf("progress relayed %d times, want once", calls)
+	}
 }
