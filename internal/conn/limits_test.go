@@ -177,17 +177,30 @@ func (h *hostile) start(t *testing.T) v1alpha1.MCPServer {
 }
 
 // hostileEnv makes the test binary a hostile stdio server; its value is "huge=<bytes>" (the
-// size of the huge result) or "tools=<n>" (a tool list of n tools in one page).
+// size of the huge result), "tools=<n>" (a tool list of n tools in one page) or "stray".
 const hostileEnv = "PROJECTMCP_CONN_TEST_HOSTILE"
 
-// hostileStdio serves stdio, with the ids of its answers last.
+// hostileStdio serves stdio, with the ids of its answers last. Mode "stray": before every
+// answer it also answers requests nobody sent (ids the controller's raw requests and the
+// SDK's use, and others), and asks for sampling with no call in flight; once that request
+// has been answered with an error, it lists a third tool, "refused".
 func hostileStdio(mode string) {
 	h := &hostile{idLast: true, tools: twoTools, stdio: true}
 	var n int64
+	stray := mode == "stray"
+	var refused bool
 	if _, err := fmt.Sscanf(mode, "huge=%d", &n); err == nil {
 		h.huge = n
 	} else if _, err := fmt.Sscanf(mode, "tools=%d", &n); err == nil {
 		h.tools = manyTools(int(n))
+	} else if stray {
+		h.tools = func(w io.Writer, _ string) {
+			if !refused {
+				twoTools(w, "")
+				return
+			}
+			io.WriteString(w, `{"tools":[{"name":"refused","inputSchema":{"type":"object"}},{"name":"small","inputSchema":{"type":"object"}}]}`)
+		}
 	}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(nil, 1<<20)
@@ -197,9 +210,26 @@ func hostileStdio(mode string) {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
 			Params json.RawMessage `json:"params"`
+			Error  json.RawMessage `json:"error"`
 		}
 		if json.Unmarshal(in.Bytes(), &req) != nil || len(req.ID) == 0 {
 			continue
+		}
+		if stray && req.Method == "" { // an answer to the server's own request
+			if string(req.ID) == `"unasked"` && len(req.Error) > 0 && !refused {
+				refused = true
+				out.WriteString(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}` + "\n")
+				out.Flush()
+			}
+			continue
+		}
+		if stray && req.Method != "initialize" {
+			for _, id := range []string{`"projectmcp-999999"`, `"projectmcp-x"`, `424242`, `"nobody"`} {
+				out.WriteString(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"stray"}]}}` + "\n")
+			}
+			if !refused {
+				out.WriteString(`{"jsonrpc":"2.0","id":"unasked","method":"sampling/createMessage","params":{"maxTokens":1,"messages":[]}}` + "\n")
+			}
 		}
 		if h.answer(out, req.ID, req.Method, req.Params) != nil {
 			return
@@ -660,4 +690,25 @@ func TestSizeText(t *testing.T) {
 			t.Errorf("aboutSize(%d) = %q, want %q", n, got, want)
 		}
 	}
+}
+
+// A server that answers requests nobody sent and asks for sampling while no session calls:
+// the answers are dropped without reaching any request (through the SDK or raw), its request
+// gets an error, and the connection goes on.
+func TestStrayMessagesFromServer(t *testing.T) {
+	c := start(t, Options{Server: hostileStdioServer("stray")})
+	before := waitPhase(t, c, v1alpha1.PhaseReady)
+	waitFor(t, c, "the server to get an error for its request", func(s Snapshot) bool { return slices.Contains(names(s.Tools), "refused") })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for range 5 {
+		if res, err := typedCall(c, "small"); err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "ok" {
+			t.Fatalf("a call beside stray answers: %+v %v", res, err)
+		}
+		res, err := c.Forward(ctx, "tools/call", []byte(`"name":"small","arguments":{}`), nil, AnyRevision)
+		if err != nil || !strings.Contains(string(res), `"ok"`) {
+			t.Fatalf("a raw call beside stray answers: %s %v", res, err)
+		}
+	}
+	mustGoOn(t, c, before)
 }
