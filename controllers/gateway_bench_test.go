@@ -122,6 +122,10 @@ func measureOverhead(b *testing.B, direct, via, floor *mcp.ClientSession) {
 	}
 	directBytes, directCPU := cost(direct, "echo")
 	viaBytes, viaCPU := cost(via, "a__echo")
+	var floorBytes, floorCPU float64
+	if floor != nil { // what one plain HTTP hop costs the same way
+		floorBytes, floorCPU = cost(floor, "echo")
+	}
 	var d, g, f []time.Duration
 	for b.Loop() {
 		d = append(d, call(direct, "echo"))
@@ -132,6 +136,8 @@ func measureOverhead(b *testing.B, direct, via, floor *mcp.ClientSession) {
 	}
 	if floor != nil {
 		b.ReportMetric(micros(percentile(f, 50)), "bare-proxy-p50-µs")
+		b.ReportMetric(floorBytes-directBytes, "bare-proxy-B/call")
+		b.ReportMetric(floorCPU-directCPU, "bare-proxy-cpu-µs/call")
 	}
 	b.ReportMetric(micros(percentile(d, 50)), "direct-p50-µs")
 	b.ReportMetric(micros(percentile(d, 99)), "direct-p99-µs")
