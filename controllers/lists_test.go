@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 // through the endpoint is, as a JSON value, the item the server sends a direct session, under
 // its projected name and without the upstream's _meta for tools and prompts (as the
 // projection has always served them), whole for resources and templates. A session of the
-// other revision gets the SDK's typed items, as it does the results of requests.
+// other revision gets the SDK's typed items, as it does the results of requests: each project
+// also has a server "b" speaking the revision "a" does not, whose items in the same pages are
+// typed exactly when a's are raw.
 func TestGatewayListsKeepUnmodeledFields(t *testing.T) {
 	cases := map[string]struct {
 		session, server string
@@ -31,8 +34,10 @@ func TestGatewayListsKeepUnmodeledFields(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			args := []string{"--future-fields", "--protocol", tc.server}
+			other := map[string]string{"2025-11-25": "2026-07-28", "2026-07-28": "2025-11-25"}[tc.server]
 			ns := newNamespace(t)
-			key := create(t, ns, "lists", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", args...)}})
+			key := create(t, ns, "lists", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+				fixtureServer(t, "a", args...), fixtureServer(t, "b", "--future-fields", "--protocol", other)}})
 			waitStatus(t, key, 30*time.Second, "Ready", isReady)
 			d, direct := directLogged(t, tc.server, append([]string{"--name", "a"}, args...)...)
 			version, header := tc.session, http.Header(nil)
@@ -75,8 +80,14 @@ func TestGatewayListsKeepUnmodeledFields(t *testing.T) {
 					t.Fatalf("%s through the endpoint: %v", l.field, err)
 				}
 				want, got := listItems(t, direct.last(t), l.field, l.key), listItems(t, through.last(t), l.field, l.key)
-				if len(got) != len(want) {
-					t.Fatalf("%s: %d items through the endpoint, %d directly", l.field, len(got), len(want))
+				ofA := 0
+				for key := range got {
+					if strings.HasPrefix(key, "a__") || strings.HasPrefix(key, "fixture://a/") {
+						ofA++
+					}
+				}
+				if ofA != len(want) {
+					t.Fatalf("%s: %d items of a through the endpoint, %d directly", l.field, ofA, len(want))
 				}
 				for key, item := range want {
 					if l.projected {
@@ -97,6 +108,10 @@ func TestGatewayListsKeepUnmodeledFields(t *testing.T) {
 					"resources": "fixture://a/future", "resourceTemplates": "fixture://a/future/{id}"}[l.field]
 				if _, kept := got[future]["futureItemField"]; kept != tc.kept {
 					t.Errorf("%s: the unmodeled field through the endpoint: %v, want %v", l.field, kept, tc.kept)
+				}
+				futureB := strings.Replace(strings.Replace(future, "a__", "b__", 1), "://a/", "://b/", 1)
+				if _, kept := got[futureB]["futureItemField"]; kept != (other == tc.session) {
+					t.Errorf("%s: b's unmodeled field through the endpoint: %v, want %v", l.field, kept, other == tc.session)
 				}
 			}
 		})

@@ -171,7 +171,7 @@ func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, dig
 			}
 			it := &listedItem{raw: raw}
 			if err := json.Unmarshal(raw, it); err != nil {
-				return nil, "", fmt.Errorf("item %d of the server's %s is not an object: %v", i, listWhats[kind], err)
+				return nil, "", fmt.Errorf("item %d of the server's %s cannot be read: %v", i, listWhats[kind], err)
 			}
 			items = append(items, it)
 		}
