@@ -712,3 +712,35 @@ func TestStrayMessagesFromServer(t *testing.T) {
 	}
 	mustGoOn(t, c, before)
 }
+
+// What the SDK's client refused in a list is refused on the raw path too: a tool whose
+// x-mcp-header annotations are invalid is left out with a note (the other tools are offered),
+// and an answer nested deeper than the SDK's decoder takes fails the listing. Members the
+// SDK's types do not read (a tool's own "uri", a "resources" member in a tools/list answer)
+// fail nothing, and keys match exactly ("NAME" is not the name).
+func TestRawListsDecodeAsTheSDK(t *testing.T) {
+	h := &hostile{tools: func(w io.Writer, _ string) {
+		io.WriteString(w, `{"resources":{"odd":true},"tools":[`+
+			`{"name":"small","NAME":"big","uri":7,"inputSchema":{"type":"object"}},`+
+			`{"name":"headed","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}},`+
+			`{"name":"misheaded","inputSchema":{"type":"object","properties":{"a":{"type":"object","x-mcp-header":"A"}}}}]}`)
+	}}
+	s := waitPhase(t, start(t, Options{Server: h.start(t)}), v1alpha1.PhaseReady)
+	if got := names(s.Tools); !slices.Equal(got, []string{"headed", "small"}) {
+		t.Fatalf("tools %v, want headed and small", got)
+	}
+	if len(s.Notes) != 1 || !strings.Contains(s.Notes[0], `"misheaded"`) || !strings.Contains(s.Notes[0], "x-mcp-header") {
+		t.Fatalf("the note: %q", s.Notes)
+	}
+	if raw := s.RawItem(KindTool, "small"); raw == nil || !strings.Contains(string(raw.Members), `"NAME":"big"`) {
+		t.Fatalf("the raw item keeps every member but name and _meta: %+v", raw)
+	}
+
+	deep := &hostile{tools: func(w io.Writer, _ string) {
+		io.WriteString(w, `{"tools":[{"name":"deep","inputSchema":{"type":"object"},"x":`+strings.Repeat("[", 1001)+strings.Repeat("]", 1001)+`}]}`)
+	}}
+	f := waitPhase(t, start(t, Options{Server: deep.start(t), Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}}), v1alpha1.PhaseFailed)
+	if !strings.Contains(f.LastError, "nested deeper than 1000 levels") {
+		t.Fatalf("a list nested too deep: %q", f.LastError)
+	}
+}

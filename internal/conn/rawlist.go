@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	segjson "github.com/segmentio/encoding/json"
 )
 
 // Lists are read raw on every session that takes raw requests (stdio, streamable HTTP: see
@@ -66,37 +67,93 @@ func (s Snapshot) RawItem(kind Kind, key string) *RawItem {
 }
 
 // listedItem is what the walk reads of each item: its key and a tool's schemas (for the
-// schema bound), all still raw.
+// schema bound), all still raw. Every member is read raw, so a member of another kind's
+// (a tool's own "uri", say) never fails the item, as the SDK's types ignore it.
 type listedItem struct {
-	Name         string          `json:"name"`
-	URI          string          `json:"uri"`
-	URITemplate  string          `json:"uriTemplate"`
+	Name         json.RawMessage `json:"name"`
+	URI          json.RawMessage `json:"uri"`
+	URITemplate  json.RawMessage `json:"uriTemplate"`
 	InputSchema  json.RawMessage `json:"inputSchema"`
 	OutputSchema json.RawMessage `json:"outputSchema"`
 	raw          json.RawMessage
+	name         string // the key of its kind (keyOf)
 }
 
-func (it *listedItem) key(kind Kind) string {
-	switch kind {
-	case KindResource:
-		return it.URI
-	case KindTemplate:
-		return it.URITemplate
+// keyOf reads the item's key for its kind: a tool's or prompt's name, a resource's URI, a
+// template's URI template (a string, or the item cannot be read, as through the SDK).
+func (it *listedItem) keyOf(kind Kind) error {
+	member := [kinds]json.RawMessage{it.Name, it.Name, it.URI, it.URITemplate}[kind]
+	if len(member) == 0 || string(member) == "null" {
+		return nil // "", as the SDK reads a missing one
 	}
-	return it.Name
+	return decodeExact(member, &it.name)
 }
 
-// listedPage is one page of any of the four lists.
+// listedPage is one page of any of the four lists, its lists still raw (only the kind listed
+// is read further).
 type listedPage struct {
-	Tools             []json.RawMessage `json:"tools"`
-	Prompts           []json.RawMessage `json:"prompts"`
-	Resources         []json.RawMessage `json:"resources"`
-	ResourceTemplates []json.RawMessage `json:"resourceTemplates"`
-	NextCursor        string            `json:"nextCursor"`
+	Tools             json.RawMessage `json:"tools"`
+	Prompts           json.RawMessage `json:"prompts"`
+	Resources         json.RawMessage `json:"resources"`
+	ResourceTemplates json.RawMessage `json:"resourceTemplates"`
+	NextCursor        string          `json:"nextCursor"`
 }
 
-func (p *listedPage) items(kind Kind) []json.RawMessage {
-	return [kinds][]json.RawMessage{p.Tools, p.Prompts, p.Resources, p.ResourceTemplates}[kind]
+func (p *listedPage) items(kind Kind) ([]json.RawMessage, error) {
+	list := [kinds]json.RawMessage{p.Tools, p.Prompts, p.Resources, p.ResourceTemplates}[kind]
+	if len(list) == 0 || string(list) == "null" {
+		return nil, nil
+	}
+	var items []json.RawMessage
+	return items, decodeExact(list, &items)
+}
+
+// maxDepth is how deep the SDK's decoder lets JSON nest (its internal/json): an answer nested
+// deeper fails, here as there, before anything else is read of it.
+const maxDepth = 1000
+
+// decodeExact decodes as the SDK's client does: object keys match struct fields exactly (the
+// standard library would also take "NAME" for "name"), and JSON nested deeper than maxDepth
+// is refused.
+func decodeExact(data []byte, v any) error {
+	if tooDeep(data) {
+		return fmt.Errorf("JSON nested deeper than %d levels", maxDepth)
+	}
+	rest, err := segjson.Parse(data, v, segjson.DontMatchCaseInsensitiveStructFields)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(rest)) > 0 {
+		return errors.New("data after the JSON value")
+	}
+	return nil
+}
+
+// tooDeep reports JSON whose objects and arrays nest deeper than maxDepth.
+func tooDeep(data []byte) bool {
+	depth, inString, escaped := 0, false, false
+	for _, b := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+		case b == '"':
+			inString = true
+		case b == '{' || b == '[':
+			if depth++; depth > maxDepth {
+				return true
+			}
+		case b == '}' || b == ']':
+			depth--
+		}
+	}
+	return false
 }
 
 // rawLists is one raw listing of a server: the items kept, in the order listed, and a digest
@@ -160,17 +217,24 @@ func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, dig
 		}
 		digest.Write(res)
 		var pg listedPage
-		if err := json.Unmarshal(res, &pg); err != nil {
+		if err := decodeExact(res, &pg); err != nil {
 			return nil, "", fmt.Errorf("the server's answer is not a list of %s: %v", listWhats[kind], err)
 		}
-		raws := pg.items(kind)
+		raws, err := pg.items(kind)
+		if err != nil {
+			return nil, "", fmt.Errorf("the server's answer is not a list of %s: %v", listWhats[kind], err)
+		}
 		items := make([]*listedItem, 0, len(raws))
 		for i, raw := range raws {
 			if string(raw) == "null" {
 				continue // as the SDK's client does with a null tool
 			}
 			it := &listedItem{raw: raw}
-			if err := json.Unmarshal(raw, it); err != nil {
+			err := decodeExact(raw, it)
+			if err == nil {
+				err = it.keyOf(kind)
+			}
+			if err != nil {
 				return nil, "", fmt.Errorf("item %d of the server's %s cannot be read: %v", i, listWhats[kind], err)
 			}
 			items = append(items, it)
@@ -184,12 +248,12 @@ func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, dig
 	if kind == KindTool {
 		keep = func(it *listedItem) int64 {
 			l.rawTools++
-			if !Offered(c.opts.Server.Tools, it.Name) {
+			if !Offered(c.opts.Server.Tools, it.name) {
 				return 0
 			}
 			size := int64(len(it.raw))
 			if schemas := int64(len(it.InputSchema) + len(it.OutputSchema)); size > c.opts.MaxSchemaBytes && schemas > c.opts.MaxSchemaBytes {
-				l.omitted, l.sizes = append(l.omitted, it.Name), append(l.sizes, schemas)
+				l.omitted, l.sizes = append(l.omitted, it.name), append(l.sizes, schemas)
 				return 0
 			}
 			l.items[kind] = append(l.items[kind], it)
@@ -210,6 +274,7 @@ func (l *rawLists) catalog() (*catalog, error) {
 	if cat.tools, err = decodeItems[mcp.Tool](l, KindTool, &cat); err != nil {
 		return nil, err
 	}
+	l.dropInvalidHeaders(&cat)
 	if cat.prompts, err = decodeItems[mcp.Prompt](l, KindPrompt, &cat); err != nil {
 		return nil, err
 	}
@@ -237,11 +302,11 @@ func decodeItems[T any](l *rawLists, kind Kind, cat *catalog) ([]*T, error) {
 	drop := kind == KindTool || kind == KindPrompt
 	for _, it := range items {
 		v := new(T)
-		if err := json.Unmarshal(it.raw, v); err != nil {
-			return nil, fmt.Errorf("%s failed: the server's %s %q: %v", listMethods[kind], strings.TrimSuffix(listWhats[kind], "s"), it.key(kind), err)
+		if err := decodeExact(it.raw, v); err != nil {
+			return nil, fmt.Errorf("%s failed: the server's %s %q: %v", listMethods[kind], strings.TrimSuffix(listWhats[kind], "s"), it.name, err)
 		}
 		out = append(out, v)
-		key := it.key(kind)
+		key := it.name
 		if _, dup := raws[key]; dup {
 			twice[key] = true
 			continue
@@ -257,6 +322,46 @@ func decodeItems[T any](l *rawLists, kind Kind, cat *catalog) ([]*T, error) {
 	}
 	cat.raw[kind] = raws
 	return out, nil
+}
+
+// dropInvalidHeaders leaves out the tools whose x-mcp-header annotations the SDK refuses (the
+// SDK's client left them out of tools/list, whatever the revision, and the gateway's SDK
+// server will not take them), with a note. The SDK's own check decides: a tool is added to a
+// scratch server, which refuses such a tool by panicking.
+func (l *rawLists) dropInvalidHeaders(cat *catalog) {
+	var scratch *mcp.Server
+	kept := cat.tools[:0]
+	for i, t := range cat.tools { // in the order listed, as l.items
+		if !bytes.Contains(l.items[KindTool][i].InputSchema, []byte("x-mcp-header")) {
+			kept = append(kept, t)
+			continue
+		}
+		if scratch == nil {
+			scratch = mcp.NewServer(&mcp.Implementation{Name: "check", Version: "1"}, nil)
+		}
+		if why := invalidHeaders(scratch, t); why != "" {
+			cat.notes = append(cat.notes, fmt.Sprintf("left out tool %s: its x-mcp-header annotations are invalid (%s)", shortName(t.Name), why))
+			delete(cat.raw[KindTool], t.Name)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	cat.tools = kept
+}
+
+// invalidHeaders says why the SDK refuses a tool's x-mcp-header annotations, or "".
+func invalidHeaders(scratch *mcp.Server, t *mcp.Tool) (why string) {
+	const refused = "invalid parameter header annotations: "
+	defer func() {
+		if r := recover(); r != nil {
+			if _, after, ok := strings.Cut(fmt.Sprint(r), refused); ok {
+				why = after
+			}
+		}
+	}()
+	scratch.AddTool(t, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return nil, nil })
+	scratch.RemoveTools(t.Name)
+	return ""
 }
 
 // objectMembers returns a JSON object's members without its braces, in order, without "name"

@@ -52,6 +52,27 @@ func (p *project) sync() {
 		return obs.Servers[server].RawItem(kind, key)
 	}
 	tools, _ := projection.Project(obs.Tools())
+	prompts, _ := projection.Prompts(obs.Prompts())
+	resources, templates, _ := projection.Resources(obs.Resources())
+	// The raw forms of the items about to be added are published before they are: the SDK
+	// server announces an add (list_changed, 10 ms later), and a list between the add and
+	// the final index (below) would give the new items typed, to a session that then keeps
+	// them. Stale entries do no harm: the index is by the SDK server's pointers.
+	pending := map[any]*conn.RawItem{}
+	note := func(item any, kind conn.Kind, server, key string) { pending[item] = rawOf(kind, server, key) }
+	for _, t := range tools {
+		note(t.Tool, conn.KindTool, t.Server, t.Raw)
+	}
+	for _, pr := range prompts {
+		note(pr.Prompt, conn.KindPrompt, pr.Server, pr.Raw)
+	}
+	for _, r := range resources {
+		note(r.Resource, conn.KindResource, r.Server, r.Resource.URI)
+	}
+	for _, t := range templates {
+		note(t.Template, conn.KindTemplate, t.Server, t.Template.URITemplate)
+	}
+	p.indexRaw(pending)
 	applySet(p, "tool", p.tools, tools, func(t projection.Tool) (projected, any) {
 		schema, _ := json.Marshal(t.Tool.InputSchema)
 		return projected{server: t.Server, raw: t.Raw, paramHeaders: bytes.Contains(schema, []byte("x-mcp-header")),
@@ -62,14 +83,12 @@ func (p *project) sync() {
 	idx := maps.Clone(p.tools)
 	p.toolIndex.Store(&idx)
 
-	prompts, _ := projection.Prompts(obs.Prompts())
 	applySet(p, "prompt", p.prompts, prompts, func(pr projection.Prompt) (projected, any) {
 		return projected{server: pr.Server, raw: pr.Raw, item: pr.Prompt, members: rawOf(conn.KindPrompt, pr.Server, pr.Raw)}, pr.Prompt
 	}, p.server.RemovePrompts, func(name string, pr projection.Prompt) error {
 		return guard("prompt", func() { p.server.AddPrompt(pr.Prompt, p.promptHandler(pr.Server, pr.Raw)) })
 	})
 
-	resources, templates, _ := projection.Resources(obs.Resources())
 	applySet(p, "resource", p.resources, resources, func(r projection.Resource) (projected, any) {
 		return projected{server: r.Server, raw: r.Resource.URI, item: r.Resource, members: rawOf(conn.KindResource, r.Server, r.Resource.URI)}, r.Resource
 	}, p.server.RemoveResources, func(uri string, r projection.Resource) error {
@@ -80,7 +99,7 @@ func (p *project) sync() {
 	}, p.server.RemoveResourceTemplates, func(uri string, t projection.Template) error {
 		return guard("resource template", func() { p.server.AddResourceTemplate(t.Template, p.resourceHandler(t.Server)) })
 	})
-	p.indexRaw()
+	p.indexRaw(nil)
 }
 
 // applySet makes have (what the SDK server holds) match want: items gone or changed are

@@ -25,10 +25,15 @@ import (
 // given), so the raw item is found by the pointer, not by the name: a page and the index are
 // never of two different projections of one name.
 
-// indexRaw publishes, by the pointer the SDK server holds, each item's raw form. Callers hold
-// syncMu.
-func (p *project) indexRaw() {
+// indexRaw publishes, by the pointer the SDK server holds, each item's raw form, and those of
+// pending, items about to be added. Callers hold syncMu.
+func (p *project) indexRaw(pending map[any]*conn.RawItem) {
 	idx := map[any]*conn.RawItem{}
+	for item, raw := range pending {
+		if raw != nil {
+			idx[item] = raw
+		}
+	}
 	for _, set := range []map[string]projected{p.tools, p.prompts, p.resources, p.templates} {
 		for _, it := range set {
 			if it.members != nil {

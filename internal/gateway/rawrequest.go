@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,6 +47,9 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 	}
 	if len(meta.ProgressToken) > 0 {
 		return pathSDK
+	}
+	if bytes.HasPrefix(members["requestState"], []byte(`"`+inputStatePrefix)) {
+		return pathSDK // answers for a request the gateway holds (input.go), never for a server
 	}
 	delete(members, "_meta")
 
