@@ -295,3 +295,21 @@ func TestGatewayStatelessInputRoundsPromptsAndResources(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "every held call to end", func() bool { return gw.AwaitingInput() == 0 && heldCalls() == 0 })
 }
+
+// A state the gateway issued is the gateway's to check, whichever revision the server speaks
+// now (a repoint may have changed it between rounds): on prompts/get to a 2026-07-28 server it
+// is refused as the gateway's, never sent on to the server as its own.
+func TestGatewayInputStateNeverReachesServer(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "state", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	s := byHand(t, endpointOf(key), "state")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := s.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a__greet", Arguments: map[string]string{"name": "Ada"}}); err != nil {
+		t.Fatalf("prompts/get: %v", err) // mounts the session, so the next request may take the fast path
+	}
+	_, err := s.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a__greet", Arguments: map[string]string{"name": "Ada"},
+		InputResponses: mcp.InputResponseMap{"x": &mcp.ElicitResult{Action: "decline"}}, RequestState: "projectmcp-input.00000000.forged"})
+	refused(t, "a gateway state on prompts/get", err, "not issued by this project's endpoint")
+}
