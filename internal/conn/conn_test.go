@@ -274,6 +274,30 @@ func TestStderrLoggedScrubbedAndLimited(t *testing.T) {
 	}
 }
 
+// A stderr line of any length is read through (and logged by its beginning): the copy never
+// stops reading, so the server never fails writing to stderr (a Go server dies of SIGPIPE on
+// a closed stderr), and the lines after it reach the log.
+func TestLongStderrLineKeepsServerAlive(t *testing.T) {
+	sink := &logSink{}
+	c := start(t, Options{Server: stdioServer("a"), Log: sink.logger()})
+	ready := waitPhase(t, c, v1alpha1.PhaseReady)
+	call(t, c, "stderr", map[string]any{"text": "long " + strings.Repeat("x", 1<<20), "lines": 1})
+	call(t, c, "stderr", map[string]any{"text": "after the long line", "lines": 1})
+	if s := c.Snapshot(); s.Phase != v1alpha1.PhaseReady || s.ReadySince != ready.ReadySince || s.PID != ready.PID {
+		t.Fatalf("the server must live on: %s, pid %d (was %d): %s", s.Phase, s.PID, ready.PID, s.LastError)
+	}
+	waitLogged := time.Now().Add(10 * time.Second)
+	for !strings.Contains(sink.all(), "after the long line") {
+		if time.Now().After(waitLogged) {
+			t.Fatal("the line after the long one never reached the log")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if logged := sink.all(); !strings.Contains(logged, "long xxxx") || strings.Contains(logged, strings.Repeat("x", v1alpha1.MaxErrorLength)) {
+		t.Fatal("the long line must be logged by its beginning only")
+	}
+}
+
 func TestHTTPTransports(t *testing.T) {
 	cases := map[string]struct {
 		args      []string

@@ -2,7 +2,9 @@ package conn
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -388,28 +390,55 @@ const stderrLinesPerSecond = 20
 
 // logStderr copies a server's stderr into the controller's log, line by line, tagged with
 // project and server (the logger carries them), scrubbed of secret values and rate-limited.
+// It reads to the end whatever comes: a line longer than stderrLineBytes is logged by its
+// beginning (scrub cuts it further). Reading must never stop early: the server's next write to
+// stderr would then fail, and a Go server dies of SIGPIPE on it.
 func (c *Conn) logStderr(r *os.File, done chan<- struct{}) {
 	defer close(done)
 	defer r.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 64*1024)
+	br := bufio.NewReaderSize(r, 4096)
 	window, count, suppressed := time.Now(), 0, 0
-	for sc.Scan() {
-		if now := time.Now(); now.Sub(window) >= time.Second {
-			if suppressed > 0 {
-				c.opts.Log.Info("MCP server stderr: lines suppressed by rate limit", "suppressed", suppressed)
+	for {
+		line, err := readLine(br, stderrLineBytes)
+		if len(line) > 0 || err == nil {
+			if now := time.Now(); now.Sub(window) >= time.Second {
+				if suppressed > 0 {
+					c.opts.Log.Info("MCP server stderr: lines suppressed by rate limit", "suppressed", suppressed)
+				}
+				window, count, suppressed = now, 0, 0
 			}
-			window, count, suppressed = now, 0, 0
+			if count < stderrLinesPerSecond {
+				count++
+				c.opts.Log.Info("MCP server stderr", "line", c.scrub(string(line)))
+			} else {
+				suppressed++
+			}
 		}
-		if count >= stderrLinesPerSecond {
-			suppressed++
-			continue
+		if err != nil {
+			break // the server closed stderr, or the pipe was closed (stop)
 		}
-		count++
-		c.opts.Log.Info("MCP server stderr", "line", c.scrub(sc.Text()))
 	}
 	if suppressed > 0 {
 		c.opts.Log.Info("MCP server stderr: lines suppressed by rate limit", "suppressed", suppressed)
+	}
+}
+
+// stderrLineBytes is how much of one stderr line is kept for the log.
+const stderrLineBytes = 64 << 10
+
+// readLine reads one line through its newline and returns at most max bytes of it, without
+// the line ending; err is set only when nothing more can be read.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		part, err := r.ReadSlice('\n')
+		if room := max - len(line); room > 0 {
+			line = append(line, part[:min(len(part), room)]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimRight(line, "\r\n"), err
 	}
 }
 
