@@ -86,7 +86,7 @@ func (it *listedItem) keyOf(kind Kind) error {
 	if len(member) == 0 || string(member) == "null" {
 		return nil // "", as the SDK reads a missing one
 	}
-	return decodeExact(member, &it.name)
+	return parseExact(member, &it.name)
 }
 
 // listedPage is one page of any of the four lists, its lists still raw (only the kind listed
@@ -105,7 +105,7 @@ func (p *listedPage) items(kind Kind) ([]json.RawMessage, error) {
 		return nil, nil
 	}
 	var items []json.RawMessage
-	return items, decodeExact(list, &items)
+	return items, parseExact(list, &items)
 }
 
 // maxDepth is how deep the SDK's decoder lets JSON nest (its internal/json): an answer nested
@@ -119,6 +119,11 @@ func decodeExact(data []byte, v any) error {
 	if tooDeep(data) {
 		return fmt.Errorf("JSON nested deeper than %d levels", maxDepth)
 	}
+	return parseExact(data, v)
+}
+
+// parseExact is decodeExact for a part of a page decodeExact has checked.
+func parseExact(data []byte, v any) error {
 	rest, err := segjson.Parse(data, v, segjson.DontMatchCaseInsensitiveStructFields)
 	if err != nil {
 		return err
@@ -230,7 +235,7 @@ func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, dig
 				continue // as the SDK's client does with a null tool
 			}
 			it := &listedItem{raw: raw}
-			err := decodeExact(raw, it)
+			err := parseExact(raw, it)
 			if err == nil {
 				err = it.keyOf(kind)
 			}
@@ -302,7 +307,7 @@ func decodeItems[T any](l *rawLists, kind Kind, cat *catalog) ([]*T, error) {
 	drop := kind == KindTool || kind == KindPrompt
 	for _, it := range items {
 		v := new(T)
-		if err := decodeExact(it.raw, v); err != nil {
+		if err := parseExact(it.raw, v); err != nil {
 			return nil, fmt.Errorf("%s failed: the server's %s %q: %v", listMethods[kind], strings.TrimSuffix(listWhats[kind], "s"), it.name, err)
 		}
 		out = append(out, v)
