@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,20 +69,7 @@ func httpFixture(t *testing.T, name string, args ...string) v1alpha1.MCPServer {
 	cmd := exec.Command(os.Args[0], append([]string{"--http", "127.0.0.1:0", "--name", name}, args...)...)
 	cmd.Env = append(os.Environ(), fixture.EnvVar+"=1")
 	cmd.Stderr = logs
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("fixture %s: no LISTENING line: %v", name, err)
-	}
-	url := strings.TrimPrefix(strings.TrimSpace(line), "LISTENING ") + "/mcp"
-	return v1alpha1.MCPServer{Name: name, HTTP: &v1alpha1.HTTPServer{URL: url}}
+	return v1alpha1.MCPServer{Name: name, HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTPProcess(t, cmd) + "/mcp"}}
 }
 
 // rawJSON renders a result in full, _meta included, for comparing two sessions' views.

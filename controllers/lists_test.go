@@ -3,15 +3,11 @@ package controllers
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
-	"github.com/dsh-dev/projectmcp/internal/gateway"
 )
 
 // The four lists reach a session with their items as the server listed them, fields no SDK
@@ -40,20 +36,9 @@ func TestGatewayListsKeepUnmodeledFields(t *testing.T) {
 				fixtureServer(t, "a", args...), fixtureServer(t, "b", "--future-fields", "--protocol", other)}})
 			waitStatus(t, key, 30*time.Second, "Ready", isReady)
 			d, direct := directLogged(t, tc.server, append([]string{"--name", "a"}, args...)...)
-			version, header := tc.session, http.Header(nil)
-			if tc.session == "2026-07-28" {
-				version, header = "", http.Header{gateway.SessionHeader: {"lists"}}
-			}
-			through := &wireLog{}
+			s, through := endpointLogged(t, key, tc.session)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			s, err := mcp.NewClient(&mcp.Implementation{Name: "lists", Version: "1"}, nil).Connect(ctx,
-				&mcp.StreamableClientTransport{Endpoint: endpointOf(key), HTTPClient: &http.Client{Transport: logged{through, header}}},
-				&mcp.ClientSessionOptions{ProtocolVersion: version})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
 
 			for _, l := range []struct {
 				field, key string

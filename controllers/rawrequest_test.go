@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
@@ -152,13 +153,34 @@ func directLogged(t *testing.T, version string, args ...string) (*mcp.ClientSess
 	return s, log
 }
 
+// endpointLogged is a Go SDK session through the project's endpoint, speaking revision (a
+// 2026-07-28 one is stateless, named by SessionHeader), whose responses are noted as they came.
+func endpointLogged(t *testing.T, key types.NamespacedName, revision string) (*mcp.ClientSession, *wireLog) {
+	t.Helper()
+	version, header := revision, http.Header(nil)
+	if revision == "2026-07-28" {
+		version, header = "", http.Header{gateway.SessionHeader: {"logged"}}
+	}
+	log := &wireLog{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "logged", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: endpointOf(key), HTTPClient: &http.Client{Transport: logged{log, header}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, log
+}
+
 func TestGatewayRequestsKeepUnmodeledFields(t *testing.T) {
 	for _, revision := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(revision, func(t *testing.T) {
 			args := []string{"--future-fields"}
-			version, header := revision, http.Header(nil)
+			version := revision
 			if revision == "2026-07-28" {
-				version, header = "", http.Header{gateway.SessionHeader: {"future"}}
+				version = ""
 			} else {
 				args = append(args, "--protocol", revision) // the server speaks the session's revision
 			}
@@ -166,16 +188,9 @@ func TestGatewayRequestsKeepUnmodeledFields(t *testing.T) {
 			key := create(t, ns, "future", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", args...)}})
 			waitStatus(t, key, 30*time.Second, "Ready", isReady)
 			d, direct := directLogged(t, version, append([]string{"--name", "a"}, args...)...)
-			through := &wireLog{}
+			s, through := endpointLogged(t, key, revision)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			s, err := mcp.NewClient(&mcp.Implementation{Name: "future", Version: "1"}, nil).Connect(ctx,
-				&mcp.StreamableClientTransport{Endpoint: endpointOf(key), HTTPClient: &http.Client{Transport: logged{through, header}}},
-				&mcp.ClientSessionOptions{ProtocolVersion: version})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
 			if _, err := s.ListPrompts(ctx, nil); err != nil { // mounts a stateless session
 				t.Fatal(err)
 			}

@@ -48,6 +48,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
+	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
 const ns = "faults"
@@ -178,20 +179,7 @@ func (s *suite) agentToken(t *testing.T) string {
 // startHTTPFixture runs a fixture process serving streamable HTTP and returns its MCP URL.
 func (s *suite) startHTTPFixture(t *testing.T, args ...string) string {
 	cmd := exec.Command(s.fixture, append([]string{"--http", "127.0.0.1:0", "--name", "remote"}, args...)...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("http fixture: %v", err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return strings.TrimPrefix(strings.TrimSpace(line), "LISTENING ") + "/mcp"
+	return fixture.StartHTTPProcess(t, cmd) + "/mcp"
 }
 
 // stdio is a server running the fixture binary over stdio.
