@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -146,7 +145,7 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 	ep := &endpoint{release: release}
 	// No event longer than the bound reaches the SDK (boundedBodies); its own (smaller) default
 	// bound would fail the whole connection on an event the bound allows.
-	maxEvent := int(min(c.opts.MaxMessageBytes, math.MaxInt-64<<10)) + 64<<10
+	maxEvent := sdkBound(c.opts.MaxMessageBytes)
 	if h.Transport == v1alpha1.TransportSSE {
 		ep.transport = &mcp.SSEClientTransport{Endpoint: raw, HTTPClient: client, MaxEventSize: maxEvent}
 	} else {

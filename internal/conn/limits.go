@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -95,15 +97,13 @@ func shortName(name string) string {
 	const max = 64
 	if len(name) > max {
 		cut := max
-		for cut > 0 && !utf8Start(name[cut]) {
+		for cut > 0 && !utf8.RuneStart(name[cut]) {
 			cut--
 		}
 		return fmt.Sprintf("%q...", name[:cut])
 	}
 	return fmt.Sprintf("%q", name)
 }
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
 // schemaNote says which tools were left out for their schemas' size.
 func schemaNote(omitted []string, sizes []int64, limit int64) string {
@@ -367,4 +367,11 @@ func (c *Conn) dropped(top *jsonTop, why string) {
 		kind = "a notification"
 	}
 	c.opts.Log.Info("Dropped a message from the server", "kind", kind, "reason", why)
+}
+
+// sdkBound is the bound the SDK's own readers get: a message the connection's bound allows,
+// plus room for its framing, so the SDK (whose defaults are smaller) never fails the whole
+// connection on a message the bound let through.
+func sdkBound(limit int64) int {
+	return int(min(limit, math.MaxInt-64<<10)) + 64<<10
 }

@@ -177,7 +177,6 @@ type rawLists struct {
 // list does). The first to fail ends the others, and its error is the one returned.
 func (c *Conn) fetchLists(ctx context.Context, session *mcp.ClientSession, w *wire) (*rawLists, error) {
 	g, ctx := atOnce(ctx)
-	defer g.cancel()
 	asked := []Kind{KindTool}
 	if caps := session.InitializeResult().Capabilities; caps != nil {
 		if caps.Prompts != nil {
@@ -193,7 +192,7 @@ func (c *Conn) fetchLists(ctx context.Context, session *mcp.ClientSession, w *wi
 		digests[kind] = sha256.New()
 		g.run(listMethods[kind], func() error { return c.walkRaw(ctx, w, kind, l, digests[kind]) })
 	}
-	if err := g.wait(); err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	h := sha256.New()

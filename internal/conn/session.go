@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
@@ -84,9 +84,10 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	session, err := client.Connect(ctx, transport, nil)
 	if err == nil {
 		defer c.closeSession(session, ep)
+		w.ready(session) // the wire takes raw requests once it knows what was agreed
 		var cat *catalog
 		var digest [sha256.Size]byte
-		if cat, digest, err = c.list(ctx, session, w); err == nil && !timer.Stop() {
+		if cat, digest, err = c.list(ctx, session, w, digest); err == nil && !timer.Stop() {
 			err = context.DeadlineExceeded
 		}
 		if err == nil {
@@ -137,7 +138,6 @@ func (c *Conn) setReady(session *mcp.ClientSession, w *wire, cat *catalog, pid i
 	default:
 	}
 	init := session.InitializeResult()
-	w.ready(session)
 	c.mu.Lock()
 	c.session, c.wire = session, w
 	c.mu.Unlock()
@@ -262,17 +262,11 @@ func (cat *catalog) same(s Snapshot) bool {
 // nothing changed and nothing is decoded (rawlist.go).
 func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession, digest *[sha256.Size]byte) error {
 	c.relists.Add(1)
-	var cat *catalog
-	var err error
-	if w := c.wireOf(session); w != nil && w.raw() {
-		ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
-		defer cancel()
-		if cat, *digest, err = c.listedRaw(ctx, session, w, *digest); err != nil || cat == nil {
-			return err
-		}
-	} else if cat, _, err = c.list(ctx, session, nil); err != nil {
+	cat, d, err := c.list(ctx, session, c.wireOf(session), *digest)
+	if err != nil || cat == nil {
 		return err
 	}
+	*digest = d
 	c.mu.Lock()
 	same := cat.same(c.state)
 	c.mu.Unlock()
@@ -289,31 +283,28 @@ func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession, digest *
 // round trip after initialize instead of four (at 1,000 projects on a loaded machine a round
 // trip took 0.3 s). The first list to fail ends the others, and its error is the one reported.
 // On a wire w that takes raw requests the lists are read raw (rawlist.go), and digest is of
-// their pages; otherwise through the SDK (listTyped).
-func (c *Conn) list(ctx context.Context, session *mcp.ClientSession, w *wire) (cat *catalog, digest [sha256.Size]byte, err error) {
+// their pages; cat is nil when those are the pages the digest unless was taken of (nothing
+// changed). Otherwise (no wire: legacy SSE, or a session no longer the connection's) they are
+// listed through the SDK (listTyped), and the digest is unless.
+func (c *Conn) list(ctx context.Context, session *mcp.ClientSession, w *wire, unless [sha256.Size]byte) (cat *catalog, digest [sha256.Size]byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
-	if w != nil {
-		w.ready(session) // the wire takes raw requests once it knows what was agreed
-		if w.raw() {
-			return c.listedRaw(ctx, session, w, digest)
-		}
+	if w != nil && w.raw() {
+		return c.listedRaw(ctx, session, w, unless)
 	}
 	c.lists.Add(1)
 	cat, err = c.listTyped(ctx, session)
-	return cat, digest, err
+	return cat, unless, err
 }
 
 // listTyped is list through the SDK, for a session that takes no raw requests (legacy SSE).
 func (c *Conn) listTyped(ctx context.Context, session *mcp.ClientSession) (*catalog, error) {
 	var cat catalog
 	g, ctx := atOnce(ctx)
-	defer g.cancel()
-	run := g.run
-	run("tools/list", func() error { return c.listTools(ctx, session, &cat) })
+	g.run("tools/list", func() error { return c.listTools(ctx, session, &cat) })
 	caps := session.InitializeResult().Capabilities
 	if caps != nil && caps.Prompts != nil {
-		run("prompts/list", func() (err error) {
+		g.run("prompts/list", func() (err error) {
 			cat.prompts, err = collect(ctx, &c.opts, "prompts/list", "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
 				res, err := session.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
 				if err != nil {
@@ -326,7 +317,7 @@ func (c *Conn) listTyped(ctx context.Context, session *mcp.ClientSession) (*cata
 		})
 	}
 	if caps != nil && caps.Resources != nil {
-		run("resources/list", func() (err error) {
+		g.run("resources/list", func() (err error) {
 			cat.resources, err = collect(ctx, &c.opts, "resources/list", "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
 				res, err := session.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
 				if err != nil {
@@ -336,7 +327,7 @@ func (c *Conn) listTyped(ctx context.Context, session *mcp.ClientSession) (*cata
 			})
 			return err
 		})
-		run("resources/templates/list", func() (err error) {
+		g.run("resources/templates/list", func() (err error) {
 			cat.templates, err = collect(ctx, &c.opts, "resources/templates/list", "resource templates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
 				res, err := session.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
 				if err != nil {
@@ -347,42 +338,29 @@ func (c *Conn) listTyped(ctx context.Context, session *mcp.ClientSession) (*cata
 			return err
 		})
 	}
-	if err := g.wait(); err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	return intern(cat), nil
 }
 
 // listGroup runs a server's lists at once: the first to fail ends the others (the catalog is
-// lost anyway), and its error is the one reported.
-type listGroup struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	failed sync.Once
-	first  error
-}
+// lost anyway), and its error, naming its method, is the one reported.
+type listGroup struct{ *errgroup.Group }
 
 // atOnce starts a group; its lists run in the context returned.
-func atOnce(ctx context.Context) (*listGroup, context.Context) {
-	g := &listGroup{}
-	ctx, g.cancel = context.WithCancel(ctx)
-	return g, ctx
+func atOnce(ctx context.Context) (listGroup, context.Context) {
+	g, ctx := errgroup.WithContext(ctx)
+	return listGroup{g}, ctx
 }
 
-func (g *listGroup) run(method string, fn func() error) {
-	g.wg.Go(func() {
+func (g listGroup) run(method string, fn func() error) {
+	g.Go(func() error {
 		if err := fn(); err != nil {
-			g.failed.Do(func() {
-				g.first = fmt.Errorf("%s failed: %w", method, err)
-				g.cancel()
-			})
+			return fmt.Errorf("%s failed: %w", method, err)
 		}
+		return nil
 	})
-}
-
-func (g *listGroup) wait() error {
-	g.wg.Wait()
-	return g.first
 }
 
 // listTools lists every page of tools and applies the server's allow/deny filter and the

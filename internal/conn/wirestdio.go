@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -33,7 +32,7 @@ func splitStdio(w *wire, t *mcp.IOTransport) *mcp.IOTransport {
 	go w.split(t.Reader, pw) // ends when the server's output ends or the SDK side closes
 	// No line longer than the bound reaches the SDK; its own (smaller) default bound would
 	// fail the whole connection on a line the bound allows.
-	sdkLimit := int(min(w.limit(), math.MaxInt-64<<10)) + 64<<10
+	sdkLimit := sdkBound(w.limit())
 	return &mcp.IOTransport{Reader: pr, Writer: w.stdin, MaxLineLength: sdkLimit}
 }
 
