@@ -124,8 +124,10 @@ func wakeUps() handler.EventHandler {
 // status should catch up within seconds of its return, not minutes.
 const maxRetryDelay = 5 * time.Second
 
-// retryLimiter is controller-runtime's default rate limiter with the per-item backoff capped at
-// maxRetryDelay (the overall bucket, 10 a second with a burst of 100, is kept).
+// retryLimiter is the per-item exponential backoff, capped at maxRetryDelay, together with an
+// overall bucket of 10 retries a second with a burst of 100 (the shape of client-go's default
+// controller limiter; controller-runtime's priority queue, which wakeUps needs, would use the
+// per-item backoff alone).
 func retryLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
 	return workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),

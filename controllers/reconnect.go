@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
@@ -34,7 +35,7 @@ type handledToken struct {
 func (h *handledReconnects) handled(obj *v1alpha1.ProjectMCP) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if t, ok := h.m[keyOf(obj)]; ok && t.uid == obj.UID {
+	if t, ok := h.m[client.ObjectKeyFromObject(obj)]; ok && t.uid == obj.UID {
 		return t.token
 	}
 	return obj.Status.LastHandledReconnectAt
@@ -48,7 +49,7 @@ func (h *handledReconnects) carriedOut(obj *v1alpha1.ProjectMCP) string {
 	if h.m == nil {
 		h.m = map[types.NamespacedName]handledToken{}
 	}
-	h.m[keyOf(obj)] = handledToken{uid: obj.UID, token: token}
+	h.m[client.ObjectKeyFromObject(obj)] = handledToken{uid: obj.UID, token: token}
 	return token
 }
 
@@ -57,8 +58,4 @@ func (h *handledReconnects) forget(key types.NamespacedName) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.m, key)
-}
-
-func keyOf(obj *v1alpha1.ProjectMCP) types.NamespacedName {
-	return types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}
 }

@@ -266,9 +266,6 @@ func Configure(projectLabels bool) {
 	}
 }
 
-// ProjectLabels reports whether metrics carry the project's namespace and name.
-func ProjectLabels() bool { return current.Load().projectLabels }
-
 // serverLabel is a server name as a label value (see maxServerLabel).
 func serverLabel(name string) string {
 	if len(name) > maxServerLabel {
@@ -421,18 +418,13 @@ func forget(labels prometheus.Labels, match func(serverKey) bool) {
 		}
 	}
 	s.mu.Unlock()
-	_, withServer := labels["server"]
+	// A vector without one of the labels (no server label on the project-wide ones) matches
+	// nothing, so a server's forget leaves those alone.
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{s.transitions, s.connectDuration, s.reconnects, s.rebuilds, s.repoints, s.toolCalls, s.toolDuration, s.forwarded} {
+	}{s.transitions, s.connectDuration, s.reconnects, s.rebuilds, s.repoints, s.toolCalls, s.toolDuration, s.forwarded,
+		s.mountWait, s.listChanged, s.statusWrites} {
 		v.DeletePartialMatch(labels)
-	}
-	if !withServer {
-		for _, v := range []interface {
-			DeletePartialMatch(prometheus.Labels) int
-		}{s.mountWait, s.listChanged, s.statusWrites} {
-			v.DeletePartialMatch(labels)
-		}
 	}
 }
 

@@ -60,7 +60,7 @@ func TestStatusWriteResults(t *testing.T) {
 func TestProjectLabels(t *testing.T) {
 	Configure(true)
 	defer Configure(false)
-	if !ProjectLabels() {
+	if !current.Load().projectLabels {
 		t.Fatal("Configure(true)")
 	}
 	ServerOf("ns", "a", "s").ToolCall(OK, time.Millisecond)
