@@ -69,7 +69,13 @@ func TestStatefulSessionsHoldNoGoroutine(t *testing.T) {
 			t.Fatalf("session %s not mounted", cs.ID())
 		}
 	}
-	if got := gatewayGoroutines(t) - base; got > 0 {
+	// A request the SDK still handles in a goroutine of its own (the initialized notification
+	// a Connect sends last) may be running a moment longer: what a session holds stays.
+	got := gatewayGoroutines(t) - base
+	for deadline := time.Now().Add(2 * time.Second); got > 0 && time.Now().Before(deadline); got = gatewayGoroutines(t) - base {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got > 0 {
 		t.Errorf("%d stateful sessions hold %d goroutines of the gateway outside requests, want none", n, got)
 	}
 
