@@ -76,7 +76,7 @@ func (p *project) sync() {
 	applySet(p, "tool", p.tools, tools, func(t projection.Tool) (projected, any) {
 		schema, _ := json.Marshal(t.Tool.InputSchema)
 		return projected{server: t.Server, raw: t.Raw, paramHeaders: bytes.Contains(schema, []byte("x-mcp-header")),
-			item: t.Tool, members: rawOf(conn.KindTool, t.Server, t.Raw)}, t.Tool
+			item: t.Tool, members: pending[t.Tool]}, t.Tool
 	}, p.server.RemoveTools, func(name string, t projection.Tool) error {
 		return addTool(p.server, t.Tool, p.handler(t.Server, t.Raw))
 	})
@@ -84,18 +84,18 @@ func (p *project) sync() {
 	p.toolIndex.Store(&idx)
 
 	applySet(p, "prompt", p.prompts, prompts, func(pr projection.Prompt) (projected, any) {
-		return projected{server: pr.Server, raw: pr.Raw, item: pr.Prompt, members: rawOf(conn.KindPrompt, pr.Server, pr.Raw)}, pr.Prompt
+		return projected{server: pr.Server, raw: pr.Raw, item: pr.Prompt, members: pending[pr.Prompt]}, pr.Prompt
 	}, p.server.RemovePrompts, func(name string, pr projection.Prompt) error {
 		return guard("prompt", func() { p.server.AddPrompt(pr.Prompt, p.promptHandler(pr.Server, pr.Raw)) })
 	})
 
 	applySet(p, "resource", p.resources, resources, func(r projection.Resource) (projected, any) {
-		return projected{server: r.Server, raw: r.Resource.URI, item: r.Resource, members: rawOf(conn.KindResource, r.Server, r.Resource.URI)}, r.Resource
+		return projected{server: r.Server, raw: r.Resource.URI, item: r.Resource, members: pending[r.Resource]}, r.Resource
 	}, p.server.RemoveResources, func(uri string, r projection.Resource) error {
 		return guard("resource", func() { p.server.AddResource(r.Resource, p.resourceHandler(r.Server)) })
 	})
 	applySet(p, "resource template", p.templates, templates, func(t projection.Template) (projected, any) {
-		return projected{server: t.Server, raw: t.Template.URITemplate, item: t.Template, members: rawOf(conn.KindTemplate, t.Server, t.Template.URITemplate)}, t.Template
+		return projected{server: t.Server, raw: t.Template.URITemplate, item: t.Template, members: pending[t.Template]}, t.Template
 	}, p.server.RemoveResourceTemplates, func(uri string, t projection.Template) error {
 		return guard("resource template", func() { p.server.AddResourceTemplate(t.Template, p.resourceHandler(t.Server)) })
 	})

@@ -131,7 +131,7 @@ func (p *project) serveStatelessFast(w http.ResponseWriter, r *http.Request) boo
 		return false
 	}
 	env, handled, ok := readFast(w, r, method)
-	if handled || !ok || env.Method != method {
+	if handled || !ok {
 		return handled
 	}
 	identify := func(m *fastMeta, name string) (fastCaller, bool) {
@@ -254,7 +254,7 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	if len(token) > 0 && token[0] != '"' && (token[0] < '0' || token[0] > '9') && token[0] != '-' {
 		return pathSDK // a token must be a string or a number: the SDK answers anything else
 	}
-	if bytes.HasPrefix(params.RequestState, []byte(`"`+inputStatePrefix)) {
+	if isRawInputState(params.RequestState) {
 		return pathResume // answers to a 2025-11-25 server's requests, for a call the gateway holds (input.go)
 	}
 	tool, ok := p.tool(params.Name)

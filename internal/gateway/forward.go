@@ -25,9 +25,10 @@ import (
 // session it belongs to (for the slot) and, for a stateful session, who answers the server's
 // own requests made meanwhile.
 type origin struct {
-	method  string
-	session string
-	caller  conn.Caller
+	method    string
+	session   string
+	stateless bool // a 2026-07-28 session (see sessionID)
+	caller    conn.Caller
 	// name and raw: the projected and the server's own name of the tool or prompt called.
 	name, raw string
 	// header: the HTTP headers the request came with, for its trace context (the SDK's
@@ -41,7 +42,7 @@ type origin struct {
 // originOf describes a request the SDK server decoded.
 func originOf(req mcp.Request) origin {
 	o := origin{method: methodOf(req)}
-	o.session, _ = sessionID(req)
+	o.session, o.stateless = sessionID(req)
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
 		o.caller = sessionCaller{ss}
 	}
@@ -241,7 +242,7 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 			return c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args,
 				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}, onProgress)
 		}
-		res, round, err := inRounds(ctx, p, req, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server, send)
+		res, round, err := inRounds(ctx, p, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server, send)
 		var refused *inputError
 		switch {
 		case errors.As(err, &refused):
@@ -265,9 +266,9 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 // while the request runs, and the request then runs on while the session is asked in its
 // result (round: input.go). A requestState of the server's own (2026-07-28) passes through in
 // send. A resumption the gateway refuses is an *inputError.
-func inRounds[T any](ctx context.Context, p *project, req mcp.Request, o origin, caps *mcp.ClientCapabilities, state string,
+func inRounds[T any](ctx context.Context, p *project, o origin, caps *mcp.ClientCapabilities, state string,
 	responses mcp.InputResponseMap, server string, send func(context.Context, *conn.Conn) (T, error)) (res T, round *inputRound, err error) {
-	if _, stateless := sessionID(req); !stateless {
+	if !o.stateless {
 		res, err = forward(ctx, p, o, server, send)
 		return res, nil, err
 	}
@@ -282,7 +283,7 @@ func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		o := originOf(req)
 		o.name, o.raw = req.Params.Name, raw
-		res, round, err := inRounds(ctx, p, req, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server,
+		res, round, err := inRounds(ctx, p, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server,
 			func(ctx context.Context, c *conn.Conn) (*mcp.GetPromptResult, error) {
 				return c.GetPrompt(ctx, &mcp.GetPromptParams{Name: raw, Arguments: req.Params.Arguments,
 					InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState})
@@ -304,7 +305,7 @@ func (p *project) resourceHandler(server string) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		o := originOf(req)
 		o.name = req.Params.URI
-		res, round, err := inRounds(ctx, p, req, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server,
+		res, round, err := inRounds(ctx, p, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server,
 			func(ctx context.Context, c *conn.Conn) (*mcp.ReadResourceResult, error) {
 				return c.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI,
 					InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState})

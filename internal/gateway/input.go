@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,7 +9,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +52,11 @@ const inputStatePrefix = "projectmcp-input."
 
 // isInputState reports whether a requestState is one the gateway issued (of any project).
 func isInputState(state string) bool { return strings.HasPrefix(state, inputStatePrefix) }
+
+// isRawInputState is isInputState for a requestState as it came, a JSON string.
+func isRawInputState(state json.RawMessage) bool {
+	return bytes.HasPrefix(state, []byte(`"`+inputStatePrefix))
+}
 
 // Defaults of the bounds on calls waiting for a session's input (Options).
 const (
@@ -277,7 +284,7 @@ func (in *inputs) resume(o origin, caps *mcp.ClientCapabilities, state string, r
 		return nil, invalidInput("the requestState belongs to a call of %s, not of %s", pc.call, callOf(o))
 	}
 	answers := make(map[*inputAsk]json.RawMessage, len(pc.sent))
-	for _, id := range sortedKeys(pc.sent) {
+	for _, id := range slices.Sorted(maps.Keys(pc.sent)) {
 		a := pc.sent[id]
 		r, ok := responses[id]
 		if !ok || r == nil {
@@ -295,7 +302,7 @@ func (in *inputs) resume(o origin, caps *mcp.ClientCapabilities, state string, r
 		}
 		answers[a] = data
 	}
-	for _, id := range sortedKeys(responses) {
+	for _, id := range slices.Sorted(maps.Keys(responses)) {
 		if _, ok := pc.sent[id]; !ok {
 			in.mu.Unlock()
 			return nil, invalidInput("inputResponses[%q] answers no input request of this call", id)
@@ -326,15 +333,6 @@ func fits(method string, r mcp.InputResponse) bool {
 		return method == "roots/list"
 	}
 	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // closeAll abandons every parked call (the project's endpoint is closing).

@@ -198,6 +198,6 @@ func marshal(v any) ([]byte, error) {
 
 // appendString appends s as a JSON string, as marshal writes it.
 func appendString(b []byte, s string) []byte {
-	q, _ := marshal(s) // a string always encodes
+	q, _ := json.Marshal(s) // a string always encodes; projected names hold nothing HTML-escaped
 	return append(b, q...)
 }

@@ -119,9 +119,9 @@ func (p *project) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if sid != "" && r.Method == http.MethodDelete {
 		// The SDK closes the session and answers 204; then it is released here (ended).
 		ss := p.session(sid)
-		dw := &deleteWriter{ResponseWriter: w}
+		dw := &statusWriter{ResponseWriter: w}
 		p.stateful.ServeHTTP(dw, r)
-		if ss != nil && dw.status == http.StatusNoContent {
+		if ss != nil && dw.code == http.StatusNoContent {
 			p.ended(sid, ss)
 		}
 		return
@@ -138,21 +138,6 @@ func (p *project) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.stateful.ServeHTTP(w, r)
 }
-
-// deleteWriter notes the status the SDK answers a DELETE with.
-type deleteWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *deleteWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *deleteWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // activity is a stateful session's request count and when its last request ended.
 type activity struct {

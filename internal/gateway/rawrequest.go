@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,7 +47,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 	if len(meta.ProgressToken) > 0 {
 		return pathSDK
 	}
-	if bytes.HasPrefix(members["requestState"], []byte(`"`+inputStatePrefix)) {
+	if isRawInputState(members["requestState"]) {
 		return pathSDK // answers for a request the gateway holds (input.go), never for a server
 	}
 	delete(members, "_meta")
