@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -80,8 +79,6 @@ func (p *project) sync() {
 	}, p.server.RemoveTools, func(name string, t projection.Tool) error {
 		return addTool(p.server, t.Tool, p.handler(t.Server, t.Raw))
 	})
-	idx := maps.Clone(p.tools)
-	p.toolIndex.Store(&idx)
 
 	applySet(p, "prompt", p.prompts, prompts, func(pr projection.Prompt) (projected, any) {
 		return projected{server: pr.Server, raw: pr.Raw, item: pr.Prompt, members: pending[pr.Prompt]}, pr.Prompt
@@ -100,6 +97,7 @@ func (p *project) sync() {
 		return guard("resource template", func() { p.server.AddResourceTemplate(t.Template, p.resourceHandler(t.Server)) })
 	})
 	p.indexRaw(nil)
+	p.publishRoutes()
 }
 
 // applySet makes have (what the SDK server holds) match want: items gone or changed are

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/yosida95/uritemplate/v3"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -134,27 +132,6 @@ func instructions(obs registry.Observation) string {
 	return strings.TrimSpace(b.String())
 }
 
-// owner is the server that serves a URI: the one that lists it, else the first (in template
-// order) whose resource template matches it.
-func (p *project) owner(uri string) (string, bool) {
-	p.syncMu.Lock()
-	defer p.syncMu.Unlock()
-	if r, ok := p.resources[uri]; ok {
-		return r.server, true
-	}
-	templates := make([]string, 0, len(p.templates))
-	for t := range p.templates {
-		templates = append(templates, t)
-	}
-	sort.Strings(templates)
-	for _, t := range templates {
-		if tmpl, err := uritemplate.New(t); err == nil && tmpl.Regexp().MatchString(uri) {
-			return p.templates[t].server, true
-		}
-	}
-	return "", false
-}
-
 func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
 	server, ok := p.owner(uri)
@@ -246,27 +223,6 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 		return nil, protocolError(err)
 	}
 	return &mcp.CompleteResult{Completion: res.Completion}, nil
-}
-
-// completionTarget is the server a completion's reference routes to ("" for none) and, for a
-// prompt, the prompt's own name there: a prompt by its projected name, a resource template or
-// resource by its URI.
-func (p *project) completionTarget(ref *mcp.CompleteReference) (server, raw string) {
-	p.syncMu.Lock()
-	defer p.syncMu.Unlock()
-	switch ref.Type {
-	case "ref/prompt":
-		if pr, ok := p.prompts[ref.Name]; ok {
-			return pr.server, pr.raw
-		}
-	case "ref/resource":
-		if t, ok := p.templates[ref.URI]; ok {
-			return t.server, ""
-		} else if r, ok := p.resources[ref.URI]; ok {
-			return r.server, ""
-		}
-	}
-	return "", ""
 }
 
 // rootsChanged passes a session's notifications/roots/list_changed on to the servers of its

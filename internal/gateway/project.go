@@ -45,7 +45,7 @@ type project struct {
 	resources map[string]projected                  // by URI
 	templates map[string]projected                  // by URI template
 	synced    string                                // signature of the connection states last projected
-	toolIndex atomic.Pointer[map[string]projected]  // a copy of tools for the fast path, replaced on change
+	routes    atomic.Pointer[routes]                // what requests are routed by (routes.go), replaced on change
 	rawItems  atomic.Pointer[map[any]*conn.RawItem] // the items as their servers listed them (lists.go)
 
 	mu        sync.Mutex
@@ -191,16 +191,6 @@ func (p *project) expireStateful(now time.Time) {
 		_ = ss.Close()
 		p.ended(sid, ss)
 	}
-}
-
-// tool finds a projected tool for the fast path.
-func (p *project) tool(name string) (projected, bool) {
-	idx := p.toolIndex.Load()
-	if idx == nil {
-		return projected{}, false
-	}
-	t, ok := (*idx)[name]
-	return t, ok
 }
 
 // sessionID names the session a request belongs to (see SessionHeader).

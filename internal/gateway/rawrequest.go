@@ -148,11 +148,3 @@ func joinMembers(members map[string]json.RawMessage) []byte {
 	}
 	return out
 }
-
-// prompt finds a projected prompt.
-func (p *project) prompt(name string) (projected, bool) {
-	p.syncMu.Lock()
-	defer p.syncMu.Unlock()
-	pr, ok := p.prompts[name]
-	return pr, ok
-}

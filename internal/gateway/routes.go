@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"maps"
+	"regexp"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+)
+
+// routes is what sessions' requests are routed by: the projected items, with the resource
+// templates compiled in template order. sync publishes a new one when it has changed the sets;
+// requests read it without a lock, so they never wait for a sync (which holds syncMu through
+// a mount's whole projection), and a URI is matched against compiled templates, not templates
+// parsed again for every read.
+type routes struct {
+	tools, prompts, resources, templates map[string]projected
+	matchers                             []templateMatcher // in template order
+}
+
+type templateMatcher struct {
+	re     *regexp.Regexp
+	server string
+}
+
+// publishRoutes publishes the sets as they are now. Callers hold syncMu.
+func (p *project) publishRoutes() {
+	r := &routes{tools: maps.Clone(p.tools), prompts: maps.Clone(p.prompts),
+		resources: maps.Clone(p.resources), templates: maps.Clone(p.templates)}
+	for _, t := range slices.Sorted(maps.Keys(p.templates)) {
+		if tmpl, err := uritemplate.New(t); err == nil {
+			r.matchers = append(r.matchers, templateMatcher{re: tmpl.Regexp(), server: p.templates[t].server})
+		}
+	}
+	p.routes.Store(r)
+}
+
+// current is the routes last published (empty before the first sync).
+func (p *project) current() *routes {
+	if r := p.routes.Load(); r != nil {
+		return r
+	}
+	return &routes{}
+}
+
+// tool finds a projected tool.
+func (p *project) tool(name string) (projected, bool) {
+	t, ok := p.current().tools[name]
+	return t, ok
+}
+
+// prompt finds a projected prompt.
+func (p *project) prompt(name string) (projected, bool) {
+	pr, ok := p.current().prompts[name]
+	return pr, ok
+}
+
+// owner is the server that serves a URI: the one that lists it, else the first (in template
+// order) whose resource template matches it.
+func (p *project) owner(uri string) (string, bool) {
+	r := p.current()
+	if res, ok := r.resources[uri]; ok {
+		return res.server, true
+	}
+	for _, m := range r.matchers {
+		if m.re.MatchString(uri) {
+			return m.server, true
+		}
+	}
+	return "", false
+}
+
+// completionTarget is the server a completion's reference routes to ("" for none) and, for a
+// prompt, the prompt's own name there: a prompt by its projected name, a resource template or
+// resource by its URI.
+func (p *project) completionTarget(ref *mcp.CompleteReference) (server, raw string) {
+	r := p.current()
+	switch ref.Type {
+	case "ref/prompt":
+		if pr, ok := r.prompts[ref.Name]; ok {
+			return pr.server, pr.raw
+		}
+	case "ref/resource":
+		if t, ok := r.templates[ref.URI]; ok {
+			return t.server, ""
+		} else if res, ok := r.resources[ref.URI]; ok {
+			return res.server, ""
+		}
+	}
+	return "", ""
+}
