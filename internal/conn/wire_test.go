@@ -348,3 +348,20 @@ func (s *statusRecorder) Flush() {
 		f.Flush()
 	}
 }
+
+// nameOf reads the name a request's Mcp-Name header carries, wherever the member is.
+func TestNameOf(t *testing.T) {
+	for _, c := range []struct{ method, params, want string }{
+		{"tools/call", `{"name":"echo","arguments":{"text":"x"}}`, "echo"},
+		{"tools/call", `{"arguments":{"name":"not this"},"name":"echo"}`, "echo"},
+		{"prompts/get", `{"arguments":{"a":"b"},"name":"greet","_meta":{}}`, "greet"},
+		{"resources/read", `{"uri":"fixture://a/readme"}`, "fixture://a/readme"},
+		{"resources/read", `{"_meta":{"uri":"no"},"uri":"fixture://a/x"}`, "fixture://a/x"},
+		{"tools/list", `{"name":"ignored"}`, ""},
+		{"tools/call", `{"name":7}`, ""},
+	} {
+		if got := nameOf(c.method, json.RawMessage(c.params)); got != c.want {
+			t.Errorf("nameOf(%s, %s) = %q, want %q", c.method, c.params, got, c.want)
+		}
+	}
+}

@@ -86,21 +86,28 @@ func (w *wire) do(ctx context.Context, body []byte, method string, params json.R
 }
 
 // nameOf is what a request's Mcp-Name header says: the name of tools/call and prompts/get, the
-// URI of resources/read; "" for other methods, whose params are not read.
+// URI of resources/read; "" for other methods, whose params are not read. A tool call's name
+// comes first in its params (the gateway writes it so: callMembers), and then only it is read,
+// not the arguments after it.
 func nameOf(method string, params json.RawMessage) string {
-	var p struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
-	}
+	key := ""
 	switch method {
 	case "tools/call", "prompts/get":
-		_ = json.Unmarshal(params, &p)
-		return p.Name
+		key = "name"
 	case "resources/read":
-		_ = json.Unmarshal(params, &p)
-		return p.URI
+		key = "uri"
+	default:
+		return ""
 	}
-	return ""
+	var v string
+	if rest, ok := bytes.CutPrefix(params, []byte(`{"`+key+`":`)); ok && json.NewDecoder(bytes.NewReader(rest)).Decode(&v) == nil {
+		return v
+	}
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) == nil {
+		_ = json.Unmarshal(p[key], &v)
+	}
+	return v
 }
 
 // send POSTs a notification (method) or a response (method ""), whose answer is only a
