@@ -10,8 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -41,7 +39,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *v1alpha1.ProjectMCP, 
 	if err := r.adoptUpdatedStatus(ctx, obj); err != nil {
 		return err
 	}
-	ac, err := statusApply(obj, status)
+	ac, err := v1alpha1.ApplyConfiguration(client.ObjectKeyFromObject(obj), "status", status)
 	if err != nil {
 		return err
 	}
@@ -54,26 +52,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *v1alpha1.ProjectMCP, 
 	r.statusEvents(obj, status)
 	log.FromContext(ctx).V(1).Info("Updated status", "ready", status.ReadyServers, "tools", status.ToolCount, "sessions", status.SessionCount)
 	return nil
-}
-
-// statusApply is the apply configuration of the reconciler's status: the object's name and the
-// fields of status. A field its JSON form leaves out (empty) is removed from the object when
-// the reconciler applied it before; so is a server or condition no longer listed.
-func statusApply(obj *v1alpha1.ProjectMCP, status v1alpha1.ProjectMCPStatus) (runtime.ApplyConfiguration, error) {
-	raw, err := json.Marshal(map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(),
-		"kind":       "ProjectMCP",
-		"metadata":   map[string]any{"name": obj.Name, "namespace": obj.Namespace},
-		"status":     status,
-	})
-	if err != nil {
-		return nil, err
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(raw); err != nil {
-		return nil, err
-	}
-	return client.ApplyConfigurationFromUnstructured(u), nil
 }
 
 // statusEvents records an event for each server that failed, was reclaimed or was rebuilt at a

@@ -8,7 +8,6 @@ package mirror
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,8 +24,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -274,7 +271,7 @@ func readBounded(path string) ([]byte, error) {
 // apply server-side-applies the spec; fields the file no longer sets are dropped from the
 // object because the mirror owned them.
 func (m *Mirror) apply(ctx context.Context, spec *v1alpha1.ProjectMCPSpec) error {
-	ac, err := m.applyConfiguration("spec", spec)
+	ac, err := v1alpha1.ApplyConfiguration(m.Key, "spec", spec)
 	if err != nil {
 		return err
 	}
@@ -306,7 +303,7 @@ func (m *Mirror) setCondition(ctx context.Context, cond metav1.Condition) error 
 	if old != nil && old.Status == cond.Status {
 		cond.LastTransitionTime = old.LastTransitionTime
 	}
-	ac, err := m.applyConfiguration("status", map[string]any{"conditions": []metav1.Condition{cond}})
+	ac, err := v1alpha1.ApplyConfiguration(m.Key, "status", map[string]any{"conditions": []metav1.Condition{cond}})
 	if err != nil {
 		return err
 	}
@@ -317,25 +314,6 @@ func (m *Mirror) setCondition(ctx context.Context, cond metav1.Condition) error 
 		m.warn(ctx, obj, cond.Message)
 	}
 	return nil
-}
-
-// applyConfiguration is an apply configuration of the object naming only one part of it (spec
-// or status): the fields the mirror owns there.
-func (m *Mirror) applyConfiguration(part string, value any) (runtime.ApplyConfiguration, error) {
-	raw, err := json.Marshal(map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(),
-		"kind":       "ProjectMCP",
-		"metadata":   map[string]any{"name": m.Key.Name, "namespace": m.Key.Namespace},
-		part:         value,
-	})
-	if err != nil {
-		return nil, err
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(raw); err != nil {
-		return nil, err
-	}
-	return client.ApplyConfigurationFromUnstructured(u), nil
 }
 
 // warn records a Warning event on the object. The mirror writes events itself: it runs without

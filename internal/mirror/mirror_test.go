@@ -292,7 +292,7 @@ func TestMirrorAppliesItsConditionAlone(t *testing.T) {
 	// Another writer's condition, applied under its own manager.
 	other := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Other", Message: "other's",
 		LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))}
-	ac, err := m.applyConfiguration("status", map[string]any{"conditions": []metav1.Condition{other}})
+	ac, err := v1alpha1.ApplyConfiguration(m.Key, "status", map[string]any{"conditions": []metav1.Condition{other}})
 	if err != nil {
 		t.Fatal(err)
 	}
