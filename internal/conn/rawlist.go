@@ -164,13 +164,10 @@ func tooDeep(data []byte) bool {
 // rawLists is one raw listing of a server: the items kept, in the order listed, and a digest
 // of every page's bytes.
 type rawLists struct {
-	items     [kinds][]*listedItem
-	rawTools  int      // tools listed, before the filter and the schema bound
-	omitted   []string // tools over the schema bound
-	sizes     []int64
-	maxSchema int64 // the schema bound, for the note on the tools over it
-	newest    bool
-	digest    [sha256.Size]byte
+	items  [kinds][]*listedItem
+	tools  *toolSieve // what the tools list left out
+	newest bool
+	digest [sha256.Size]byte
 }
 
 // fetchLists walks every page of each list the server declares, raw, the four at once (as
@@ -186,7 +183,7 @@ func (c *Conn) fetchLists(ctx context.Context, session *mcp.ClientSession, w *wi
 			asked = append(asked, KindResource, KindTemplate)
 		}
 	}
-	l := &rawLists{newest: w.version >= "2026-07-28", maxSchema: c.opts.MaxSchemaBytes}
+	l := &rawLists{newest: w.version >= "2026-07-28", tools: c.toolSieve()}
 	var digests [kinds]hash.Hash
 	for _, kind := range asked {
 		digests[kind] = sha256.New()
@@ -251,13 +248,8 @@ func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, dig
 	}
 	if kind == KindTool {
 		keep = func(it *listedItem) int64 {
-			l.rawTools++
-			if !Offered(c.opts.Server.Tools, it.name) {
-				return 0
-			}
 			size := int64(len(it.raw))
-			if schemas := int64(len(it.InputSchema) + len(it.OutputSchema)); size > c.opts.MaxSchemaBytes && schemas > c.opts.MaxSchemaBytes {
-				l.omitted, l.sizes = append(l.omitted, it.name), append(l.sizes, schemas)
+			if !l.tools.offered(it.name) || l.tools.tooLarge(it.name, size, func() int64 { return int64(len(it.InputSchema) + len(it.OutputSchema)) }) {
 				return 0
 			}
 			l.items[kind] = append(l.items[kind], it)
@@ -270,10 +262,8 @@ func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, dig
 // catalog decodes the items kept into the SDK's types, each beside its RawItem, and interns
 // the catalog.
 func (l *rawLists) catalog() (*catalog, error) {
-	cat := catalog{rawTools: l.rawTools, omitted: len(l.omitted)}
-	if len(l.omitted) > 0 {
-		cat.notes = []string{schemaNote(l.omitted, l.sizes, l.maxSchema)}
-	}
+	var cat catalog
+	l.tools.note(&cat)
 	var err error
 	if cat.tools, err = decodeItems[mcp.Tool](l, KindTool, &cat); err != nil {
 		return nil, err

@@ -366,8 +366,7 @@ func (g listGroup) run(method string, fn func() error) {
 // listTools lists every page of tools and applies the server's allow/deny filter and the
 // schema bound: a tool whose schemas are over --max-schema-bytes is left out, with a note.
 func (c *Conn) listTools(ctx context.Context, session *mcp.ClientSession, cat *catalog) error {
-	var omitted []string
-	var sizes []int64
+	sieve := c.toolSieve()
 	err := walk(ctx, &c.opts, "tools/list", "tools", func(ctx context.Context, cursor string) ([]*mcp.Tool, string, error) {
 		res, err := session.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
@@ -375,16 +374,12 @@ func (c *Conn) listTools(ctx context.Context, session *mcp.ClientSession, cat *c
 		}
 		return res.Tools, res.NextCursor, nil
 	}, func(tool *mcp.Tool) int64 {
-		cat.rawTools++
-		if !Offered(c.opts.Server.Tools, tool.Name) {
+		if !sieve.offered(tool.Name) {
 			return 0
 		}
 		size := jsonSize(tool)
-		if size > c.opts.MaxSchemaBytes { // the schemas are part of the tool: only then can they be over
-			if schemas := jsonSize(tool.InputSchema) + jsonSize(tool.OutputSchema); schemas > c.opts.MaxSchemaBytes {
-				omitted, sizes = append(omitted, tool.Name), append(sizes, schemas)
-				return 0
-			}
+		if sieve.tooLarge(tool.Name, size, func() int64 { return jsonSize(tool.InputSchema) + jsonSize(tool.OutputSchema) }) {
+			return 0
 		}
 		cat.tools = append(cat.tools, tool)
 		return size
@@ -393,11 +388,50 @@ func (c *Conn) listTools(ctx context.Context, session *mcp.ClientSession, cat *c
 		return err
 	}
 	slices.SortFunc(cat.tools, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
-	if len(omitted) > 0 {
-		cat.omitted = len(omitted)
-		cat.notes = append(cat.notes, schemaNote(omitted, sizes, c.opts.MaxSchemaBytes))
-	}
+	sieve.note(cat)
 	return nil
+}
+
+// toolSieve applies a server's allow/deny filter and the schema bound to its tools as they are
+// listed (raw or through the SDK), and says what it left out.
+type toolSieve struct {
+	filter    *v1alpha1.ToolFilter
+	maxSchema int64
+	listed    int      // every tool listed, before the filter and the bound
+	omitted   []string // tools over the schema bound
+	sizes     []int64  // their schemas' sizes
+}
+
+func (c *Conn) toolSieve() *toolSieve {
+	return &toolSieve{filter: c.opts.Server.Tools, maxSchema: c.opts.MaxSchemaBytes}
+}
+
+// offered counts a listed tool and reports whether the filter offers it.
+func (s *toolSieve) offered(name string) bool {
+	s.listed++
+	return Offered(s.filter, name)
+}
+
+// tooLarge reports whether a tool of size bytes is left out for its schemas' size (schemas
+// gives it, asked only when the whole tool is over the bound, the schemas being part of it).
+func (s *toolSieve) tooLarge(name string, size int64, schemas func() int64) bool {
+	if size <= s.maxSchema {
+		return false
+	}
+	n := schemas()
+	if n <= s.maxSchema {
+		return false
+	}
+	s.omitted, s.sizes = append(s.omitted, name), append(s.sizes, n)
+	return true
+}
+
+// note records in cat the tools listed and those left out for the bound, with a note.
+func (s *toolSieve) note(cat *catalog) {
+	cat.rawTools, cat.omitted = s.listed, len(s.omitted)
+	if len(s.omitted) > 0 {
+		cat.notes = append(cat.notes, schemaNote(s.omitted, s.sizes, s.maxSchema))
+	}
 }
 
 // page lists one page of a list from cursor: its items and the next cursor ("" at the end).
