@@ -113,11 +113,12 @@ func (p *project) serveFast(w http.ResponseWriter, r *http.Request, sid string) 
 	case env.Method == "notifications/cancelled" && len(env.ID) == 0:
 		return p.cancelFast(w, sid, env.Params)
 	case env.Method == "tools/call":
-		return p.countPath(p.callFast(w, r, env, nil, &fastCaller{id: sid, caller: sessionCaller{ss}, rev: conn.Legacy, cancellable: true}))
+		fc := fastCaller{id: sid, caller: sessionCaller{ss}, rev: conn.Legacy, cancellable: true}
+		return p.countPath(p.callFast(w, r, env, func(*fastCallParams) (fastCaller, bool) { return fc, true }))
 	case rawMethods[env.Method]:
 		// Only from a server speaking the session's revision: results are passed back whole.
-		fc := &fastCaller{id: sid, caller: sessionCaller{ss}, rev: conn.LegacyExact, cancellable: true}
-		return p.countRequest(env.Method, p.requestFast(w, r, env, nil, fc))
+		fc := fastCaller{id: sid, caller: sessionCaller{ss}, rev: conn.LegacyExact, cancellable: true}
+		return p.countRequest(env.Method, p.requestFast(w, r, env, func(*fastMeta, string) (fastCaller, bool) { return fc, true }))
 	}
 	return false
 }
@@ -157,11 +158,11 @@ func (p *project) serveStatelessFast(w http.ResponseWriter, r *http.Request) boo
 		return fastCaller{id: id, rev: conn.Newest}, true
 	}
 	if method != "tools/call" {
-		return p.countRequest(method, p.requestFast(w, r, env, identify, nil))
+		return p.countRequest(method, p.requestFast(w, r, env, identify))
 	}
 	return p.countPath(p.callFast(w, r, env, func(params *fastCallParams) (fastCaller, bool) {
 		return identify(&params.Meta, params.Name)
-	}, nil))
+	}))
 }
 
 func (p *project) countPath(path string) bool {
@@ -230,22 +231,17 @@ func fastContent(r *http.Request) bool {
 }
 
 // callFast forwards one tools/call and answers pathRaw, or answers why the SDK server must
-// handle it instead (nothing has been written to w then). The caller is fc, or what identify
-// makes of the params (false: the SDK must handle it).
+// handle it instead (nothing has been written to w then). The caller is what identify makes
+// of the params (false: the SDK must handle it).
 func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvelope,
-	identify func(*fastCallParams) (fastCaller, bool), fixed *fastCaller) string {
+	identify func(*fastCallParams) (fastCaller, bool)) string {
 	var params fastCallParams
 	if json.Unmarshal(env.Params, &params) != nil || params.Name == "" {
 		return pathSDK
 	}
-	fc := fastCaller{}
-	if identify != nil {
-		var ok bool
-		if fc, ok = identify(&params); !ok {
-			return pathSDK
-		}
-	} else {
-		fc = *fixed
+	fc, ok := identify(&params)
+	if !ok {
+		return pathSDK
 	}
 	if fc.rev == conn.Legacy && (len(params.InputResponses) > 0 || len(params.RequestState) > 0) {
 		return pathSDK // MRTR fields from a 2025-11-25 session: the SDK answers

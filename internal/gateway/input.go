@@ -270,48 +270,10 @@ func (in *inputs) resume(o origin, caps *mcp.ClientCapabilities, state string, r
 	if tag, _, ok := strings.Cut(rest, "."); !ok || tag != in.tag {
 		return nil, invalidInput("the requestState was not issued by this project's endpoint")
 	}
-	in.mu.Lock()
-	pc := in.parked[state]
-	switch {
-	case pc == nil:
-		in.mu.Unlock()
-		return nil, invalidInput("the requestState is unknown or has expired (a call waits %s for its session's answers, and a state is good for one answer)", in.timeout)
-	case pc.session != o.session:
-		in.mu.Unlock()
-		return nil, invalidInput("the requestState was issued to another session of this project")
-	case pc.call != callOf(o):
-		in.mu.Unlock()
-		return nil, invalidInput("the requestState belongs to a call of %s, not of %s", pc.call, callOf(o))
+	pc, answers, err := in.take(o, state, responses)
+	if err != nil {
+		return nil, err
 	}
-	answers := make(map[*inputAsk]json.RawMessage, len(pc.sent))
-	for _, id := range slices.Sorted(maps.Keys(pc.sent)) {
-		a := pc.sent[id]
-		r, ok := responses[id]
-		if !ok || r == nil {
-			in.mu.Unlock()
-			return nil, invalidInput("inputResponses has no answer to the input request %q (%s)", id, a.method)
-		}
-		if !fits(a.method, r) {
-			in.mu.Unlock()
-			return nil, invalidInput("inputResponses[%q] is not an answer to %s", id, a.method)
-		}
-		data, err := json.Marshal(r)
-		if err != nil {
-			in.mu.Unlock()
-			return nil, invalidInput("inputResponses[%q]: %v", id, err)
-		}
-		answers[a] = data
-	}
-	for _, id := range slices.Sorted(maps.Keys(responses)) {
-		if _, ok := pc.sent[id]; !ok {
-			in.mu.Unlock()
-			return nil, invalidInput("inputResponses[%q] answers no input request of this call", id)
-		}
-	}
-	delete(in.parked, state)
-	pc.timer.Stop()
-	pc.sent = nil
-	in.mu.Unlock()
 	pc.mu.Lock()
 	pc.caps = caps
 	pc.mu.Unlock()
@@ -320,6 +282,57 @@ func (in *inputs) resume(o origin, caps *mcp.ClientCapabilities, state string, r
 		a.answer <- inputAnswer{data: data}
 	}
 	return pc, nil
+}
+
+// take unparks the call a state names, with the session's answers to its server's requests;
+// a state or answers that do not fit leave the call parked as it was.
+func (in *inputs) take(o origin, state string, responses mcp.InputResponseMap) (*pendingCall, map[*inputAsk]json.RawMessage, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	pc := in.parked[state]
+	switch {
+	case pc == nil:
+		return nil, nil, invalidInput("the requestState is unknown or has expired (a call waits %s for its session's answers, and a state is good for one answer)", in.timeout)
+	case pc.session != o.session:
+		return nil, nil, invalidInput("the requestState was issued to another session of this project")
+	case pc.call != callOf(o):
+		return nil, nil, invalidInput("the requestState belongs to a call of %s, not of %s", pc.call, callOf(o))
+	}
+	answers, err := answersTo(pc.sent, responses)
+	if err != nil {
+		return nil, nil, err
+	}
+	delete(in.parked, state)
+	pc.timer.Stop()
+	pc.sent = nil
+	return pc, answers, nil
+}
+
+// answersTo matches a session's answers to the server's requests it was sent, by the ids it
+// was given: one answer of the right kind to each, and none to anything else.
+func answersTo(sent map[string]*inputAsk, responses mcp.InputResponseMap) (map[*inputAsk]json.RawMessage, error) {
+	answers := make(map[*inputAsk]json.RawMessage, len(sent))
+	for _, id := range slices.Sorted(maps.Keys(sent)) {
+		a := sent[id]
+		r, ok := responses[id]
+		if !ok || r == nil {
+			return nil, invalidInput("inputResponses has no answer to the input request %q (%s)", id, a.method)
+		}
+		if !fits(a.method, r) {
+			return nil, invalidInput("inputResponses[%q] is not an answer to %s", id, a.method)
+		}
+		data, err := json.Marshal(r)
+		if err != nil {
+			return nil, invalidInput("inputResponses[%q]: %v", id, err)
+		}
+		answers[a] = data
+	}
+	for _, id := range slices.Sorted(maps.Keys(responses)) {
+		if _, ok := sent[id]; !ok {
+			return nil, invalidInput("inputResponses[%q] answers no input request of this call", id)
+		}
+	}
+	return answers, nil
 }
 
 // fits reports whether r can be the answer to a request of method.

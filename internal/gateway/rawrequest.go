@@ -32,10 +32,10 @@ var rawMethods = map[string]bool{"prompts/get": true, "resources/read": true, "c
 
 // requestFast forwards one prompts/get, resources/read or completion/complete and answers
 // pathRaw, or answers why the SDK server must handle it instead (nothing has been written to
-// w then). The caller is fixed, or what identify makes of the request's _meta and the name or
-// URI it names (false: the SDK must handle it).
+// w then). The caller is what identify makes of the request's _meta and the name or URI it
+// names (false: the SDK must handle it).
 func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEnvelope,
-	identify func(*fastMeta, string) (fastCaller, bool), fixed *fastCaller) string {
+	identify func(*fastMeta, string) (fastCaller, bool)) string {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(env.Params, &members) != nil || members == nil {
 		return pathSDK
@@ -96,14 +96,9 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 	default:
 		return pathSDK
 	}
-	var fc fastCaller
-	if identify != nil {
-		var ok bool
-		if fc, ok = identify(&meta, name); !ok {
-			return pathSDK
-		}
-	} else {
-		fc = *fixed
+	fc, ok := identify(&meta, name)
+	if !ok {
+		return pathSDK
 	}
 
 	ctx, cancel := p.track(r, fc, env.ID)
