@@ -25,6 +25,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
 
 // Label names of the project, present with Configure(true).
@@ -112,7 +114,7 @@ func methodIndex(method string) int {
 const (
 	ReasonConfigChanged      = "ConfigChanged"
 	ReasonReconnectRequested = "ReconnectRequested"
-	ReasonDeadAtMount        = "DeadAtMount"
+	ReasonDeadAtMount        = v1alpha1.RebuildReasonDeadAtMount // as status says it
 )
 
 // Session revisions (the revision label of projectmcp_sessions).
