@@ -1,9 +1,12 @@
 package testutil
 
 import (
-	"fmt"
+	"maps"
 	"strconv"
 	"strings"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Sample is one line of the Prometheus text exposition format.
@@ -16,80 +19,54 @@ type Sample struct {
 // Metrics is one scrape of a /metrics endpoint.
 type Metrics []Sample
 
-// ParseMetrics reads the text exposition format (comments and blank lines are skipped).
+// ParseMetrics reads the text exposition format (with the Prometheus client's own parser)
+// into samples, one for each line the format would print: a histogram or summary gives its
+// _bucket (or quantile), _sum and _count series.
 func ParseMetrics(text string) (Metrics, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return nil, err
+	}
 	var out Metrics
-	for _, line := range strings.Split(text, "\n") {
-		if line == "" || line[0] == '#' {
-			continue
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			add := func(suffix string, value float64, extra ...string) {
+				s := Sample{Name: name + suffix, Labels: maps.Clone(labels), Value: value}
+				for i := 0; i+1 < len(extra); i += 2 {
+					s.Labels[extra[i]] = extra[i+1]
+				}
+				out = append(out, s)
+			}
+			switch {
+			case m.Counter != nil:
+				add("", m.GetCounter().GetValue())
+			case m.Gauge != nil:
+				add("", m.GetGauge().GetValue())
+			case m.Untyped != nil:
+				add("", m.GetUntyped().GetValue())
+			case m.Histogram != nil:
+				h := m.GetHistogram()
+				for _, b := range h.GetBucket() {
+					add("_bucket", float64(b.GetCumulativeCount()), "le", strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64))
+				}
+				add("_sum", h.GetSampleSum())
+				add("_count", float64(h.GetSampleCount()))
+			case m.Summary != nil:
+				sm := m.GetSummary()
+				for _, q := range sm.GetQuantile() {
+					add("", q.GetValue(), "quantile", strconv.FormatFloat(q.GetQuantile(), 'g', -1, 64))
+				}
+				add("_sum", sm.GetSampleSum())
+				add("_count", float64(sm.GetSampleCount()))
+			}
 		}
-		s, ok := parseSample(line)
-		if !ok {
-			return nil, fmt.Errorf("not a sample: %q", line)
-		}
-		out = append(out, s)
 	}
 	return out, nil
-}
-
-// parseSample reads `name{label="value",...} value [timestamp]`.
-func parseSample(line string) (Sample, bool) {
-	s := Sample{Labels: map[string]string{}}
-	i := strings.IndexAny(line, "{ ")
-	if i <= 0 {
-		return s, false
-	}
-	s.Name, line = line[:i], line[i:]
-	if line[0] == '{' {
-		line = line[1:]
-		for {
-			if line == "" {
-				return s, false
-			}
-			if line[0] == '}' {
-				line = line[1:]
-				break
-			}
-			eq := strings.IndexByte(line, '=')
-			if eq <= 0 || len(line) < eq+2 || line[eq+1] != '"' {
-				return s, false
-			}
-			name, value, rest, ok := quoted(line[:eq], line[eq+2:])
-			if !ok {
-				return s, false
-			}
-			s.Labels[name] = value
-			line = strings.TrimPrefix(rest, ",")
-		}
-	}
-	fields := strings.Fields(line)
-	if len(fields) == 0 {
-		return s, false
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
-	s.Value = v
-	return s, err == nil
-}
-
-// quoted reads a label value up to its closing quote, undoing the format's escapes.
-func quoted(name, line string) (string, string, string, bool) {
-	var b strings.Builder
-	for i := 0; i < len(line); i++ {
-		switch c := line[i]; {
-		case c == '"':
-			return name, b.String(), line[i+1:], true
-		case c == '\\' && i+1 < len(line):
-			i++
-			if line[i] == 'n' {
-				b.WriteByte('\n')
-			} else {
-				b.WriteByte(line[i])
-			}
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return "", "", "", false
 }
 
 // Sum adds up the samples of a metric whose labels include the given ones, given as name,

@@ -104,6 +104,11 @@ x_total{a="1",b="tools/call"} 3
 x_total{a="2",b="say \"hi\", {ok}"} 4
 y 1.5
 z{} 2 1700000000
+# TYPE h histogram
+h_bucket{le="1"} 2
+h_bucket{le="+Inf"} 3
+h_sum 4.5
+h_count 3
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +121,9 @@ z{} 2 1700000000
 	}
 	if !m.Has("x_total", "b", `say "hi", {ok}`) || m.Has("x_total", "c", "") || m.Sum("y") != 1.5 || m.Sum("z") != 2 {
 		t.Fatalf("samples: %+v", m)
+	}
+	if m.Sum("h_bucket", "le", "+Inf") != 3 || m.Sum("h_bucket", "le", "1") != 2 || m.Sum("h_sum") != 4.5 || m.Sum("h_count") != 3 {
+		t.Fatalf("a histogram's series: %+v", m)
 	}
 	if _, err := ParseMetrics(`x{a="1} 2`); err == nil {
 		t.Fatal("an unterminated label value must fail")
