@@ -24,17 +24,8 @@ func (c *Conn) rawCall(ctx context.Context, s *mcp.ClientSession, method string,
 	if w == nil || !w.raw() {
 		return nil, false, nil
 	}
-	res, err = c.rawOn(ctx, w, method, members)
+	res, err = w.call(ctx, method, members, nil)
 	return res, true, err
-}
-
-// rawOn sends one of the connection's own requests on wire w, which takes raw requests.
-func (c *Conn) rawOn(ctx context.Context, w *wire, method string, members []byte) (json.RawMessage, error) {
-	var meta []byte
-	if sm := w.meta.Load(); sm != nil {
-		meta = *sm // a 2026-07-28 session's _meta members, as Forward sends them
-	}
-	return w.call(ctx, method, members, meta)
 }
 
 // probedByRelist reports a session with no probe of its own: a 2026-07-28 HTTP connection has

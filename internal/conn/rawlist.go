@@ -212,7 +212,7 @@ func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, dig
 		if cursor != "" {
 			members = appendQuoted([]byte(`"cursor":`), cursor)
 		}
-		res, err := c.rawOn(ctx, w, method, members)
+		res, err := w.call(ctx, method, members, nil)
 		if err != nil {
 			return nil, "", err
 		}

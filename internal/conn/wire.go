@@ -1,7 +1,6 @@
 package conn
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -228,16 +227,21 @@ func request(id, method string, params []byte) []byte {
 	return append(b, '}')
 }
 
-// params makes a params object of members and _meta members.
-func params(members, meta []byte) []byte {
-	p := make([]byte, 0, len(members)+len(meta)+16)
+// params makes a params object of members and two lists of _meta members (the session's and
+// the request's own; either may be empty).
+func params(members, session, meta []byte) []byte {
+	p := make([]byte, 0, len(members)+len(session)+len(meta)+16)
 	p = append(p, '{')
 	p = append(p, members...)
-	if len(meta) > 0 {
+	if len(session)+len(meta) > 0 {
 		if len(members) > 0 {
 			p = append(p, ',')
 		}
 		p = append(p, `"_meta":{`...)
+		p = append(p, session...)
+		if len(session) > 0 && len(meta) > 0 {
+			p = append(p, ',')
+		}
 		p = append(p, meta...)
 		p = append(p, '}')
 	}
@@ -268,12 +272,17 @@ func (w *wire) fail(err error) {
 	}
 }
 
-// call sends one request, params given as members without braces plus _meta members, and
-// waits for its result.
+// call sends one request, params given as members without braces plus the request's own
+// _meta members (the session's, on 2026-07-28, are added here), and waits for its result.
 func (w *wire) call(ctx context.Context, method string, members, meta []byte) (json.RawMessage, error) {
 	id := wireIDPrefix + strconv.FormatUint(w.next.Add(1), 10)
+	var session []byte
+	if sm := w.meta.Load(); sm != nil {
+		session = *sm
+	}
+	p := params(members, session, meta)
 	if w.stdin == nil {
-		return w.post(ctx, id, method, params(members, meta))
+		return w.post(ctx, id, method, p)
 	}
 	ch := make(chan *jsonrpc.Response, 1)
 	w.mu.Lock()
@@ -284,7 +293,7 @@ func (w *wire) call(ctx context.Context, method string, members, meta []byte) (j
 	}
 	w.pending[id] = ch
 	w.mu.Unlock()
-	line := append(request(id, method, params(members, meta)), '\n')
+	line := append(request(id, method, p), '\n')
 	if _, err := w.stdin.write(line); err != nil {
 		w.forget(id)
 		return nil, fmt.Errorf("%w: writing to the server: %w", mcp.ErrConnectionClosed, err)
@@ -439,14 +448,7 @@ func (c *Conn) Forward(ctx context.Context, method string, members []byte, onPro
 		if !w.raw() {
 			return nil, ErrNotRaw
 		}
-		m := meta
-		if sm := w.meta.Load(); sm != nil && len(*sm) > 0 {
-			m = bytes.Clone(*sm)
-			if len(meta) > 0 {
-				m = append(append(m, ','), meta...)
-			}
-		}
-		res, err := w.call(ctx, method, members, m)
+		res, err := w.call(ctx, method, members, meta)
 		var wireErr *jsonrpc.Error
 		if errors.As(err, &wireErr) {
 			return nil, wireErr
