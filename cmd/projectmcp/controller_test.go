@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,23 +28,13 @@ import (
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
-// freeAddr is a loopback address with a port free at the time of asking.
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // `projectmcp controller` against a real API server: a ProjectMCP reaches Ready, and SIGTERM
 // ends the controller and every server process it started.
 func TestControllerCommand(t *testing.T) {
 	env := apiServer(t)
 
 	var out testutil.SyncBuffer // written by exec's copying goroutine while the test reads it
-	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	metricsAddr, probeAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	cmd := exec.Command(os.Args[0], "controller", "--kubeconfig", env.Kubeconfig, "--metrics-bind-address", metricsAddr,
 		"--metrics-project-labels", "--health-probe-bind-address", probeAddr,
 		// No leader election flags: outside a cluster it elects in the kubeconfig's namespace.
@@ -128,7 +117,7 @@ func TestControllerCommand(t *testing.T) {
 	if code := readyz(probeAddr); code != http.StatusOK {
 		t.Fatalf("the leader's /readyz: %d", code)
 	}
-	secondProbe := freeAddr(t)
+	secondProbe := testutil.FreeAddr(t)
 	second := exec.Command(os.Args[0], "controller", "--kubeconfig", env.Kubeconfig, "--metrics-bind-address", "0",
 		"--health-probe-bind-address", secondProbe, "--gateway-bind-address", "127.0.0.1:0")
 	second.Env = append(os.Environ(), mainEnvVar+"=1")

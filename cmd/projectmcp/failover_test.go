@@ -45,7 +45,7 @@ type replica struct {
 // Service's address is in a cluster).
 func startReplica(t *testing.T, name, kubeconfig, leaseNS, sharedURL string, lease ...string) *replica {
 	t.Helper()
-	r := &replica{name: name, probe: freeAddr(t), gateway: freeAddr(t), exited: make(chan error, 1)}
+	r := &replica{name: name, probe: testutil.FreeAddr(t), gateway: testutil.FreeAddr(t), exited: make(chan error, 1)}
 	args := append([]string{"controller", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
 		"--health-probe-bind-address", r.probe, "--gateway-bind-address", r.gateway, "--gateway-url", sharedURL,
 		"--leader-election-namespace", leaseNS, "--connect-timeout", "10s",

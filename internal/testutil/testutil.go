@@ -5,6 +5,7 @@ package testutil
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -89,4 +90,15 @@ func ShareNpmCache() []string {
 		}
 	}
 	return []string{NpmCacheVar}
+}
+
+// FreeAddr is a loopback address with a port free at the time of asking.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -103,7 +103,7 @@ func setup(t *testing.T) *suite {
 	}
 	s.token = s.agentToken(t)
 	s.remote = s.startHTTPFixture(t)
-	s.addrs = controllerAddrs{gateway: freeAddr(t), metrics: freeAddr(t), probe: freeAddr(t), pprof: freeAddr(t)}
+	s.addrs = controllerAddrs{gateway: testutil.FreeAddr(t), metrics: testutil.FreeAddr(t), probe: testutil.FreeAddr(t), pprof: testutil.FreeAddr(t)}
 	s.ctl = s.startController(t)
 	calm := s.project(t, "calm", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
 		s.stdio("local"), {Name: "remote", HTTP: &v1alpha1.HTTPServer{URL: s.remote}},
@@ -786,15 +786,6 @@ func (l *load) window() window {
 }
 
 // --- small helpers ------------------------------------------------------------------------
-
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 

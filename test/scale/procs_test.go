@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,17 +40,6 @@ func build(b *testing.B) binaries {
 		}
 	}
 	return bins
-}
-
-// freeAddr is a loopback address with a port free a moment ago.
-func freeAddr(b *testing.B) string {
-	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // process is a child process of the benchmark, stopped with SIGTERM (then SIGKILL).
@@ -113,7 +101,7 @@ type controller struct {
 // startController runs the controller with its log in dir.
 func startController(b *testing.B, bin, kubeconfig, dir string) *controller {
 	b.Helper()
-	c := &controller{metrics: freeAddr(b), pprof: freeAddr(b), gateway: freeAddr(b), logPath: filepath.Join(dir, "controller.log")}
+	c := &controller{metrics: testutil.FreeAddr(b), pprof: testutil.FreeAddr(b), gateway: testutil.FreeAddr(b), logPath: filepath.Join(dir, "controller.log")}
 	logFile, err := os.Create(c.logPath)
 	if err != nil {
 		b.Fatal(err)
