@@ -177,7 +177,7 @@ func TestGatewayPromptsAndResourcesMatchDirect(t *testing.T) {
 	}
 }
 
-// Prompts follow the seed's rules for tools: a prompt added upstream reaches a live session
+// Prompts follow the lifecycle contracts of tools (docs/lifecycle-contracts.md): a prompt added upstream reaches a live session
 // with list_changed; a disconnected server's prompts stay listed and fail fast naming the
 // server; a Failed server's are withdrawn.
 func TestGatewayPromptsSeedRules(t *testing.T) {

@@ -19,8 +19,8 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
 
-// The seed's contracts, each pinned end to end: a real API server, real fixture processes,
-// and a real MCP client through the gateway.
+// The lifecycle contracts (docs/lifecycle-contracts.md), each pinned end to end: a real API
+// server, real fixture processes, and a real MCP client through the gateway.
 
 // assertEventAction waits for an event with the given reason and action.
 func assertEventAction(t testing.TB, ns, reason, action string) {
@@ -34,7 +34,7 @@ func assertEventAction(t testing.TB, ns, reason, action string) {
 	})
 }
 
-// §1: a mount that finds a Failed connection rebuilds it inside the mount and waits for it:
+// docs/lifecycle-contracts.md#the-mounts-exception: a mount that finds a Failed connection rebuilds it inside the mount and waits for it:
 // the new session's first tools/list has the server's tools and a call works. Status and an
 // event record the rebuild as DeadAtMount.
 func TestMountRebuildsFailedServer(t *testing.T) {
@@ -71,7 +71,7 @@ func TestMountRebuildsFailedServer(t *testing.T) {
 	assertEventAction(t, ns, v1alpha1.EventRebuilt, v1alpha1.RebuildReasonDeadAtMount)
 }
 
-// §1 and §5: a server connected with no tools for more than 5 s does not look healthy: Ready
+// docs/lifecycle-contracts.md#the-mounts-exception: a server connected with no tools for more than 5 s does not look healthy: Ready
 // is False with reason ServersWithoutTools and the server's message says it is dead; the
 // next mount rebuilds it.
 func TestZeroToolsServerIsReportedDead(t *testing.T) {
@@ -96,7 +96,7 @@ func TestZeroToolsServerIsReportedDead(t *testing.T) {
 	})
 }
 
-// §2: a server whose first connect attempts fail and which comes up about a second later,
+// docs/lifecycle-contracts.md#ready-before-the-first-turn: a server whose first connect attempts fail and which comes up about a second later,
 // inside readyTimeout, is in the first tools/list of a session that arrived at once.
 func TestMountWaitsThroughFirstRetries(t *testing.T) {
 	ns := newNamespace(t)
@@ -113,9 +113,9 @@ func TestMountWaitsThroughFirstRetries(t *testing.T) {
 	}
 }
 
-// §4: repoint and rebuild (a reconnect request) tear the old server down before starting the
-// new one: a server holding an exclusive lock, with no reconnect budget, would otherwise fail
-// for good. A live session keeps its names, and its calls succeed across both swaps.
+// docs/lifecycle-contracts.md#one-connection-per-project-and-server: repoint and rebuild (a
+// reconnect request) tear the old server down before starting the new one: a server holding
+// an exclusive lock, with no reconnect budget, would otherwise fail for good. A live session keeps its names, and its calls succeed across both swaps.
 func TestSwapTearsDownBeforeBuild(t *testing.T) {
 	ns := newNamespace(t)
 	lock := filepath.Join(t.TempDir(), "lock")
@@ -163,7 +163,7 @@ func TestSwapTearsDownBeforeBuild(t *testing.T) {
 	swapped("rebuild", conn)
 }
 
-// §5: readyTimeout 0 means do not wait: the first tools/list is answered without the slow
+// docs/lifecycle-contracts.md#ready-before-the-first-turn: readyTimeout 0 means do not wait: the first tools/list is answered without the slow
 // server, whose tools arrive later with list_changed.
 func TestReadyTimeoutZeroDoesNotWait(t *testing.T) {
 	ns := newNamespace(t)
@@ -179,8 +179,9 @@ func TestReadyTimeoutZeroDoesNotWait(t *testing.T) {
 	ag.waitTools(t, "the slow server's tools", has("slow__echo"))
 }
 
-// §5: a live session across a repoint of a server whose tools change keeps the same session,
-// sees the new tool set by list_changed, and its unchanged names stay.
+// docs/lifecycle-contracts.md#an-edit-reloads-in-place: a live session across a repoint of a
+// server whose tools change keeps the same session, sees the new tool set by list_changed, and
+// its unchanged names stay.
 func TestLiveSessionAcrossRepoint(t *testing.T) {
 	ns := newNamespace(t)
 	key := create(t, ns, "repoint-live", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})

@@ -389,8 +389,8 @@ type ServerStatus struct {
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
 
 	// lastRebuild records the last rebuild a session's mount started because it found the
-	// connection dead (the seed's rebuild-at-mount; rebuilds the controller decides are
-	// recorded as events).
+	// connection dead (the rebuild at mount of docs/lifecycle-contracts.md; rebuilds the
+	// controller decides are recorded as events).
 	// +optional
 	LastRebuild *RebuildStatus `json:"lastRebuild,omitempty"`
 }

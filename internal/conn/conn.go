@@ -308,8 +308,8 @@ func (s Snapshot) Starting() bool {
 }
 
 // Dead reports a connection that will not heal by itself: Failed (budget spent), or Ready
-// with zero tools for longer than DeadAfter. The seed rebuilds such a connection at the next
-// session's mount.
+// with zero tools for longer than DeadAfter. Such a connection is rebuilt at the next session's
+// mount (docs/lifecycle-contracts.md#the-mounts-exception).
 func (s Snapshot) Dead(now time.Time) bool {
 	switch s.Phase {
 	case v1alpha1.PhaseFailed:

@@ -4,11 +4,12 @@
 // changed.
 //
 // Ownership: the reconciler creates, repoints, retires and rebuilds connections (Connect and
-// Retire); sessions only bind and release slots (Mount and Release), with the seed's one
-// exception: a mount that finds a bound connection dead rebuilds it at once (Mount); an idle
-// timer only destroys a connection no slot uses. A swap always tears the old connection down
-// before the new one starts. Lock order: Registry.mu is never held while a
-// connection is built, destroyed or waited for, nor during any network I/O.
+// Retire); sessions only bind and release slots (Mount and Release), with one exception
+// (docs/lifecycle-contracts.md#the-mounts-exception): a mount that finds a bound connection
+// dead rebuilds it at once (Mount); an idle timer only destroys a connection no slot uses. A
+// swap always tears the old connection down before the new one starts. Lock order:
+// Registry.mu is never held while a connection is built, destroyed or waited for, nor during
+// any network I/O.
 package registry
 
 import (
@@ -103,8 +104,9 @@ type entry struct {
 	lastMount   time.Time // the last time a session bound a slot here
 }
 
-// Rebuild records the last rebuild the registry did by itself: the seed's one exception to
-// "only the reconciler builds connections" is a mount that finds its connection dead.
+// Rebuild records the last rebuild the registry did by itself: the one exception to "only the
+// reconciler builds connections" is a mount that finds its connection dead
+// (docs/lifecycle-contracts.md#the-mounts-exception).
 type Rebuild struct {
 	At         time.Time
 	Reason     string // RebuildDeadAtMount
@@ -537,11 +539,12 @@ var ErrTooManySessions = errors.New("too many sessions")
 
 // Mount binds a new session: one slot per enabled server. A bound connection that is dead
 // (Failed, or Ready with no tools for longer than conn.DeadAfter) is rebuilt here, at once:
-// the seed's rebuild-at-mount, recorded as lastRebuild for status and events. Mount then waits
-// up to the project's readyTimeout until every slot's connection is Ready, Failed for good,
-// or Disconnected after having been Ready (first attempts failing inside the reconnect budget
-// are waited through). A server that is late or failed never fails the mount; its tools are
-// simply absent for now.
+// the rebuild at mount (docs/lifecycle-contracts.md#the-mounts-exception), recorded as
+// lastRebuild for status and events. Mount then waits up to the project's readyTimeout until
+// every slot's connection is Ready, Failed for good, or Disconnected after having been Ready
+// (first attempts failing inside the reconnect budget are waited through). A server that is
+// late or failed never fails the mount; its tools are simply absent for now
+// (docs/lifecycle-contracts.md#ready-before-the-first-turn).
 func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, client string) (*Session, error) {
 	r.mu.Lock()
 	p := r.projects[key]
