@@ -19,7 +19,7 @@ VERSION ?= 0.1.0
 DOCKER ?= docker
 
 .PHONY: all build test test-install unit envtest manifests generate verify vet fmt fuzz render clean bench bench-scale dev docs \
-	docker-build docker-build-node chart-crds test-deploy faults
+	docker-build docker-build-node chart-crds test-deploy faults test-first-run
 
 all: build
 
@@ -86,6 +86,7 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags deploy ./test/deploy
 	$(GO) vet -tags faults ./test/faults
+	$(GO) vet -tags firstrun ./cmd/projectmcp
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed: $$out" >&2; exit 1; fi
 
@@ -123,6 +124,14 @@ faults:
 test-install:
 	env -u KUBEBUILDER_ASSETS PROJECTMCP_INSTALL_TEST=1 $(GO) test -count=1 -timeout 45m \
 		-run '^TestInstalledBinaryGetsItsControlPlane$$' -v ./internal/controlplane
+
+## test-first-run: a newcomer's first `projectmcp dev` of examples/demo with an empty npm
+## cache (a fresh HOME): dev reports each server while npx downloads the packages, and the
+## moment it prints the endpoint, `connect --write` works and a client lists the demo's tools.
+## Needs the npm registry; about a minute beyond the control plane. Not part of test.
+test-first-run:
+	assets=$$($(ENVTEST_ASSETS)); KUBEBUILDER_ASSETS="$$assets" $(GO) test -tags firstrun -count=1 -timeout 20m -v \
+		-run '^TestFirstRunEmptyNpmCache$$' ./cmd/projectmcp
 
 ## unit: the tests that need no API server, and no kube-apiserver is started. With
 ## PROJECTMCP_UNIT=1 and KUBEBUILDER_ASSETS unset (only here: `make test` always sets it), a test

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
@@ -147,6 +148,7 @@ type connectOptions struct {
 	project string
 	entry   string
 	auth    string
+	wait    time.Duration
 }
 
 const connectLong = `Prints the entry that points an agent at a project's MCP endpoint, as the client's config
@@ -159,6 +161,8 @@ file holds it; with --write, merges it into that file in the project folder:
 
 The endpoint is the ProjectMCP's status.endpoint, so it works against any cluster the
 kubeconfig reaches. NAME defaults to the project folder's name, as dev and mirror name it.
+A ProjectMCP that exists without an endpoint yet (its first reconcile writes it) is waited
+for, up to --wait.
 
 --write keeps every other entry and the file's formatting (comments included); an entry of
 the same name that differs is refused unless --force replaces it.
@@ -169,7 +173,7 @@ the token from the environment (` + "$" + tokenEnv + `; VS Code prompts for it o
 token itself.`
 
 func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
-	o := connectOptions{client: "claude-code", project: ".", entry: defaultEntryName, auth: "auto"}
+	o := connectOptions{client: "claude-code", project: ".", entry: defaultEntryName, auth: "auto", wait: defaultEndpointWait}
 	cmd := &cobra.Command{
 		Use:   "connect [NAME]",
 		Short: "Print or write the agent config entry for a project's endpoint",
@@ -210,6 +214,7 @@ func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	fs.BoolVar(&o.force, "force", false, "with --write: replace an entry of the same name that differs")
 	fs.StringVar(&o.project, "project", o.project, "project folder: where --write writes, and whose name NAME defaults to")
 	fs.StringVar(&o.entry, "entry", o.entry, "name of the entry in the client's config")
+	fs.DurationVar(&o.wait, "wait", o.wait, "how long to wait for the ProjectMCP's status.endpoint when it exists without one yet (its first reconcile writes it)")
 	fs.StringVar(&o.auth, "auth", o.auth, `"auto": ask the endpoint whether it checks bearer tokens; "none"; "bearer": add the Authorization header`)
 	_ = cmd.RegisterFlagCompletionFunc("client", cobra.FixedCompletions(clientNames(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("auth", cobra.FixedCompletions([]string{"auto", "none", "bearer"}, cobra.ShellCompDirectiveNoFileComp))
@@ -241,13 +246,9 @@ func connect(ctx context.Context, g *globalFlags, key types.NamespacedName, form
 	if err != nil {
 		return err
 	}
-	obj := &v1alpha1.ProjectMCP{}
-	if err := c.Get(ctx, key, obj); err != nil {
-		return fmt.Errorf("projectmcp %s: %w", key, err)
-	}
-	endpoint := obj.Status.Endpoint
-	if endpoint == "" {
-		return fmt.Errorf("projectmcp %s has no endpoint in its status yet: is the controller running, with its gateway on?", key)
+	endpoint, err := awaitEndpoint(ctx, c, key, o.wait, stderr)
+	if err != nil {
+		return err
 	}
 	bearer := o.auth == "bearer"
 	if o.auth == "auto" {
@@ -272,6 +273,37 @@ func connect(ctx context.Context, g *globalFlags, key types.NamespacedName, form
 			"and the token's user needs the verb \"use\" on projectmcp %s.\n", tokenHint(format), tokenEnv, key.Namespace, key)
 	}
 	return nil
+}
+
+// defaultEndpointWait is how long connect waits for status.endpoint: the first reconcile
+// writes it a moment after the ProjectMCP is created, so a script that runs connect right
+// after creating one (or right after dev prints) needs no retry of its own.
+const defaultEndpointWait = 10 * time.Second
+
+// awaitEndpoint reads a ProjectMCP's status.endpoint, waiting up to wait (saying so once) while
+// the ProjectMCP exists without one. A missing ProjectMCP fails at once.
+func awaitEndpoint(ctx context.Context, c client.Client, key types.NamespacedName, wait time.Duration, stderr io.Writer) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for said := false; ; said = true {
+		obj := &v1alpha1.ProjectMCP{}
+		if err := c.Get(ctx, key, obj); err != nil && ctx.Err() == nil {
+			return "", fmt.Errorf("projectmcp %s: %w", key, err)
+		}
+		if obj.Status.Endpoint != "" {
+			return obj.Status.Endpoint, nil
+		}
+		if !said && wait > 0 {
+			fmt.Fprintf(stderr, "Waiting up to %s for projectmcp %s's endpoint (its first reconcile writes it)...\n", wait, key)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("projectmcp %s has no endpoint in its status after %s: is the controller running, with its gateway on?", key, wait)
+		case <-tick.C:
+		}
+	}
 }
 
 func tokenHint(format clientFormat) string {

@@ -82,10 +82,30 @@ func TestConnectBearerToken(t *testing.T) {
 	}
 	kc := "--kubeconfig=" + env.Kubeconfig
 
-	// No controller yet: no endpoint in status.
-	_, stderr := runCode(t, exitFailure, "connect", "guarded", kc)
-	if !strings.Contains(stderr, "projectmcp default/guarded has no endpoint in its status yet") {
+	// No controller yet: no endpoint in status, after a bounded wait that connect announces.
+	_, stderr := runCode(t, exitFailure, "connect", "guarded", kc, "--wait", "300ms")
+	if !strings.Contains(stderr, "Waiting up to 300ms for projectmcp default/guarded's endpoint") ||
+		!strings.Contains(stderr, "projectmcp default/guarded has no endpoint in its status after 300ms") {
 		t.Fatalf("stderr: %s", stderr)
+	}
+	// The endpoint written during the wait (as the first reconcile writes it a moment after
+	// the ProjectMCP appears): connect takes it, with no retry of the caller's own.
+	updated := make(chan error, 1)
+	go func() {
+		time.Sleep(time.Second)
+		obj := obj.DeepCopy()
+		obj.Status.Endpoint = "http://127.0.0.1:1/projects/default/guarded/mcp"
+		updated <- env.Client.Status().Update(ctx, obj)
+	}()
+	stdout, stderr := runCode(t, exitOK, "connect", "guarded", kc, "--client", "json", "--auth", "none")
+	if err := <-updated; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout, "http://127.0.0.1:1/projects/default/guarded/mcp") || !strings.Contains(stderr, "Waiting up to 10s") {
+		t.Fatalf("connect during the wait:\nstdout: %s\nstderr: %s", stdout, stderr)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
 	}
 	_, stderr = runCode(t, exitFailure, "connect", "missing", kc)
 	if !strings.Contains(stderr, `projectmcp default/missing: projectmcps.mcp.dsh.dev "missing" not found`) {
@@ -141,7 +161,7 @@ func TestConnectBearerToken(t *testing.T) {
 
 	// --write in a project folder named like the object: NAME comes from the folder.
 	project := filepath.Join(t.TempDir(), "guarded")
-	stdout, _ := runCode(t, exitOK, "connect", "--project", project, "--write", kc)
+	stdout, _ = runCode(t, exitOK, "connect", "--project", project, "--write", kc)
 	if !strings.Contains(stdout, `created "projectmcp" (`+endpoint+`)`) {
 		t.Fatalf("stdout: %s", stdout)
 	}

@@ -28,9 +28,11 @@ import (
 
 const devLong = `Runs everything locally for a project folder until Ctrl-C: a control plane (a real
 kube-apiserver and etcd), the ProjectMCP CRD, the controller with its gateway, and the mirror
-of the folder's .dsh/mcp.json. Once a client connecting to the endpoint would be served, it
-prints the kubeconfig, the endpoint and the entry "projectmcp connect --write" adds to the
-agent's config. Ctrl-C (SIGINT) or SIGTERM stops every server process and the control plane,
+of the folder's .dsh/mcp.json. While the servers start it prints one line per change of a
+server's state (starting, ready with its tool count, failed with the reason). Once every
+enabled server's first connect has ended, or --first-run-timeout has passed, and
+"projectmcp connect --write" would succeed, it prints the kubeconfig, the endpoint and the
+entry that command adds to the agent's config. Ctrl-C (SIGINT) or SIGTERM stops every server process and the control plane,
 removes the temporary directory, and exits 0.
 
 It takes the controller's flags (the same definitions), with the defaults a local
@@ -51,6 +53,7 @@ func devControllerFlags() controllerFlags {
 func newDevCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	f := devControllerFlags()
 	var project, dataDir string
+	firstRun := defaultFirstRunTimeout
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run everything locally for a project folder: control plane, controller, gateway, mirror",
@@ -72,10 +75,11 @@ func newDevCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 			g.setupLogging(&f.zap, cmd.Flags(), stderr, true)
 			ctx, stop := untilSignal()
 			defer stop()
-			return dev(ctx, project, dataDir, &f, stdout, stderr)
+			return dev(ctx, project, dataDir, firstRun, &f, stdout, stderr)
 		},
 	}
 	cmd.Flags().StringVar(&project, "project", ".", "project directory holding .dsh/mcp.json")
+	cmd.Flags().DurationVar(&firstRun, "first-run-timeout", firstRun, "how long to wait for every enabled server's first connect before printing the endpoint (0: print it once it serves)")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the control plane's data and kubeconfig here (default: a temporary directory, removed on exit)")
 	// Leader election means nothing for one local process; dev's endpoint is for this machine.
 	f.bind(cmd.Flags(), "leader-elect", "leader-election-namespace", "leader-elect-lease-duration",
@@ -83,8 +87,9 @@ func newDevCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-// dev runs until ctx ends (Ctrl-C) or a part fails. f are the controller's flags.
-func dev(ctx context.Context, projectDir, dataDir string, f *controllerFlags, stdout, stderr io.Writer) error {
+// dev runs until ctx ends (Ctrl-C) or a part fails. f are the controller's flags; firstRun
+// bounds the wait for the servers' first connects.
+func dev(ctx context.Context, projectDir, dataDir string, firstRun time.Duration, f *controllerFlags, stdout, stderr io.Writer) error {
 	abs, err := filepath.Abs(projectDir)
 	if err != nil {
 		return err
@@ -158,12 +163,17 @@ func dev(ctx context.Context, projectDir, dataDir string, f *controllerFlags, st
 	go func() { errs <- mgr.Start(ctx) }()
 	go func() { errs <- m.Run(ctx) }()
 
-	// The endpoint is printed once a request to it would be served: the gateway answers and
-	// the mirror has created the ProjectMCP (a session arriving before the first reconcile
-	// then waits for it). Until then a request would get 404.
+	// The endpoint is printed once a request to it would be served (the gateway answers and
+	// the mirror has created the ProjectMCP; until then a request gets 404), once
+	// `connect --write` would succeed (status.endpoint is written), and once the servers'
+	// first connects have ended: the first client then lists every tool that came up, even
+	// on a first run where npx downloads its packages for longer than the ready budget.
 	var firstErr error
 	waiting := 2
 	if err := awaitServing(ctx, c, gw, key, m.Path(), errs, stderr); err != nil {
+		firstErr = err
+		waiting--
+	} else if err := awaitFirstRun(ctx, c, key, firstRun, errs, stderr); err != nil {
 		firstErr = err
 		waiting--
 	}

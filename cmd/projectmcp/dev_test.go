@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -42,10 +43,21 @@ func TestDevEndToEnd(t *testing.T) {
 		data, _ := json.Marshal(map[string]any{"mcpServers": servers})
 		writeFile(t, filepath.Join(dir, ".dsh", "mcp.json"), string(data))
 	}
-	write(map[string]any{"a": server("a")})
+	// a answers its first initialize after 7 s, past the 5 s ready budget, as an npx server
+	// does on a first run while npx downloads its package.
+	slow := server("a")
+	slow["args"] = []string{"--name", "a", "--init-delay", "7s"}
+	write(map[string]any{"a": slow})
 
 	dev := startShell(t, sh, "", readmeDevLine)
 	dev.waitFor(t, 3*time.Minute, "Press Ctrl-C to stop.")
+	// dev said what a was doing, one line per change, before it printed the endpoint.
+	before, _, _ := strings.Cut(dev.out.String(), "endpoint:")
+	starting := strings.Index(before, "a: starting\n")
+	ready := regexp.MustCompile(`a: ready, [1-9][0-9]* tools\n`).FindStringIndex(before)
+	if starting < 0 || ready == nil || ready[0] < starting || strings.Count(before, "a: starting\n") != 1 {
+		t.Fatalf("dev must say \"a: starting\" once, then \"a: ready, N tools\", before the endpoint:\n%s", before)
+	}
 	var kubeconfig, endpoint string
 	for _, line := range strings.Split(dev.out.String(), "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "kubeconfig: "); ok {
@@ -57,6 +69,18 @@ func TestDevEndToEnd(t *testing.T) {
 	}
 	if !filepath.IsAbs(kubeconfig) || endpoint != "http://127.0.0.1:8484/projects/default/shop/mcp" {
 		t.Fatalf("kubeconfig %q, endpoint %q", kubeconfig, endpoint)
+	}
+
+	// The second terminal, the moment the endpoint is printed: connect writes the entry dev
+	// printed into the project's .mcp.json.
+	sh.env = append(sh.env, "KUBECONFIG="+kubeconfig)
+	code, out := sh.run(t, "src/shop", readmeConnectLine)
+	if code != exitOK || !strings.Contains(out, `.mcp.json: created "projectmcp" (`+endpoint+`)`) {
+		t.Fatalf("%s: exit %d:\n%s", readmeConnectLine, code, out)
+	}
+	printed := printedEntry(t, dev.out.String())
+	if written := readFile(t, filepath.Join(dir, ".mcp.json")); strings.TrimSpace(written) != printed {
+		t.Fatalf("dev printed\n%s\nconnect wrote\n%s", printed, written)
 	}
 
 	// An agent connects, calls a tool, and sees a tool added by editing the file.
@@ -104,17 +128,6 @@ func TestDevEndToEnd(t *testing.T) {
 		}
 	}
 	_ = session.Close()
-
-	// The second terminal: connect writes the entry dev printed into the project's .mcp.json.
-	sh.env = append(sh.env, "KUBECONFIG="+kubeconfig)
-	code, out := sh.run(t, "src/shop", readmeConnectLine)
-	if code != exitOK || !strings.Contains(out, `.mcp.json: created "projectmcp" (`+endpoint+`)`) {
-		t.Fatalf("%s: exit %d:\n%s", readmeConnectLine, code, out)
-	}
-	printed := printedEntry(t, dev.out.String())
-	if written := readFile(t, filepath.Join(dir, ".mcp.json")); strings.TrimSpace(written) != printed {
-		t.Fatalf("dev printed\n%s\nconnect wrote\n%s", printed, written)
-	}
 
 	// Ctrl-C in the terminal ends everything dev started (apiserver, etcd, the MCP servers),
 	// and dev exits 0.
