@@ -14,7 +14,7 @@
 # read-only and mount emptyDirs on HOME and /tmp, where npx keeps its cache.
 #
 # Another runtime for stdio servers (Python's uvx, a JVM, a compiled server) is one more stage
-# built FROM node (or from a slim base, copying the binary as below); see the README,
+# built FROM node (or from a slim base, copying the binary as below); see docs/install.md,
 # "Container images".
 
 ARG GO_VERSION=1.26

@@ -111,7 +111,7 @@ test-deploy:
 ## faults: the fault-injection suite (test/faults): the projectmcp binary run as a controller
 ## process against a real API server (through a proxy it can cut), real and hostile MCP servers,
 ## live sessions; each fault hits a project of its own while a bystander project keeps calling,
-## then the controller must be back to its baseline. Prints the table the README carries (also
+## then the controller must be back to its baseline. Prints the table docs/faults.md carries (also
 ## written to FAULT_TABLE when set). About 5 minutes; FAULT_CYCLES sets the create/retire
 ## cycles (default 500). Left out of test for its length; CI runs it after make test.
 faults:

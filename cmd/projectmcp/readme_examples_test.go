@@ -21,10 +21,11 @@ import (
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
-// Every projectmcp command line the README shows runs as written: in bash, with `projectmcp`
-// on PATH (this test binary), in a home folder whose ~/.kube/config reaches the test's API
-// server, each checked for its exit code and a line of its output. A README line no test runs,
-// or a line here the README no longer shows, fails TestReadmeExamples.
+// Every projectmcp command line the README and the pages of docs/ show runs as written: in
+// bash, with `projectmcp` on PATH (this test binary), in a home folder whose ~/.kube/config
+// reaches the test's API server, each checked for its exit code and a line of its output. A
+// line of the docs no test runs, or a line here the docs no longer show, fails
+// TestReadmeExamples.
 
 // The quick start's lines, run by TestDevEndToEnd against `projectmcp dev` itself.
 const (
@@ -32,11 +33,25 @@ const (
 	readmeConnectLine = "projectmcp connect --write"
 )
 
-// readmeExample is a command line in the README and the output it shows after it (console
+// readmeExample is a command line in the docs and the output it shows after it (console
 // blocks), if any.
 type readmeExample struct {
+	page   string // where it is shown first
 	line   string
 	output []string
+}
+
+// docExamples are the examples of the README and of the pages of docs/, in page order.
+func docExamples(t *testing.T) []readmeExample {
+	t.Helper()
+	var out []readmeExample
+	for _, p := range docPages(t) {
+		for _, e := range readmeExamples(p.text) {
+			e.page = p.name
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // readmeExamples lists the lines of ```sh and ```console blocks (in a console block, those
@@ -144,17 +159,19 @@ func requireFreePorts(t *testing.T, addrs ...string) {
 }
 
 func TestReadmeExamples(t *testing.T) {
-	examples := readmeExamples(readme(t))
+	examples := docExamples(t)
 	shown := map[string]readmeExample{}
 	for _, e := range examples {
-		shown[e.line] = e
+		if _, ok := shown[e.line]; !ok || len(e.output) > 0 {
+			shown[e.line] = e // the one with output, where a line is shown twice
+		}
 	}
 	ran := map[string]bool{readmeDevLine: true, readmeConnectLine: true} // TestDevEndToEnd
 	example := func(line string) readmeExample {
 		t.Helper()
 		e, ok := shown[line]
 		if !ok {
-			t.Fatalf("README.md no longer shows %q: update TestReadmeExamples", line)
+			t.Fatalf("neither README.md nor docs/ shows %q any more: update TestReadmeExamples", line)
 		}
 		ran[line] = true
 		return e
@@ -173,7 +190,7 @@ func TestReadmeExamples(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	// The controller, as the README starts it, serves the rest.
+	// The controller, as the docs start it, serves the rest.
 	ctlLine := example("projectmcp controller --kubeconfig ~/.kube/config").line
 	ctl := startShell(t, sh, "", ctlLine)
 	ctl.waitFor(t, 60*time.Second, `"Leader election on"`)
@@ -216,7 +233,7 @@ func TestReadmeExamples(t *testing.T) {
 			t.Errorf("%s: exit %d, want 0 and a line with %q:\n%s", e.line, code, c.want, out)
 		}
 		if len(e.output) > 0 && strings.Split(out, "\n")[0] != e.output[0] {
-			t.Errorf("%s: the README shows the first line %q, the command printed %q", e.line, e.output[0], strings.Split(out, "\n")[0])
+			t.Errorf("%s: %s shows the first line %q, the command printed %q", e.line, e.page, e.output[0], strings.Split(out, "\n")[0])
 		}
 	}
 	// What the redirected and sourced lines did.
@@ -232,7 +249,7 @@ func TestReadmeExamples(t *testing.T) {
 	}
 	for _, e := range examples {
 		if !ran[e.line] {
-			t.Errorf("README.md shows %q, which no test runs: add it to TestReadmeExamples", e.line)
+			t.Errorf("%s shows %q, which no test runs: add it to TestReadmeExamples", e.page, e.line)
 		}
 	}
 }

@@ -1,42 +1,129 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 )
 
-// The README's promises and the implementation agree: defaults, annotation names, the endpoint
-// path, the session header and every flag of `projectmcp controller` with its default. A
-// default changed in code without the README (or the other way round) fails here.
+// The documentation's promises and the implementation agree: defaults, annotation names, the
+// endpoint path, the session header, every flag of `projectmcp controller` with its default,
+// and every value of the Helm chart. A default changed in code without the docs (or the other
+// way round) fails here. The docs are the README (the user's) and the pages of docs/ (the
+// operator's); each test reads the pages where its promise is made.
 
-const readmePath = "../../README.md"
+const (
+	repoRoot   = "../.."
+	readmePath = repoRoot + "/README.md"
+	// The pages the flag tables are on: the README's generated table of the global flags, and
+	// the controller's and the gateway's tables.
+	flagsPage = "docs/flags.md"
+	// The page of the Helm chart's values table.
+	installPage = "docs/install.md"
+	// The widest table cell the README may have: a longer one belongs in a docs/ page.
+	maxReadmeCell = 300
+)
 
 func readme(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(readmePath)
+	return docPage(t, "README.md")
+}
+
+// docPage is a page of the documentation, by its path from the repository's root.
+func docPage(t *testing.T, rel string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, filepath.FromSlash(rel)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return string(data)
 }
 
-// mdTable is a pipe table of the README: its header cells and its rows' cells.
+// page is one page of the documentation: its path from the repository's root and its text.
+type page struct {
+	name, text string
+}
+
+// docPages are the README and the hand-written pages of docs/ (not the generated docs/cli):
+// every page a promise of the docs may be on.
+func docPages(t *testing.T) []page {
+	t.Helper()
+	pages := []page{{"README.md", readme(t)}}
+	names, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) == 0 {
+		t.Fatal("docs/ has no pages")
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		rel := "docs/" + filepath.Base(name)
+		pages = append(pages, page{rel, docPage(t, rel)})
+	}
+	return pages
+}
+
+// pagesNamed reads the pages given by their paths from the repository's root.
+func pagesNamed(t *testing.T, names ...string) []page {
+	t.Helper()
+	var pages []page
+	for _, name := range names {
+		pages = append(pages, page{name, docPage(t, name)})
+	}
+	return pages
+}
+
+// allText joins the pages' texts, for the promises that hold wherever they are made.
+func allText(pages []page) string {
+	var b strings.Builder
+	for _, p := range pages {
+		b.WriteString(p.text)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// mdTable is a pipe table of a page: its header cells and its rows' cells.
 type mdTable struct {
-	line   int // of the header, 1-based
+	page   string // where it is, for messages
+	line   int    // of the header, 1-based
 	header []string
 	rows   [][]string
+}
+
+// where names a table's place for messages: page:line.
+func (t mdTable) where() string { return fmt.Sprintf("%s:%d", t.page, t.line) }
+
+// tablesOf parses the tables of every page.
+func tablesOf(pages []page) []mdTable {
+	var out []mdTable
+	for _, p := range pages {
+		for _, tbl := range readmeTables(p.text) {
+			tbl.page = p.name
+			out = append(out, tbl)
+		}
+	}
+	return out
 }
 
 // readmeTables parses the pipe tables outside code fences.
@@ -187,16 +274,16 @@ func sameValue(fl *pflag.Flag, readme string) error {
 // inCluster matches the README's way of giving a default that differs inside a cluster.
 var inCluster = regexp.MustCompile("^`([^`]+)` outside a cluster, `([^`]+)` inside$")
 
-// Every flag of `projectmcp controller` is in a README flag table (`| flag | default | ... |`
-// or `| gateway flag | default | ... |`) with the code's default, and every flag those tables
-// list exists. A row whose flags end in "..." (the zap flags) stands for every flag sharing
-// their prefix.
+// Every flag of `projectmcp controller` is in a flag table (`| flag | default | ... |`,
+// `| gateway flag | default | ... |` or the README's `| global flag | default | ... |`) with the
+// code's default, and every flag those tables list exists. A row whose flags end in "..." (the
+// zap flags) stands for every flag sharing their prefix.
 func TestReadmeControllerFlags(t *testing.T) {
 	fs := controllerFlagSet(t, false)
 	documented := map[string]bool{}
 	var families []string
 	rows := 0
-	for _, tbl := range readmeTables(readme(t)) {
+	for _, tbl := range tablesOf(pagesNamed(t, "README.md", flagsPage)) {
 		if len(tbl.header) < 3 || !strings.HasSuffix(tbl.header[0], "flag") || tbl.header[1] != "default" {
 			continue
 		}
@@ -209,12 +296,12 @@ func TestReadmeControllerFlags(t *testing.T) {
 				}
 			}
 			if len(names) == 0 {
-				t.Errorf("README.md:%d: a flag table row names no --flag: %q", tbl.line, row[0])
+				t.Errorf("%s: a flag table row names no --flag: %q", tbl.where(), row[0])
 				continue
 			}
 			for _, name := range names {
 				if fs.Lookup(name) == nil {
-					t.Errorf("README documents --%s, which `projectmcp controller` does not define", name)
+					t.Errorf("%s documents --%s, which `projectmcp controller` does not define", tbl.where(), name)
 				}
 				documented[name] = true
 			}
@@ -225,7 +312,7 @@ func TestReadmeControllerFlags(t *testing.T) {
 				continue // a family of flags: no single default to check
 			}
 			if len(names) != 1 {
-				t.Errorf("README.md:%d: one flag per row, or a family ending in \"...\": %q", tbl.line, row[0])
+				t.Errorf("%s: one flag per row, or a family ending in \"...\": %q", tbl.where(), row[0])
 				continue
 			}
 			name, cell := names[0], row[1]
@@ -256,7 +343,7 @@ func TestReadmeControllerFlags(t *testing.T) {
 		}
 	}
 	if rows == 0 {
-		t.Fatal("README.md has no `| flag | default | meaning |` table")
+		t.Fatalf("%s has no `| flag | default | meaning |` table", flagsPage)
 	}
 	fs.VisitAll(func(fl *pflag.Flag) {
 		if documented[fl.Name] {
@@ -267,56 +354,79 @@ func TestReadmeControllerFlags(t *testing.T) {
 				return
 			}
 		}
-		t.Errorf("--%s (default %q) is missing from the README's controller flag tables", fl.Name, fl.DefValue)
+		t.Errorf("--%s (default %q) is missing from the flag tables of %s", fl.Name, fl.DefValue, flagsPage)
 	})
 }
 
-// The prose repeats some flag defaults: "`--session-timeout` (30 min)", "(4 MiB)".
+// The prose repeats some flag defaults: "`--session-timeout` (30 min)", "(4 MiB)", in the README
+// and in the pages of docs/. A flag of another command than the controller is named with it:
+// "`projectmcp connect --wait` (10 s)".
 func TestReadmeFlagDefaultsInProse(t *testing.T) {
-	fs := controllerFlagSet(t, false)
-	units := map[string]string{"min": "m", "s": "s", "ms": "ms", "h": "h"}
-	matches := regexp.MustCompile("`--([a-z-]+)` \\((\\d+) (min|s|ms|h|MiB|KiB)\\)").FindAllStringSubmatch(readme(t), -1)
-	if len(matches) == 0 {
-		t.Fatal("no \"`--flag` (N unit)\" in README.md; update this test if the prose changed form")
+	controller := controllerFlagSet(t, false)
+	prose := regexp.MustCompile("`(?:projectmcp ([a-z]+) )?--([a-z-]+)` \\((\\d+) (min|s|ms|h|MiB|KiB)\\)")
+	seen := 0
+	for _, p := range docPages(t) {
+		for _, m := range prose.FindAllStringSubmatch(p.text, -1) {
+			seen++
+			fs, cmd := controller, "controller"
+			if m[1] != "" {
+				fs, cmd = commandFlags(t, m[1]), m[1]
+			}
+			fl := fs.Lookup(m[2])
+			if fl == nil {
+				t.Errorf("%s mentions --%s, which `projectmcp %s` does not define", p.name, m[2], cmd)
+				continue
+			}
+			checkProseDefault(t, p.name, m[0], fl, m[3], m[4])
+		}
 	}
-	for _, m := range matches {
-		fl := fs.Lookup(m[1])
-		if fl == nil {
-			t.Errorf("README mentions --%s, which `projectmcp controller` does not define", m[1])
-			continue
-		}
-		n, _ := strconv.ParseInt(m[2], 10, 64)
-		var err error
-		switch m[3] {
-		case "MiB":
-			err = sameValue(fl, strconv.FormatInt(n<<20, 10))
-		case "KiB":
-			err = sameValue(fl, strconv.FormatInt(n<<10, 10))
-		default:
-			err = sameValue(fl, m[2]+units[m[3]])
-		}
-		if err != nil {
-			t.Errorf("%q: %v", m[0], err)
-		}
+	if seen == 0 {
+		t.Fatal("no \"`--flag` (N unit)\" in the docs; update this test if the prose changed form")
 	}
 }
 
-// find returns the first submatch of every match of re in the README, failing when there is none.
-func find(t *testing.T, text, re string) []string {
+// proseUnits are the units prose gives durations in, as Go spells them.
+var proseUnits = map[string]string{"min": "m", "s": "s", "ms": "ms", "h": "h"}
+
+// checkProseDefault checks one "`--flag` (N unit)" of a page against the flag's default.
+func checkProseDefault(t *testing.T, page, text string, fl *pflag.Flag, number, unit string) {
+	t.Helper()
+	n, _ := strconv.ParseInt(number, 10, 64)
+	var err error
+	switch unit {
+	case "MiB":
+		err = sameValue(fl, strconv.FormatInt(n<<20, 10))
+	case "KiB":
+		err = sameValue(fl, strconv.FormatInt(n<<10, 10))
+	default:
+		err = sameValue(fl, number+proseUnits[unit])
+	}
+	if err != nil {
+		t.Errorf("%s: %q: %v", page, text, err)
+	}
+}
+
+// find returns the first submatch of every match of re in the pages, failing when the first
+// page (the one that must state it) has none.
+func find(t *testing.T, pages []page, re string) []string {
 	t.Helper()
 	var out []string
-	for _, m := range regexp.MustCompile(re).FindAllStringSubmatch(text, -1) {
-		out = append(out, m[1])
-	}
-	if len(out) == 0 {
-		t.Errorf("README.md has no match for %s", re)
+	for i, p := range pages {
+		ms := regexp.MustCompile(re).FindAllStringSubmatch(p.text, -1)
+		if i == 0 && len(ms) == 0 {
+			t.Errorf("%s has no match for %s", p.name, re)
+		}
+		for _, m := range ms {
+			out = append(out, m[1])
+		}
 	}
 	return out
 }
 
 // The spec defaults the README states are the API's (the CRD's defaults equal these constants;
-// test/crd checks that against the API server).
+// test/crd checks that against the API server), and so are those the pages of docs/ repeat.
 func TestReadmeSpecDefaults(t *testing.T) {
+	pages := docPages(t) // the README first
 	text := readme(t)
 	durations := []struct {
 		re   string
@@ -328,15 +438,15 @@ func TestReadmeSpecDefaults(t *testing.T) {
 		{"`maxBackoff` ([0-9.]+(?:ns|us|µs|ms|s|m|h))\\b", v1alpha1.DefaultMaxBackoff},
 	}
 	for _, c := range durations {
-		for _, s := range find(t, text, c.re) {
+		for _, s := range find(t, pages, c.re) {
 			if d, err := time.ParseDuration(s); err != nil || d != c.want {
-				t.Errorf("README: %s gives %q, the code's default is %s", c.re, s, c.want)
+				t.Errorf("the docs: %s gives %q, the code's default is %s", c.re, s, c.want)
 			}
 		}
 	}
-	for _, s := range find(t, text, "`maxAttempts` default (\\d+)") {
+	for _, s := range find(t, pages, "`maxAttempts` default (\\d+)") {
 		if s != strconv.Itoa(int(v1alpha1.DefaultMaxAttempts)) {
-			t.Errorf("README: reconnect.maxAttempts default %s, the code's is %d", s, v1alpha1.DefaultMaxAttempts)
+			t.Errorf("the docs: reconnect.maxAttempts default %s, the code's is %d", s, v1alpha1.DefaultMaxAttempts)
 		}
 	}
 
@@ -369,7 +479,7 @@ func TestReadmeSpecDefaults(t *testing.T) {
 }
 
 // The annotations the README names are the ones the controller reads, spelled alike, and
-// every mcp.dsh.dev/ key it mentions exists.
+// every mcp.dsh.dev/ key the README or a page of docs/ mentions exists.
 func TestReadmeAnnotations(t *testing.T) {
 	text := readme(t)
 	known := map[string]bool{
@@ -382,47 +492,49 @@ func TestReadmeAnnotations(t *testing.T) {
 			t.Errorf("README.md does not name the annotation %s", a)
 		}
 	}
-	for _, k := range regexp.MustCompile(`mcp\.dsh\.dev/[A-Za-z0-9._-]+`).FindAllString(text, -1) {
-		if !known[k] {
-			t.Errorf("README.md names %s, which the code does not define", k)
+	for _, p := range docPages(t) {
+		for _, k := range regexp.MustCompile(`mcp\.dsh\.dev/[A-Za-z0-9._-]+`).FindAllString(p.text, -1) {
+			if !known[k] {
+				t.Errorf("%s names %s, which the code does not define", p.name, k)
+			}
 		}
 	}
 }
 
-// endpointURL matches an endpoint in the README, with or without its scheme and host:
+// endpointURL matches an endpoint in the docs, with or without its scheme and host:
 // [1] scheme and host, [2] namespace, [3] name, [4] what follows (ends at a quote, backtick,
 // parenthesis or brace).
 var endpointURL = regexp.MustCompile("(https?://[^/\\s\"'`]+)?/projects/([^/\\s]+)/([^/\\s]+)/([^\\s\"'`)}]*)")
 
-// The endpoint URLs in the README have the gateway's path and its default address, and the
-// stateless session header is spelled as the gateway reads it.
+// The endpoint URLs in the README and the pages of docs/ have the gateway's path and its
+// default address, and the stateless session header is spelled as the gateway reads it.
 func TestReadmeEndpointAndHeader(t *testing.T) {
-	text := readme(t)
-	if want := gateway.Path(types.NamespacedName{Namespace: "<namespace>", Name: "<name>"}); !strings.Contains(text, want) {
-		t.Errorf("README.md does not give the endpoint path form %s", want)
+	pages := docPages(t)
+	if want := gateway.Path(types.NamespacedName{Namespace: "<namespace>", Name: "<name>"}); !strings.Contains(allText(pages), want) {
+		t.Errorf("the docs do not give the endpoint path form %s", want)
+	}
+	if urls := endpointURL.FindAllString(readme(t), -1); len(urls) == 0 {
+		t.Error("README.md shows no endpoint")
 	}
 	addr := controllerFlagSet(t, false).Lookup("gateway-bind-address").DefValue
-	urls := endpointURL.FindAllStringSubmatch(text, -1)
-	if len(urls) == 0 {
-		t.Fatal("README.md shows no endpoint")
-	}
-	for _, m := range urls {
-		path := strings.TrimPrefix(m[0], m[1])
-		if want := gateway.Path(types.NamespacedName{Namespace: m[2], Name: m[3]}); path != want {
-			t.Errorf("README.md shows the endpoint %s; the gateway serves %s", m[0], want)
+	for _, p := range pages {
+		for _, m := range endpointURL.FindAllStringSubmatch(p.text, -1) {
+			path := strings.TrimPrefix(m[0], m[1])
+			if want := gateway.Path(types.NamespacedName{Namespace: m[2], Name: m[3]}); path != want {
+				t.Errorf("%s shows the endpoint %s; the gateway serves %s", p.name, m[0], want)
+			}
+			if m[1] != "" && m[1] != "http://"+addr {
+				t.Errorf("%s shows the endpoint %s; the default gateway address is %s", p.name, m[0], addr)
+			}
 		}
-		if m[1] != "" && m[1] != "http://"+addr {
-			t.Errorf("README.md shows the endpoint %s; the default gateway address is %s", m[0], addr)
+		for _, h := range regexp.MustCompile(`(?i)X-ProjectMCP-[A-Za-z-]+`).FindAllString(p.text, -1) {
+			if h != gateway.SessionHeader {
+				t.Errorf("%s names the header %s; the gateway reads %s", p.name, h, gateway.SessionHeader)
+			}
 		}
 	}
-
-	if !strings.Contains(text, "`"+gateway.SessionHeader+"`") {
+	if !strings.Contains(readme(t), "`"+gateway.SessionHeader+"`") {
 		t.Errorf("README.md does not name the session header %s", gateway.SessionHeader)
-	}
-	for _, h := range regexp.MustCompile(`(?i)X-ProjectMCP-[A-Za-z-]+`).FindAllString(text, -1) {
-		if h != gateway.SessionHeader {
-			t.Errorf("README.md names the header %s; the gateway reads %s", h, gateway.SessionHeader)
-		}
 	}
 }
 
@@ -463,5 +575,137 @@ func TestReadmeExitCodes(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("README.md's exit code table has %d rows, want %d", seen, len(want))
+	}
+}
+
+// The README is for the user who reads it through: no table cell is a page of its own. Longer
+// cells belong in a page of docs/.
+func TestReadmeTableCells(t *testing.T) {
+	for _, tbl := range tablesOf(pagesNamed(t, "README.md")) {
+		for i, row := range append([][]string{tbl.header}, tbl.rows...) {
+			for _, cell := range row {
+				if n := utf8.RuneCountInString(cell); n > maxReadmeCell {
+					t.Errorf("%s, row %d: a cell of %d characters (at most %d): %.60q...", tbl.where(), i, n, maxReadmeCell, cell)
+				}
+			}
+		}
+	}
+}
+
+const (
+	chartSchema = repoRoot + "/charts/projectmcp/values.schema.json"
+	chartValues = repoRoot + "/charts/projectmcp/values.yaml"
+)
+
+// chartValueNames are the values the chart's schema admits, as dotted paths: its leaves (an
+// object the schema gives no properties, such as resources or annotations, is one value).
+func chartValueNames(t *testing.T) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(chartSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type node struct {
+		Properties map[string]*json.RawMessage `json:"properties"`
+	}
+	names := map[string]bool{}
+	var walk func(prefix string, raw []byte)
+	walk = func(prefix string, raw []byte) {
+		var n node
+		if err := json.Unmarshal(raw, &n); err != nil {
+			t.Fatalf("%s: %v", chartSchema, err)
+		}
+		if len(n.Properties) == 0 {
+			names[strings.TrimSuffix(prefix, ".")] = true
+			return
+		}
+		for name, sub := range n.Properties {
+			walk(prefix+name+".", *sub)
+		}
+	}
+	walk("", data)
+	return names
+}
+
+// chartValue is a value of values.yaml by its dotted path, decoded as YAML decodes it.
+func chartValue(values map[string]any, path string) (any, bool) {
+	var v any = values
+	for _, key := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[key]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// Every value of the Helm chart is in the values table of docs/install.md, every value the
+// table names is one the chart's schema admits, and a default the table gives as code (`8484`,
+// `""`, `[]`) is the one values.yaml sets. A row may name several values: one default stands
+// for all of them, or one default per value, in order.
+func TestDocsHelmValues(t *testing.T) {
+	admitted := chartValueNames(t)
+	data, err := os.ReadFile(chartValues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatalf("%s: %v", chartValues, err)
+	}
+	documented := map[string]bool{}
+	rows := 0
+	for _, tbl := range tablesOf(pagesNamed(t, installPage)) {
+		if len(tbl.header) < 3 || tbl.header[0] != "value" || tbl.header[1] != "default" {
+			continue
+		}
+		for _, row := range tbl.rows {
+			rows++
+			names := codeSpans(row[0])
+			if len(names) == 0 {
+				t.Errorf("%s: a values table row names no value: %q", tbl.where(), row[0])
+				continue
+			}
+			var defaults []string
+			if strings.HasPrefix(row[1], "`") { // else the default is told in words
+				defaults = codeSpans(row[1])
+			}
+			if len(defaults) > 1 && len(defaults) != len(names) {
+				t.Errorf("%s: %d values and %d defaults: %q", tbl.where(), len(names), len(defaults), row[1])
+				continue
+			}
+			for i, name := range names {
+				if !admitted[name] {
+					t.Errorf("%s documents the value %s, which the chart's schema does not admit", tbl.where(), name)
+					continue
+				}
+				documented[name] = true
+				if len(defaults) == 0 {
+					continue
+				}
+				def := defaults[min(i, len(defaults)-1)]
+				var want any
+				if err := yaml.Unmarshal([]byte(def), &want); err != nil {
+					t.Errorf("%s: %s: the default `%s` is not YAML: %v", tbl.where(), name, def, err)
+					continue
+				}
+				if got, ok := chartValue(values, name); !ok {
+					t.Errorf("%s: values.yaml sets no %s", tbl.where(), name)
+				} else if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s: %s: the table says `%s`, values.yaml sets %#v", tbl.where(), name, def, got)
+				}
+			}
+		}
+	}
+	if rows == 0 {
+		t.Fatalf("%s has no `| value | default | sets |` table", installPage)
+	}
+	for _, name := range slices.Sorted(maps.Keys(admitted)) {
+		if !documented[name] {
+			t.Errorf("the chart's value %s is missing from the values table of %s", name, installPage)
+		}
 	}
 }

@@ -81,8 +81,9 @@ const NpmCacheVar = "npm_config_cache"
 
 // ShareNpmCache makes servers started through npx reuse the user's npm cache although each
 // runs with a HOME of its own: it sets npm_config_cache to ~/.npm in this process when it is
-// unset, and returns the name for the controller to pass through to servers (the setting the
-// README suggests for clusters). Without it every npx server would download its package again.
+// unset, and returns the name for the controller to pass through to servers (the setting
+// docs/security.md suggests for clusters). Without it every npx server would download its
+// package again.
 func ShareNpmCache() []string {
 	if _, ok := os.LookupEnv(NpmCacheVar); !ok {
 		if home, err := os.UserHomeDir(); err == nil {

@@ -9,7 +9,7 @@
 // session all along. Each fault hits a project of its own and asserts what its user sees; then
 // the suite checks the bystander lost no call, removes the victim, and waits for the
 // controller's goroutines, descriptors, processes and heap to come back to where they were. It
-// prints the table the README carries: fault | what the user sees | what is guaranteed |
+// prints the table docs/faults.md carries: fault | what the user sees | what is guaranteed |
 // figures of this run.
 package faults
 
@@ -796,7 +796,7 @@ func tail(s string, lines int) string {
 	return strings.Join(l[max(0, len(l)-lines):], "\n")
 }
 
-// printTable writes the rows as the README's Markdown table.
+// printTable writes the rows as the Markdown table of docs/faults.md.
 func printTable(w io.Writer, rows []row) {
 	var b bytes.Buffer
 	fmt.Fprintln(&b, "| fault | what the user sees | what is guaranteed | figures (this run) |")
