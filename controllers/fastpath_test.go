@@ -109,7 +109,7 @@ func TestGatewayCallsEveryUpstream(t *testing.T) {
 					exact := revision == "2025-11-25" && (!up.newest || path == "raw")
 					input, resume := metrics.FastPath.WithLabelValues("input"), metrics.FastPath.WithLabelValues("resume")
 					before, resumedBefore := promtest.ToFloat64(input), promtest.ToFloat64(resume)
-					checkCalls(t, key, name, dial(version), version, header, path, exact, up.deaf)
+					checkCalls(t, key, name, dial(version), version, header, path, exact, up.deaf, !up.newest)
 					// sample, elicit and roots: a 2026-07-28 server asks a 2025-11-25 session
 					// for input, and the SDK calls again and asks the session itself.
 					want := 3.0 // sample, elicit, roots
@@ -121,8 +121,9 @@ func TestGatewayCallsEveryUpstream(t *testing.T) {
 					}
 					// A 2025-11-25 server asks a stateless session during the call: the
 					// session is asked in the call's result and resumes the call the gateway
-					// holds (sample, elicit, roots and the other session's sample).
-					if resumed := promtest.ToFloat64(resume) - resumedBefore; path == "revision" && resumed < 4 {
+					// holds (sample, elicit and the other session's sample; roots are the
+					// shared connection's, never asked of a session).
+					if resumed := promtest.ToFloat64(resume) - resumedBefore; path == "revision" && resumed < 3 {
 						t.Fatalf("calls resumed with the session's answers: %v", resumed)
 					}
 				})
@@ -133,8 +134,9 @@ func TestGatewayCallsEveryUpstream(t *testing.T) {
 
 // checkCalls compares calls through the endpoint with the same calls on a direct session d.
 // exact: the results must be equal with _meta (the fast path passes them through whole, and
-// the SDK path adds nothing a direct session of the same revision does not see).
-func checkCalls(t *testing.T, key types.NamespacedName, name string, d *mcp.ClientSession, version string, header http.Header, path string, exact, deaf bool) {
+// the SDK path adds nothing a direct session of the same revision does not see). sharedRoots:
+// the server speaks 2025-11-25, whose roots are the shared connection's.
+func checkCalls(t *testing.T, key types.NamespacedName, name string, d *mcp.ClientSession, version string, header http.Header, path string, exact, deaf, sharedRoots bool) {
 	s := mustDial(t, agentClient("agent"), endpointOf(key), version, header)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -147,7 +149,9 @@ func checkCalls(t *testing.T, key types.NamespacedName, name string, d *mcp.Clie
 		}
 	}
 
-	// Results, success and failure, exactly as the server gives them.
+	// Results, success and failure, exactly as the server gives them; but roots: a
+	// 2025-11-25 server's roots belong to the connection every session shares, so through the
+	// endpoint it gets the project's (none here), never the session's.
 	for _, c := range []struct {
 		tool string
 		args map[string]any
@@ -165,6 +169,12 @@ func checkCalls(t *testing.T, key types.NamespacedName, name string, d *mcp.Clie
 			continue // directly, a stateless server cannot ask a 2025-11-25 client; through the endpoint it can
 		}
 		got, gerr := s.CallTool(ctx, &mcp.CallToolParams{Name: name + "__" + c.tool, Arguments: c.args})
+		if c.tool == "roots" && sharedRoots {
+			if gerr != nil || text(got) != `{"roots":[]}` {
+				t.Fatalf("roots through the endpoint: %s (%v), want the project's (none)", rawJSON(t, got), gerr)
+			}
+			continue
+		}
 		if fmt.Sprint(werr) != fmt.Sprint(gerr) || render(t, got) != render(t, want) {
 			t.Fatalf("%s%v: through the endpoint %s (%v), directly %s (%v)", c.tool, c.args, rawJSON(t, got), gerr, rawJSON(t, want), werr)
 		}
@@ -261,9 +271,11 @@ func TestGatewaySessionTimeoutCountsFastCalls(t *testing.T) {
 	waitStatus(t, key, 15*time.Second, "the quiet session released", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
 }
 
-// A session's notifications/roots/list_changed reaches the 2025-11-25 servers of its slots
-// (2026-07-28 has no such notification: roots travel with each request).
-func TestGatewayPassesRootsListChanged(t *testing.T) {
+// A session's roots never reach a shared 2025-11-25 server, where roots belong to the
+// connection every session of the project shares: the server's roots/list, asked during that
+// session's call, gets the project's root (spec.project), and the session's
+// notifications/roots/list_changed is not passed on.
+func TestGatewaySessionRootsStayPrivate(t *testing.T) {
 	for i, up := range upstreams {
 		if up.newest {
 			continue
@@ -272,17 +284,24 @@ func TestGatewayPassesRootsListChanged(t *testing.T) {
 			name := fmt.Sprintf("r%d", i)
 			server, _ := up.start(t, name)
 			ns := newNamespace(t)
-			key := create(t, ns, "roots", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
+			project := t.TempDir()
+			key := create(t, ns, "roots", v1alpha1.ProjectMCPSpec{Project: project, Servers: []v1alpha1.MCPServer{server}})
 			waitStatus(t, key, 30*time.Second, "Ready", isReady)
 			client := agentClient("roots")
+			client.AddRoots(&mcp.Root{URI: "file:///", Name: "everything"})
 			s := mustDial(t, client, endpointOf(key), "2025-11-25", nil)
-			if got := text(callOK(t, s, name+"__echo", map[string]any{"text": "mounted"})); got != "mounted" {
+			got := text(callOK(t, s, name+"__roots", map[string]any{"text": "which?"}))
+			if strings.Contains(got, `"file:///"`) || !strings.Contains(got, `"file://`+project+`"`) {
+				t.Fatalf("the server must get the project's root %s, never the session's file:///: %s", project, got)
+			}
+			client.AddRoots(&mcp.Root{URI: "file:///etc", Name: "etc"})
+			if got := text(callOK(t, s, name+"__echo", map[string]any{"text": "after"})); got != "after" {
 				t.Fatalf("echo: %q", got)
 			}
-			client.AddRoots(&mcp.Root{URI: "file:///src/other", Name: "other"})
-			eventually(t, 10*time.Second, "the server to hear of the roots change", func() bool {
-				return strings.Contains(logs.String(), "fixture "+name+": roots changed")
-			})
+			time.Sleep(300 * time.Millisecond) // a notification passed on would be logged by now
+			if strings.Contains(logs.String(), "fixture "+name+": roots changed") {
+				t.Fatal("a session's roots/list_changed reached the shared server")
+			}
 		})
 	}
 }

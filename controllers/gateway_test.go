@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -227,9 +228,16 @@ func TestGatewaySessionsShareAndRelease(t *testing.T) {
 	if s.Sessions != 2 {
 		t.Fatalf("server a must count 2 slots: %+v", s)
 	}
+	// Status names both sessions by a hash, never by what names them on the wire: an id read
+	// from status cannot be sent back as an Mcp-Session-Id.
 	ids := []string{obj.Status.Sessions[0].ID, obj.Status.Sessions[1].ID}
-	if !slices.Contains(ids, "stateless:agent-two") || !slices.Contains(ids, one.session.ID()) {
-		t.Fatalf("status must name both sessions: %v", ids)
+	for _, id := range ids {
+		if !regexp.MustCompile(`^s-[0-9a-f]{16}$`).MatchString(id) || id == one.session.ID() || strings.Contains(id, "agent-two") {
+			t.Fatalf("status must name each session by its hash, never its id: %v (session id %s)", ids, one.session.ID())
+		}
+	}
+	if ids[0] == ids[1] {
+		t.Fatalf("two sessions, one name: %v", ids)
 	}
 	for _, b := range obj.Status.Sessions {
 		if !strings.HasPrefix(b.Client, "test-agent/") || b.Slots[0].Connection != s.Connection {

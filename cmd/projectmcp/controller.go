@@ -67,6 +67,7 @@ type controllerFlags struct {
 	maxListBytes   int64
 	maxSchemaBytes int64
 	maxSessions    int
+	maxPerUser     int
 	allowCommands  []string
 	allowAny       bool
 	serverEnv      []string
@@ -104,6 +105,7 @@ func defaultControllerFlags() controllerFlags {
 		maxListBytes:   conn.DefaultMaxListBytes,
 		maxSchemaBytes: conn.DefaultMaxSchemaBytes,
 		maxSessions:    1000,
+		maxPerUser:     gateway.DefaultMaxSessionsPerPrincipal,
 		// Outside a cluster the controller runs as the user, with the user's commands.
 		allowAny: !runningInCluster(),
 	}
@@ -133,6 +135,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.Int64Var(&f.maxBodyBytes, "max-request-bytes", f.maxBodyBytes, "largest request body the gateway accepts")
 	all.DurationVar(&f.callTimeout, "call-timeout", f.callTimeout, `bound on one forwarded request (a tool call, a prompt, a read); "0" means none`)
 	all.IntVar(&f.maxSessions, "max-sessions-per-project", f.maxSessions, "most sessions one project may have at once; a session past it is refused at initialize (0: no bound)")
+	all.IntVar(&f.maxPerUser, "max-sessions-per-principal", f.maxPerUser, "most sessions one identity may have in one project at once, so one user cannot fill --max-sessions-per-project; a session past it is refused at its mount")
 	all.Int64Var(&f.maxMessage, "max-message-bytes", f.maxMessage, "largest message a server may send (an answer, a list page, a notification); an answer over it fails that request only and the connection goes on, anything else over it is dropped (0: the default)")
 	all.IntVar(&f.maxListItems, "max-list-items", f.maxListItems, "most tools, prompts, resources or resource templates one server may list (each list apart); a server listing more is refused (0: the default)")
 	all.IntVar(&f.maxListPages, "max-list-pages", f.maxListPages, "most pages one walk through a server's list may take; a server whose nextCursor goes on past it is refused (0: the default)")
@@ -407,7 +410,8 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 	opts := gateway.Options{
 		Registry: reg, BaseURL: f.gatewayURL, SessionTimeout: f.sessionTimeout,
 		StatelessIdle: f.statelessIdle, MaxBodyBytes: f.maxBodyBytes, CallTimeout: f.callTimeout, Log: ctrl.Log.WithName("gateway"),
-		Objects: mgr.GetClient(), Live: mgr.GetAPIReader(),
+		MaxSessionsPerPrincipal: f.maxPerUser,
+		Objects:                 mgr.GetClient(), Live: mgr.GetAPIReader(),
 	}
 	if opts.BaseURL == "" {
 		opts.BaseURL = "http://" + bound

@@ -16,12 +16,12 @@ import (
 var ServerRequestTimeout = 5 * time.Minute
 
 // Caller is the session a forwarded request comes from. A server's own requests (sampling,
-// elicitation, roots) made while that request is in flight are sent to it: the connection is
-// shared by every session of the project, so the request in flight is what tells them apart.
+// elicitation) made while that request is in flight are sent to it: the connection is shared
+// by every session of the project, so the request in flight is what tells them apart. Roots
+// are the connection's own, never a caller's (roots).
 type Caller interface {
 	CreateMessage(context.Context, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
 	Elicit(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
-	ListRoots(context.Context, *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
 }
 
 type callerKey struct{}
@@ -91,16 +91,17 @@ func ask[T any](c *Conn, ctx context.Context, method string, do func(context.Con
 	return do(ctx, caller)
 }
 
-// roots answers a 2025-11-25 server's roots/list: the session's roots, or the project's own
-// when no session's request is in flight.
-func (c *Conn) roots(ctx context.Context, params *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	caller, err := c.callerFor(ctx, "roots/list")
-	if err != nil {
-		return &mcp.ListRootsResult{Roots: c.opts.Roots}, nil
+// roots answers a 2025-11-25 server's roots/list with the project's own root, never a
+// session's: in that revision roots belong to the connection, and the connection serves every
+// session of the project, so whatever one session answered would set what the server reaches
+// for all of them (a filesystem server replaces its directories with the client's roots).
+// Sessions' own roots reach only 2026-07-28 servers, which ask inside a call's result.
+func (c *Conn) roots(context.Context, *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	roots := c.opts.Roots
+	if roots == nil {
+		roots = []*mcp.Root{} // an empty list, not null: roots is an array
 	}
-	ctx, cancel := context.WithTimeout(ctx, ServerRequestTimeout)
-	defer cancel()
-	return caller.ListRoots(ctx, params)
+	return &mcp.ListRootsResult{Roots: roots}, nil
 }
 
 // rootsMiddleware answers a 2025-11-25 server's roots/list (see roots).

@@ -238,6 +238,7 @@ type Conn struct {
 	callers      map[Caller]int   // sessions with requests in flight, and how many
 	drained      chan struct{}    // closed when closing and inflight reaches 0
 	metrics      *metrics.Server  // this server's metrics (phase changes, connects, reconnects)
+	chores       chan struct{}    // a slot per background request in flight (chore)
 }
 
 // New starts supervising a connection. The caller owns the Conn and must call Destroy.
@@ -253,6 +254,7 @@ func New(opts Options) *Conn {
 		relist:   make(chan struct{}, 1),
 		dead:     make(chan struct{}, 1),
 		changed:  make(chan struct{}),
+		chores:   make(chan struct{}, maxChores),
 		drained:  make(chan struct{}),
 		level:    opts.LogLevel,
 		subs:     maps.Clone(opts.Subscriptions),
@@ -379,6 +381,30 @@ func (c *Conn) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) {
 	}
 }
 
+// maxChores bounds a connection's background requests in flight: a server that never answers
+// them holds at most this many goroutines, each until ConnectTimeout.
+const maxChores = 4
+
+// chore sends a request nobody waits for (an unsubscribe) in the background, so that no
+// caller, and no loop serving many projects, waits on a server for it. Each runs within
+// ConnectTimeout and ends with the connection; past maxChores in flight it is dropped (the
+// server then keeps a subscription nobody reads, whose updates reach no session), with a log
+// line.
+func (c *Conn) chore(method string, do func(ctx context.Context)) {
+	select {
+	case c.chores <- struct{}{}:
+	default:
+		c.opts.Log.V(1).Info("Dropped a background request: the server has not answered the earlier ones", "method", method)
+		return
+	}
+	go func() {
+		defer func() { <-c.chores }()
+		ctx, cancel := context.WithTimeout(c.ctx, c.opts.ConnectTimeout)
+		defer cancel()
+		do(ctx)
+	}()
+}
+
 func (c *Conn) applyLevel(ctx context.Context, s *mcp.ClientSession, level mcp.LoggingLevel) {
 	init := s.InitializeResult()
 	if init.Capabilities == nil || init.Capabilities.Logging == nil || init.ProtocolVersion >= "2026-07-28" {
@@ -431,8 +457,9 @@ func (c *Conn) Subscribe(ctx context.Context, uri string) error {
 	return err
 }
 
-// Unsubscribe drops one subscriber of a resource; the last one sends resources/unsubscribe.
-func (c *Conn) Unsubscribe(ctx context.Context, uri string) {
+// Unsubscribe drops one subscriber of a resource; the last one sends resources/unsubscribe, in
+// the background (chore): it returns at once.
+func (c *Conn) Unsubscribe(uri string) {
 	c.mu.Lock()
 	if c.subs[uri] <= 0 {
 		c.mu.Unlock()
@@ -445,8 +472,10 @@ func (c *Conn) Unsubscribe(ctx context.Context, uri string) {
 	}
 	c.mu.Unlock()
 	if last {
-		_, _ = roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
-			return struct{}{}, s.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+		c.chore("resources/unsubscribe", func(ctx context.Context) {
+			_, _ = roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
+				return struct{}{}, s.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+			})
 		})
 	}
 }

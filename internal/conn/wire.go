@@ -480,16 +480,3 @@ func (w *wire) notify(method string, params []byte) {
 	defer stop()
 	w.send(ctx, request("", method, params), method)
 }
-
-// NotifyRootsListChanged tells a 2025-11-25 server that a session's roots changed, so that it
-// asks for them again (2026-07-28 has no such notification: roots travel with each request).
-// On a connection that takes no raw requests (legacy SSE) it does nothing.
-func (c *Conn) NotifyRootsListChanged() {
-	c.mu.Lock()
-	s, w := c.session, c.wire
-	c.mu.Unlock()
-	if s == nil || w == nil || !w.raw() || s.InitializeResult().ProtocolVersion >= "2026-07-28" {
-		return
-	}
-	w.notify("notifications/roots/list_changed", []byte("{}"))
-}

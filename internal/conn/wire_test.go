@@ -212,11 +212,6 @@ func (silentCaller) Elicit(ctx context.Context, _ *mcp.ElicitParams) (*mcp.Elici
 	return nil, ctx.Err()
 }
 
-func (silentCaller) ListRoots(ctx context.Context, _ *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
-
 // A session that never answers the server's elicitation costs the server an error after
 // ServerRequestTimeout, and the call ends; the connection goes on.
 func TestServerRequestToSilentSessionIsBounded(t *testing.T) {

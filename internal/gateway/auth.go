@@ -34,28 +34,38 @@ const UseVerb = "use"
 
 // Authorizer decides whether a request may use a project.
 type Authorizer interface {
-	// Authorize returns 0 when allowed, else an HTTP status (401 or 403) and a message.
-	Authorize(ctx context.Context, r *http.Request, project types.NamespacedName) (int, string)
+	// Authorize returns who is asking (the principal, see Principal) and 0 when allowed, else
+	// an HTTP status (401, 403 or 429) and a message.
+	Authorize(ctx context.Context, r *http.Request, project types.NamespacedName) (principal string, status int, msg string)
 }
+
+// Principal is how the gateway names the identity a session belongs to: the Kubernetes user
+// name and uid (two users of one name at different times are two principals). Sessions are
+// bound to it: a request naming a session its principal did not open is answered as if the
+// session did not exist.
+func Principal(u *authnv1.UserInfo) string { return "user:" + u.Username + "/" + u.UID }
+
+// localPrincipal is the one principal of local mode: every loopback caller is the local user.
+const localPrincipal = "local"
 
 // authorize applies the configured access rule: the Authorizer in cluster mode, loopback
 // callers and Host headers (against DNS rebinding) in local mode.
-func (g *Gateway) authorize(r *http.Request, key types.NamespacedName) (int, string) {
+func (g *Gateway) authorize(r *http.Request, key types.NamespacedName) (string, int, string) {
 	if g.opts.Auth != nil {
 		return g.opts.Auth.Authorize(r.Context(), r, key)
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil || !isLoopback(host) {
-		return http.StatusForbidden, "the local gateway accepts loopback callers only"
+		return "", http.StatusForbidden, "the local gateway accepts loopback callers only"
 	}
 	h := r.Host
 	if hh, _, err := net.SplitHostPort(h); err == nil {
 		h = hh
 	}
 	if !isLoopback(h) {
-		return http.StatusForbidden, fmt.Sprintf("Host %q is not a loopback name (DNS rebinding protection)", r.Host)
+		return "", http.StatusForbidden, fmt.Sprintf("Host %q is not a loopback name (DNS rebinding protection)", r.Host)
 	}
-	return 0, ""
+	return localPrincipal, 0, ""
 }
 
 func isLoopback(host string) bool {
@@ -113,9 +123,10 @@ type userEntry struct {
 }
 
 type decision struct {
-	status  int
-	message string
-	fresh   time.Time
+	principal string
+	status    int
+	message   string
+	fresh     time.Time
 }
 
 func (a *KubernetesAuth) init() {
@@ -142,11 +153,11 @@ func (a *KubernetesAuth) init() {
 }
 
 // Authorize implements Authorizer.
-func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key types.NamespacedName) (int, string) {
+func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key types.NamespacedName) (string, int, string) {
 	a.init()
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
-		return http.StatusUnauthorized, "a bearer token is required"
+		return "", http.StatusUnauthorized, "a bearer token is required"
 	}
 	sum := sha256.Sum256([]byte(token))
 	now := a.Clock.Now()
@@ -155,37 +166,38 @@ func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key typ
 	if v, ok := a.decisions.Get(dk); ok {
 		d := v.(decision)
 		if now.Before(d.fresh) {
-			return d.status, d.message
+			return d.principal, d.status, d.message
 		}
 		stale = &d
 	}
 	u, status := a.user(ctx, token, sum, now)
 	switch {
 	case status != 0 && stale != nil:
-		return stale.status, stale.message // the API server cannot answer: keep the last verdict
+		return stale.principal, stale.status, stale.message // the API server cannot answer: keep the last verdict
 	case status != 0:
-		return status, "token review failed"
+		return "", status, "token review failed"
 	case u == nil:
-		return http.StatusUnauthorized, "the bearer token is not valid"
+		return "", http.StatusUnauthorized, "the bearer token is not valid"
 	}
+	principal := Principal(u)
 	b := a.budget(u.Username)
 	if !b.take(now) {
 		if stale != nil {
-			return stale.status, stale.message
+			return stale.principal, stale.status, stale.message
 		}
-		return http.StatusTooManyRequests, fmt.Sprintf("%s asked for too many projects at once (more than %d access reviews in flight or %g a second); retry",
+		return "", http.StatusTooManyRequests, fmt.Sprintf("%s asked for too many projects at once (more than %d access reviews in flight or %g a second); retry",
 			u.Username, maxReviewsInFlight, float64(a.ReviewRate))
 	}
 	status, msg := a.authorize(ctx, u, key)
 	b.done()
 	if status == http.StatusInternalServerError {
 		if stale != nil {
-			return stale.status, stale.message
+			return stale.principal, stale.status, stale.message
 		}
-		return status, msg
+		return "", status, msg
 	}
-	a.decisions.Add(dk, decision{status, msg, now.Add(a.TTL)}, a.TTL+a.MaxStale)
-	return status, msg
+	a.decisions.Add(dk, decision{principal, status, msg, now.Add(a.TTL)}, a.TTL+a.MaxStale)
+	return principal, status, msg
 }
 
 // user returns who a token is (nil: not valid), from the cache or a TokenReview; a stale entry

@@ -56,7 +56,7 @@ func TestKubernetesAuthCachesAndBounds(t *testing.T) {
 	ctx := context.Background()
 	allowed := types.NamespacedName{Namespace: "ns", Name: "allowed"}
 	for range 3 {
-		if status, msg := a.Authorize(ctx, req("good"), allowed); status != 0 {
+		if _, status, msg := a.Authorize(ctx, req("good"), allowed); status != 0 {
 			t.Fatalf("allowed project: %d %s", status, msg)
 		}
 	}
@@ -65,7 +65,7 @@ func TestKubernetesAuthCachesAndBounds(t *testing.T) {
 	}
 	const spray = maxAuthEntries + 500
 	for i := range spray {
-		if status, _ := a.Authorize(ctx, req("good"), types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("p%d", i)}); status != http.StatusForbidden {
+		if _, status, _ := a.Authorize(ctx, req("good"), types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("p%d", i)}); status != http.StatusForbidden {
 			t.Fatalf("a project the user may not use: %d", status)
 		}
 	}
@@ -76,7 +76,7 @@ func TestKubernetesAuthCachesAndBounds(t *testing.T) {
 	if size > maxAuthEntries {
 		t.Fatalf("the decision cache grew to %d entries (bound %d)", size, maxAuthEntries)
 	}
-	if status, _ := a.Authorize(ctx, req("bad"), allowed); status != http.StatusUnauthorized {
+	if _, status, _ := a.Authorize(ctx, req("bad"), allowed); status != http.StatusUnauthorized {
 		t.Fatalf("an invalid token: %d", status)
 	}
 	clk.Step(time.Minute)
@@ -126,17 +126,17 @@ func TestKubernetesAuthReviewBudgetPerUser(t *testing.T) {
 	ctx := context.Background()
 	codes := map[int]int{}
 	for i := range 1000 {
-		status, _ := a.Authorize(ctx, bearerRequest("sprayer"), types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("p%d", i)})
+		_, status, _ := a.Authorize(ctx, bearerRequest("sprayer"), types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("p%d", i)})
 		codes[status]++
 	}
 	if codes[http.StatusForbidden] != 20 || codes[http.StatusTooManyRequests] != 980 || accesses.Load() != 20 {
 		t.Fatalf("a spray of 1000 paths: %v after %d access reviews, want 20 × 403 and 980 × 429", codes, accesses.Load())
 	}
-	if status, msg := a.Authorize(ctx, bearerRequest("bob"), types.NamespacedName{Namespace: "ns", Name: "allowed"}); status != 0 {
+	if _, status, msg := a.Authorize(ctx, bearerRequest("bob"), types.NamespacedName{Namespace: "ns", Name: "allowed"}); status != 0 {
 		t.Fatalf("another user during the spray: %d %s", status, msg)
 	}
 	clk.Step(time.Second) // the budget refills
-	if status, _ := a.Authorize(ctx, bearerRequest("sprayer"), types.NamespacedName{Namespace: "ns", Name: "allowed"}); status != 0 {
+	if _, status, _ := a.Authorize(ctx, bearerRequest("sprayer"), types.NamespacedName{Namespace: "ns", Name: "allowed"}); status != 0 {
 		t.Fatalf("the sprayer a second later: %d", status)
 	}
 }
@@ -156,19 +156,19 @@ func TestKubernetesAuthKeepsVerdictsThroughOutage(t *testing.T) {
 	a := &KubernetesAuth{Client: cs, Clock: clk, TTL: 30 * time.Second, MaxStale: 5 * time.Minute}
 	ctx := context.Background()
 	allowed := types.NamespacedName{Namespace: "ns", Name: "allowed"}
-	if status, _ := a.Authorize(ctx, bearerRequest("good"), allowed); status != 0 {
+	if _, status, _ := a.Authorize(ctx, bearerRequest("good"), allowed); status != 0 {
 		t.Fatalf("before the outage: %d", status)
 	}
 	down.Store(true)
 	clk.Step(time.Minute)
-	if status, msg := a.Authorize(ctx, bearerRequest("good"), allowed); status != 0 {
+	if _, status, msg := a.Authorize(ctx, bearerRequest("good"), allowed); status != 0 {
 		t.Fatalf("during the outage, a verdict a minute old: %d %s", status, msg)
 	}
-	if status, _ := a.Authorize(ctx, bearerRequest("other"), allowed); status != http.StatusInternalServerError {
+	if _, status, _ := a.Authorize(ctx, bearerRequest("other"), allowed); status != http.StatusInternalServerError {
 		t.Fatalf("during the outage, a token never seen: %d", status)
 	}
 	clk.Step(10 * time.Minute)
-	if status, _ := a.Authorize(ctx, bearerRequest("good"), allowed); status != http.StatusInternalServerError {
+	if _, status, _ := a.Authorize(ctx, bearerRequest("good"), allowed); status != http.StatusInternalServerError {
 		t.Fatalf("during the outage, a verdict older than MaxStale: %d", status)
 	}
 }
@@ -191,14 +191,14 @@ func TestKubernetesAuthReviewsInFlightBounded(t *testing.T) {
 	ctx := context.Background()
 	// The token is reviewed first: the fake client runs one reactor at a time, so a token
 	// review behind the blocked access review would wait for it.
-	if status, _ := a.Authorize(ctx, bearerRequest("good"), types.NamespacedName{Namespace: "ns", Name: "allowed"}); status != 0 {
+	if _, status, _ := a.Authorize(ctx, bearerRequest("good"), types.NamespacedName{Namespace: "ns", Name: "allowed"}); status != 0 {
 		t.Fatalf("warming up: %d", status)
 	}
 	slow.Store(true)
 	results := make(chan int, 10)
 	for i := range 10 {
 		go func() {
-			status, _ := a.Authorize(ctx, bearerRequest("good"), types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("p%d", i)})
+			_, status, _ := a.Authorize(ctx, bearerRequest("good"), types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("p%d", i)})
 			results <- status
 		}()
 	}

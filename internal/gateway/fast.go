@@ -101,8 +101,8 @@ type fastCaller struct {
 
 // serveFast handles a stateful session's request and returns true, or restores its body and
 // returns false for the SDK server to handle it.
-func (p *project) serveFast(w http.ResponseWriter, r *http.Request, sid string) bool {
-	ss := p.session(sid)
+func (p *project) serveFast(w http.ResponseWriter, r *http.Request, ref string) bool {
+	ss := p.session(ref)
 	if ss == nil || !fastHeaders(r, ss) {
 		return false
 	}
@@ -111,13 +111,13 @@ func (p *project) serveFast(w http.ResponseWriter, r *http.Request, sid string) 
 	case handled || !ok:
 		return handled
 	case env.Method == "notifications/cancelled" && len(env.ID) == 0:
-		return p.cancelFast(w, sid, env.Params)
+		return p.cancelFast(w, ref, env.Params)
 	case env.Method == "tools/call":
-		fc := fastCaller{id: sid, caller: sessionCaller{ss}, rev: conn.Legacy, cancellable: true}
+		fc := fastCaller{id: ref, caller: sessionCaller{ss}, rev: conn.Legacy, cancellable: true}
 		return p.countPath(p.callFast(w, r, env, func(*fastCallParams) (fastCaller, bool) { return fc, true }))
 	case rawMethods[env.Method]:
 		// Only from a server speaking the session's revision: results are passed back whole.
-		fc := fastCaller{id: sid, caller: sessionCaller{ss}, rev: conn.LegacyExact, cancellable: true}
+		fc := fastCaller{id: ref, caller: sessionCaller{ss}, rev: conn.LegacyExact, cancellable: true}
 		return p.countRequest(env.Method, p.requestFast(w, r, env, func(*fastMeta, string) (fastCaller, bool) { return fc, true }))
 	}
 	return false
@@ -430,7 +430,7 @@ func (s *sseWriter) progress(token json.RawMessage, pp *mcp.ProgressNotification
 
 // cancelFast cancels a fast-path call the session gave up on; a cancellation for any other
 // request goes to the SDK.
-func (p *project) cancelFast(w http.ResponseWriter, sid string, raw json.RawMessage) bool {
+func (p *project) cancelFast(w http.ResponseWriter, ref string, raw json.RawMessage) bool {
 	var params struct {
 		RequestID json.RawMessage `json:"requestId"`
 	}
@@ -438,7 +438,7 @@ func (p *project) cancelFast(w http.ResponseWriter, sid string, raw json.RawMess
 		return false
 	}
 	p.mu.Lock()
-	cancel := p.calls[fastKey(sid, params.RequestID)]
+	cancel := p.calls[fastKey(ref, params.RequestID)]
 	p.mu.Unlock()
 	if cancel == nil {
 		return false
@@ -449,7 +449,7 @@ func (p *project) cancelFast(w http.ResponseWriter, sid string, raw json.RawMess
 }
 
 // fastKey names a session's request by its JSON-RPC id (as sent: 1 and "1" differ).
-func fastKey(sid string, id json.RawMessage) string { return sid + "\x00" + string(id) }
+func fastKey(ref string, id json.RawMessage) string { return ref + "\x00" + string(id) }
 
 // writeFast writes a JSON-RPC response with the result as the server sent it: as the last
 // event of stream when the response is one, else as a JSON body.

@@ -364,9 +364,3 @@ func (s sessionCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.El
 	}
 	return s.ss.Elicit(ctx, p)
 }
-
-// ListRoots asks the session (an empty roots capability cannot be told from none once
-// parsed, so the session itself answers a client without roots).
-func (s sessionCaller) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	return s.ss.ListRoots(ctx, p)
-}

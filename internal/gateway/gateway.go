@@ -89,6 +89,10 @@ type Options struct {
 	// has not set up yet (just created, or after a controller restart) waits for its first
 	// reconcile instead of getting 404. Without them, such a request gets 404.
 	Objects, Live client.Reader
+	// MaxSessionsPerPrincipal bounds the sessions one principal may hold in one project at
+	// once (default 100): past it, a new session is refused at its mount, so one user cannot
+	// fill the project's bound (--max-sessions-per-project) and lock the others out.
+	MaxSessionsPerPrincipal int
 	// Clock times stateless sessions' inactivity (default: real).
 	Clock clock.WithTicker
 	Log   logr.Logger
@@ -124,6 +128,9 @@ func New(opts Options) *Gateway {
 	}
 	if opts.InputTimeout <= 0 {
 		opts.InputTimeout = conn.ServerRequestTimeout
+	}
+	if opts.MaxSessionsPerPrincipal <= 0 {
+		opts.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
 	}
 	if opts.MaxAwaitingInput <= 0 {
 		opts.MaxAwaitingInput = defaultMaxAwaitingInput
@@ -280,12 +287,13 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such ProjectMCP: the path must be /projects/<namespace>/<name>/mcp with valid object names", http.StatusNotFound)
 		return
 	}
-	status, msg := g.authorize(r, key)
+	principal, status, msg := g.authorize(r, key)
 	noteAuth(w, g.opts.Auth == nil, status)
 	if status != 0 {
 		http.Error(w, msg, status)
 		return
 	}
+	r.Header.Set(principalHeader, principal) // whatever the client sent in it is overwritten
 	if v := r.Header.Get(SessionHeader); v != "" && !validSessionName(v) {
 		http.Error(w, fmt.Sprintf("%s must be 1 to %d characters of A-Z a-z 0-9 . _ - : @", SessionHeader, maxSessionName), http.StatusBadRequest)
 		return

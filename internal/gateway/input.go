@@ -25,8 +25,8 @@ import (
 
 // Multi-round-trip calls for stateless (2026-07-28) sessions whose server speaks 2025-11-25.
 //
-// A 2025-11-25 server asks its client for input (sampling/createMessage, elicitation/create,
-// roots/list) by sending requests of its own while a call runs, and waits for the answers
+// A 2025-11-25 server asks its client for input (sampling/createMessage, elicitation/create)
+// by sending requests of its own while a call runs, and waits for the answers
 // before it goes on. A stateless session has no stream such a request could reach it on: in
 // its revision a server asks inside the call's result instead (an input-required result with
 // inputRequests and an opaque requestState), and the client calls again with inputResponses
@@ -342,8 +342,6 @@ func fits(method string, r mcp.InputResponse) bool {
 		return method == "sampling/createMessage"
 	case *mcp.ElicitResult:
 		return method == "elicitation/create"
-	case *mcp.ListRootsResult:
-		return method == "roots/list"
 	}
 	return false
 }
@@ -442,18 +440,6 @@ func (pc *pendingCall) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.El
 	}
 	var res mcp.ElicitResult
 	if err := pc.ask(ctx, "elicitation/create", p, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
-}
-
-// ListRoots asks the session for its roots (as sessionCaller does, whatever it declared).
-func (pc *pendingCall) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	if p == nil {
-		p = &mcp.ListRootsParams{}
-	}
-	var res mcp.ListRootsResult
-	if err := pc.ask(ctx, "roots/list", p, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -158,14 +157,14 @@ func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	return nil
 }
 
-func (p *project) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+func (p *project) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
 	id, _ := sessionID(req)
-	p.dropSubscription(ctx, id, req.Params.URI)
+	p.dropSubscription(id, req.Params.URI)
 	return nil
 }
 
 // dropSubscription ends one session's subscription to a URI.
-func (p *project) dropSubscription(ctx context.Context, id, uri string) {
+func (p *project) dropSubscription(id, uri string) {
 	p.mu.Lock()
 	server, ok := p.subs[id][uri]
 	delete(p.subs[id], uri)
@@ -174,11 +173,14 @@ func (p *project) dropSubscription(ctx context.Context, id, uri string) {
 		return
 	}
 	if c := p.g.opts.Registry.Lookup(p.key, id, server); c != nil {
-		c.Unsubscribe(ctx, uri)
+		c.Unsubscribe(uri)
 	}
 }
 
-// release ends a session: its subscriptions and log level go, then its slots.
+// release ends a session: its subscriptions and log level go, then its slots. It makes no
+// upstream request itself (the sweep runs it for every project): the unsubscribes (conn's
+// chores) and the project's new log level (relevel) go out in the background, each with a
+// deadline.
 func (p *project) release(id string) {
 	p.mu.Lock()
 	uris := make([]string, 0, len(p.subs[id]))
@@ -188,16 +190,16 @@ func (p *project) release(id string) {
 	_, leveled := p.levels[id]
 	delete(p.levels, id)
 	p.mu.Unlock()
-	ctx := context.Background()
 	for _, uri := range uris {
-		p.dropSubscription(ctx, id, uri)
+		p.dropSubscription(id, uri)
 	}
 	p.mu.Lock()
 	delete(p.subs, id)
 	p.mu.Unlock()
 	if leveled {
-		p.applyLevel(ctx)
+		p.relevel()
 	}
+	p.disown(id)
 	p.g.opts.Registry.Release(p.key, id)
 }
 
@@ -225,16 +227,29 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	return &mcp.CompleteResult{Completion: res.Completion}, nil
 }
 
-// rootsChanged passes a session's notifications/roots/list_changed on to the servers of its
-// slots, which ask that session for its roots again while it has a request in flight (else
-// they get the project's own root).
-func (p *project) rootsChanged(ctx context.Context, req *mcp.RootsListChangedRequest) {
-	id, _ := sessionID(req)
-	ctx, cancel := context.WithTimeout(ctx, time.Second) // a starting server is not waited for long
-	defer cancel()
-	for server := range p.g.opts.Registry.ObserveServers(p.key).Servers {
-		if c := p.g.opts.Registry.Await(ctx, p.key, id, server); c != nil {
-			c.NotifyRootsListChanged()
-		}
+// relevel applies the project's log level in the background, within the connect timeout of
+// each server: one goroutine at a time per project, which goes round again when the levels
+// changed while it ran.
+func (p *project) relevel() {
+	p.mu.Lock()
+	p.levelStale = true
+	start := !p.leveling
+	p.leveling = true
+	p.mu.Unlock()
+	if !start {
+		return
 	}
+	go func() {
+		for {
+			p.mu.Lock()
+			if !p.levelStale {
+				p.leveling = false
+				p.mu.Unlock()
+				return
+			}
+			p.levelStale = false
+			p.mu.Unlock()
+			p.applyLevel(context.Background()) // each server's request is bounded (conn.applyLevel)
+		}
+	}()
 }

@@ -48,13 +48,17 @@ type project struct {
 	routes    atomic.Pointer[routes]                // what requests are routed by (routes.go), replaced on change
 	rawItems  atomic.Pointer[map[any]*conn.RawItem] // the items as their servers listed them (lists.go)
 
-	mu        sync.Mutex
-	statefuls map[string]*mcp.ServerSession // mounted stateful sessions
-	activity  map[string]*activity          // stateful sessions' requests, for SessionTimeout
-	calls     map[string]context.CancelFunc // fast-path calls in flight, by session and id
-	lastSeen  map[string]time.Time          // stateless sessions and their last request
-	levels    map[string]mcp.LoggingLevel   // the log level each session set
-	subs      map[string]map[string]string  // session → subscribed URI → server
+	mu         sync.Mutex
+	statefuls  map[string]*mcp.ServerSession // mounted stateful sessions
+	activity   map[string]*activity          // stateful sessions' requests, for SessionTimeout
+	calls      map[string]context.CancelFunc // fast-path calls in flight, by session and id
+	lastSeen   map[string]time.Time          // stateless sessions and their last request
+	levels     map[string]mcp.LoggingLevel   // the log level each session set
+	leveling   bool                          // relevel's goroutine runs
+	levelStale bool                          // the levels changed since it last applied them
+	subs       map[string]map[string]string  // session → subscribed URI → server
+	owners     map[string]string             // session → the principal that mounted it (owners.go)
+	held       map[string]int                // principal → sessions it holds
 
 	inputs *inputs // stateless sessions' calls waiting for their input (input.go)
 }
@@ -72,6 +76,8 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 		lastSeen:  map[string]time.Time{},
 		levels:    map[string]mcp.LoggingLevel{},
 		subs:      map[string]map[string]string{},
+		owners:    map[string]string{},
+		held:      map[string]int{},
 	}
 	p.inputs = newInputs(g, p)
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "projectmcp", Title: "projectmcp " + key.String(), Version: "v1alpha1"},
@@ -85,10 +91,10 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 				Logging:     &mcp.LoggingCapabilities{},
 				Completions: &mcp.CompletionCapabilities{},
 			},
-			SubscribeHandler:        p.subscribe,
-			RootsListChangedHandler: p.rootsChanged,
-			UnsubscribeHandler:      p.unsubscribe,
-			CompletionHandler:       p.complete,
+			// No RootsListChangedHandler: a session's roots stay its own (conn.roots).
+			SubscribeHandler:   p.subscribe,
+			UnsubscribeHandler: p.unsubscribe,
+			CompletionHandler:  p.complete,
 		})
 	p.server.AddReceivingMiddleware(p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware, p.listMiddleware)
 	p.server.AddSendingMiddleware(p.countSent)
@@ -105,7 +111,8 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 }
 
 // serveHTTP routes 2026-07-28 requests to the stateless handler and everything else
-// (2025-11-25 and older, which send no such version or an older one) to the stateful one.
+// (2025-11-25 and older, which send no such version or an older one) to the stateful one. A
+// request naming a session another principal owns gets 404, whatever its method.
 func (p *project) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Set(remoteHeader, r.RemoteAddr)
 	sid := r.Header.Get("Mcp-Session-Id")
@@ -116,23 +123,31 @@ func (p *project) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		p.stateless.ServeHTTP(w, r)
 		return
 	}
+	ref := ""
+	if sid != "" {
+		ref = sessionRef(sid)
+		if p.foreign(ref, principalOf(r.Header)) {
+			notFound(w)
+			return
+		}
+	}
 	if sid != "" && r.Method == http.MethodDelete {
 		// The SDK closes the session and answers 204; then it is released here (ended).
-		ss := p.session(sid)
+		ss := p.session(ref)
 		dw := &statusWriter{ResponseWriter: w}
 		p.stateful.ServeHTTP(dw, r)
 		if ss != nil && dw.code == http.StatusNoContent {
-			p.ended(sid, ss)
+			p.ended(ref, ss)
 		}
 		return
 	}
 	if sid != "" && r.Method == http.MethodPost {
-		if !p.enter(sid) {
+		if !p.enter(ref) {
 			p.stateful.ServeHTTP(w, r) // not a session of ours: the SDK answers (404)
 			return
 		}
-		defer p.leave(sid)
-		if p.serveFast(w, r, sid) {
+		defer p.leave(ref)
+		if p.serveFast(w, r, ref) {
 			return
 		}
 	}
@@ -193,11 +208,11 @@ func (p *project) expireStateful(now time.Time) {
 	}
 }
 
-// sessionID names the session a request belongs to (see SessionHeader).
+// sessionID names the session a request belongs to by its ref (owners.go; see SessionHeader).
 func sessionID(req mcp.Request) (id string, stateless bool) {
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	if ss != nil && ss.ID() != "" {
-		return ss.ID(), false
+		return sessionRef(ss.ID()), false
 	}
 	extra := req.GetExtra()
 	var h http.Header
@@ -213,18 +228,20 @@ func sessionID(req mcp.Request) (id string, stateless bool) {
 	return statelessID(h, client), true
 }
 
-// statelessID names a stateless session: by its SessionHeader, else by the client name it
-// announces and its address.
+// statelessID names a stateless session by its ref: its principal with its SessionHeader,
+// else with the client name it announces and its address. Two principals that send the same
+// header are two sessions.
 func statelessID(h http.Header, client string) string {
+	principal := principalOf(h)
 	if v := h.Get(SessionHeader); v != "" {
-		return "stateless:" + v
+		return sessionRef(principal + "\x00header\x00" + v)
 	}
 	if client == "" {
 		client = "client"
 	}
 	client = bounded(client)
 	addr, _, _ := net.SplitHostPort(h.Get(remoteHeader))
-	return fmt.Sprintf("stateless:%s@%s", client, addr)
+	return sessionRef(fmt.Sprintf("%s\x00client\x00%s@%s", principal, client, addr))
 }
 
 // mountMiddleware mounts a session before its first request is answered: for a stateful
@@ -239,7 +256,7 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			// Mount is idempotent; asking the registry (not lastSeen) also heals a session
 			// released by expiry while a request was arriving.
 			if !p.g.opts.Registry.Mounted(p.key, id) {
-				if err := p.mount(ctx, id, clientName(req)); err != nil {
+				if err := p.mount(ctx, id, principalOf(req.GetExtra().Header), clientName(req)); err != nil {
 					return nil, err
 				}
 			}
@@ -248,7 +265,7 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			p.mu.Unlock()
 		case method == "initialize":
 			ss := req.GetSession().(*mcp.ServerSession)
-			if err := p.mount(ctx, id, clientName(req)); err != nil {
+			if err := p.mount(ctx, id, principalOf(req.GetExtra().Header), clientName(req)); err != nil {
 				return nil, err // the SDK closes a session whose initialize failed
 			}
 			p.mu.Lock()
@@ -265,15 +282,21 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// mount binds a session to the project's slots. Only the sessions bound refuses it; a mount
-// that fails otherwise never fails the request (the session's servers come later).
-func (p *project) mount(ctx context.Context, id, client string) error {
+// mount binds a session (by its ref) to its principal and to the project's slots. Only the
+// sessions bounds (the principal's and the project's) refuse it; a mount that fails otherwise
+// never fails the request (the session's servers come later).
+func (p *project) mount(ctx context.Context, id, principal, client string) error {
 	ctx, span := tracing.Tracer().Start(ctx, "projectmcp.mount", trace.WithAttributes(
 		attribute.String("projectmcp.project", p.key.String()), attribute.String("projectmcp.session", id)))
 	defer span.End()
+	if err := p.own(id, principal); err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
+	}
 	if _, err := p.g.opts.Registry.Mount(ctx, p.key, id, client); err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		if errors.Is(err, registry.ErrTooManySessions) {
+			p.disown(id)
 			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 		}
 		p.g.opts.Log.V(1).Info("Mount failed", "projectmcp", p.key.String(), "session", id, "error", err.Error())

@@ -65,7 +65,7 @@ func TestStatefulSessionsHoldNoGoroutine(t *testing.T) {
 			t.Fatal(err)
 		}
 		sessions = append(sessions, cs)
-		if !reg.Mounted(key, cs.ID()) {
+		if !reg.Mounted(key, sessionRef(cs.ID())) {
 			t.Fatalf("session %s not mounted", cs.ID())
 		}
 	}
@@ -81,41 +81,41 @@ func TestStatefulSessionsHoldNoGoroutine(t *testing.T) {
 
 	// DELETE: released by the time the client's Close returns.
 	_ = sessions[0].Close()
-	if reg.Mounted(key, sessions[0].ID()) {
+	if reg.Mounted(key, sessionRef(sessions[0].ID())) {
 		t.Error("a session closed by DELETE is still mounted")
 	}
 
 	p := g.project(key)
 	// Expiry closes and releases.
 	p.mu.Lock()
-	p.activity[sessions[1].ID()].last = time.Now().Add(-2 * g.opts.SessionTimeout)
+	p.activity[sessionRef(sessions[1].ID())].last = time.Now().Add(-2 * g.opts.SessionTimeout)
 	p.mu.Unlock()
 	p.expireStateful(time.Now())
-	if reg.Mounted(key, sessions[1].ID()) {
+	if reg.Mounted(key, sessionRef(sessions[1].ID())) {
 		t.Error("an expired session is still mounted")
 	}
 
 	// A close no path of the gateway saw is found by the sweep.
-	ss := p.session(sessions[2].ID())
+	ss := p.session(sessionRef(sessions[2].ID()))
 	if ss == nil {
 		t.Fatal("session 2 is not held")
 	}
 	_ = ss.Close()
-	if !reg.Mounted(key, sessions[2].ID()) {
+	if !reg.Mounted(key, sessionRef(sessions[2].ID())) {
 		t.Fatal("the test means a close the gateway does not see")
 	}
 	p.reapClosed()
-	if reg.Mounted(key, sessions[2].ID()) {
+	if reg.Mounted(key, sessionRef(sessions[2].ID())) {
 		t.Error("a session closed behind the gateway's back is still mounted after the sweep")
 	}
-	if !reg.Mounted(key, sessions[3].ID()) {
+	if !reg.Mounted(key, sessionRef(sessions[3].ID())) {
 		t.Error("the sweep released a live session")
 	}
 
 	// The endpoint closing (project deleted or gateway stopping) releases the rest.
 	p.close()
 	for _, cs := range sessions[3:] {
-		if reg.Mounted(key, cs.ID()) {
+		if reg.Mounted(key, sessionRef(cs.ID())) {
 			t.Errorf("session %s is still mounted after the endpoint closed", cs.ID())
 		}
 	}

@@ -1,0 +1,205 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
+)
+
+// saTokens creates ServiceAccounts in ns, each allowed to use every ProjectMCP of ns, and
+// returns a token of each.
+func saTokens(t *testing.T, ns string, names ...string) map[string]string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "use-all", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{"projectmcps"}, Verbs: []string{gateway.UseVerb, "get"},
+	}}}
+	if err := env.Client.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[string]string{}
+	for _, sa := range names {
+		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "use-all-" + sa, Namespace: ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "use-all"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}
+		if err := env.Client.Create(ctx, binding); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authnv1.TokenRequest{
+			Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[sa] = tr.Status.Token
+	}
+	return tokens
+}
+
+// A session belongs to the identity that opened it. Another identity allowed to use the same
+// project, holding the session's Mcp-Session-Id, gets 404 on every path: it can neither
+// answer the elicitation the server just sent the owner, nor attach to the owner's stream,
+// nor call as the owner, nor end the session. The server records only the owner's answer,
+// and the owner's session goes on.
+func TestGatewaySessionsBoundToPrincipal(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "shared", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	tokens := saTokens(t, ns, "owner", "intruder")
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry, Auth: &gateway.KubernetesAuth{Client: cs}})
+	url := base + gateway.Path(key)
+
+	var sid string
+	// raw sends one request as the intruder, naming the owner's session.
+	raw := func(method, body string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, bytes.NewReader([]byte(body)))
+		req.Header.Set("Authorization", "Bearer "+tokens["intruder"])
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+		if err != nil {
+			t.Fatalf("%s as the intruder: %v", method, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	var hijacks []string
+	elicited := func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		// While the owner holds the server's request, the intruder answers it under every id
+		// the SDK could have given it, and tries the other paths.
+		for id := range 8 {
+			answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"action":"accept","content":{"answer":"intruder"}}}`, id)
+			if code := raw(http.MethodPost, answer); code != http.StatusNotFound {
+				hijacks = append(hijacks, fmt.Sprintf("POST answer id %d: %d", id, code))
+			}
+		}
+		if code := raw(http.MethodGet, ""); code != http.StatusNotFound {
+			hijacks = append(hijacks, fmt.Sprintf("GET stream: %d", code))
+		}
+		call := `{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"a__echo","arguments":{"text":"as the owner"}}}`
+		if code := raw(http.MethodPost, call); code != http.StatusNotFound {
+			hijacks = append(hijacks, fmt.Sprintf("POST tools/call: %d", code))
+		}
+		if code := raw(http.MethodDelete, ""); code != http.StatusNotFound {
+			hijacks = append(hijacks, fmt.Sprintf("DELETE: %d", code))
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "owner"}}, nil
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "owner", Version: "1"}, &mcp.ClientOptions{ElicitationHandler: elicited})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	hc := &http.Client{Transport: headerRT{http.Header{"Authorization": {"Bearer " + tokens["owner"]}}}}
+	owner, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	sid = owner.ID()
+
+	res, err := owner.CallTool(ctx, &mcp.CallToolParams{Name: "a__elicit", Arguments: map[string]any{"text": "approve?"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hijacks) > 0 {
+		t.Errorf("another identity reached the owner's session: %s", strings.Join(hijacks, "; "))
+	}
+	var answer struct {
+		Content map[string]any `json:"content"`
+	}
+	if err := json.Unmarshal([]byte(text(res)), &answer); err != nil || answer.Content["answer"] != "owner" {
+		t.Fatalf("the server must get the owner's answer, got %s (%v)", text(res), err)
+	}
+	if got := text(ag(owner).call(t, "a__echo", map[string]any{"text": "still mine"})); got != "still mine" {
+		t.Fatalf("the owner's session must go on: %q", got)
+	}
+}
+
+// ag wraps a connected session as the suite's agent.
+func ag(s *mcp.ClientSession) *agent { return &agent{session: s, changed: make(chan struct{}, 64)} }
+
+// connectTo connects a 2025-11-25 agent to a gateway endpoint URL.
+func connectTo(t *testing.T, url string) *agent {
+	t.Helper()
+	a := &agent{changed: make(chan struct{}, 64)}
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1.0"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { a.changed <- struct{}{} },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var err error
+	if a.session, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}); err != nil {
+		t.Fatalf("connect to %s: %v", url, err)
+	}
+	t.Cleanup(func() { _ = a.session.Close() })
+	return a
+}
+
+// A server that never answers resources/unsubscribe holds up nothing else: when a session
+// subscribed to it expires, the sweep releases it without waiting on the server, and another
+// project's edit still reaches that project's live session.
+func TestGatewayHungUnsubscribeStallsNoOne(t *testing.T) {
+	ns := newNamespace(t)
+	hung := create(t, ns, "hung", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "h", "--hang-unsubscribe", "--protocol", "2025-11-25")}})
+	other := create(t, ns, "other", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
+	waitStatus(t, hung, 30*time.Second, "Ready", isReady)
+	waitStatus(t, other, 30*time.Second, "Ready", isReady)
+	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry, SessionTimeout: time.Second})
+
+	idle := connectTo(t, base+gateway.Path(hung))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := idle.session.Subscribe(ctx, &mcp.SubscribeParams{URI: "fixture://h/readme"}); err != nil {
+		t.Fatal(err)
+	}
+	// The idle session expires after 1 s; its release sends the unsubscribe the server never
+	// answers. The bystander keeps its session busy, so only the idle one expires.
+	bystander := connectTo(t, base+gateway.Path(other))
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(300 * time.Millisecond):
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, _ = bystander.session.ListTools(ctx, nil)
+				cancel()
+			}
+		}
+	}()
+	time.Sleep(2500 * time.Millisecond)
+	update(t, other, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = append(o.Spec.Servers, fixtureServer(t, "b")) })
+	bystander.waitTools(t, "the edit of another project", has("b__echo"))
+}

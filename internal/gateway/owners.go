@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+)
+
+// Sessions are private to the principal that opened them, and nothing outside the gateway
+// learns their ids.
+//
+// A session's ref is a hash of what names it on the wire (a 2025-11-25 session's
+// Mcp-Session-Id; for a 2026-07-28 session, its principal with its SessionHeader, or client name
+// and address). The ref is the session's name everywhere the id would be seen by someone
+// else: the registry and so status.sessions, spans, logs, and the gateway's own tables. A ref
+// read from status cannot be sent back as an Mcp-Session-Id.
+//
+// The owners table binds each ref to the principal that mounted it. A request that names a
+// session its principal does not own is answered 404, on every method and path, exactly as a
+// session that does not exist is: the caller learns nothing about it.
+
+// DefaultMaxSessionsPerPrincipal is the default of Options.MaxSessionsPerPrincipal.
+const DefaultMaxSessionsPerPrincipal = 100
+
+// principalHeader carries the authenticated principal from the HTTP layer to the MCP layer,
+// as remoteHeader does the address. The gateway overwrites whatever a client sent in it, and
+// it is never forwarded upstream.
+const principalHeader = "X-ProjectMCP-Principal"
+
+// sessionRef is the name of a session outside the SDK's own session table.
+func sessionRef(wireName string) string {
+	sum := sha256.Sum256([]byte(wireName))
+	return "s-" + hex.EncodeToString(sum[:8])
+}
+
+// own records that the session ref belongs to principal. It refuses (with the reason) a
+// session another principal owns, and a new one past the principal's share of the project.
+func (p *project) own(ref, principal string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch owner, known := p.owners[ref]; {
+	case known && owner == principal:
+		return nil
+	case known:
+		return errNotOwner
+	case p.held[principal] >= p.g.opts.MaxSessionsPerPrincipal:
+		return fmt.Errorf("this identity holds %d sessions of projectmcp %s, the most one identity may (--max-sessions-per-principal); end one first",
+			p.held[principal], p.key)
+	}
+	p.owners[ref] = principal
+	p.held[principal]++
+	return nil
+}
+
+// disown forgets a released session's owner.
+func (p *project) disown(ref string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	principal, ok := p.owners[ref]
+	if !ok {
+		return
+	}
+	delete(p.owners, ref)
+	if p.held[principal]--; p.held[principal] <= 0 {
+		delete(p.held, principal)
+	}
+}
+
+// foreign reports whether a session is owned by a principal other than the caller's. An
+// unknown session is not foreign: the SDK answers it (404) as it does any unknown id.
+func (p *project) foreign(ref, principal string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	owner, known := p.owners[ref]
+	return known && owner != principal
+}
+
+// errNotOwner refuses a mount of a session that another principal owns (a 2026-07-28 session
+// named like another identity's cannot be: its ref includes the principal; kept as a guard).
+var errNotOwner = fmt.Errorf("session not found")
+
+// notFound answers a request for a session the caller does not own, as the SDK answers one
+// for a session that does not exist.
+func notFound(w http.ResponseWriter) {
+	http.Error(w, "session not found", http.StatusNotFound)
+}
+
+// principalOf is the principal the gateway authenticated for a request (see principalHeader).
+func principalOf(h http.Header) string {
+	if h == nil {
+		return ""
+	}
+	return h.Get(principalHeader)
+}

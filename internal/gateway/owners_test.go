@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/dsh-dev/projectmcp/internal/registry"
+)
+
+// A stateless session's name is a hash that includes its principal: two identities sending
+// the same SessionHeader (or the same client name from one address) are two sessions, and no
+// part of what the client sent shows in the name.
+func TestStatelessIDIncludesPrincipal(t *testing.T) {
+	header := func(principal, session, addr string) http.Header {
+		h := http.Header{}
+		h.Set(principalHeader, principal)
+		h.Set(remoteHeader, addr)
+		if session != "" {
+			h.Set(SessionHeader, session)
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name string
+		a, b http.Header
+		same bool
+	}{
+		{"one header, two identities", header("user:alice/1", "s", "10.0.0.1:1"), header("user:bob/2", "s", "10.0.0.1:1"), false},
+		{"one header, one identity, two addresses", header("user:alice/1", "s", "10.0.0.1:1"), header("user:alice/1", "s", "10.0.0.2:2"), true},
+		{"no header, one client, two identities", header("user:alice/1", "", "10.0.0.1:1"), header("user:bob/2", "", "10.0.0.1:1"), false},
+		{"no header, one identity, one address", header("user:alice/1", "", "10.0.0.1:1"), header("user:alice/1", "", "10.0.0.1:2"), true},
+		{"header or none", header("user:alice/1", "s", "10.0.0.1:1"), header("user:alice/1", "", "10.0.0.1:1"), false},
+	} {
+		a, b := statelessID(tc.a, "agent"), statelessID(tc.b, "agent")
+		if (a == b) != tc.same {
+			t.Errorf("%s: %s and %s, want same=%v", tc.name, a, b, tc.same)
+		}
+		if !regexp.MustCompile(`^s-[0-9a-f]{16}$`).MatchString(a) || strings.Contains(a, "alice") {
+			t.Errorf("%s: %q is not a session hash", tc.name, a)
+		}
+	}
+}
+
+// tokenIsPrincipal authorizes every bearer token as the principal it names.
+type tokenIsPrincipal struct{}
+
+func (tokenIsPrincipal) Authorize(_ context.Context, r *http.Request, _ types.NamespacedName) (string, int, string) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return "", http.StatusUnauthorized, "no token"
+	}
+	return "user:" + token, 0, ""
+}
+
+// One identity holds at most MaxSessionsPerPrincipal sessions of a project; past it its new
+// sessions are refused, naming the flag, while another identity is still served, and a
+// session it ends frees its share.
+func TestSessionsPerPrincipalBound(t *testing.T) {
+	reg := registry.New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	defer reg.Shutdown()
+	key := types.NamespacedName{Namespace: "ns", Name: "p"}
+	reg.SetDesired(key, registry.Desired{})
+	g := New(Options{Registry: reg, Auth: tokenIsPrincipal{}, MaxSessionsPerPrincipal: 2})
+	srv := httptest.NewServer(g)
+	defer func() {
+		g.shutdown()
+		srv.CloseClientConnections()
+		srv.Close()
+	}()
+	connect := func(token, version string) (*mcp.ClientSession, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		hc := &http.Client{Transport: bearer(token)}
+		return mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: srv.URL + Path(key), HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	}
+	var held []*mcp.ClientSession
+	for range 2 {
+		cs, err := connect("alice", "2025-11-25")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, cs)
+	}
+	if _, err := connect("alice", "2025-11-25"); err == nil || !strings.Contains(err.Error(), "--max-sessions-per-principal") {
+		t.Fatalf("a third session of one identity must be refused naming the bound: %v", err)
+	}
+	bob, err := connect("bob", "2025-11-25")
+	if err != nil {
+		t.Fatalf("another identity must still be served: %v", err)
+	}
+	defer bob.Close()
+	_ = held[0].Close()
+	again, err := connect("alice", "2025-11-25")
+	if err != nil {
+		t.Fatalf("a session ended frees its share: %v", err)
+	}
+	_ = again.Close()
+	_ = held[1].Close()
+}
+
+type bearer string
+
+func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(req)
+}
