@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,4 +205,91 @@ func TestGatewayHungUnsubscribeStallsNoOne(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	update(t, other, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = append(o.Spec.Servers, fixtureServer(t, "b")) })
 	bystander.waitTools(t, "the edit of another project", has("b__echo"))
+}
+
+// post sends one JSON-RPC message of a session by hand and returns the response's session id
+// (it reads the whole answer).
+func post(t *testing.T, url, sid, body string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode >= 300 {
+		t.Fatalf("%s: %d %v", body, resp.StatusCode, err)
+	}
+	return resp.Header.Get("Mcp-Session-Id")
+}
+
+// A session that opens its GET stream and never reads loses that stream, and stalls no one
+// else: log lines meant for it fill its stream until a write to it times out, while a
+// bystander on the same shared connection still gets the server's elicitation and its answer.
+func TestGatewaySlowReaderStallsNoOne(t *testing.T) {
+	defer func(old time.Duration) { gateway.StreamWriteTimeout = old }(gateway.StreamWriteTimeout)
+	gateway.StreamWriteTimeout = 2 * time.Second
+	ns := newNamespace(t)
+	key := create(t, ns, "slow", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--protocol", "2025-11-25")}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	url := obj.Status.Endpoint
+
+	// The slow reader: a session at level debug whose GET stream has a tiny receive buffer
+	// and is never read.
+	sid := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"slow","version":"1"}}}`)
+	post(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	post(t, url, sid, `{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`)
+	dialer := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		_ = c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return err
+	}}
+	host := strings.TrimPrefix(strings.Split(url, "/projects/")[0], "http://")
+	stuck, err := dialer.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	fmt.Fprintf(stuck, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n",
+		strings.TrimPrefix(url, "http://"+host), host, sid)
+	time.Sleep(200 * time.Millisecond) // the stream is open
+
+	// The bystander floods the shared connection with log lines (the slow reader's level
+	// admits them all), then is asked for input by the server.
+	elicited := make(chan struct{}, 1)
+	client := mcp.NewClient(&mcp.Implementation{Name: "bystander", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			elicited <- struct{}{}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "here"}}, nil
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	bystander, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bystander.Close()
+	line := strings.Repeat("x", 256<<10)
+	for range 40 { // 10 MiB, past what the socket buffers between the two hold
+		callOK(t, bystander, "a__log", map[string]any{"level": "debug", "text": line})
+	}
+	start := time.Now()
+	callCtx, callCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer callCancel()
+	res, err := bystander.CallTool(callCtx, &mcp.CallToolParams{Name: "a__elicit", Arguments: map[string]any{"text": "still there?"}})
+	if err != nil || !strings.Contains(text(res), "here") {
+		t.Fatalf("the bystander's elicitation must go through beside a slow reader (after %s): %s %v", time.Since(start), text(res), err)
+	}
+	select {
+	case <-elicited:
+	default:
+		t.Fatal("the bystander was never asked")
+	}
+	t.Logf("the bystander's elicitation took %s after the flood", time.Since(start).Round(time.Millisecond))
 }

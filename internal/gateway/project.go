@@ -113,7 +113,10 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 // serveHTTP routes 2026-07-28 requests to the stateless handler and everything else
 // (2025-11-25 and older, which send no such version or an older one) to the stateful one. A
 // request naming a session another principal owns gets 404, whatever its method.
-func (p *project) serveHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
+	dw := newDeadlineWriter(rw) // no write to a session that stops reading blocks for long
+	defer dw.disarm()
+	var w http.ResponseWriter = dw
 	r.Header.Set(remoteHeader, r.RemoteAddr)
 	sid := r.Header.Get("Mcp-Session-Id")
 	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" && sid == "" {

@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"net/http"
+	"time"
+)
+
+// StreamWriteTimeout bounds one write to a session's HTTP response (a result, an event of a
+// call's stream, a notification on its GET stream). The gateway's HTTP server has no
+// WriteTimeout, on purpose (streams and long calls live for minutes), so without this bound a
+// client that stops reading blocks whoever writes to it: and the SDK writes a session's
+// notifications (list_changed, log messages, resource updates) from goroutines that serve
+// every session of the project. Past it the write fails and that session loses the stream,
+// and only that session.
+var StreamWriteTimeout = 10 * time.Second
+
+// deadlineWriter arms a write deadline on the connection before each write of a response.
+// The handler disarms it when it returns: a keep-alive connection's next response must not
+// inherit an expired deadline (the server sets none itself without a WriteTimeout).
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func newDeadlineWriter(w http.ResponseWriter) *deadlineWriter {
+	return &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w)}
+}
+
+func (w *deadlineWriter) arm() { _ = w.rc.SetWriteDeadline(time.Now().Add(StreamWriteTimeout)) }
+
+func (w *deadlineWriter) disarm() { _ = w.rc.SetWriteDeadline(time.Time{}) }
+
+func (w *deadlineWriter) WriteHeader(code int) {
+	w.arm()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write writes b in pieces of at most writePiece bytes, each within its own deadline: the
+// bound is on a client that stops reading, not on a slow link carrying a large result.
+func (w *deadlineWriter) Write(b []byte) (int, error) {
+	if len(b) == 0 {
+		w.arm()
+		return w.ResponseWriter.Write(b) // sends the header, as net/http does
+	}
+	n := 0
+	for len(b) > 0 {
+		piece := b[:min(len(b), writePiece)]
+		w.arm()
+		m, err := w.ResponseWriter.Write(piece)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[m:]
+	}
+	return n, nil
+}
+
+// writePiece is the most one write deadline covers.
+const writePiece = 64 << 10
+
+// FlushError flushes what is buffered, within the deadline.
+func (w *deadlineWriter) FlushError() error {
+	w.arm()
+	return w.rc.Flush()
+}
+
+// Flush implements http.Flusher (the SDK's streams and the fast path's use it).
+func (w *deadlineWriter) Flush() { _ = w.FlushError() }
+
+// Unwrap is for http.ResponseController.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
