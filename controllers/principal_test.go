@@ -293,3 +293,44 @@ func TestGatewaySlowReaderStallsNoOne(t *testing.T) {
 	}
 	t.Logf("the bystander's elicitation took %s after the flood", time.Since(start).Round(time.Millisecond))
 }
+
+// A log line the server sends with one session's request reaches that session only, however
+// verbose the other sessions of the project asked to be.
+func TestGatewayRequestLogsStayWithTheirSession(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "logs", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{httpFixture(t, "h")}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	connect := func(name string, got chan<- string) *mcp.ClientSession {
+		client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ClientOptions{
+			LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) { got <- fmt.Sprint(r.Params.Data) },
+		})
+		s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: obj.Status.Endpoint}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		if err := s.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	mine, theirs := make(chan string, 16), make(chan string, 16)
+	a := connect("a", mine)
+	connect("b", theirs)
+	callOK(t, a, "h__log", map[string]any{"level": "info", "text": "for a only"})
+	select {
+	case got := <-mine:
+		if got != "for a only" {
+			t.Fatalf("a got %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caller never got its own log line")
+	}
+	select {
+	case got := <-theirs:
+		t.Fatalf("another session got a log line of a's request: %q", got)
+	case <-time.After(time.Second):
+	}
+}

@@ -116,8 +116,9 @@ func (c *Conn) rootsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // notification handles a notification a server sent on the stream of a raw request, as the
-// SDK client's handlers (connectAndServe) handle the others.
-func (c *Conn) notification(method string, params json.RawMessage) {
+// SDK client's handlers (connectAndServe) handle the others; a log line there belongs to the
+// request's session (ctx carries its caller).
+func (c *Conn) notification(ctx context.Context, method string, params json.RawMessage) {
 	switch method {
 	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
 		c.requestRelist()
@@ -129,7 +130,7 @@ func (c *Conn) notification(method string, params json.RawMessage) {
 	case "notifications/message":
 		var p mcp.LoggingMessageParams
 		if json.Unmarshal(params, &p) == nil {
-			c.opts.OnNotice(Notice{Log: &p})
+			c.opts.OnNotice(Notice{Log: &p, InRequest: true, Caller: callerFrom(ctx)})
 		}
 	case "notifications/resources/updated":
 		var p mcp.ResourceUpdatedNotificationParams

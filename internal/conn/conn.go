@@ -367,6 +367,11 @@ func (c *Conn) update(f func(s *Snapshot)) {
 type Notice struct {
 	ResourceUpdated *mcp.ResourceUpdatedNotificationParams
 	Log             *mcp.LoggingMessageParams
+	// InRequest: the server sent it on the stream of one forwarded request, so it belongs to
+	// that request's session, Caller (nil when that session is one the server cannot ask,
+	// a 2026-07-28 one), and to no other.
+	InRequest bool
+	Caller    Caller
 }
 
 // SetLogLevel sets the level of log messages the server should send, now (when Ready) and at

@@ -214,7 +214,7 @@ func (w *wire) event(ctx context.Context, data []byte, id string) (json.RawMessa
 		return nil, false, nil // a response to nothing this stream asked: dropped
 	}
 	if len(r.ID) == 0 {
-		w.c.notification(r.Method, r.Params)
+		w.c.notification(ctx, r.Method, r.Params)
 		return nil, false, nil
 	}
 	// The server asks something of the session while the call runs; the server waits for the

@@ -20,9 +20,10 @@ import (
 // not a call on one named item.
 //
 // Logging: each session sets its own level (the SDK keeps it and filters what a session
-// receives); every server of the project is set to the most verbose level any session wants,
-// and its log messages go to every session whose level admits them, with the server's name
-// as logger.
+// receives); every server of the project is set to the most verbose level any session wants.
+// A log message the server sends with one session's request goes to that session only; one
+// sent outside any request (or on a connection that cannot tell, stdio and legacy SSE) goes
+// to every stateful session whose level admits it. Each has the server's name as logger.
 //
 // Subscriptions: a session subscribes a URI; the connection of the server that owns it is
 // subscribed once for all sessions (reference-counted in conn, carried across a repoint),
@@ -47,16 +48,30 @@ func (g *Gateway) notice(key types.NamespacedName, server string, n conn.Notice)
 		if n.Log.Logger != "" {
 			msg.Logger = server + "/" + n.Log.Logger
 		}
-		p.mu.Lock()
-		sessions := make([]*mcp.ServerSession, 0, len(p.statefuls))
-		for _, ss := range p.statefuls {
-			sessions = append(sessions, ss)
-		}
-		p.mu.Unlock()
-		for _, ss := range sessions {
+		for _, ss := range p.logReaders(n) {
 			_ = ss.Log(ctx, &msg) // filtered by the session's own level
 		}
 	}
+}
+
+// logReaders are the sessions a server's log line goes to: the session whose request it came
+// with, and no other; a line outside any request goes to every stateful session (each takes
+// the levels it asked for). A line that came with the request of a session the gateway cannot
+// write to outside that request (a 2026-07-28 one) goes to nobody.
+func (p *project) logReaders(n conn.Notice) []*mcp.ServerSession {
+	if n.InRequest {
+		if sc, ok := n.Caller.(sessionCaller); ok {
+			return []*mcp.ServerSession{sc.ss}
+		}
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sessions := make([]*mcp.ServerSession, 0, len(p.statefuls))
+	for _, ss := range p.statefuls {
+		sessions = append(sessions, ss)
+	}
+	return sessions
 }
 
 // levelMiddleware records the level a session sets and sets the servers to the most verbose
