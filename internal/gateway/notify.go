@@ -49,7 +49,10 @@ func (g *Gateway) notice(key types.NamespacedName, server string, n conn.Notice)
 			msg.Logger = server + "/" + n.Log.Logger
 		}
 		for _, ss := range p.logReaders(n) {
-			_ = ss.Log(ctx, &msg) // filtered by the session's own level
+			// Through the session's own writer: this goroutine serves every session.
+			if o := p.outboxOf(ss); o != nil {
+				o.put(func() { _ = ss.Log(ctx, &msg) }) // filtered by the session's own level
+			}
 		}
 	}
 }

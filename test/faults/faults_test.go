@@ -52,6 +52,8 @@ func TestFaults(t *testing.T) {
 	s.millionTools(t)
 	s.flappingList(t)
 	s.slowReader(t)
+	s.slowLogReader(t)
+	s.sessionHijack(t)
 	s.hugeHeaders(t)
 	s.randomPaths(t)
 	s.apiOutage(t)
