@@ -418,7 +418,9 @@ type RebuildStatus struct {
 
 // SessionBinding is one agent session and the connection each of its slots is bound to.
 type SessionBinding struct {
-	// id of the session at the gateway.
+	// id names the session by a hash of its wire identity (s- and 16 hex digits), never by
+	// its Mcp-Session-Id or session header: what status publishes cannot be sent back to act
+	// as the session.
 	// +required
 	ID string `json:"id"`
 
