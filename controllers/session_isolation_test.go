@@ -1,3 +1,6 @@
+// Per-session isolation over shared connections: what one session (or identity) does stays
+// with it.
+
 package controllers
 
 import (
