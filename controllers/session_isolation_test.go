@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -100,8 +101,11 @@ func TestGatewaySessionsBoundToPrincipal(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	var mu sync.Mutex // the handler runs in the client's goroutine
 	var hijacks []string
 	elicited := func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		// While the owner holds the server's request, the intruder answers it under every id
 		// the SDK could have given it, and tries the other paths.
 		for id := range 8 {
@@ -137,9 +141,11 @@ func TestGatewaySessionsBoundToPrincipal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mu.Lock()
 	if len(hijacks) > 0 {
 		t.Errorf("another identity reached the owner's session: %s", strings.Join(hijacks, "; "))
 	}
+	mu.Unlock()
 	var answer struct {
 		Content map[string]any `json:"content"`
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -53,7 +52,7 @@ func devControllerFlags() controllerFlags {
 func newDevCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	f := devControllerFlags()
 	var project, dataDir string
-	firstRun := defaultFirstRunTimeout
+	firstRunBound := defaultFirstRunTimeout
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run everything locally for a project folder: control plane, controller, gateway, mirror",
@@ -75,11 +74,11 @@ func newDevCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 			g.setupLogging(&f.zap, cmd.Flags(), stderr, true)
 			ctx, stop := untilSignal()
 			defer stop()
-			return dev(ctx, project, dataDir, firstRun, &f, stdout, stderr)
+			return dev(ctx, project, dataDir, firstRunBound, &f, stdout, stderr)
 		},
 	}
 	cmd.Flags().StringVar(&project, "project", ".", "project directory holding .dsh/mcp.json")
-	cmd.Flags().DurationVar(&firstRun, "first-run-timeout", firstRun, "how long to wait for every enabled server's first connect before printing the endpoint (0: print it once it serves)")
+	cmd.Flags().DurationVar(&firstRunBound, "first-run-timeout", firstRunBound, "how long to wait for every enabled server's first connect before printing the endpoint (0: print it once it serves)")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the control plane's data and kubeconfig here (default: a temporary directory, removed on exit)")
 	// Leader election means nothing for one local process; dev's endpoint is for this machine.
 	f.bind(cmd.Flags(), "leader-elect", "leader-election-namespace", "leader-elect-lease-duration",
@@ -87,9 +86,9 @@ func newDevCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-// dev runs until ctx ends (Ctrl-C) or a part fails. f are the controller's flags; firstRun
-// bounds the wait for the servers' first connects.
-func dev(ctx context.Context, projectDir, dataDir string, firstRun time.Duration, f *controllerFlags, stdout, stderr io.Writer) error {
+// dev runs until ctx ends (Ctrl-C) or a part fails. f are the controller's flags;
+// firstRunBound bounds the wait for the servers' first connects.
+func dev(ctx context.Context, projectDir, dataDir string, firstRunBound time.Duration, f *controllerFlags, stdout, stderr io.Writer) error {
 	abs, err := filepath.Abs(projectDir)
 	if err != nil {
 		return err
@@ -173,7 +172,7 @@ func dev(ctx context.Context, projectDir, dataDir string, firstRun time.Duration
 	if err := awaitServing(ctx, c, gw, key, m.Path(), errs, stderr); err != nil {
 		firstErr = err
 		waiting--
-	} else if err := awaitFirstRun(ctx, c, key, firstRun, errs, stderr); err != nil {
+	} else if err := awaitFirstRun(ctx, c, key, firstRunBound, errs, stderr); err != nil {
 		firstErr = err
 		waiting--
 	}
@@ -230,35 +229,25 @@ Press Ctrl-C to stop.
 // stillStartingAfter is how long dev waits before saying what it is still waiting for.
 const stillStartingAfter = 10 * time.Second
 
-// awaitServing waits until the gateway serves requests and the project's ProjectMCP exists.
-// It returns the error of the manager or the mirror if one stops first (taken from errs), and
-// nil when ready or when ctx ends.
+// awaitServing waits until the gateway serves requests and the project's ProjectMCP exists,
+// saying what it waits for once stillStartingAfter has passed. It returns the error of the
+// manager or the mirror if one stops first, and nil when ready or when ctx ends.
 func awaitServing(ctx context.Context, c client.Client, gw *gateway.Gateway, key types.NamespacedName, file string, errs <-chan error, stderr io.Writer) error {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	slow := time.NewTimer(stillStartingAfter)
-	defer slow.Stop()
-	for {
+	start, said := time.Now(), false
+	return poll(ctx, errs, func() bool {
 		select {
 		case <-gw.Serving():
 			if err := c.Get(ctx, key, &v1alpha1.ProjectMCP{}); err == nil {
-				return nil
+				return true
 			}
 		default:
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-errs:
-			if err == nil {
-				err = errors.New("stopped while starting")
-			}
-			return err
-		case <-slow.C:
+		if !said && time.Since(start) >= stillStartingAfter {
+			said = true
 			fmt.Fprintf(stderr, "Still starting: waiting for %s to be applied as ProjectMCP %s (run with -v to see why it is not).\n", file, key)
-		case <-tick.C:
 		}
-	}
+		return false
+	})
 }
 
 // embeddedCRDs parses the CRDs compiled into the binary.

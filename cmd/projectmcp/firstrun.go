@@ -118,29 +118,38 @@ func readFirstRun(obj *v1alpha1.ProjectMCP) firstRun {
 // It returns the error of the manager or the mirror if one stops first (taken from errs), and
 // nil otherwise (also when ctx ends).
 func awaitFirstRun(ctx context.Context, c client.Client, key types.NamespacedName, bound time.Duration, errs <-chan error, stderr io.Writer) error {
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
 	start := time.Now()
 	said := map[string]string{} // the last line printed for each server
-	for {
+	return poll(ctx, errs, func() bool {
 		obj := &v1alpha1.ProjectMCP{}
-		if err := c.Get(ctx, key, obj); err == nil {
-			r := readFirstRun(obj)
-			for _, spec := range obj.Spec.Servers {
-				if line, ok := r.lines[spec.Name]; ok && said[spec.Name] != line {
-					said[spec.Name] = line
-					fmt.Fprintln(stderr, line)
-				}
-			}
-			switch {
-			case r.done(), r.endpoint && bound == 0:
-				return nil
-			case r.endpoint && time.Since(start) >= bound:
-				fmt.Fprintf(stderr, "Still starting after %s: %s. The endpoint serves now; sessions get tools/list_changed when their tools arrive.\n",
-					bound, strings.Join(r.starting, ", "))
-				return nil
+		if err := c.Get(ctx, key, obj); err != nil {
+			return false
+		}
+		r := readFirstRun(obj)
+		for _, spec := range obj.Spec.Servers {
+			if line, ok := r.lines[spec.Name]; ok && said[spec.Name] != line {
+				said[spec.Name] = line
+				fmt.Fprintln(stderr, line)
 			}
 		}
+		switch {
+		case r.done(), r.endpoint && bound == 0:
+			return true
+		case r.endpoint && time.Since(start) >= bound:
+			fmt.Fprintf(stderr, "Still starting after %s: %s. The endpoint serves now; sessions get tools/list_changed when their tools arrive.\n",
+				bound, strings.Join(r.starting, ", "))
+			return true
+		}
+		return false
+	})
+}
+
+// poll calls step now and every pollEvery until it reports done or ctx ends (nil), or the
+// manager or the mirror stops first (its error, taken from errs).
+func poll(ctx context.Context, errs <-chan error, step func() bool) error {
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for !step() {
 		select {
 		case <-ctx.Done():
 			return nil
@@ -152,4 +161,5 @@ func awaitFirstRun(ctx context.Context, c client.Client, key types.NamespacedNam
 		case <-tick.C:
 		}
 	}
+	return nil
 }

@@ -96,12 +96,12 @@ func ask[T any](c *Conn, ctx context.Context, method string, do func(context.Con
 // session of the project, so whatever one session answered would set what the server reaches
 // for all of them (a filesystem server replaces its directories with the client's roots).
 // Sessions' own roots reach only 2026-07-28 servers, which ask inside a call's result.
-func (c *Conn) roots(context.Context, *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+func (c *Conn) roots() *mcp.ListRootsResult {
 	roots := c.opts.Roots
 	if roots == nil {
 		roots = []*mcp.Root{} // an empty list, not null: roots is an array
 	}
-	return &mcp.ListRootsResult{Roots: roots}, nil
+	return &mcp.ListRootsResult{Roots: roots}
 }
 
 // rootsMiddleware answers a 2025-11-25 server's roots/list (see roots).
@@ -110,8 +110,7 @@ func (c *Conn) rootsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "roots/list" {
 			return next(ctx, method, req)
 		}
-		params, _ := req.GetParams().(*mcp.ListRootsParams)
-		return c.roots(ctx, params)
+		return c.roots(), nil
 	}
 }
 
@@ -164,9 +163,7 @@ func (c *Conn) serverRequest(ctx context.Context, method string, params json.Raw
 			})
 		}
 	case "roots/list":
-		var p mcp.ListRootsParams
-		_ = json.Unmarshal(params, &p)
-		res, err = c.roots(ctx, &p)
+		res = c.roots()
 	default:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("projectmcp: method %q is not offered to servers", method)}
 	}

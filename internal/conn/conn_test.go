@@ -516,11 +516,20 @@ func TestCallerFor(t *testing.T) {
 	if got, err := c.callerFor(WithCaller(context.Background(), two), "x"); err != nil || got != two {
 		t.Fatalf("the caller the request came with: %v %v", got, err)
 	}
-	// roots/list with no session in flight answers with the project's own roots.
+	// roots/list answers with the project's own roots, with no session in flight and with one
+	// (roots belong to the shared connection, never to a session); none is an empty list.
 	project := []*mcp.Root{{URI: "file:///work/shop", Name: "shop"}}
 	idle := &Conn{callers: map[Caller]int{}, opts: Options{Roots: project}}
-	if res, err := idle.roots(context.Background(), nil); err != nil || len(res.Roots) != 1 || res.Roots[0] != project[0] {
-		t.Fatalf("roots with no session: %+v %v", res, err)
+	if res := idle.roots(); len(res.Roots) != 1 || res.Roots[0] != project[0] {
+		t.Fatalf("roots with no session: %+v", res)
+	}
+	c.opts.Roots = project
+	delete(c.callers, two) // one session in flight
+	if res := c.roots(); len(res.Roots) != 1 || res.Roots[0] != project[0] {
+		t.Fatalf("roots with a session in flight: %+v", res)
+	}
+	if res := (&Conn{}).roots(); res.Roots == nil || len(res.Roots) != 0 {
+		t.Fatalf("no roots must be an empty list: %+v", res)
 	}
 }
 

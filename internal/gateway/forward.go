@@ -60,8 +60,8 @@ func originOf(req mcp.Request) origin {
 // forward sends one request of a session to the session's slot for server. It waits through
 // a repoint or rebuild (registry.Await), and sends once more, on the new connection, when a
 // swap replaced the connection before the request was sent (conn.ErrDestroyed: the old server
-// never saw it). The server's own requests made meanwhile (sampling, elicitation, roots) go
-// to this session (conn.WithCaller).
+// never saw it). The server's own requests made meanwhile (sampling, elicitation) go to this
+// session (conn.WithCaller).
 func forward[T any](ctx context.Context, p *project, o origin, server string, do func(context.Context, *conn.Conn) (T, error)) (res T, err error) {
 	if o.meta != nil {
 		ctx = tracing.FromMeta(ctx, o.meta)
@@ -197,7 +197,7 @@ func rawIsError(res []byte) bool {
 // callRaw sends a call the SDK's server took from the session (a 2026-07-28 session's call to a
 // server speaking 2025-11-25, mostly) to such a server raw, and decodes its result for the SDK
 // to send on. Over streamable HTTP the server's own requests during the call (sampling,
-// elicitation, roots) then arrive on the call's own stream, which tells whose they are; the
+// elicitation) then arrive on the call's own stream, which tells whose they are; the
 // SDK's client hands its handlers no trace of the call, and the connection could only guess
 // (the one session with a request in flight, else an error). A server speaking 2026-07-28, or
 // a connection that takes no raw requests, is ErrOtherRevision or ErrNotRaw before anything

@@ -3,6 +3,7 @@ package gateway
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 )
@@ -76,9 +77,10 @@ func (p *project) foreign(ref, principal string) bool {
 	return known && owner != principal
 }
 
-// errNotOwner refuses a mount of a session that another principal owns (a 2026-07-28 session
-// named like another identity's cannot be: its ref includes the principal; kept as a guard).
-var errNotOwner = fmt.Errorf("session not found")
+// errNotOwner refuses a mount under a ref another principal owns. Refs of both kinds make that
+// unreachable today (a stateful ref is minted by initialize, a stateless one hashes the
+// principal in); the check keeps the table's one rule in the one place that writes it.
+var errNotOwner = errors.New("session not found")
 
 // notFound answers a request for a session the caller does not own, as the SDK answers one
 // for a session that does not exist.

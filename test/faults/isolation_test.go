@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -86,9 +87,12 @@ func (s *suite) sessionHijack(t *testing.T) {
 		key := s.project(t, "hijack", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{s.stdio("h")}}, true)
 		intruder := s.intruderToken(t)
 		var sid string
+		var mu sync.Mutex // guards refused and tried: the handler runs in the client's goroutine
 		refused, tried := 0, 0
 		owner := s.mustConnect(t, key, "2025-11-25", &mcp.ClientOptions{
 			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				mu.Lock()
+				defer mu.Unlock()
 				for id := range 6 {
 					tried++
 					answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"action":"accept","content":{"answer":"intruder"}}}`, id)
@@ -109,6 +113,8 @@ func (s *suite) sessionHijack(t *testing.T) {
 		if err != nil || len(res.Content) == 0 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"owner"`) {
 			t.Fatalf("the server must get the owner's answer: %+v %v", res, err)
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		del, _ := http.NewRequest(http.MethodDelete, s.endpoint(key), nil)
 		del.Header.Set("Authorization", "Bearer "+intruder)
 		del.Header.Set("Mcp-Session-Id", sid)
