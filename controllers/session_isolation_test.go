@@ -254,19 +254,7 @@ func TestGatewaySlowReaderStallsNoOne(t *testing.T) {
 	sid := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"slow","version":"1"}}}`)
 	post(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	post(t, url, sid, `{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`)
-	dialer := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var err error
-		_ = c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		return err
-	}}
-	host := strings.TrimPrefix(strings.Split(url, "/projects/")[0], "http://")
-	stuck, err := dialer.Dial("tcp", host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stuck.Close()
-	fmt.Fprintf(stuck, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n",
-		strings.TrimPrefix(url, "http://"+host), host, sid)
+	stuckRequest(t, url, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %%s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n", "%s", sid))
 	time.Sleep(200 * time.Millisecond) // the stream is open
 
 	// The bystander floods the shared connection with log lines (the slow reader's level
@@ -301,6 +289,100 @@ func TestGatewaySlowReaderStallsNoOne(t *testing.T) {
 		t.Fatal("the bystander was never asked")
 	}
 	t.Logf("the bystander's elicitation took %s after the flood", time.Since(start).Round(time.Millisecond))
+}
+
+// stuckRequest sends an HTTP request to the gateway of url over a connection with a tiny
+// receive buffer that is never read: a client that stops reading. format has a %s for the
+// request's path and then one for the host. The connection closes when the test ends.
+func stuckRequest(t *testing.T, url, format string) {
+	t.Helper()
+	dialer := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		_ = c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return err
+	}}
+	host := strings.TrimPrefix(strings.Split(url, "/projects/")[0], "http://")
+	stuck, err := dialer.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stuck.Close() })
+	fmt.Fprintf(stuck, format, strings.TrimPrefix(url, "http://"+host), host)
+}
+
+// A session that stops reading both its GET stream and the stream of a call whose progress
+// it asked for (on the SDK's path: it sends another protocol version) delays nothing another
+// session of the connection gets: its resource update, its list_changed and its own call's
+// progress arrive as if the slow reader were not there. On a shared goroutine each would wait
+// a write timeout on the slow reader first.
+func TestGatewaySlowReaderDelaysNoNotice(t *testing.T) {
+	defer func(old time.Duration) { gateway.StreamWriteTimeout = old }(gateway.StreamWriteTimeout)
+	gateway.StreamWriteTimeout = 20 * time.Second // far past what the bystander waits for
+	ns := newNamespace(t)
+	key := create(t, ns, "slownotice", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--protocol", "2025-11-25")}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	url := obj.Status.Endpoint
+	const uri = "fixture://a/readme"
+
+	sid := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"slow","version":"1"}}}`)
+	post(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	post(t, url, sid, `{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`)
+	post(t, url, sid, `{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":"`+uri+`"}}`)
+	stuckRequest(t, url, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %%s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n", "%s", sid))
+	time.Sleep(200 * time.Millisecond) // the stream is open
+
+	updated, listChanged := make(chan struct{}, 16), make(chan struct{}, 16)
+	progressed := make(chan struct{}, 1024)
+	client := mcp.NewClient(&mcp.Implementation{Name: "bystander", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler:      func(context.Context, *mcp.ResourceUpdatedNotificationRequest) { updated <- struct{}{} },
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { listChanged <- struct{}{} },
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progressed <- struct{}{} },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	bystander, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bystander.Close()
+	if err := bystander.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The slow reader's GET stream fills with log lines of the server (stdio cannot say whose
+	// they are, so every session at their level gets them) ...
+	line := strings.Repeat("x", 256<<10)
+	for range 40 { // 10 MiB, past what the socket buffers between the two hold
+		callOK(t, bystander, "a__log", map[string]any{"level": "debug", "text": line})
+	}
+	// ... and it calls a tool that floods progress, on a stream it never reads either.
+	body := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a__flood","arguments":{"count":400,"bytes":65536},"_meta":{"progressToken":"p"}}}`
+	stuckRequest(t, url, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %%s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+		"Mcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-06-18\r\nContent-Length: %d\r\n\r\n%s", "%s", sid, len(body), body))
+	time.Sleep(time.Second) // the flood is under way
+
+	within := func(what string, ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the bystander's %s waited on the slow reader", what)
+		}
+	}
+	start := time.Now()
+	callOK(t, bystander, "a__touch_resource", map[string]any{"uri": uri})
+	within("resource update", updated)
+	callOK(t, bystander, "a__add_tool", map[string]any{"name": "fresh"})
+	within("list_changed", listChanged)
+	callCtx, callCancel := context.WithTimeout(ctx, 5*time.Second)
+	defer callCancel()
+	params := &mcp.CallToolParams{Name: "a__sleep", Arguments: map[string]any{"ms": 300}}
+	params.SetProgressToken("mine")
+	if _, err := bystander.CallTool(callCtx, params); err != nil {
+		t.Fatalf("the bystander's call waited on the slow reader: %v", err)
+	}
+	within("progress", progressed)
+	t.Logf("the bystander's update, list_changed and call took %s", time.Since(start).Round(time.Millisecond))
 }
 
 // A log line the server sends with one session's request reaches that session only, however

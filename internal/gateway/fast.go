@@ -349,10 +349,31 @@ func callMembers(raw string, args, inputResponses, requestState json.RawMessage)
 const progressQueue = 32
 
 // withProgress runs send while relaying the server's progress for the call to the session as
-// events of its response stream, with the session's own token. Only this goroutine writes to
-// w; the first event decides that the response is an event stream (nil until then).
+// events of its response stream, with the session's own token. The first event decides that
+// the response is an event stream (nil until then).
 func withProgress(ctx context.Context, w http.ResponseWriter, token json.RawMessage,
 	send func(context.Context, func(*mcp.ProgressNotificationParams)) (conn.RawResult, error)) (*sseWriter, conn.RawResult, error) {
+	var stream *sseWriter
+	res, err := relayProgress(ctx, func(pp *mcp.ProgressNotificationParams) {
+		if stream == nil {
+			stream = newSSEWriter(w)
+		}
+		stream.progress(token, pp)
+	}, send)
+	return stream, res, err
+}
+
+// relayProgress runs send while the calling goroutine, which serves the one session the call
+// is for, writes the progress the server reports for it (write). The goroutine that hands
+// send's callback the progress serves every session of the connection: it only queues, and
+// past progressQueue waiting the oldest go. What is queued when send returns is written
+// before relayProgress returns, so it comes before the call's result. A nil write relays
+// nothing.
+func relayProgress[T any](ctx context.Context, write func(*mcp.ProgressNotificationParams),
+	send func(context.Context, func(*mcp.ProgressNotificationParams)) (T, error)) (T, error) {
+	if write == nil {
+		return send(ctx, nil)
+	}
 	events := make(chan *mcp.ProgressNotificationParams, progressQueue)
 	onProgress := func(pp *mcp.ProgressNotificationParams) {
 		for {
@@ -368,7 +389,7 @@ func withProgress(ctx context.Context, w http.ResponseWriter, token json.RawMess
 		}
 	}
 	type outcome struct {
-		res conn.RawResult
+		res T
 		err error
 	}
 	done := make(chan outcome, 1)
@@ -376,16 +397,19 @@ func withProgress(ctx context.Context, w http.ResponseWriter, token json.RawMess
 		res, err := send(ctx, onProgress)
 		done <- outcome{res, err}
 	}()
-	var stream *sseWriter
 	for {
 		select {
 		case pp := <-events:
-			if stream == nil {
-				stream = newSSEWriter(w)
-			}
-			stream.progress(token, pp)
+			write(pp)
 		case o := <-done:
-			return stream, o.res, o.err
+			for {
+				select {
+				case pp := <-events:
+					write(pp)
+				default:
+					return o.res, o.err
+				}
+			}
 		}
 	}
 }

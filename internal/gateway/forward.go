@@ -223,9 +223,9 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
 		}
-		var onProgress func(*mcp.ProgressNotificationParams)
+		var write func(*mcp.ProgressNotificationParams) // on this goroutine, the session's own (relayProgress)
 		if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
-			onProgress = func(pp *mcp.ProgressNotificationParams) {
+			write = func(pp *mcp.ProgressNotificationParams) {
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 					ProgressToken: token, Progress: pp.Progress, Total: pp.Total, Message: pp.Message,
 				})
@@ -234,13 +234,15 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 		o := originOf(req)
 		o.name, o.raw = req.Params.Name, raw
 		send := func(ctx context.Context, c *conn.Conn) (*mcp.CallToolResult, error) {
-			if len(req.Params.InputResponses) == 0 && len(req.Params.RequestState) == 0 {
-				if res, err := callRaw(ctx, c, raw, args, onProgress); !errors.Is(err, conn.ErrNotRaw) && !errors.Is(err, conn.ErrOtherRevision) {
-					return res, err
+			return relayProgress(ctx, write, func(ctx context.Context, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
+				if len(req.Params.InputResponses) == 0 && len(req.Params.RequestState) == 0 {
+					if res, err := callRaw(ctx, c, raw, args, onProgress); !errors.Is(err, conn.ErrNotRaw) && !errors.Is(err, conn.ErrOtherRevision) {
+						return res, err
+					}
 				}
-			}
-			return c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args,
-				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}, onProgress)
+				return c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args,
+					InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}, onProgress)
+			})
 		}
 		res, round, err := inRounds(ctx, p, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server, send)
 		var refused *inputError

@@ -41,7 +41,7 @@ func (g *Gateway) notice(key types.NamespacedName, server string, n conn.Notice)
 	ctx := context.Background()
 	switch {
 	case n.ResourceUpdated != nil:
-		_ = p.server.ResourceUpdated(ctx, n.ResourceUpdated)
+		_ = p.server.ResourceUpdated(ctx, n.ResourceUpdated) // to its subscribers' outboxes
 	case n.Log != nil:
 		msg := *n.Log
 		msg.Logger = server
@@ -49,10 +49,7 @@ func (g *Gateway) notice(key types.NamespacedName, server string, n conn.Notice)
 			msg.Logger = server + "/" + n.Log.Logger
 		}
 		for _, ss := range p.logReaders(n) {
-			// Through the session's own writer: this goroutine serves every session.
-			if o := p.outboxOf(ss); o != nil {
-				o.put(func() { _ = ss.Log(ctx, &msg) }) // filtered by the session's own level
-			}
+			_ = ss.Log(ctx, &msg) // filtered by the session's own level, then queued (outbox.go)
 		}
 	}
 }

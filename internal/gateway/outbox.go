@@ -1,73 +1,134 @@
 package gateway
 
 import (
+	"context"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// outboxSize bounds the messages waiting for one session: past it the oldest goes (log lines
-// are the only messages queued so, and a session that reads this slowly has lost them anyway).
+// What the shared connections deliver to a session outside its own requests (log lines,
+// resource updates, list_changed) is written by that session's own writer, never by the
+// goroutine that received it: that goroutine (a connection's notification reader, the SDK's
+// list_changed timer, another session's call reading its stream) serves every session of the
+// project, and a session that stops reading would stall them all.
+//
+// The outboxes hold, per session, what waits for its writer. A writer runs while its session's
+// outbox holds something and ends once it is empty, when the outbox goes too, so an idle
+// session costs nothing. A writer waits on a session that stops reading at most
+// StreamWriteTimeout a write (then its stream is broken and the rest fail at once), and its
+// outbox drops meanwhile: log lines first, oldest first; a list_changed or a resource's update
+// already waiting is not queued twice.
+
+// outboxSize bounds the messages waiting for one session.
 const outboxSize = 256
 
-// outbox is one session's queue of what the shared connections deliver to it outside its own
-// requests (log lines). The goroutines that serve every session of a project only put into
-// it; its own writer, started while it holds something and gone once it is empty, writes to
-// the session. So a session that stops reading delays only itself: its writer waits on it, at
-// most StreamWriteTimeout a write, and the queue drops its oldest meanwhile.
+// queuedNotices are the notifications a session's writer sends. Progress is not one of them:
+// it belongs to a call, and the call's own goroutine writes it (relayProgress).
+var queuedNotices = map[string]bool{
+	"notifications/message":                true,
+	"notifications/resources/updated":      true,
+	"notifications/tools/list_changed":     true,
+	"notifications/prompts/list_changed":   true,
+	"notifications/resources/list_changed": true,
+}
+
+// notice is one message waiting for a session's writer.
+type notice struct {
+	method string
+	uri    string // a resource update's URI: one waiting update per URI is enough
+	send   func()
+}
+
+// outbox is one session's queue.
 type outbox struct {
-	mu      sync.Mutex
-	queue   []func()
-	running bool
+	queue   []notice
 	dropped int
 }
 
-// put queues send, dropping the oldest past outboxSize, and starts the writer if none runs.
-func (o *outbox) put(send func()) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+// outboxes are a project's per-session queues and their writers.
+type outboxes struct {
+	mu    sync.Mutex
+	boxes map[*mcp.ServerSession]*outbox
+}
+
+// put queues n for ss and starts the session's writer if none runs.
+func (t *outboxes) put(ss *mcp.ServerSession, n notice) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o := t.boxes[ss]
+	if o == nil {
+		if t.boxes == nil {
+			t.boxes = map[*mcp.ServerSession]*outbox{}
+		}
+		o = &outbox{}
+		t.boxes[ss] = o
+		go t.drain(ss, o)
+	}
+	o.add(n)
+}
+
+// add queues n unless the same change already waits, making room first.
+func (o *outbox) add(n notice) {
+	if n.method != "notifications/message" {
+		for _, q := range o.queue {
+			if q.method == n.method && q.uri == n.uri {
+				return
+			}
+		}
+	}
 	if len(o.queue) >= outboxSize {
-		o.queue[0] = nil
-		o.queue = o.queue[1:]
+		o.queue = dropOne(o.queue)
 		o.dropped++
 	}
-	o.queue = append(o.queue, send)
-	if !o.running {
-		o.running = true
-		go o.drain()
-	}
+	o.queue = append(o.queue, n)
 }
 
-// drain writes what is queued, in order, and ends when the queue is empty.
-func (o *outbox) drain() {
+// dropOne removes the oldest log line from a full queue, or else its oldest message.
+func dropOne(queue []notice) []notice {
+	i := 0
+	for j, q := range queue {
+		if q.method == "notifications/message" {
+			i = j
+			break
+		}
+	}
+	return append(queue[:i], queue[i+1:]...)
+}
+
+// drain writes what o holds, in order, and ends (dropping o) once it is empty.
+func (t *outboxes) drain(ss *mcp.ServerSession, o *outbox) {
 	for {
-		o.mu.Lock()
+		t.mu.Lock()
 		if len(o.queue) == 0 {
-			o.running = false
-			o.mu.Unlock()
+			delete(t.boxes, ss)
+			t.mu.Unlock()
 			return
 		}
-		send := o.queue[0]
-		o.queue[0] = nil
+		n := o.queue[0]
+		o.queue[0] = notice{}
 		o.queue = o.queue[1:]
-		o.mu.Unlock()
-		send()
+		t.mu.Unlock()
+		n.send()
 	}
 }
 
-// outboxOf is a stateful session's outbox, made on first use; ended drops it. nil once the
-// session has ended.
-func (p *project) outboxOf(ss *mcp.ServerSession) *outbox {
-	ref := sessionRef(ss.ID())
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.statefuls[ref] != ss {
-		return nil
+// queueNotices is a sending middleware of the project's MCP server: it hands the notifications
+// in queuedNotices to the session's writer and returns at once, whoever sends them (the
+// gateway's notice, the SDK's list_changed timer, the SDK's ResourceUpdated). The send keeps
+// the context's values (the stream a 2026-07-28 listen writes to) but not its end: the SDK
+// cancels its notification context once it has gone round every session.
+func (p *project) queueNotices(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if !queuedNotices[method] || ss == nil {
+			return next(ctx, method, req)
+		}
+		n := notice{method: method, send: func() { _, _ = next(context.WithoutCancel(ctx), method, req) }}
+		if u, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams); ok && u != nil {
+			n.uri = u.URI
+		}
+		p.outboxes.put(ss, n)
+		return nil, nil
 	}
-	o := p.outboxes[ss]
-	if o == nil {
-		o = &outbox{}
-		p.outboxes[ss] = o
-	}
-	return o
 }

@@ -49,19 +49,19 @@ type project struct {
 	rawItems  atomic.Pointer[map[any]*conn.RawItem] // the items as their servers listed them (lists.go)
 
 	mu         sync.Mutex
-	statefuls  map[string]*mcp.ServerSession  // mounted stateful sessions
-	activity   map[string]*activity           // stateful sessions' requests, for SessionTimeout
-	calls      map[string]context.CancelFunc  // fast-path calls in flight, by session and id
-	lastSeen   map[string]time.Time           // stateless sessions and their last request
-	levels     map[string]mcp.LoggingLevel    // the log level each session set
-	leveling   bool                           // relevel's goroutine runs
-	levelStale bool                           // the levels changed since it last applied them
-	subs       map[string]map[string]string   // session → subscribed URI → server
-	outboxes   map[*mcp.ServerSession]*outbox // stateful sessions' queues of log lines (outbox.go)
-	owners     map[string]string              // session → the principal that mounted it (owners.go)
-	held       map[string]int                 // principal → sessions it holds
+	statefuls  map[string]*mcp.ServerSession // mounted stateful sessions
+	activity   map[string]*activity          // stateful sessions' requests, for SessionTimeout
+	calls      map[string]context.CancelFunc // fast-path calls in flight, by session and id
+	lastSeen   map[string]time.Time          // stateless sessions and their last request
+	levels     map[string]mcp.LoggingLevel   // the log level each session set
+	leveling   bool                          // relevel's goroutine runs
+	levelStale bool                          // the levels changed since it last applied them
+	subs       map[string]map[string]string  // session → subscribed URI → server
+	owners     map[string]string             // session → the principal that mounted it (owners.go)
+	held       map[string]int                // principal → sessions it holds
 
-	inputs *inputs // stateless sessions' calls waiting for their input (input.go)
+	inputs   *inputs  // stateless sessions' calls waiting for their input (input.go)
+	outboxes outboxes // what waits for each session's own writer (outbox.go)
 }
 
 func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
@@ -77,7 +77,6 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 		lastSeen:  map[string]time.Time{},
 		levels:    map[string]mcp.LoggingLevel{},
 		subs:      map[string]map[string]string{},
-		outboxes:  map[*mcp.ServerSession]*outbox{},
 		owners:    map[string]string{},
 		held:      map[string]int{},
 	}
@@ -99,7 +98,7 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 			CompletionHandler:  p.complete,
 		})
 	p.server.AddReceivingMiddleware(p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware, p.listMiddleware)
-	p.server.AddSendingMiddleware(p.countSent)
+	p.server.AddSendingMiddleware(p.queueNotices, p.countSent)
 	getServer := func(*http.Request) *mcp.Server { return p.server }
 	// No SessionTimeout here: the SDK counts only the requests it handles, and the fast path
 	// answers calls without it, so the project times sessions out itself (expireStateful).
@@ -328,7 +327,6 @@ func (p *project) ended(id string, ss *mcp.ServerSession) {
 	}
 	delete(p.statefuls, id)
 	delete(p.activity, id)
-	delete(p.outboxes, ss) // a writer still draining it ends with the session's stream
 	p.mu.Unlock()
 	p.release(id)
 }

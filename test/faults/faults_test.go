@@ -292,7 +292,7 @@ func (s *suite) flappingList(t *testing.T) {
 func (s *suite) slowReader(t *testing.T) {
 	s.fault(t, row{fault: "slow-reading session",
 		sees:       "the session that stops reading loses its own progress notifications (oldest dropped); every other session on the same server gets its progress and results on time",
-		guaranteed: "a fast-path call's progress to a session goes through a bounded queue of its own (as log lines do); every write to a session is bounded",
+		guaranteed: "a call's progress is written by the goroutine serving that call, from a bounded queue of its own; log lines, resource updates and list_changed by the session's own writer; every write to a session is bounded",
 	}, func(t *testing.T, r *row) {
 		key := s.project(t, "slow", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{s.stdio("s")}}, true)
 		stalled := s.stalledFlood(t, key, 20000, 1024)
