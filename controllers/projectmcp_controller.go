@@ -53,6 +53,9 @@ type ConnDefaults struct {
 	MaxListPages    int
 	MaxListBytes    int64
 	MaxSchemaBytes  int64
+	// The sessions' shares of a connection (conn.Options; zero: conn's defaults).
+	MaxCallsPerSession int
+	MaxCalls           int
 }
 
 // Reconciler makes the registry's connections match each ProjectMCP's spec. It is the only
@@ -285,6 +288,9 @@ func (r *Reconciler) connOptions(obj *v1alpha1.ProjectMCP, srv v1alpha1.MCPServe
 		MaxListPages:    r.Conn.MaxListPages,
 		MaxListBytes:    r.Conn.MaxListBytes,
 		MaxSchemaBytes:  r.Conn.MaxSchemaBytes,
+
+		MaxCallsPerSession: r.Conn.MaxCallsPerSession,
+		MaxCalls:           r.Conn.MaxCalls,
 	}
 	if ref := obj.Spec.SecretRef; ref != nil && ref.Name != "" {
 		key := types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name}

@@ -68,6 +68,9 @@ type controllerFlags struct {
 	maxSchemaBytes int64
 	maxSessions    int
 	maxPerUser     int
+	maxCallsEach   int
+	maxCalls       int
+	maxSubsEach    int
 	allowCommands  []string
 	allowAny       bool
 	serverEnv      []string
@@ -106,6 +109,9 @@ func defaultControllerFlags() controllerFlags {
 		maxSchemaBytes: conn.DefaultMaxSchemaBytes,
 		maxSessions:    1000,
 		maxPerUser:     gateway.DefaultMaxSessionsPerPrincipal,
+		maxCallsEach:   conn.DefaultMaxCallsPerSession,
+		maxCalls:       conn.DefaultMaxCalls,
+		maxSubsEach:    gateway.DefaultMaxSubscriptionsPerSession,
 		// Outside a cluster the controller runs as the user, with the user's commands.
 		allowAny: !runningInCluster(),
 	}
@@ -135,6 +141,9 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.Int64Var(&f.maxBodyBytes, "max-request-bytes", f.maxBodyBytes, "largest request body the gateway accepts")
 	all.DurationVar(&f.callTimeout, "call-timeout", f.callTimeout, `bound on one forwarded request (a tool call, a prompt, a read); "0" means none`)
 	all.IntVar(&f.maxSessions, "max-sessions-per-project", f.maxSessions, "most sessions one project may have at once; a session past it is refused at initialize (0: no bound)")
+	all.IntVar(&f.maxCallsEach, "max-calls-per-session", f.maxCallsEach, "most requests one session may have in flight on one server's connection; past it its requests wait their turn, so one busy session cannot crowd out the others (0: the default)")
+	all.IntVar(&f.maxCalls, "max-calls-per-server", f.maxCalls, "most sessions' requests in flight on one server's connection; past it requests wait, and freed slots go round the waiting sessions in turn (0: the default)")
+	all.IntVar(&f.maxSubsEach, "max-subscriptions-per-session", f.maxSubsEach, "most resources one session may subscribe to; a subscribe past it is refused with an error naming the limit (0: the default)")
 	all.IntVar(&f.maxPerUser, "max-sessions-per-principal", f.maxPerUser, "most sessions one identity may have in one project at once, so one user cannot fill --max-sessions-per-project; a session past it is refused at its mount")
 	all.Int64Var(&f.maxMessage, "max-message-bytes", f.maxMessage, "largest message a server may send (an answer, a list page, a notification); an answer over it fails that request only and the connection goes on, anything else over it is dropped (0: the default)")
 	all.IntVar(&f.maxListItems, "max-list-items", f.maxListItems, "most tools, prompts, resources or resource templates one server may list (each list apart); a server listing more is refused (0: the default)")
@@ -380,6 +389,9 @@ func (f *controllerFlags) connDefaults() (controllers.ConnDefaults, error) {
 		MaxListPages:    f.maxListPages,
 		MaxListBytes:    f.maxListBytes,
 		MaxSchemaBytes:  f.maxSchemaBytes,
+
+		MaxCallsPerSession: f.maxCallsEach,
+		MaxCalls:           f.maxCalls,
 	}, err
 }
 
@@ -389,7 +401,9 @@ func (f *controllerFlags) checkBounds() error {
 		flag string
 		v    int64
 	}{{"--max-message-bytes", f.maxMessage}, {"--max-list-items", int64(f.maxListItems)}, {"--max-list-pages", int64(f.maxListPages)},
-		{"--max-list-bytes", f.maxListBytes}, {"--max-schema-bytes", f.maxSchemaBytes}} {
+		{"--max-list-bytes", f.maxListBytes}, {"--max-schema-bytes", f.maxSchemaBytes},
+		{"--max-calls-per-session", int64(f.maxCallsEach)}, {"--max-calls-per-server", int64(f.maxCalls)},
+		{"--max-subscriptions-per-session", int64(f.maxSubsEach)}} {
 		if b.v < 0 {
 			return fmt.Errorf("%s must not be negative (0: the default)", b.flag)
 		}
@@ -410,8 +424,8 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 	opts := gateway.Options{
 		Registry: reg, BaseURL: f.gatewayURL, SessionTimeout: f.sessionTimeout,
 		StatelessIdle: f.statelessIdle, MaxBodyBytes: f.maxBodyBytes, CallTimeout: f.callTimeout, Log: ctrl.Log.WithName("gateway"),
-		MaxSessionsPerPrincipal: f.maxPerUser,
-		Objects:                 mgr.GetClient(), Live: mgr.GetAPIReader(),
+		MaxSessionsPerPrincipal: f.maxPerUser, MaxSubscriptionsPerSession: f.maxSubsEach,
+		Objects: mgr.GetClient(), Live: mgr.GetAPIReader(),
 	}
 	if opts.BaseURL == "" {
 		opts.BaseURL = "http://" + bound

@@ -99,6 +99,11 @@ type Options struct {
 	// MaxSchemaBytes bounds one tool's input and output schemas together: a tool over it is
 	// left out (the snapshot's Notes say which), and the server's other tools are offered.
 	MaxSchemaBytes int64
+	// MaxCallsPerSession and MaxCalls bound the sessions' requests in flight on the connection,
+	// per session and in all (fair.go); past either a request waits its session's turn. Zero
+	// is the default.
+	MaxCallsPerSession int
+	MaxCalls           int
 
 	// StartAfter, when not nil, holds the first connect attempt until it is closed: a repoint
 	// or rebuild passes the previous connection's Done, so the old server is torn down before
@@ -151,6 +156,12 @@ func (o *Options) defaults() {
 	if o.MaxSchemaBytes <= 0 {
 		o.MaxSchemaBytes = DefaultMaxSchemaBytes
 	}
+	if o.MaxCallsPerSession <= 0 {
+		o.MaxCallsPerSession = DefaultMaxCallsPerSession
+	}
+	if o.MaxCalls <= 0 {
+		o.MaxCalls = DefaultMaxCalls
+	}
 	if o.Policy.InitialBackoff <= 0 {
 		o.Policy.InitialBackoff = v1alpha1.DefaultInitialBackoff
 	}
@@ -199,6 +210,10 @@ type Snapshot struct {
 	LastError         string
 	// FailedAt is when the connection went Failed (zero otherwise).
 	FailedAt time.Time
+	// Waiting is how many sessions' requests wait for their turn now, and Waited how many
+	// ever have (fair.go).
+	Waiting int
+	Waited  uint64
 	// PID is the stdio server's process id (0 for remote servers or when not running).
 	PID int
 	// Permanent is true when the last failure cannot heal by retrying (e.g. a missing
@@ -239,6 +254,7 @@ type Conn struct {
 	drained      chan struct{}    // closed when closing and inflight reaches 0
 	metrics      *metrics.Server  // this server's metrics (phase changes, connects, reconnects)
 	chores       chan struct{}    // a slot per background request in flight (chore)
+	fair         *fairQueue       // the sessions' turns on the connection (fair.go)
 }
 
 // New starts supervising a connection. The caller owns the Conn and must call Destroy.
@@ -264,6 +280,7 @@ func New(opts Options) *Conn {
 		c.subs = map[string]int{}
 	}
 	c.callers = map[Caller]int{}
+	c.fair = newFairQueue(opts.MaxCalls, opts.MaxCallsPerSession, opts.OnChange)
 	namespace, project, _ := strings.Cut(opts.Project, "/")
 	c.metrics = metrics.ServerOf(namespace, project, opts.Server.Name)
 	c.state = Snapshot{ID: c.id, Phase: v1alpha1.PhaseConnecting}
@@ -286,8 +303,10 @@ func (c *Conn) Server() string { return c.opts.Server.Name }
 // Snapshot returns the current state. Tools is shared and must not be modified.
 func (c *Conn) Snapshot() Snapshot {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.state
+	s := c.state
+	c.mu.Unlock()
+	s.Waiting, s.Waited = c.fair.depth()
+	return s
 }
 
 // Changed returns a channel closed at the next state change.
@@ -636,8 +655,13 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 			}
 			return zero, fmt.Errorf("%w: %s", ErrUnavailable, msg)
 		}
+		session := sessionFrom(ctx)
+		if err := c.admit(ctx, session); err != nil {
+			return zero, err
+		}
 		caller := callerFrom(ctx)
 		if !c.begin(caller) {
+			c.dismiss(session)
 			return zero, fmt.Errorf("%w: MCP server %q", ErrDestroyed, c.opts.Server.Name)
 		}
 		callCtx, cancel := upstreamContext(ctx)
@@ -646,6 +670,7 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 		stop()
 		cancel()
 		c.end(caller)
+		c.dismiss(session)
 		if err == nil {
 			return res, nil
 		}

@@ -111,6 +111,7 @@ func forward[T any](ctx context.Context, p *project, o origin, server string, do
 	if o.caller != nil {
 		ctx = conn.WithCaller(ctx, o.caller)
 	}
+	ctx = conn.WithSession(ctx, o.session) // the session's turn on the shared connection (conn's fair queue)
 	for attempt := 0; ; attempt++ {
 		c := p.g.opts.Registry.Await(ctx, p.key, o.session, server)
 		if c == nil {

@@ -93,6 +93,10 @@ type Options struct {
 	// once (default 100): past it, a new session is refused at its mount, so one user cannot
 	// fill the project's bound (--max-sessions-per-project) and lock the others out.
 	MaxSessionsPerPrincipal int
+	// MaxSubscriptionsPerSession bounds the resources one session may subscribe to (zero:
+	// DefaultMaxSubscriptionsPerSession). Each subscription is held on the shared connection
+	// and re-made at every reconnect.
+	MaxSubscriptionsPerSession int
 	// Clock times stateless sessions' inactivity (default: real).
 	Clock clock.WithTicker
 	Log   logr.Logger
@@ -128,6 +132,9 @@ func New(opts Options) *Gateway {
 	}
 	if opts.InputTimeout <= 0 {
 		opts.InputTimeout = conn.ServerRequestTimeout
+	}
+	if opts.MaxSubscriptionsPerSession <= 0 {
+		opts.MaxSubscriptionsPerSession = DefaultMaxSubscriptionsPerSession
 	}
 	if opts.MaxSessionsPerPrincipal <= 0 {
 		opts.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal

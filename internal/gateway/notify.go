@@ -146,6 +146,13 @@ func instructions(obs registry.Observation) string {
 	return strings.TrimSpace(b.String())
 }
 
+// DefaultMaxSubscriptionsPerSession is the default of Options.MaxSubscriptionsPerSession.
+const DefaultMaxSubscriptionsPerSession = 100
+
+// subscribe subscribes a session to a URI. The session's entry is claimed before the upstream
+// subscribe, so two concurrent subscribes of one session to one URI subscribe the connection
+// once (a second reference would never be dropped); a failed subscribe takes the entry out,
+// and one the session dropped meanwhile gives its reference back.
 func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
 	server, ok := p.owner(uri)
@@ -153,23 +160,56 @@ func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no server of this project lists the resource %q", uri)}
 	}
 	id, _ := sessionID(req)
-	p.mu.Lock()
-	_, already := p.subs[id][uri]
-	p.mu.Unlock()
-	if already {
-		return nil
+	if claimed, err := p.claimSubscription(id, uri); !claimed {
+		return err
 	}
-	_, err := forward(ctx, p, originOf(req), server, func(ctx context.Context, c *conn.Conn) (struct{}, error) { return struct{}{}, c.Subscribe(ctx, uri) })
+	var subscribed *conn.Conn
+	_, err := forward(ctx, p, originOf(req), server, func(ctx context.Context, c *conn.Conn) (struct{}, error) {
+		err := c.Subscribe(ctx, uri)
+		if err == nil {
+			subscribed = c
+		}
+		return struct{}{}, err
+	})
+	p.mu.Lock()
+	_, still := p.subs[id][uri]
+	switch {
+	case err != nil && still:
+		delete(p.subs[id], uri)
+	case err == nil && still:
+		p.subs[id][uri] = server
+	}
+	p.mu.Unlock()
 	if err != nil {
 		return protocolError(err)
 	}
+	if !still {
+		subscribed.Unsubscribe(uri)
+	}
+	return nil
+}
+
+// pendingSubscription marks a session's subscription whose upstream subscribe is under way:
+// dropping it unsubscribes nothing (subscribe gives the reference back).
+const pendingSubscription = ""
+
+// claimSubscription makes the session's entry for uri; false when it has one already (nil
+// error) or is at its bound (the error names it).
+func (p *project) claimSubscription(id, uri string) (bool, error) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.subs[id][uri]; ok {
+		return false, nil
+	}
+	if n, limit := len(p.subs[id]), p.g.opts.MaxSubscriptionsPerSession; n >= limit {
+		return false, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf(
+			"this session holds %d resource subscriptions, the most one session may (--max-subscriptions-per-session); unsubscribe one first", n)}
+	}
 	if p.subs[id] == nil {
 		p.subs[id] = map[string]string{}
 	}
-	p.subs[id][uri] = server
-	p.mu.Unlock()
-	return nil
+	p.subs[id][uri] = pendingSubscription
+	return true, nil
 }
 
 func (p *project) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
@@ -184,7 +224,7 @@ func (p *project) dropSubscription(id, uri string) {
 	server, ok := p.subs[id][uri]
 	delete(p.subs[id], uri)
 	p.mu.Unlock()
-	if !ok {
+	if !ok || server == pendingSubscription {
 		return
 	}
 	if c := p.g.opts.Registry.Lookup(p.key, id, server); c != nil {

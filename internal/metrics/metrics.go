@@ -142,6 +142,7 @@ type set struct {
 	toolDuration    *prometheus.HistogramVec
 	forwarded       *prometheus.CounterVec
 	mountWait       *prometheus.HistogramVec
+	queueWait       *prometheus.HistogramVec
 	listChanged     *prometheus.CounterVec
 	statusWrites    *prometheus.CounterVec
 	gauges          gauges
@@ -194,6 +195,11 @@ func newSet(projectLabels bool) *set {
 		Name: "projectmcp_forwarded_requests_total",
 		Help: "Requests forwarded from agent sessions to MCP servers, by server, method and result.",
 	}, labels("server", "method", "result"))
+	s.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "projectmcp_queue_wait_seconds",
+		Help:    "How long sessions' requests that had to wait for their turn on a connection (--max-calls-per-session, --max-calls-per-server) waited, by server.",
+		Buckets: callBuckets,
+	}, labels("server"))
 	s.mountWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "projectmcp_mount_wait_seconds",
 		Help:    "How long a new session's mount waited for its servers to be ready.",
@@ -212,16 +218,18 @@ func newSet(projectLabels bool) *set {
 	}, labels("result"))
 	s.gauges = gauges{
 		connections: prometheus.NewDesc("projectmcp_connections", "Live MCP connections, by server and phase.", labels("server", "phase"), nil),
-		sessions:    prometheus.NewDesc("projectmcp_sessions", "Agent sessions bound to projects, by protocol revision.", labels("revision"), nil),
-		projects:    prometheus.NewDesc("projectmcp_projects", "Projects the controller holds.", nil, nil),
-		set:         s,
+		waiting: prometheus.NewDesc("projectmcp_requests_waiting", "Sessions' requests waiting for their turn on a connection (--max-calls-per-session, --max-calls-per-server), by server.",
+			labels("server"), nil),
+		sessions: prometheus.NewDesc("projectmcp_sessions", "Agent sessions bound to projects, by protocol revision.", labels("revision"), nil),
+		projects: prometheus.NewDesc("projectmcp_projects", "Projects the controller holds.", nil, nil),
+		set:      s,
 	}
 	return s
 }
 
 func (s *set) collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.transitions, s.connectDuration, s.reconnects, s.rebuilds, s.repoints, s.toolCalls,
-		s.toolDuration, s.forwarded, s.mountWait, s.listChanged, s.statusWrites, s.gauges}
+		s.toolDuration, s.forwarded, s.queueWait, s.mountWait, s.listChanged, s.statusWrites, s.gauges}
 }
 
 // values are the label values of a project's metric: the project's when they are on, then
@@ -285,6 +293,7 @@ type Server struct {
 	duration  lazy[prometheus.Observer]
 	forwarded [numMethods][numOutcomes]lazy[prometheus.Counter]
 	reconnect lazy[prometheus.Counter]
+	queueWait lazy[prometheus.Observer]
 }
 
 // ServerOf returns the metrics of a project's server. Handles are cached: asking again is a
@@ -336,6 +345,11 @@ func (h *Server) Forwarded(method string, o Outcome) {
 func (h *Server) ToolCall(o Outcome, took time.Duration) {
 	h.toolCalls[o].get(h.set.toolCalls.WithLabelValues, h.values, outcomeNames[o]).Inc()
 	h.duration.get(h.set.toolDuration.WithLabelValues, h.values).Observe(took.Seconds())
+}
+
+// QueueWaited observes how long a session's request waited for its turn on the connection.
+func (h *Server) QueueWaited(took time.Duration) {
+	h.queueWait.get(h.set.queueWait.WithLabelValues, h.values).Observe(took.Seconds())
 }
 
 // Transition counts a connection's phase change.
@@ -425,7 +439,7 @@ func forget(labels prometheus.Labels, match func(serverKey) bool) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
 	}{s.transitions, s.connectDuration, s.reconnects, s.rebuilds, s.repoints, s.toolCalls, s.toolDuration, s.forwarded,
-		s.mountWait, s.listChanged, s.statusWrites} {
+		s.queueWait, s.mountWait, s.listChanged, s.statusWrites} {
 		v.DeletePartialMatch(labels)
 	}
 }
@@ -474,6 +488,7 @@ func GatewayRequest(code int, auth string) {
 // Connection is one live connection, as the registry reports it at a scrape.
 type Connection struct {
 	Namespace, Project, Server, Phase string
+	Waiting                           int // sessions' requests waiting for their turn on it
 }
 
 // Counts are the registry's figures at one moment.
@@ -511,12 +526,13 @@ func SetSessions(f func() []Sessions) {
 
 // gauges reads the sources at scrape time, so nothing is counted twice and nothing drifts.
 type gauges struct {
-	connections, sessions, projects *prometheus.Desc
-	set                             *set
+	connections, waiting, sessions, projects *prometheus.Desc
+	set                                      *set
 }
 
 func (g gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- g.connections
+	ch <- g.waiting
 	ch <- g.sessions
 	ch <- g.projects
 }
@@ -527,16 +543,20 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 	sourceMu.Unlock()
 	if f != nil {
 		c := f()
-		conns := map[[4]string]int{}
+		conns, waiting := map[[4]string]int{}, map[[3]string]int{}
 		for _, cn := range c.Connections {
 			k := [4]string{"", "", serverLabel(cn.Server), cn.Phase}
 			if g.set.projectLabels {
 				k[0], k[1] = cn.Namespace, cn.Project
 			}
 			conns[k]++
+			waiting[[3]string{k[0], k[1], k[2]}] += cn.Waiting
 		}
 		for k, n := range conns {
 			ch <- prometheus.MustNewConstMetric(g.connections, prometheus.GaugeValue, float64(n), g.set.values(k[0], k[1], k[2], k[3])...)
+		}
+		for k, n := range waiting {
+			ch <- prometheus.MustNewConstMetric(g.waiting, prometheus.GaugeValue, float64(n), g.set.values(k[0], k[1], k[2])...)
 		}
 		ch <- prometheus.MustNewConstMetric(g.projects, prometheus.GaugeValue, float64(c.Projects))
 	}

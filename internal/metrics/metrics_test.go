@@ -102,11 +102,11 @@ func TestProjectLabels(t *testing.T) {
 }
 
 // The gauges are read from their sources at each scrape: connections by server and phase,
-// sessions by revision (both revisions, even at 0).
+// requests waiting by server, sessions by revision (both revisions, even at 0).
 func TestGauges(t *testing.T) {
 	SetSource(func() Counts {
 		return Counts{Projects: 2, Connections: []Connection{
-			{"ns", "a", "s", "Ready"}, {"ns", "b", "s", "Ready"}, {"ns", "b", "t", "Failed"},
+			{"ns", "a", "s", "Ready", 3}, {"ns", "b", "s", "Ready", 1}, {"ns", "b", "t", "Failed", 0},
 		}}
 	})
 	SetSessions(func() []Sessions {
@@ -122,6 +122,10 @@ projectmcp_connections{phase="Ready",server="s"} 2
 # HELP projectmcp_projects Projects the controller holds.
 # TYPE projectmcp_projects gauge
 projectmcp_projects 2
+# HELP projectmcp_requests_waiting Sessions' requests waiting for their turn on a connection (--max-calls-per-session, --max-calls-per-server), by server.
+# TYPE projectmcp_requests_waiting gauge
+projectmcp_requests_waiting{server="s"} 4
+projectmcp_requests_waiting{server="t"} 0
 # HELP projectmcp_sessions Agent sessions bound to projects, by protocol revision.
 # TYPE projectmcp_sessions gauge
 projectmcp_sessions{revision="2025-11-25"} 3

@@ -844,8 +844,9 @@ func (r *Registry) Counts() metrics.Counts {
 	for key, p := range r.projects {
 		for name, e := range p.servers {
 			if e.conn != nil {
+				snap := e.conn.Snapshot()
 				c.Connections = append(c.Connections, metrics.Connection{Namespace: key.Namespace, Project: key.Name,
-					Server: name, Phase: string(e.conn.Snapshot().Phase)})
+					Server: name, Phase: string(snap.Phase), Waiting: snap.Waiting})
 			}
 		}
 	}
