@@ -48,15 +48,7 @@ func (w *wire) post(ctx context.Context, id, method string, params json.RawMessa
 		}
 		return r.result()
 	case ct == "text/event-stream":
-		res, err := w.readStream(ctx, resp.Body, id)
-		if err == nil {
-			// The server ends the stream right after the response; reading to its end lets
-			// the HTTP client keep the TCP connection for the next request.
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainBytes))
-		} else if ctx.Err() != nil {
-			w.cancel(id, ctx.Err())
-		}
-		return res, err
+		return w.follow(ctx, resp.Body, id)
 	}
 	return nil, fmt.Errorf("sending %q: the server answered with content type %s, not JSON or an event stream", method, orNone(ct))
 }
@@ -72,10 +64,7 @@ func (w *wire) do(ctx context.Context, body []byte, method string, params json.R
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", w.version)
-	if sid := w.sessionID(); sid != "" {
-		req.Header.Set("Mcp-Session-Id", sid)
-	}
+	w.sessionHeaders(req.Header)
 	if method != "" && w.version >= "2026-07-28" {
 		req.Header.Set("Mcp-Method", method)
 		if name := nameOf(method, params); name != "" {
@@ -83,6 +72,15 @@ func (w *wire) do(ctx context.Context, body []byte, method string, params json.R
 		}
 	}
 	return w.http.Do(req)
+}
+
+// sessionHeaders are what every request of the session carries: the version agreed and the
+// session's id (none on a stateless session).
+func (w *wire) sessionHeaders(h http.Header) {
+	h.Set("Mcp-Protocol-Version", w.version)
+	if sid := w.sessionID(); sid != "" {
+		h.Set("Mcp-Session-Id", sid)
+	}
 }
 
 // nameOf is what a request's Mcp-Name header says: the name of tools/call and prompts/get, the
@@ -160,29 +158,28 @@ func readResponse(r io.Reader, id string, limit int64) (*wireResponse, error) {
 }
 
 // readStream reads an event stream until the response to id; every other message goes to
-// the SDK client.
-func (w *wire) readStream(ctx context.Context, body io.Reader, id string) (json.RawMessage, error) {
+// the SDK client. at follows the events' ids and the server's retry, for resuming the stream.
+// A stream that ends before the response is errStreamEnded (with the read error, if any).
+func (w *wire) readStream(ctx context.Context, body io.Reader, id string, at *streamCursor) (json.RawMessage, error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 4096), int(min(w.limit(), 1<<31-1)))
-	var data []byte
+	var ev sseEvent
 	for {
 		more := sc.Scan()
-		line := sc.Bytes()
-		if more && len(line) > 0 {
-			if rest, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-				rest = bytes.TrimPrefix(rest, []byte(" "))
-				if len(data) > 0 {
-					data = append(data, '\n')
-				}
-				data = append(data, rest...)
-			}
-			continue // event:, id:, retry: and comments need nothing here
+		if line := sc.Bytes(); more && len(line) > 0 {
+			ev.take(line, at)
+			continue
 		}
-		if len(data) > 0 { // an event ends at a blank line (or the end of the stream)
-			if res, done, err := w.event(ctx, data, id); done {
+		// An event ends at a blank line (or the end of the stream); its id counts even
+		// without data (a server's priming event is only an id).
+		if ev.hasID {
+			at.lastID, ev.hasID = string(ev.id), false
+		}
+		if len(ev.data) > 0 {
+			if res, done, err := w.event(ctx, ev.data, id); done {
 				return res, err
 			}
-			data = data[:0]
+			ev.data = ev.data[:0]
 		}
 		if !more {
 			break
@@ -195,9 +192,44 @@ func (w *wire) readStream(ctx context.Context, body io.Reader, id string) (json.
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		return nil, fmt.Errorf("reading the server's event stream: %w", err)
+		return nil, fmt.Errorf("%w: %w", errStreamEnded, err)
 	}
-	return nil, fmt.Errorf("the server's event stream ended without a response: %w", mcp.ErrConnectionClosed)
+	return nil, errStreamEnded
+}
+
+// sseEvent is the event of a stream being read: its data lines joined, and its id.
+type sseEvent struct {
+	data  []byte
+	id    []byte
+	hasID bool
+}
+
+// take reads one line of the event; the server's retry: goes to at. event: and comments need
+// nothing here, and an id holding NUL is ignored (as the event stream format says).
+func (e *sseEvent) take(line []byte, at *streamCursor) {
+	if rest, ok := sseField(line, "data"); ok {
+		if len(e.data) > 0 {
+			e.data = append(e.data, '\n')
+		}
+		e.data = append(e.data, rest...)
+	} else if rest, ok := sseField(line, "id"); ok && bytes.IndexByte(rest, 0) < 0 {
+		e.id, e.hasID = append(e.id[:0], rest...), true
+	} else if rest, ok := sseField(line, "retry"); ok {
+		at.setRetry(rest)
+	}
+}
+
+// sseField is the value of an event stream line naming field, without the one space that may
+// follow the colon.
+func sseField(line []byte, field string) ([]byte, bool) {
+	rest, ok := bytes.CutPrefix(line, []byte(field))
+	if !ok {
+		return nil, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(":")); !ok {
+		return nil, false
+	}
+	return bytes.TrimPrefix(rest, []byte(" ")), true
 }
 
 // event handles one event of a raw request's stream; done when it was the response.
