@@ -24,7 +24,7 @@ import (
 // several times (the envelope, the params, the typed result and each content item) and
 // encodes them again, and the SDK's JSON decoder allocates a 32 KiB buffer per decode; that
 // made a forwarded call cost about as much again as a direct one. Here the envelope and the
-// params are decoded once with the standard library, the arguments stay raw, the projected
+// params are decoded once (conn.DecodeExact), the arguments stay raw, the projected
 // name is replaced by the server's own, and the server's result is written back to the
 // session byte for byte (conn.Forward sends it on the shared connection with an id of its
 // own). A server that speaks 2026-07-28 is called through the SDK, which translates its
@@ -145,7 +145,7 @@ func (p *project) serveStatelessFast(w http.ResponseWriter, r *http.Request) boo
 		var info struct {
 			Name string `json:"name"`
 		}
-		if len(m.ClientInfo) > 0 && json.Unmarshal(m.ClientInfo, &info) != nil {
+		if len(m.ClientInfo) > 0 && conn.DecodeExact(m.ClientInfo, &info) != nil {
 			return fastCaller{}, false
 		}
 		id := statelessID(r.Header, info.Name)
@@ -192,7 +192,7 @@ func readFast(w http.ResponseWriter, r *http.Request, methods ...string) (env fa
 	if !slices.ContainsFunc(methods, func(m string) bool { return bytes.Contains(body, []byte(`"`+m+`"`)) }) {
 		return env, false, false
 	}
-	if json.Unmarshal(body, &env) != nil || env.JSONRPC != "2.0" || !slices.Contains(methods, env.Method) {
+	if conn.DecodeExact(body, &env) != nil || env.JSONRPC != "2.0" || !slices.Contains(methods, env.Method) {
 		return env, false, false
 	}
 	if (env.Method == "tools/call" || rawMethods[env.Method]) && (len(env.ID) == 0 || env.ID[0] == '{' || env.ID[0] == '[' || string(env.ID) == "null") {
@@ -236,7 +236,7 @@ func fastContent(r *http.Request) bool {
 func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvelope,
 	identify func(*fastCallParams) (fastCaller, bool)) string {
 	var params fastCallParams
-	if json.Unmarshal(env.Params, &params) != nil || params.Name == "" {
+	if conn.DecodeExact(env.Params, &params) != nil || params.Name == "" {
 		return pathSDK
 	}
 	fc, ok := identify(&params)
@@ -458,7 +458,7 @@ func (p *project) cancelFast(w http.ResponseWriter, ref string, raw json.RawMess
 	var params struct {
 		RequestID json.RawMessage `json:"requestId"`
 	}
-	if json.Unmarshal(raw, &params) != nil || len(params.RequestID) == 0 {
+	if conn.DecodeExact(raw, &params) != nil || len(params.RequestID) == 0 {
 		return false
 	}
 	p.mu.Lock()

@@ -37,11 +37,11 @@ var rawMethods = map[string]bool{"prompts/get": true, "resources/read": true, "c
 func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEnvelope,
 	identify func(*fastMeta, string) (fastCaller, bool)) string {
 	var members map[string]json.RawMessage
-	if json.Unmarshal(env.Params, &members) != nil || members == nil {
+	if conn.DecodeExact(env.Params, &members) != nil || members == nil {
 		return pathSDK
 	}
 	var meta fastMeta
-	if m, ok := members["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
+	if m, ok := members["_meta"]; ok && conn.DecodeExact(m, &meta) != nil {
 		return pathSDK
 	}
 	if len(meta.ProgressToken) > 0 {
@@ -58,7 +58,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 	switch env.Method {
 	case "prompts/get":
 		var params mcp.GetPromptParams
-		if json.Unmarshal(env.Params, &params) != nil || params.Name == "" {
+		if conn.DecodeExact(env.Params, &params) != nil || params.Name == "" {
 			return pathSDK
 		}
 		pr, ok := p.prompt(params.Name)
@@ -69,7 +69,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 		members["name"], _ = json.Marshal(pr.raw)
 	case "resources/read":
 		var params mcp.ReadResourceParams
-		if json.Unmarshal(env.Params, &params) != nil || params.URI == "" {
+		if conn.DecodeExact(env.Params, &params) != nil || params.URI == "" {
 			return pathSDK
 		}
 		var ok bool
@@ -79,7 +79,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 		name = params.URI
 	case "completion/complete":
 		var params mcp.CompleteParams
-		if json.Unmarshal(env.Params, &params) != nil || params.Ref == nil {
+		if conn.DecodeExact(env.Params, &params) != nil || params.Ref == nil {
 			return pathSDK
 		}
 		if server, raw = p.completionTarget(params.Ref); server == "" {
@@ -87,7 +87,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 		}
 		if params.Ref.Type == "ref/prompt" {
 			var ref map[string]json.RawMessage
-			if json.Unmarshal(members["ref"], &ref) != nil {
+			if conn.DecodeExact(members["ref"], &ref) != nil {
 				return pathSDK
 			}
 			ref["name"], _ = json.Marshal(raw)
