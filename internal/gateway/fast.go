@@ -16,6 +16,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/recovery"
 )
 
 // The fast path forwards a stateful session's tools/call at the JSON-RPC message level.
@@ -367,8 +368,9 @@ func withProgress(ctx context.Context, w http.ResponseWriter, token json.RawMess
 // is for, writes the progress the server reports for it (write). The goroutine that hands
 // send's callback the progress serves every session of the connection: it only queues, and
 // past progressQueue waiting the oldest go. What is queued when send returns is written
-// before relayProgress returns, so it comes before the call's result. A nil write relays
-// nothing.
+// before relayProgress returns, so it comes before the call's result. A panic in send is
+// raised again on the calling goroutine, whose owner recovers it (recovery.Middleware, or
+// net/http on the message-level path). A nil write relays nothing.
 func relayProgress[T any](ctx context.Context, write func(*mcp.ProgressNotificationParams),
 	send func(context.Context, func(*mcp.ProgressNotificationParams)) (T, error)) (T, error) {
 	if write == nil {
@@ -389,19 +391,28 @@ func relayProgress[T any](ctx context.Context, write func(*mcp.ProgressNotificat
 		}
 	}
 	type outcome struct {
-		res T
-		err error
+		res      T
+		err      error
+		panicked *recovery.Panic
 	}
 	done := make(chan outcome, 1)
 	go func() { // ends when send returns, which ctx bounds
+		defer func() {
+			if v := recover(); v != nil {
+				done <- outcome{panicked: recovery.Capture(v)}
+			}
+		}()
 		res, err := send(ctx, onProgress)
-		done <- outcome{res, err}
+		done <- outcome{res: res, err: err}
 	}()
 	for {
 		select {
 		case pp := <-events:
 			write(pp)
 		case o := <-done:
+			if o.panicked != nil {
+				panic(o.panicked)
+			}
 			for {
 				select {
 				case pp := <-events:
