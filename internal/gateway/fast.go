@@ -264,7 +264,14 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	} else if args[0] != '{' {
 		return pathSDK // the SDK answers arguments that are not an object
 	}
-	members := callMembers(tool.raw, args, params.InputResponses, params.RequestState)
+	b := p.binding(origin{method: "tools/call", name: params.Name}, fc.id, tool.server)
+	state := params.RequestState
+	if len(state) > 0 {
+		if state, ok = openRawState(b, state); !ok {
+			return pathSDK // a state the SDK path refuses (sealStates)
+		}
+	}
+	members := callMembers(tool.raw, args, params.InputResponses, state)
 
 	ctx, cancel := p.track(r, fc, env.ID)
 	defer cancel()
@@ -295,6 +302,7 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	case errors.Is(err, conn.ErrOtherRevision), errors.Is(err, conn.ErrNotRaw): // only after a progress event: nothing was sent
 		res, _ = json.Marshal(errorResult("projectmcp: the server changed protocol revision during the call; call again"))
 	case err == nil:
+		res = sealRawResult(b, res)
 	case errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil:
 		// As through the SDK: a failing server is a failing tool, named in the result.
 		res, _ = json.Marshal(errorResult(err.Error()))

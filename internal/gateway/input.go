@@ -49,7 +49,8 @@ import (
 //     ends) cancels the call likewise.
 
 // inputStatePrefix starts every requestState the gateway issues, so that it is told from a
-// server's own (which a 2026-07-28 server's results carry, and which passes through).
+// server's own (which a 2026-07-28 server's results carry, and which reaches the session
+// sealed: states.go).
 const inputStatePrefix = "projectmcp-input."
 
 // isInputState reports whether a requestState is one the gateway issued (of any project).

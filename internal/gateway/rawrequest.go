@@ -100,6 +100,12 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 	if !ok {
 		return pathSDK
 	}
+	b := p.binding(origin{method: env.Method, name: name}, fc.id, server)
+	if state, ok := members["requestState"]; ok {
+		if members["requestState"], ok = openRawState(b, state); !ok {
+			return pathSDK // a state the SDK path refuses (sealStates)
+		}
+	}
 
 	ctx, cancel := p.track(r, fc, env.ID)
 	defer cancel()
@@ -117,7 +123,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 	case errors.Is(err, conn.ErrNotRaw):
 		return pathSDK // nothing was sent: the connection takes typed requests only
 	case err == nil:
-		writeFast(w, nil, env.ID, res, nil)
+		writeFast(w, nil, env.ID, sealRawResult(b, res), nil)
 	case ctx.Err() != nil && !errors.Is(err, conn.ErrUnavailable):
 		writeFast(w, nil, env.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request cancelled: " + err.Error()})
 	default: // as through the SDK: the server's own error code, the message naming the server
