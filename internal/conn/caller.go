@@ -74,8 +74,9 @@ func (c *Conn) serverRequests(opts *mcp.ClientOptions) {
 	}
 	// 2026-07-28 servers ask inside a result instead (inputRequests): such a result goes back
 	// to the session as it is, with the server's requestState, and the session's next request
-	// carries the answers (the gateway passes both through; the SDK asks a 2025-11-25 session
-	// itself). So the input requests reach the session that made the call by construction.
+	// carries the answers (the gateway passes both through, the state sealed to the session;
+	// the SDK asks a 2025-11-25 session itself). So the input requests reach the session that
+	// made the call by construction.
 	opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
 }
 

@@ -112,17 +112,18 @@ func (p *listedPage) items(kind Kind) ([]json.RawMessage, error) {
 // deeper fails, here as there, before anything else is read of it.
 const maxDepth = 1000
 
-// decodeExact decodes as the SDK's client does: object keys match struct fields exactly (the
-// standard library would also take "NAME" for "name"), and JSON nested deeper than maxDepth
-// is refused.
-func decodeExact(data []byte, v any) error {
+// DecodeExact decodes as the SDK does: object keys match struct fields exactly (the standard
+// library would also take "NAME" for "name"), and JSON nested deeper than maxDepth is refused
+// before the decoder, which recurses per level (a body of brackets alone would overflow the
+// stack, which no recover catches).
+func DecodeExact(data []byte, v any) error {
 	if tooDeep(data) {
 		return fmt.Errorf("JSON nested deeper than %d levels", maxDepth)
 	}
 	return parseExact(data, v)
 }
 
-// parseExact is decodeExact for a part of a page decodeExact has checked.
+// parseExact is DecodeExact for a part of a page DecodeExact has checked.
 func parseExact(data []byte, v any) error {
 	rest, err := segjson.Parse(data, v, segjson.DontMatchCaseInsensitiveStructFields)
 	if err != nil {
@@ -136,6 +137,9 @@ func parseExact(data []byte, v any) error {
 
 // tooDeep reports JSON whose objects and arrays nest deeper than maxDepth.
 func tooDeep(data []byte) bool {
+	if bytes.Count(data, []byte("{"))+bytes.Count(data, []byte("[")) <= maxDepth {
+		return false // the common case, counted fast: too few brackets to nest deeper
+	}
 	depth, inString, escaped := 0, false, false
 	for _, b := range data {
 		switch {
@@ -218,7 +222,7 @@ func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, dig
 		}
 		digest.Write(res)
 		var pg listedPage
-		if err := decodeExact(res, &pg); err != nil {
+		if err := DecodeExact(res, &pg); err != nil {
 			return nil, "", fmt.Errorf("the server's answer is not a list of %s: %v", listWhats[kind], err)
 		}
 		raws, err := pg.items(kind)

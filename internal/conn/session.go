@@ -18,6 +18,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
+	"github.com/dsh-dev/projectmcp/internal/recovery"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
@@ -66,7 +67,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	}
 	c.serverRequests(copts) // declares sampling and elicitation, so servers offer those features
 	client := mcp.NewClient(clientInfo, copts)
-	client.AddReceivingMiddleware(c.rootsMiddleware)
+	client.AddReceivingMiddleware(recovery.Middleware(c.opts.Log), c.rootsMiddleware)
 	// The deadline cancels the session's own context rather than a derived one: the legacy SSE
 	// transport lives only as long as the context given to Connect.
 	timedOut := make(chan struct{})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/recovery"
 )
 
 // The fast path forwards a stateful session's tools/call at the JSON-RPC message level.
@@ -24,7 +25,7 @@ import (
 // several times (the envelope, the params, the typed result and each content item) and
 // encodes them again, and the SDK's JSON decoder allocates a 32 KiB buffer per decode; that
 // made a forwarded call cost about as much again as a direct one. Here the envelope and the
-// params are decoded once with the standard library, the arguments stay raw, the projected
+// params are decoded once (conn.DecodeExact), the arguments stay raw, the projected
 // name is replaced by the server's own, and the server's result is written back to the
 // session byte for byte (conn.Forward sends it on the shared connection with an id of its
 // own). A server that speaks 2026-07-28 is called through the SDK, which translates its
@@ -145,7 +146,7 @@ func (p *project) serveStatelessFast(w http.ResponseWriter, r *http.Request) boo
 		var info struct {
 			Name string `json:"name"`
 		}
-		if len(m.ClientInfo) > 0 && json.Unmarshal(m.ClientInfo, &info) != nil {
+		if len(m.ClientInfo) > 0 && conn.DecodeExact(m.ClientInfo, &info) != nil {
 			return fastCaller{}, false
 		}
 		id := statelessID(r.Header, info.Name)
@@ -192,7 +193,7 @@ func readFast(w http.ResponseWriter, r *http.Request, methods ...string) (env fa
 	if !slices.ContainsFunc(methods, func(m string) bool { return bytes.Contains(body, []byte(`"`+m+`"`)) }) {
 		return env, false, false
 	}
-	if json.Unmarshal(body, &env) != nil || env.JSONRPC != "2.0" || !slices.Contains(methods, env.Method) {
+	if conn.DecodeExact(body, &env) != nil || env.JSONRPC != "2.0" || !slices.Contains(methods, env.Method) {
 		return env, false, false
 	}
 	if (env.Method == "tools/call" || rawMethods[env.Method]) && (len(env.ID) == 0 || env.ID[0] == '{' || env.ID[0] == '[' || string(env.ID) == "null") {
@@ -236,7 +237,7 @@ func fastContent(r *http.Request) bool {
 func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvelope,
 	identify func(*fastCallParams) (fastCaller, bool)) string {
 	var params fastCallParams
-	if json.Unmarshal(env.Params, &params) != nil || params.Name == "" {
+	if conn.DecodeExact(env.Params, &params) != nil || params.Name == "" {
 		return pathSDK
 	}
 	fc, ok := identify(&params)
@@ -263,7 +264,14 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	} else if args[0] != '{' {
 		return pathSDK // the SDK answers arguments that are not an object
 	}
-	members := callMembers(tool.raw, args, params.InputResponses, params.RequestState)
+	b := p.binding(origin{method: "tools/call", name: params.Name}, fc.id, tool.server)
+	state := params.RequestState
+	if len(state) > 0 {
+		if state, ok = openRawState(b, state); !ok {
+			return pathSDK // a state the SDK path refuses (sealStates)
+		}
+	}
+	members := callMembers(tool.raw, args, params.InputResponses, state)
 
 	ctx, cancel := p.track(r, fc, env.ID)
 	defer cancel()
@@ -294,6 +302,7 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	case errors.Is(err, conn.ErrOtherRevision), errors.Is(err, conn.ErrNotRaw): // only after a progress event: nothing was sent
 		res, _ = json.Marshal(errorResult("projectmcp: the server changed protocol revision during the call; call again"))
 	case err == nil:
+		res = sealRawResult(b, res)
 	case errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil:
 		// As through the SDK: a failing server is a failing tool, named in the result.
 		res, _ = json.Marshal(errorResult(err.Error()))
@@ -367,8 +376,9 @@ func withProgress(ctx context.Context, w http.ResponseWriter, token json.RawMess
 // is for, writes the progress the server reports for it (write). The goroutine that hands
 // send's callback the progress serves every session of the connection: it only queues, and
 // past progressQueue waiting the oldest go. What is queued when send returns is written
-// before relayProgress returns, so it comes before the call's result. A nil write relays
-// nothing.
+// before relayProgress returns, so it comes before the call's result. A panic in send is
+// raised again on the calling goroutine, whose owner recovers it (recovery.Middleware, or
+// net/http on the message-level path). A nil write relays nothing.
 func relayProgress[T any](ctx context.Context, write func(*mcp.ProgressNotificationParams),
 	send func(context.Context, func(*mcp.ProgressNotificationParams)) (T, error)) (T, error) {
 	if write == nil {
@@ -389,19 +399,28 @@ func relayProgress[T any](ctx context.Context, write func(*mcp.ProgressNotificat
 		}
 	}
 	type outcome struct {
-		res T
-		err error
+		res      T
+		err      error
+		panicked *recovery.Panic
 	}
 	done := make(chan outcome, 1)
 	go func() { // ends when send returns, which ctx bounds
+		defer func() {
+			if v := recover(); v != nil {
+				done <- outcome{panicked: recovery.Capture(v)}
+			}
+		}()
 		res, err := send(ctx, onProgress)
-		done <- outcome{res, err}
+		done <- outcome{res: res, err: err}
 	}()
 	for {
 		select {
 		case pp := <-events:
 			write(pp)
 		case o := <-done:
+			if o.panicked != nil {
+				panic(o.panicked)
+			}
 			for {
 				select {
 				case pp := <-events:
@@ -458,7 +477,7 @@ func (p *project) cancelFast(w http.ResponseWriter, ref string, raw json.RawMess
 	var params struct {
 		RequestID json.RawMessage `json:"requestId"`
 	}
-	if json.Unmarshal(raw, &params) != nil || len(params.RequestID) == 0 {
+	if conn.DecodeExact(raw, &params) != nil || len(params.RequestID) == 0 {
 		return false
 	}
 	p.mu.Lock()

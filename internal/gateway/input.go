@@ -16,11 +16,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/recovery"
 )
 
 // Multi-round-trip calls for stateless (2026-07-28) sessions whose server speaks 2025-11-25.
@@ -47,7 +49,8 @@ import (
 //     ends) cancels the call likewise.
 
 // inputStatePrefix starts every requestState the gateway issues, so that it is told from a
-// server's own (which a 2026-07-28 server's results carry, and which passes through).
+// server's own (which a 2026-07-28 server's results carry, and which reaches the session
+// sealed: states.go).
 const inputStatePrefix = "projectmcp-input."
 
 // isInputState reports whether a requestState is one the gateway issued (of any project).
@@ -66,6 +69,7 @@ const (
 // inputs are a project's calls waiting for their sessions' input.
 type inputs struct {
 	tag     string // the project's mark in the states it issues
+	log     logr.Logger
 	timeout time.Duration
 	max     int
 
@@ -77,7 +81,7 @@ type inputs struct {
 func newInputs(g *Gateway, p *project) *inputs {
 	sum := sha256.Sum256([]byte(p.key.String()))
 	return &inputs{
-		tag: hex.EncodeToString(sum[:4]), timeout: g.opts.InputTimeout, max: g.opts.MaxAwaitingInput,
+		tag: hex.EncodeToString(sum[:4]), log: g.opts.Log, timeout: g.opts.InputTimeout, max: g.opts.MaxAwaitingInput,
 		parked: map[string]*pendingCall{},
 	}
 }
@@ -177,14 +181,21 @@ func (in *inputs) start(ctx context.Context, o origin, caps *mcp.ClientCapabilit
 	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	pc.cancel = cancel
 	o.caller = pc
-	go pc.run(uctx, o, run)
+	go pc.run(uctx, in.log, o, run)
 	return pc
 }
 
-func (pc *pendingCall) run(ctx context.Context, o origin, run func(context.Context, origin) (any, error)) {
+// run runs the call on a goroutine of the gateway's own, where a panic (in the SDK's client,
+// in a server's answer's handling) is the call's error, not the end of the process.
+func (pc *pendingCall) run(ctx context.Context, log logr.Logger, o origin, run func(context.Context, origin) (any, error)) {
+	defer close(pc.done)
 	defer pc.cancel()
+	defer func() {
+		if v := recover(); v != nil {
+			pc.res, pc.err = nil, recovery.Error(log, o.method, v)
+		}
+	}()
 	pc.res, pc.err = run(ctx, o)
-	close(pc.done)
 }
 
 // wait waits for the upstream's result or requests. The server's requests end the round: they

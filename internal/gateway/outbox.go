@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/recovery"
 )
 
 // What the shared connections deliver to a session outside its own requests (log lines,
@@ -124,7 +126,9 @@ func (p *project) queueNotices(next mcp.MethodHandler) mcp.MethodHandler {
 		if !queuedNotices[method] || ss == nil {
 			return next(ctx, method, req)
 		}
-		n := notice{method: method, send: func() { _, _ = next(context.WithoutCancel(ctx), method, req) }}
+		n := notice{method: method, send: func() {
+			recovery.Run(p.g.opts.Log, method, func() { _, _ = next(context.WithoutCancel(ctx), method, req) })
+		}}
 		if u, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams); ok && u != nil {
 			n.uri = u.URI
 		}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/recovery"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
@@ -97,7 +98,7 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
 			UnsubscribeHandler: p.unsubscribe,
 			CompletionHandler:  p.complete,
 		})
-	p.server.AddReceivingMiddleware(p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware, p.listMiddleware)
+	p.server.AddReceivingMiddleware(recovery.Middleware(g.opts.Log), p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware, p.listMiddleware, p.sealStates)
 	p.server.AddSendingMiddleware(p.queueNotices, p.countSent)
 	getServer := func(*http.Request) *mcp.Server { return p.server }
 	// No SessionTimeout here: the SDK counts only the requests it handles, and the fast path

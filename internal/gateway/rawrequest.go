@@ -37,11 +37,11 @@ var rawMethods = map[string]bool{"prompts/get": true, "resources/read": true, "c
 func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEnvelope,
 	identify func(*fastMeta, string) (fastCaller, bool)) string {
 	var members map[string]json.RawMessage
-	if json.Unmarshal(env.Params, &members) != nil || members == nil {
+	if conn.DecodeExact(env.Params, &members) != nil || members == nil {
 		return pathSDK
 	}
 	var meta fastMeta
-	if m, ok := members["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
+	if m, ok := members["_meta"]; ok && conn.DecodeExact(m, &meta) != nil {
 		return pathSDK
 	}
 	if len(meta.ProgressToken) > 0 {
@@ -58,7 +58,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 	switch env.Method {
 	case "prompts/get":
 		var params mcp.GetPromptParams
-		if json.Unmarshal(env.Params, &params) != nil || params.Name == "" {
+		if conn.DecodeExact(env.Params, &params) != nil || params.Name == "" {
 			return pathSDK
 		}
 		pr, ok := p.prompt(params.Name)
@@ -69,7 +69,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 		members["name"], _ = json.Marshal(pr.raw)
 	case "resources/read":
 		var params mcp.ReadResourceParams
-		if json.Unmarshal(env.Params, &params) != nil || params.URI == "" {
+		if conn.DecodeExact(env.Params, &params) != nil || params.URI == "" {
 			return pathSDK
 		}
 		var ok bool
@@ -79,7 +79,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 		name = params.URI
 	case "completion/complete":
 		var params mcp.CompleteParams
-		if json.Unmarshal(env.Params, &params) != nil || params.Ref == nil {
+		if conn.DecodeExact(env.Params, &params) != nil || params.Ref == nil {
 			return pathSDK
 		}
 		if server, raw = p.completionTarget(params.Ref); server == "" {
@@ -87,7 +87,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 		}
 		if params.Ref.Type == "ref/prompt" {
 			var ref map[string]json.RawMessage
-			if json.Unmarshal(members["ref"], &ref) != nil {
+			if conn.DecodeExact(members["ref"], &ref) != nil {
 				return pathSDK
 			}
 			ref["name"], _ = json.Marshal(raw)
@@ -99,6 +99,12 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 	fc, ok := identify(&meta, name)
 	if !ok {
 		return pathSDK
+	}
+	b := p.binding(origin{method: env.Method, name: name}, fc.id, server)
+	if state, ok := members["requestState"]; ok {
+		if members["requestState"], ok = openRawState(b, state); !ok {
+			return pathSDK // a state the SDK path refuses (sealStates)
+		}
 	}
 
 	ctx, cancel := p.track(r, fc, env.ID)
@@ -117,7 +123,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 	case errors.Is(err, conn.ErrNotRaw):
 		return pathSDK // nothing was sent: the connection takes typed requests only
 	case err == nil:
-		writeFast(w, nil, env.ID, res, nil)
+		writeFast(w, nil, env.ID, sealRawResult(b, res), nil)
 	case ctx.Err() != nil && !errors.Is(err, conn.ErrUnavailable):
 		writeFast(w, nil, env.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request cancelled: " + err.Error()})
 	default: // as through the SDK: the server's own error code, the message naming the server

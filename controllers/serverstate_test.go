@@ -1,0 +1,72 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/metrics"
+)
+
+// A 2026-07-28 server's own requestState reaches a stateless session sealed to that session,
+// the server and the call: another session replaying it, a state altered or unsealed, or one
+// brought to another tool is refused by the gateway (the server never sees the answer), and
+// the session's own resumption gives the server its state back as it issued it (the fixture
+// fails an answer without it). On the message-level path (stdio) and the SDK path (a
+// stateless HTTP server, which takes typed requests only) alike.
+func TestGatewayServerStateBoundToSession(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "server-state", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		fixtureServer(t, "a", "--request-state"), httpFixture(t, "h", "--stateless", "--request-state")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	endpoint := endpointOf(key)
+	mine, other := byHand(t, endpoint, "mine"), byHand(t, endpoint, "other")
+	accept := func(id, answer string) mcp.InputResponseMap {
+		return mcp.InputResponseMap{id: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": answer}}}
+	}
+	for server, path := range map[string]string{"a": "raw", "h": "sdk"} {
+		tool := server + "__elicit"
+		counter := metrics.FastPath.WithLabelValues(path)
+		before := promtest.ToFloat64(counter)
+		id, state := askedState(t, mine, tool)
+		res, err := resume(other, tool, state, accept(id, "stolen"))
+		refused(t, tool+": another session's state", err, "issued to another session")
+		if strings.Contains(text(res), "stolen") {
+			t.Fatalf("%s: the server saw another session's answer: %s", tool, rawJSON(t, res))
+		}
+		if !strings.HasPrefix(state, "projectmcp-state.") || strings.Contains(state, "fixture-state") {
+			t.Errorf("%s: the session got the server's state unsealed: %q", tool, state)
+		}
+		_, err = resume(mine, tool, state[:len(state)-2]+"xx", accept(id, "altered"))
+		refused(t, tool+": an altered state", err, "altered")
+		_, err = resume(mine, tool, "fixture-state."+server+".elicit", accept(id, "unsealed"))
+		refused(t, tool+": the server's state unsealed", err, "not issued by this gateway")
+		_, err = resume(mine, server+"__sample", state, accept(id, "elsewhere"))
+		refused(t, tool+": another tool's state", err, `belongs to a call of "`+tool+`"`)
+
+		res, err = resume(mine, tool, state, accept(id, "mine"))
+		if err != nil || res.IsError || !strings.Contains(text(res), `"answer":"mine"`) {
+			t.Fatalf("%s: the session's own resumption: %s (%v)", tool, rawJSON(t, res), err)
+		}
+		if got := promtest.ToFloat64(counter) - before; got < 2 {
+			t.Errorf("%s: %v calls went the %s way, want the round and the resumption at least", tool, got, path)
+		}
+	}
+}
+
+// askedState calls tool and expects the server's one input request back, with a state.
+func askedState(t *testing.T, s *mcp.ClientSession, tool string) (id, state string) {
+	t.Helper()
+	res, err := resume(s, tool, "", nil)
+	if err != nil || !res.NeedsInput() || len(res.InputRequests) != 1 || res.RequestState == "" {
+		t.Fatalf("%s: want an input-required result with one request and a state, got %s (%v)", tool, rawJSON(t, res), err)
+	}
+	for id := range res.InputRequests {
+		return id, res.RequestState
+	}
+	return "", ""
+}

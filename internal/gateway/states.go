@@ -1,0 +1,232 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/conn"
+)
+
+// A 2026-07-28 server's own requestState, sealed to the session and the server.
+//
+// A server speaking 2026-07-28 asks for input inside a result (inputRequests) with a
+// requestState of its own, and the client's next request brings the state back with its
+// answers. The server sees only the gateway's one connection, shared by every session of the
+// project, so it cannot tell whose state comes back: a session that learnt another's state
+// could answer in its place. So the state a session gets is sealed: the server's state with
+// the project, the session (its ref), the server and the call (callOf) it was issued for,
+// under an HMAC with a key of this process. A state that comes back is opened, and the
+// server gets its own bytes again, only when all four are the request's; anything else (the
+// gateway's own states aside, input.go) gets the invalid-params error input.go gives for its
+// own foreign states, and never reaches a server.
+
+// serverStatePrefix starts every sealed server state, as inputStatePrefix starts the gateway's
+// own.
+const serverStatePrefix = "projectmcp-state."
+
+// stateKey signs the sealed states: random per process, so a state outlives neither the
+// process nor its connections (a new connection is a new server session anyway).
+var stateKey = func() []byte {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // never fails (crypto/rand)
+	return key
+}()
+
+// stateBinding is what a server's state is sealed to.
+type stateBinding struct {
+	Project string `json:"p"`
+	Session string `json:"s"`
+	Server  string `json:"v"`
+	Call    string `json:"c"`
+}
+
+// sealedState is the payload of a sealed state.
+type sealedState struct {
+	stateBinding
+	State string `json:"st"`
+}
+
+// binding is what a request of session on server, described by o, seals states to.
+func (p *project) binding(o origin, session, server string) stateBinding {
+	return stateBinding{Project: p.key.String(), Session: session, Server: server, Call: callOf(o)}
+}
+
+// sealState seals a server's state for the session and server of b.
+func sealState(b stateBinding, state string) string {
+	payload, _ := json.Marshal(sealedState{b, state}) // strings only: never fails
+	enc := base64.RawURLEncoding.EncodeToString(payload)
+	return serverStatePrefix + enc + "." + stateMAC(enc)
+}
+
+func stateMAC(enc string) string {
+	m := hmac.New(sha256.New, stateKey)
+	m.Write([]byte(enc))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// openState returns the server's own state a sealed one holds, when it was sealed for b; else
+// the error the session gets, naming what does not fit.
+func openState(b stateBinding, sealed string) (string, *inputError) {
+	enc, mac, ok := strings.Cut(strings.TrimPrefix(sealed, serverStatePrefix), ".")
+	if !strings.HasPrefix(sealed, serverStatePrefix) || !ok {
+		return "", invalidInput("the requestState was not issued by this gateway (a server's state reaches a session sealed, and must come back as it was given)")
+	}
+	if !hmac.Equal([]byte(mac), []byte(stateMAC(enc))) {
+		return "", invalidInput("the requestState was altered or was not issued by this gateway")
+	}
+	var s sealedState
+	payload, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil || json.Unmarshal(payload, &s) != nil {
+		return "", invalidInput("the requestState was not issued by this gateway")
+	}
+	switch {
+	case s.Project != b.Project:
+		return "", invalidInput("the requestState was not issued by this project's endpoint")
+	case s.Session != b.Session:
+		return "", invalidInput("the requestState was issued to another session of this project")
+	case s.Server != b.Server:
+		return "", invalidInput("the requestState was issued for MCP server %q, not %q", s.Server, b.Server)
+	case s.Call != b.Call:
+		return "", invalidInput("the requestState belongs to a call of %s, not of %s", s.Call, b.Call)
+	}
+	return s.State, nil
+}
+
+// isServerState reports whether a requestState is to be sealed on its way to a session, and
+// opened on its way back: any but none and the gateway's own.
+func isServerState(state string) bool { return state != "" && !isInputState(state) }
+
+// openRawState is openState for a requestState as a request carries it, a JSON string; it
+// returns the server's own, a JSON string too. ok false: the state is not acceptable (a
+// string the SDK's types would refuse, or a sealed one that does not fit), and the SDK path
+// is to answer.
+func openRawState(b stateBinding, raw json.RawMessage) (json.RawMessage, bool) {
+	var sealed string
+	if conn.DecodeExact(raw, &sealed) != nil {
+		return nil, false
+	}
+	if !isServerState(sealed) {
+		return raw, true
+	}
+	state, refused := openState(b, sealed)
+	if refused != nil {
+		return nil, false
+	}
+	out, _ := json.Marshal(state)
+	return out, true
+}
+
+var requestStateKey = []byte(`"requestState"`)
+
+// sealRawResult seals the requestState at the top level of a result as the server sent it; a
+// result without one is returned as it is.
+func sealRawResult(b stateBinding, res conn.RawResult) conn.RawResult {
+	if !bytes.Contains(res, requestStateKey) {
+		return res
+	}
+	var members map[string]json.RawMessage
+	var state string
+	if json.Unmarshal(res, &members) != nil || json.Unmarshal(members["requestState"], &state) != nil || !isServerState(state) {
+		return res
+	}
+	members["requestState"], _ = json.Marshal(sealState(b, state))
+	out := append([]byte{'{'}, joinMembers(members)...)
+	return append(out, '}')
+}
+
+// stateOf is the requestState member of a request's params or a result the SDK decoded (nil
+// when it has none).
+func stateOf(v any) *string {
+	switch x := v.(type) {
+	case *mcp.CallToolParamsRaw:
+		if x != nil {
+			return &x.RequestState
+		}
+	case *mcp.GetPromptParams:
+		if x != nil {
+			return &x.RequestState
+		}
+	case *mcp.ReadResourceParams:
+		if x != nil {
+			return &x.RequestState
+		}
+	case *mcp.CallToolResult:
+		if x != nil {
+			return &x.RequestState
+		}
+	case *mcp.GetPromptResult:
+		if x != nil {
+			return &x.RequestState
+		}
+	case *mcp.ReadResourceResult:
+		if x != nil {
+			return &x.RequestState
+		}
+	}
+	return nil
+}
+
+// routed is the server a request the SDK decoded goes to, and what it names (for callOf): a
+// tool or prompt by its projected name, a resource by its URI. ok false: a request that
+// carries no requestState, or names nothing any server offers.
+func (p *project) routed(req mcp.Request) (o origin, server string, ok bool) {
+	o.method = methodOf(req)
+	switch params := req.GetParams().(type) {
+	case *mcp.CallToolParamsRaw:
+		var t projected
+		if params != nil {
+			o.name = params.Name
+			t, ok = p.tool(params.Name)
+		}
+		return o, t.server, ok
+	case *mcp.GetPromptParams:
+		var pr projected
+		if params != nil {
+			o.name = params.Name
+			pr, ok = p.prompt(params.Name)
+		}
+		return o, pr.server, ok
+	case *mcp.ReadResourceParams:
+		if params != nil {
+			o.name = params.URI
+			server, ok = p.owner(params.URI)
+		}
+		return o, server, ok
+	}
+	return o, "", false
+}
+
+// sealStates is a receiving middleware of the project's MCP server: on the SDK path, it opens
+// the sealed server state a request brings back before the handler sends it on, and seals the
+// server's state in the handler's result. (The message-level path does the same itself:
+// openRawState, sealRawResult.)
+func (p *project) sealStates(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		o, server, ok := p.routed(req)
+		if !ok {
+			return next(ctx, method, req)
+		}
+		session, _ := sessionID(req)
+		b := p.binding(o, session, server)
+		if in := stateOf(req.GetParams()); in != nil && isServerState(*in) {
+			state, refused := openState(b, *in)
+			if refused != nil {
+				return nil, refused.err
+			}
+			*in = state
+		}
+		res, err := next(ctx, method, req)
+		if out := stateOf(res); err == nil && out != nil && isServerState(*out) {
+			*out = sealState(b, *out)
+		}
+		return res, err
+	}
+}

@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// A sealed server state opens only for the project, session, server and call it was sealed
+// for, and only as it was given; each misfit is named.
+func TestOpenState(t *testing.T) {
+	b := stateBinding{Project: "ns/p", Session: "s-1", Server: "a", Call: `"a__elicit" (tools/call)`}
+	sealed := sealState(b, "the server's own")
+	with := func(change func(*stateBinding)) stateBinding { c := b; change(&c); return c }
+	for _, c := range []struct {
+		what   string
+		b      stateBinding
+		sealed string
+		want   string // the error's words; "" opens
+	}{
+		{"its own", b, sealed, ""},
+		{"another project's", with(func(c *stateBinding) { c.Project = "ns/q" }), sealed, "not issued by this project's endpoint"},
+		{"another session's", with(func(c *stateBinding) { c.Session = "s-2" }), sealed, "issued to another session"},
+		{"another server's", with(func(c *stateBinding) { c.Server = "b" }), sealed, `issued for MCP server "a", not "b"`},
+		{"another call's", with(func(c *stateBinding) { c.Call = `"a__sample" (tools/call)` }), sealed, `belongs to a call of "a__elicit"`},
+		{"altered", b, sealed[:len(sealed)-1] + "A", "altered"},
+		{"payload swapped", b, serverStatePrefix + "e30." + strings.SplitN(strings.TrimPrefix(sealed, serverStatePrefix), ".", 2)[1], "altered"},
+		{"unsealed", b, "the server's own", "not issued by this gateway"},
+		{"no mac", b, serverStatePrefix + "e30", "not issued by this gateway"},
+	} {
+		state, err := openState(c.b, c.sealed)
+		switch {
+		case c.want == "" && (err != nil || state != "the server's own"):
+			t.Errorf("%s: %q (%v), want it opened", c.what, state, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %q (%v), want an error saying %q", c.what, state, err, c.want)
+		}
+	}
+}
+
+// A raw result's top-level requestState is sealed (the gateway's own states and nested
+// members are not), and the raw state a request brings opens to the server's own, a JSON
+// string again.
+func TestRawStates(t *testing.T) {
+	b := stateBinding{Project: "ns/p", Session: "s-1", Server: "a", Call: "c"}
+	for _, c := range []struct {
+		res    string
+		sealed bool
+	}{
+		{`{"content":[]}`, false},
+		{`{"inputRequests":{},"requestState":"srv"}`, true},
+		{`{"requestState":"projectmcp-input.x.y"}`, false},
+		{`{"structuredContent":{"requestState":"srv"}}`, false},
+		{`{"requestState":17}`, false},
+	} {
+		out := sealRawResult(b, []byte(c.res))
+		var got struct {
+			RequestState json.RawMessage `json:"requestState"`
+		}
+		_ = json.Unmarshal(out, &got)
+		if sealed := strings.HasPrefix(string(got.RequestState), `"`+serverStatePrefix); sealed != c.sealed {
+			t.Errorf("%s: %s, want sealed %v", c.res, out, c.sealed)
+			continue
+		}
+		if !c.sealed {
+			if string(out) != c.res {
+				t.Errorf("%s: changed to %s", c.res, out)
+			}
+			continue
+		}
+		opened, ok := openRawState(b, got.RequestState)
+		if !ok || string(opened) != `"srv"` {
+			t.Errorf("%s: opened to %s (%v), want the server's own", c.res, opened, ok)
+		}
+	}
+	if _, ok := openRawState(b, json.RawMessage(`"srv"`)); ok {
+		t.Error("an unsealed server state must not open")
+	}
+}
