@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -424,4 +425,61 @@ func TestGatewayRequestLogsStayWithTheirSession(t *testing.T) {
 		t.Fatalf("another session got a log line of a's request: %q", got)
 	case <-time.After(time.Second):
 	}
+}
+
+// A batch session that keeps a thousand calls in flight beside an interactive one, on a server
+// that runs 24 calls at once: the batch session gets its share of the connection
+// (--max-calls-per-session) and its other calls wait in its own line, so the interactive
+// session's calls find the server free and take about as long as alone. Without the share
+// they would wait behind the batch's calls in the server's own queue (past the test
+// gateway's call timeout). The wait shows in status, and calls that give up leave the line.
+func TestGatewayBatchSessionCrowdsOutNoOne(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "batch", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--workers", "24")}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	interactive, batch := connectTo(t, obj.Status.Endpoint), connectTo(t, obj.Status.Endpoint)
+	p50 := func() time.Duration {
+		var took []time.Duration
+		for range 200 {
+			start := time.Now()
+			if got := text(callOK(t, interactive.session, "a__echo", map[string]any{"text": "hi"})); got != "hi" {
+				t.Fatalf("the interactive session's call after %s: %s", time.Since(start), got)
+			}
+			took = append(took, time.Since(start))
+		}
+		slices.Sort(took)
+		return took[len(took)/2]
+	}
+	alone := p50()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for range 1000 {
+		wg.Add(1)
+		go func() { // a call that ends, by its result or the call timeout, is made again
+			defer wg.Done()
+			for ctx.Err() == nil {
+				_, _ = batch.session.CallTool(ctx, &mcp.CallToolParams{Name: "a__sleep", Arguments: map[string]any{"ms": 200}})
+			}
+		}()
+	}
+	waitStatus(t, key, 30*time.Second, "the batch's calls waiting", func(o *v1alpha1.ProjectMCP) bool {
+		return len(o.Status.Servers) == 1 && o.Status.Servers[0].Waiting > 500
+	})
+	beside := p50()
+	t.Logf("interactive p50: %s alone, %s beside a batch of 1000 calls", alone, beside)
+	if beside > 2*alone+2*time.Millisecond {
+		t.Fatalf("the interactive session's p50 went from %s alone to %s beside the batch", alone, beside)
+	}
+
+	cancel()
+	wg.Wait()
+	obj = waitStatus(t, key, 30*time.Second, "the line gone", func(o *v1alpha1.ProjectMCP) bool {
+		return len(o.Status.Servers) == 1 && o.Status.Servers[0].Waiting == 0
+	})
+	if w := obj.Status.Servers[0].Waited; w < 500 {
+		t.Fatalf("status counts %d requests that waited; at least the batch's first 1000 less its share did", w)
+	}
+	callOK(t, interactive.session, "a__echo", map[string]any{"text": "still here"})
 }

@@ -370,6 +370,17 @@ type ServerStatus struct {
 	// +optional
 	Sessions int32 `json:"sessions,omitempty"`
 
+	// waiting is how many sessions' requests wait for their turn on the connection
+	// (--max-calls-per-session, --max-calls-per-server), as of this status; it is written when
+	// a queue forms, doubles or is gone, not at every change.
+	// +optional
+	Waiting int32 `json:"waiting,omitempty"`
+
+	// waited counts the sessions' requests that have had to wait for their turn on the
+	// connection (since it was made).
+	// +optional
+	Waited int64 `json:"waited,omitempty"`
+
 	// reconnectAttempts counts reconnect attempts since the connection was last ready.
 	// +optional
 	ReconnectAttempts int32 `json:"reconnectAttempts,omitempty"`

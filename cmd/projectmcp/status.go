@@ -18,7 +18,8 @@ func newStatusCmd(g *globalFlags, stdout io.Writer) *cobra.Command {
 		Use:   "status NAME",
 		Short: "Show a project's servers, connections, tools and sessions",
 		Long: `Prints a project's state for people without kubectl: the endpoint and conditions, one row
-per server (phase, connection, tools, sessions, last error), then the sessions.`,
+per server (phase, connection, tools, sessions, requests waiting for their turn now and ever,
+last error), then the sessions.`,
 		Example: `  projectmcp status shop
   projectmcp status web -n team-a --kubeconfig ~/.kube/prod`,
 		Args:              positional([]string{"NAME"}),
@@ -47,9 +48,9 @@ func printStatus(w io.Writer, obj *v1alpha1.ProjectMCP) {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nSERVER\tPHASE\tCONNECTION\tTOOLS\tSESSIONS\tLAST ERROR")
+	fmt.Fprintln(tw, "\nSERVER\tPHASE\tCONNECTION\tTOOLS\tSESSIONS\tWAITING\tWAITED\tLAST ERROR")
 	for _, s := range st.Servers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", s.Name, s.Phase, dash(s.Connection), s.ToolCount, s.Sessions, dash(s.LastError))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", s.Name, s.Phase, dash(s.Connection), s.ToolCount, s.Sessions, s.Waiting, s.Waited, dash(s.LastError))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n%d sessions\n", st.SessionCount)
