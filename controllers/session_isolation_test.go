@@ -6,6 +6,8 @@ package controllers
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -221,6 +223,14 @@ func TestGatewayHungUnsubscribeStallsNoOne(t *testing.T) {
 // (it reads the whole answer).
 func post(t *testing.T, url, sid, body string) string {
 	t.Helper()
+	sid, _ = exchange(t, url, sid, body)
+	return sid
+}
+
+// exchange POSTs one message of a 2025-11-25 session and returns the session id the answer
+// names and the answer's body.
+func exchange(t *testing.T, url, sid, body string) (string, string) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -233,10 +243,11 @@ func post(t *testing.T, url, sid, body string) string {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode >= 300 {
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode >= 300 {
 		t.Fatalf("%s: %d %v", body, resp.StatusCode, err)
 	}
-	return resp.Header.Get("Mcp-Session-Id")
+	return resp.Header.Get("Mcp-Session-Id"), string(got)
 }
 
 // A session that opens its GET stream and never reads loses that stream, and stalls no one
@@ -482,4 +493,112 @@ func TestGatewayBatchSessionCrowdsOutNoOne(t *testing.T) {
 		t.Fatalf("status counts %d requests that waited; at least the batch's first 1000 less its share did", w)
 	}
 	callOK(t, interactive.session, "a__echo", map[string]any{"text": "still here"})
+}
+
+// A streamable HTTP server's request that comes on no call's stream (its GET stream), here
+// sent unprompted after the call that caused it has ended, belongs to no session: the gateway
+// refuses it, and the one session that has a call in flight meanwhile is not asked.
+func TestGatewayUnattributedServerRequestRefused(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "unprompted", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{httpFixture(t, "late", "--elicit-later")}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	asked := make(chan string, 4)
+	connect := func(name string) *mcp.ClientSession {
+		client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ClientOptions{
+			ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked <- name
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": name}}, nil
+			}})
+		s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: obj.Status.Endpoint}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := connect("a"), connect("b")
+	refused := strings.Count(logs.String(), "fixture late: elicit_later: refused")
+	callOK(t, a, "late__elicit_later", map[string]any{"ms": 300, "text": "whose is this?"})
+	// b's call is the only one in flight when the server asks.
+	callOK(t, b, "late__sleep", map[string]any{"ms": 1500})
+	select {
+	case who := <-asked:
+		t.Fatalf("session %s was asked a request that belongs to no call of its own", who)
+	default:
+	}
+	eventually(t, 10*time.Second, "the server to be refused", func() bool {
+		return strings.Count(logs.String(), "fixture late: elicit_later: refused") > refused
+	})
+}
+
+// The servers' log level follows the sessions that set one: once the last verbose session has
+// gone, the servers are set to the quietest level, not left sending every debug line to a
+// gateway that has no one to give them to.
+func TestGatewayLogLevelLoweredWhenLastLeaves(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "quiet", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--protocol", "2025-11-25")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	obj := get(t, key)
+	stays, verbose := connectTo(t, obj.Status.Endpoint), connectTo(t, obj.Status.Endpoint)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := verbose.session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(stays.session.ID()))
+	level := func() mcp.LoggingLevel {
+		c := ctl.registry.Lookup(key, "s-"+hex.EncodeToString(sum[:8]), "a")
+		if c == nil {
+			t.Fatal("the staying session has no connection to a")
+		}
+		_, l := c.Subscriptions()
+		return l
+	}
+	eventually(t, 10*time.Second, "the server at debug", func() bool { return level() == "debug" })
+	_ = verbose.session.Close()
+	eventually(t, 10*time.Second, "the server lowered once the verbose session left", func() bool { return level() == "emergency" })
+}
+
+// Two subscribes of one session to one URI at once take one reference on the shared
+// connection, so one unsubscribe drops it; and a session subscribes to at most
+// --max-subscriptions-per-session resources.
+func TestGatewaySubscriptionsPerSession(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "subs", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--protocol", "2025-11-25")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry, MaxSubscriptionsPerSession: 2})
+	url := base + gateway.Path(key)
+	const uri = "fixture://a/readme"
+	sid := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"subs","version":"1"}}}`)
+	post(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			post(t, url, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"resources/subscribe","params":{"uri":%q}}`, 10+i, uri))
+		}()
+	}
+	wg.Wait()
+	sum := sha256.Sum256([]byte(sid))
+	c := ctl.registry.Lookup(key, "s-"+hex.EncodeToString(sum[:8]), "a")
+	if subs, _ := c.Subscriptions(); subs[uri] != 1 {
+		t.Fatalf("ten subscribes of one session took %d references, want 1", subs[uri])
+	}
+	post(t, url, sid, `{"jsonrpc":"2.0","id":30,"method":"resources/unsubscribe","params":{"uri":"`+uri+`"}}`)
+	if subs, _ := c.Subscriptions(); subs[uri] != 0 {
+		t.Fatalf("after the unsubscribe the connection holds %d references", subs[uri])
+	}
+
+	for i, u := range []string{"fixture://a/items/1", "fixture://a/items/2"} {
+		if _, got := exchange(t, url, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"resources/subscribe","params":{"uri":%q}}`, 40+i, u)); strings.Contains(got, "error") {
+			t.Fatalf("subscribe %s: %s", u, got)
+		}
+	}
+	_, got := exchange(t, url, sid, `{"jsonrpc":"2.0","id":50,"method":"resources/subscribe","params":{"uri":"fixture://a/items/3"}}`)
+	if !strings.Contains(got, "--max-subscriptions-per-session") {
+		t.Fatalf("a third subscription past a bound of 2 must be refused naming the bound: %s", got)
+	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
 
 // ServerRequestTimeout bounds a server's request to a session (sampling, elicitation, roots):
@@ -37,12 +39,19 @@ func callerFrom(ctx context.Context) Caller {
 }
 
 // callerFor finds the session a 2025-11-25 server's request belongs to: the caller of the
-// request it arrived with, when the SDK hands over that request's context, else the only
-// session with a request in flight on this connection. With none, or several that cannot be
-// told apart, it answers the server with a clear error.
+// request it arrived with, when the SDK hands over that request's context. A streamable HTTP
+// server sends a request that belongs to a call on that call's own stream, so one that came
+// another way (the GET stream, whose messages the specification says are unrelated to the
+// client's requests) belongs to no session and is refused. stdio and legacy SSE carry nothing
+// that ties a request to a call: there it goes to the only session with a request in flight
+// on the connection, and with none, or several, the server gets a clear error.
 func (c *Conn) callerFor(ctx context.Context, method string) (Caller, error) {
 	if caller := callerFrom(ctx); caller != nil {
 		return caller, nil
+	}
+	if c.streamsAttribute() {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("projectmcp: %s outside the stream of a request: send it on the stream of the request it is for, so the gateway can tell which agent session that is", method)}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -57,6 +66,13 @@ func (c *Conn) callerFor(ctx context.Context, method string) (Caller, error) {
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 		Message: fmt.Sprintf("projectmcp: %s while %d agent sessions have requests in flight on this shared connection; it cannot tell which one it is for", method, len(c.callers))}
+}
+
+// streamsAttribute reports whether the transport ties a server's request to the call it is
+// for (streamable HTTP: the call's own stream).
+func (c *Conn) streamsAttribute() bool {
+	h := c.opts.Server.HTTP
+	return h != nil && h.Transport != v1alpha1.TransportSSE
 }
 
 // serverRequests are the client handlers that route a server's requests to a session (on

@@ -20,7 +20,8 @@ import (
 // not a call on one named item.
 //
 // Logging: each session sets its own level (the SDK keeps it and filters what a session
-// receives); every server of the project is set to the most verbose level any session wants.
+// receives); every server of the project is set to the most verbose level any session wants,
+// and lowered again as the sessions that wanted it leave.
 // A log message the server sends with one session's request goes to that session only; one
 // sent outside any request (or on a connection that cannot tell, stdio and legacy SSE) goes
 // to every stateful session whose level admits it. Each has the server's name as logger.
@@ -84,6 +85,7 @@ func (p *project) levelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				id, _ := sessionID(req)
 				p.mu.Lock()
 				p.levels[id] = params.Level
+				p.leveled = true
 				p.mu.Unlock()
 				p.applyLevel(ctx)
 			}
@@ -95,20 +97,36 @@ func (p *project) levelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 // logLevels from the most verbose to the least (RFC 5424 order, as MCP uses).
 var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
-// applyLevel sets every server to the most verbose level a session of the project wants.
+// quietest is what the servers are set to once no session asks for log lines any more: MCP
+// has no level that turns a server's logging off.
+const quietest = mcp.LoggingLevel("emergency")
+
+// applyLevel sets every server to the most verbose level a session of the project wants, and
+// to quietest once the last session that set one has gone (a project where no session ever
+// set one is left at the servers' own).
 func (p *project) applyLevel(ctx context.Context) {
 	p.mu.Lock()
-	level := mcp.LoggingLevel("")
-	best := len(logLevels)
-	for _, l := range p.levels {
-		if i := slices.Index(logLevels, l); i >= 0 && i < best {
-			best, level = i, l
-		}
-	}
+	level := projectLevel(p.levels, p.leveled)
 	p.mu.Unlock()
 	if level != "" {
 		p.g.opts.Registry.SetLogLevel(ctx, p.key, level)
 	}
+}
+
+// projectLevel is the level the servers are set to: the most verbose of the sessions' levels;
+// with none, quietest if a session ever set one, else "" (leave the servers alone).
+func projectLevel(levels map[string]mcp.LoggingLevel, ever bool) mcp.LoggingLevel {
+	level := mcp.LoggingLevel("")
+	best := len(logLevels)
+	for _, l := range levels {
+		if i := slices.Index(logLevels, l); i >= 0 && i < best {
+			best, level = i, l
+		}
+	}
+	if level == "" && ever {
+		return quietest
+	}
+	return level
 }
 
 // instructionsMiddleware gives a session, at initialize (or server/discover), the instructions of every server it

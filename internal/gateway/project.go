@@ -55,6 +55,7 @@ type project struct {
 	calls      map[string]context.CancelFunc // fast-path calls in flight, by session and id
 	lastSeen   map[string]time.Time          // stateless sessions and their last request
 	levels     map[string]mcp.LoggingLevel   // the log level each session set
+	leveled    bool                          // a session has set a level (applyLevel)
 	leveling   bool                          // relevel's goroutine runs
 	levelStale bool                          // the levels changed since it last applied them
 	subs       map[string]map[string]string  // session → subscribed URI → server
