@@ -314,3 +314,24 @@ func TestGatewayInputStateNeverReachesServer(t *testing.T) {
 		InputResponses: mcp.InputResponseMap{"x": &mcp.ElicitResult{Action: "decline"}}, RequestState: "projectmcp-input.00000000.forged"})
 	refused(t, "a gateway state on prompts/get", err, "not issued by this project's endpoint")
 }
+
+// One stateless session holds at most its share of the project's places for calls waiting for
+// input: past it its next such call fails with an error naming the share, and another session
+// still gets a place.
+func TestGatewayInputPlacesPerSession(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "input-share", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		fixtureServer(t, "a", "--protocol", "2025-11-25"), fixtureServer(t, "b", "--protocol", "2025-11-25")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry, InputTimeout: time.Minute, MaxAwaitingInputPerSession: 1, CallTimeout: time.Minute})
+	endpoint := base + gateway.Path(key)
+	greedy, other := byHand(t, endpoint, "greedy"), byHand(t, endpoint, "other")
+	asked(t, greedy, "a__elicit", "elicitation/create")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := greedy.CallTool(ctx, &mcp.CallToolParams{Name: "b__elicit", Arguments: map[string]any{"text": "hi"}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "1 calls of this session already wait for its input") {
+		t.Fatalf("a call past the session's share: %s (%v)", rawJSON(t, res), err)
+	}
+	asked(t, other, "b__elicit", "elicitation/create")
+}

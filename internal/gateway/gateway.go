@@ -82,6 +82,9 @@ type Options struct {
 	// MaxAwaitingInput bounds the calls of one project waiting so (default 100): past it the
 	// server's request gets an error at once.
 	MaxAwaitingInput int
+	// MaxAwaitingInputPerSession bounds one session's share of them (default 10), so that one
+	// session cannot take every place.
+	MaxAwaitingInputPerSession int
 	// Auth decides who may use a project; nil means local mode (loopback callers only).
 	Auth Authorizer
 	// Objects reads ProjectMCPs (the manager's cache) and Live confirms a cache miss against
@@ -138,6 +141,9 @@ func New(opts Options) *Gateway {
 	}
 	if opts.MaxSessionsPerPrincipal <= 0 {
 		opts.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
+	}
+	if opts.MaxAwaitingInputPerSession <= 0 {
+		opts.MaxAwaitingInputPerSession = defaultMaxAwaitingInputPerSession
 	}
 	if opts.MaxAwaitingInput <= 0 {
 		opts.MaxAwaitingInput = defaultMaxAwaitingInput

@@ -63,7 +63,8 @@ func isRawInputState(state json.RawMessage) bool {
 
 // Defaults of the bounds on calls waiting for a session's input (Options).
 const (
-	defaultMaxAwaitingInput = 100
+	defaultMaxAwaitingInput           = 100
+	defaultMaxAwaitingInputPerSession = 10
 )
 
 // inputs are a project's calls waiting for their sessions' input.
@@ -72,6 +73,7 @@ type inputs struct {
 	log     logr.Logger
 	timeout time.Duration
 	max     int
+	each    int // per session
 
 	mu     sync.Mutex
 	parked map[string]*pendingCall // by the requestState the session was given
@@ -81,7 +83,7 @@ type inputs struct {
 func newInputs(g *Gateway, p *project) *inputs {
 	sum := sha256.Sum256([]byte(p.key.String()))
 	return &inputs{
-		tag: hex.EncodeToString(sum[:4]), log: g.opts.Log, timeout: g.opts.InputTimeout, max: g.opts.MaxAwaitingInput,
+		tag: hex.EncodeToString(sum[:4]), log: g.opts.Log, timeout: g.opts.InputTimeout, max: g.opts.MaxAwaitingInput, each: g.opts.MaxAwaitingInputPerSession,
 		parked: map[string]*pendingCall{},
 	}
 }
@@ -230,6 +232,17 @@ func (in *inputs) wait(ctx context.Context, pc *pendingCall) (*inputRound, error
 	}
 }
 
+// heldBy counts the calls of session waiting for its input; in.mu is held.
+func (in *inputs) heldBy(session string) int {
+	n := 0
+	for _, pc := range in.parked {
+		if pc.session == session {
+			n++
+		}
+	}
+	return n
+}
+
 // park keeps a call whose server asks for input until its session calls again, under a new
 // state, for at most in.timeout.
 func (in *inputs) park(pc *pendingCall, asks []*inputAsk) (*inputRound, error) {
@@ -242,6 +255,11 @@ func (in *inputs) park(pc *pendingCall, asks []*inputAsk) (*inputRound, error) {
 		metrics.InputRounds.WithLabelValues("refused").Inc()
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
 			"projectmcp: %d calls of this project already wait for their sessions' input (the gateway's bound); try again later", in.max)}
+	}
+	if n := in.heldBy(pc.session); n >= in.each {
+		metrics.InputRounds.WithLabelValues("refused").Inc()
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+			"projectmcp: %d calls of this session already wait for its input, its share of the project's places; answer one first", n)}
 	}
 	var random [24]byte
 	_, _ = rand.Read(random[:]) // never fails (crypto/rand)
