@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -178,5 +179,48 @@ func (s *suite) slowLogReader(t *testing.T) {
 			t.Fatalf("the bystander's elicitation beside a stalled stream (after %s): %+v %v", time.Since(start), res, err)
 		}
 		r.figure("an elicitation beside a stream stalled by 10 MiB of log lines: %s", ms(time.Since(start)))
+	})
+}
+
+func (s *suite) batchSession(t *testing.T) {
+	s.fault(t, row{fault: "a batch session keeps 1000 calls in flight",
+		sees:       "the batch session's calls beyond its share wait in its own line; an interactive session on the same server (24 workers) gets its calls answered as fast as alone",
+		guaranteed: "a session has at most --max-calls-per-session (16) requests in flight on a connection, the connection --max-calls-per-server (256); freed slots go round the waiting sessions",
+	}, func(t *testing.T, r *row) {
+		key := s.project(t, "batch", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{s.stdio("w", "--workers", "24")}}, true)
+		interactive, batch := s.mustConnect(t, key, "2025-11-25", nil), s.mustConnect(t, key, "2025-11-25", nil)
+		p50 := func() time.Duration {
+			var took []time.Duration
+			for range 200 {
+				start := time.Now()
+				if _, err := call(interactive, 10*time.Second, "w__echo", map[string]any{"text": "hi"}); err != nil {
+					t.Fatalf("an interactive call: %v", err)
+				}
+				took = append(took, time.Since(start))
+			}
+			slices.Sort(took)
+			return took[len(took)/2]
+		}
+		alone := p50()
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		defer func() { cancel(); wg.Wait() }()
+		for range 1000 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					_, _ = batch.CallTool(ctx, &mcp.CallToolParams{Name: "w__sleep", Arguments: map[string]any{"ms": 200}})
+				}
+			}()
+		}
+		time.Sleep(2 * time.Second) // the line forms
+		beside := p50()
+		waiting := s.get(t, key).Status.Servers[0].Waiting
+		if beside > 2*alone+2*time.Millisecond {
+			t.Errorf("the interactive p50 went from %s alone to %s beside the batch", alone, beside)
+		}
+		r.figure("interactive p50 %s alone, %s beside the batch (%.2fx); %d of the batch's calls waiting in status", ms(alone), ms(beside),
+			float64(beside)/float64(alone), waiting)
 	})
 }
