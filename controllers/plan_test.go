@@ -242,13 +242,30 @@ func TestHandledReconnects(t *testing.T) {
 	}
 }
 
-// A server asking for roots with no session involved gets the project's folder.
+// A server asking for roots with no session involved gets the project's folder, when it is a
+// path within --project-root-base.
 func TestProjectRoots(t *testing.T) {
-	if got := projectRoots("/home/me/shop"); len(got) != 1 || got[0].URI != "file:///home/me/shop" || got[0].Name != "shop" {
-		t.Fatalf("roots %+v", got)
-	}
-	if got := projectRoots("https://github.com/x/y"); got != nil {
-		t.Fatalf("a repository URL is no root: %+v", got)
+	for _, c := range []struct {
+		project, base, want string
+	}{
+		{"/home/me/shop", "", "file:///home/me/shop"},
+		{"https://github.com/x/y", "", ""}, // a repository URL is no root
+		{"shop", "", ""},
+		{"/work/shop", "/work", "file:///work/shop"},
+		{"/work", "/work", "file:///work"},
+		{"/work/a/../shop", "/work/", "file:///work/a/../shop"},
+		{"/", "/work", ""},
+		{"/workshop", "/work", ""},
+		{"/work/../etc", "/work", ""},
+		{"/var/run/secrets", "/work", ""},
+	} {
+		got := projectRoots(c.project, c.base)
+		switch {
+		case c.want == "" && got != nil:
+			t.Errorf("projectRoots(%q, %q) = %+v, want none", c.project, c.base, got[0])
+		case c.want != "" && (len(got) != 1 || got[0].URI != c.want):
+			t.Errorf("projectRoots(%q, %q) = %+v, want %s", c.project, c.base, got, c.want)
+		}
 	}
 }
 

@@ -53,6 +53,9 @@ type ConnDefaults struct {
 	MaxListPages    int
 	MaxListBytes    int64
 	MaxSchemaBytes  int64
+	// ProjectRootBase confines the project's root a 2025-11-25 server is given (spec.project)
+	// to this directory; a project outside it gives its servers no roots. "" allows any.
+	ProjectRootBase string
 	// The sessions' shares of a connection (conn.Options; zero: conn's defaults).
 	MaxCallsPerSession int
 	MaxCalls           int
@@ -274,7 +277,7 @@ func (r *Reconciler) connOptions(obj *v1alpha1.ProjectMCP, srv v1alpha1.MCPServe
 		policy.MaxBackoff = durationOr(rc.MaxBackoff, policy.MaxBackoff)
 	}
 	opts := conn.Options{
-		Roots:          projectRoots(obj.Spec.Project),
+		Roots:          projectRoots(obj.Spec.Project, r.Conn.ProjectRootBase),
 		Server:         srv,
 		Policy:         policy,
 		AllowCommands:  r.Conn.AllowCommands,
@@ -311,11 +314,22 @@ func (r *Reconciler) connOptions(obj *v1alpha1.ProjectMCP, srv v1alpha1.MCPServe
 
 // projectRoots is what a server's roots/list gets when no session is involved: the project's
 // folder, when spec.project names a local absolute path.
-func projectRoots(project string) []*mcp.Root {
-	if !filepath.IsAbs(project) {
+func projectRoots(project, base string) []*mcp.Root {
+	if !filepath.IsAbs(project) || !within(project, base) {
 		return nil
 	}
 	return []*mcp.Root{{URI: (&url.URL{Scheme: "file", Path: filepath.ToSlash(project)}).String(), Name: filepath.Base(project)}}
+}
+
+// within reports whether path lies in the directory base, by its cleaned name ("" admits
+// every path): a root is a name a server opens on its own side, so the controller checks the
+// name, not what the name points at on the controller's file system.
+func within(path, base string) bool {
+	if base == "" {
+		return true
+	}
+	rel, err := filepath.Rel(filepath.Clean(base), filepath.Clean(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // forget drops what the reconciler holds of a deleted project.

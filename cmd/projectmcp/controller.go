@@ -71,6 +71,7 @@ type controllerFlags struct {
 	maxCallsEach   int
 	maxCalls       int
 	maxSubsEach    int
+	rootBase       string
 	allowCommands  []string
 	allowAny       bool
 	serverEnv      []string
@@ -143,6 +144,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.IntVar(&f.maxSessions, "max-sessions-per-project", f.maxSessions, "most sessions one project may have at once; a session past it is refused at initialize (0: no bound)")
 	all.IntVar(&f.maxCallsEach, "max-calls-per-session", f.maxCallsEach, "most requests one session may have in flight on one server's connection; past it its requests wait their turn, so one busy session cannot crowd out the others (0: the default)")
 	all.IntVar(&f.maxCalls, "max-calls-per-server", f.maxCalls, "most sessions' requests in flight on one server's connection; past it requests wait, and freed slots go round the waiting sessions in turn (0: the default)")
+	all.StringVar(&f.rootBase, "project-root-base", f.rootBase, "directory a project's spec.project must lie in to be given to its servers as their root (roots/list); a project outside it gives them no roots (empty: any absolute path)")
 	all.IntVar(&f.maxSubsEach, "max-subscriptions-per-session", f.maxSubsEach, "most resources one session may subscribe to; a subscribe past it is refused with an error naming the limit (0: the default)")
 	all.IntVar(&f.maxPerUser, "max-sessions-per-principal", f.maxPerUser, "most sessions one identity may have in one project at once, so one user cannot fill --max-sessions-per-project; a session past it is refused at its mount")
 	all.Int64Var(&f.maxMessage, "max-message-bytes", f.maxMessage, "largest message a server may send (an answer, a list page, a notification); an answer over it fails that request only and the connection goes on, anything else over it is dropped (0: the default)")
@@ -392,6 +394,7 @@ func (f *controllerFlags) connDefaults() (controllers.ConnDefaults, error) {
 
 		MaxCallsPerSession: f.maxCallsEach,
 		MaxCalls:           f.maxCalls,
+		ProjectRootBase:    f.rootBase,
 	}, err
 }
 
