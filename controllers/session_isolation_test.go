@@ -602,3 +602,48 @@ func TestGatewaySubscriptionsPerSession(t *testing.T) {
 		t.Fatalf("a third subscription past a bound of 2 must be refused naming the bound: %s", got)
 	}
 }
+
+// A 2026-07-28 session gets the log lines a server sends with its request, at the level the
+// request names in its _meta, on that request's own response, and no other session gets them.
+func TestGatewayStatelessSessionGetsItsLogs(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "newlogs", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{httpFixture(t, "h", "--stateless")}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	listen := func(got chan<- string) *mcp.Client {
+		return mcp.NewClient(&mcp.Implementation{Name: "logs", Version: "1"}, &mcp.ClientOptions{
+			LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) { got <- fmt.Sprint(r.Params.Data) }})
+	}
+	mine, theirs := make(chan string, 16), make(chan string, 16)
+	s := mustDial(t, listen(mine), obj.Status.Endpoint, "", http.Header{gateway.SessionHeader: {"logs"}})
+	bystander := mustDial(t, listen(theirs), obj.Status.Endpoint, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := bystander.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	call := func(level, line, text string) {
+		t.Helper()
+		params := &mcp.CallToolParams{Name: "h__log", Arguments: map[string]any{"level": line, "text": text}, Meta: mcp.Meta{mcp.MetaKeyLogLevel: level}}
+		if _, err := s.CallTool(ctx, params); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call("info", "info", "warm up") // a session's first calls may take the SDK's path
+	call("info", "warning", "for logs only")
+	deadline := time.After(5 * time.Second)
+	for got := ""; got != "for logs only"; {
+		select {
+		case got = <-mine:
+		case <-deadline:
+			t.Fatal("the 2026-07-28 session never got the log line of its own request")
+		}
+	}
+	call("error", "info", "below its level")
+	select {
+	case got := <-mine:
+		t.Fatalf("a line below the request's level reached the session: %q", got)
+	case got := <-theirs:
+		t.Fatalf("another session got a log line of a 2026-07-28 session's request: %q", got)
+	case <-time.After(time.Second):
+	}
+}

@@ -38,6 +38,32 @@ func callerFrom(ctx context.Context) Caller {
 	return c
 }
 
+// A request's log sink takes the log lines the server sends on the request's own stream, in
+// place of OnNotice: a 2026-07-28 session gets its log lines with its request, at the level
+// the request names (which the request carries to the server, in place of the connection's).
+type requestLogsKey struct{}
+
+type requestLogs struct {
+	level mcp.LoggingLevel
+	put   func(*mcp.LoggingMessageParams)
+}
+
+// WithLogSink has the log lines a server sends with the requests made with ctx go to put, and
+// asks the server for those of level and above.
+func WithLogSink(ctx context.Context, level mcp.LoggingLevel, put func(*mcp.LoggingMessageParams)) context.Context {
+	return context.WithValue(ctx, requestLogsKey{}, &requestLogs{level: level, put: put})
+}
+
+// requestLevel is the log level a request made with ctx asks the server for.
+func (c *Conn) requestLevel(ctx context.Context) mcp.LoggingLevel {
+	if sink, ok := ctx.Value(requestLogsKey{}).(*requestLogs); ok {
+		return sink.level
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.level
+}
+
 // callerFor finds the session a 2025-11-25 server's request belongs to: the caller of the
 // request it arrived with, when the SDK hands over that request's context. A streamable HTTP
 // server sends a request that belongs to a call on that call's own stream, so one that came
@@ -145,9 +171,14 @@ func (c *Conn) notification(ctx context.Context, method string, params json.RawM
 		}
 	case "notifications/message":
 		var p mcp.LoggingMessageParams
-		if json.Unmarshal(params, &p) == nil {
-			c.opts.OnNotice(Notice{Log: &p, InRequest: true, Caller: callerFrom(ctx)})
+		if json.Unmarshal(params, &p) != nil {
+			return
 		}
+		if sink, ok := ctx.Value(requestLogsKey{}).(*requestLogs); ok {
+			sink.put(&p)
+			return
+		}
+		c.opts.OnNotice(Notice{Log: &p, InRequest: true, Caller: callerFrom(ctx)})
 	case "notifications/resources/updated":
 		var p mcp.ResourceUpdatedNotificationParams
 		if json.Unmarshal(params, &p) == nil {

@@ -691,14 +691,17 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 	}
 }
 
-// upstreamContext carries ctx's cancellation, caller and trace context to a request for the server,
-// and none of its other values: the gateway's requests come with contexts of the SDK's server
+// upstreamContext carries ctx's cancellation, caller, log sink and trace context to a request
+// for the server, and none of its other values: the gateway's requests come with contexts of the SDK's server
 // side, whose values (the session's protocol version among them) the SDK's client side would
 // take for its own, e.g. send a 2026-07-28 session's version header to a 2025-11-25 server.
 func upstreamContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	base := trace.ContextWithSpanContext(context.Background(), trace.SpanContextFromContext(ctx))
 	if caller := callerFrom(ctx); caller != nil {
 		base = WithCaller(base, caller)
+	}
+	if sink, ok := ctx.Value(requestLogsKey{}).(*requestLogs); ok {
+		base = context.WithValue(base, requestLogsKey{}, sink)
 	}
 	// No deadline of its own: the request ends when ctx does, never before (the caller tells
 	// its own deadline from the server's failures by ctx alone).

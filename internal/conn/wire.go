@@ -424,10 +424,7 @@ func (c *Conn) Forward(ctx context.Context, method string, members []byte, onPro
 		defer done()
 		meta = AppendMember(meta, "progressToken", appendQuoted(nil, token))
 	}
-	c.mu.Lock()
-	level := c.level
-	c.mu.Unlock()
-	if level != "" {
+	if level := c.requestLevel(ctx); level != "" {
 		meta = AppendMember(meta, mcp.MetaKeyLogLevel, appendQuoted(nil, string(level)))
 	}
 	if fields := tracing.Fields(ctx); fields != nil { // the forwarding span's trace context (SEP-414)

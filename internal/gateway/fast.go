@@ -62,6 +62,8 @@ type fastCallParams struct {
 // fastMeta is what the fast path reads of a request's _meta.
 type fastMeta struct {
 	ProgressToken json.RawMessage `json:"progressToken"`
+	// The level of the log lines a 2026-07-28 request asks for with it.
+	LogLevel mcp.LoggingLevel `json:"io.modelcontextprotocol/logLevel"`
 	// A 2026-07-28 request's own description of its client (SEP-2575).
 	ProtocolVersion string          `json:"io.modelcontextprotocol/protocolVersion"`
 	ClientInfo      json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
@@ -98,6 +100,7 @@ type fastCaller struct {
 	// stateful sessions may cancel a call by notifications/cancelled; a stateless session's
 	// call ends with its HTTP request.
 	cancellable bool
+	stateless   bool // a 2026-07-28 session: it gets its log lines with its requests
 }
 
 // serveFast handles a stateful session's request and returns true, or restores its body and
@@ -156,7 +159,7 @@ func (p *project) serveStatelessFast(w http.ResponseWriter, r *http.Request) boo
 		p.mu.Lock()
 		p.lastSeen[id] = p.g.opts.Clock.Now()
 		p.mu.Unlock()
-		return fastCaller{id: id, rev: conn.Newest}, true
+		return fastCaller{id: id, rev: conn.Newest, stateless: true}, true
 	}
 	if method != "tools/call" {
 		return p.countRequest(method, p.requestFast(w, r, env, identify))
@@ -277,15 +280,19 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	defer cancel()
 
 	o := origin{method: "tools/call", session: fc.id, caller: fc.caller, name: params.Name, raw: tool.raw, meta: params.Meta.trace()}
-	send := func(ctx context.Context, onProgress func(*mcp.ProgressNotificationParams)) (conn.RawResult, error) {
+	logs := fc.stateless && params.Meta.LogLevel != ""
+	send := func(ctx context.Context, put func(relayed)) (conn.RawResult, error) {
+		if logs {
+			ctx = logsTo(ctx, put, params.Meta.LogLevel)
+		}
 		return forward(ctx, p, o, tool.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
-			return c.Forward(ctx, "tools/call", members, onProgress, fc.rev)
+			return c.Forward(ctx, "tools/call", members, progressTo(put), fc.rev)
 		})
 	}
 	var res conn.RawResult
 	var err error
 	var stream *sseWriter
-	if len(token) > 0 {
+	if len(token) > 0 || logs {
 		stream, res, err = withProgress(ctx, w, token, send)
 	} else {
 		res, err = send(ctx, nil)
@@ -357,38 +364,74 @@ func callMembers(raw string, args, inputResponses, requestState json.RawMessage)
 // goroutine, which every session of the connection shares, never waits for this session.
 const progressQueue = 32
 
-// withProgress runs send while relaying the server's progress for the call to the session as
-// events of its response stream, with the session's own token. The first event decides that
-// the response is an event stream (nil until then).
+// withProgress runs send while relaying what the server sends for the call (its progress,
+// with the session's own token, and its log lines) to the session as events of its response
+// stream. The first event decides that the response is an event stream (nil until then).
 func withProgress(ctx context.Context, w http.ResponseWriter, token json.RawMessage,
-	send func(context.Context, func(*mcp.ProgressNotificationParams)) (conn.RawResult, error)) (*sseWriter, conn.RawResult, error) {
+	send func(context.Context, func(relayed)) (conn.RawResult, error)) (*sseWriter, conn.RawResult, error) {
 	var stream *sseWriter
-	res, err := relayProgress(ctx, func(pp *mcp.ProgressNotificationParams) {
+	res, err := relayCall(ctx, func(e relayed) {
 		if stream == nil {
 			stream = newSSEWriter(w)
 		}
-		stream.progress(token, pp)
+		switch {
+		case e.progress != nil && len(token) > 0:
+			stream.progress(token, e.progress)
+		case e.log != nil:
+			stream.log(e.log)
+		}
 	}, send)
 	return stream, res, err
 }
 
-// relayProgress runs send while the calling goroutine, which serves the one session the call
-// is for, writes the progress the server reports for it (write). The goroutine that hands
-// send's callback the progress serves every session of the connection: it only queues, and
-// past progressQueue waiting the oldest go. What is queued when send returns is written
-// before relayProgress returns, so it comes before the call's result. A panic in send is
-// raised again on the calling goroutine, whose owner recovers it (recovery.Middleware, or
-// net/http on the message-level path). A nil write relays nothing.
-func relayProgress[T any](ctx context.Context, write func(*mcp.ProgressNotificationParams),
-	send func(context.Context, func(*mcp.ProgressNotificationParams)) (T, error)) (T, error) {
+// relayed is one message a server sends during a call for the call's session alone: a
+// progress notification, or a log line (for a 2026-07-28 session, which gets its log lines
+// with its requests).
+type relayed struct {
+	progress *mcp.ProgressNotificationParams
+	log      *mcp.LoggingMessageParams
+}
+
+// progressTo is the onProgress callback that puts a call's progress through put.
+func progressTo(put func(relayed)) func(*mcp.ProgressNotificationParams) {
+	if put == nil {
+		return nil
+	}
+	return func(pp *mcp.ProgressNotificationParams) { put(relayed{progress: pp}) }
+}
+
+// logsTo has the log lines a server sends on a call's own stream go through put (conn's log
+// sink), at most as verbose as level; with no level the session gets none.
+func logsTo(ctx context.Context, put func(relayed), level mcp.LoggingLevel) context.Context {
+	return conn.WithLogSink(ctx, level, func(lm *mcp.LoggingMessageParams) {
+		if admits(level, lm.Level) {
+			put(relayed{log: lm})
+		}
+	})
+}
+
+// admits reports whether a session at level takes a line of the given level.
+func admits(level, line mcp.LoggingLevel) bool {
+	want, got := slices.Index(logLevels, level), slices.Index(logLevels, line)
+	return want >= 0 && got >= want
+}
+
+// relayCall runs send while the calling goroutine, which serves the one session the call is
+// for, writes what the server sends for it (write). The goroutine that hands send's put the
+// messages serves every session of the connection: it only queues, and past progressQueue
+// waiting the oldest go. What is queued when send returns is written before relayCall
+// returns, so it comes before the call's result. A panic in send is raised again on the
+// calling goroutine, whose owner recovers it (recovery.Middleware, or net/http on the
+// message-level path). A nil write relays nothing (send's put is nil).
+func relayCall[T any](ctx context.Context, write func(relayed), send func(context.Context, func(relayed)) (T, error)) (T, error) {
 	if write == nil {
 		return send(ctx, nil)
 	}
-	events := make(chan *mcp.ProgressNotificationParams, progressQueue)
-	onProgress := func(pp *mcp.ProgressNotificationParams) {
+	events := make(chan relayed, progressQueue)
+	put := func(e relayed) {
 		for {
 			select {
-			case events <- pp:
+			case events <- e:
 				return
 			default:
 			}
@@ -410,21 +453,21 @@ func relayProgress[T any](ctx context.Context, write func(*mcp.ProgressNotificat
 				done <- outcome{panicked: recovery.Capture(v)}
 			}
 		}()
-		res, err := send(ctx, onProgress)
+		res, err := send(ctx, put)
 		done <- outcome{res: res, err: err}
 	}()
 	for {
 		select {
-		case pp := <-events:
-			write(pp)
+		case e := <-events:
+			write(e)
 		case o := <-done:
 			if o.panicked != nil {
 				panic(o.panicked)
 			}
 			for {
 				select {
-				case pp := <-events:
-					write(pp)
+				case e := <-events:
+					write(e)
 				default:
 					return o.res, o.err
 				}
@@ -455,6 +498,14 @@ func (s *sseWriter) event(data []byte) {
 	_, _ = s.w.Write(buf)
 	if s.f != nil {
 		s.f.Flush()
+	}
+}
+
+// log writes a log line as notifications/message.
+func (s *sseWriter) log(lm *mcp.LoggingMessageParams) {
+	data, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": lm})
+	if err == nil {
+		s.event(data)
 	}
 }
 

@@ -215,6 +215,16 @@ func callRaw(ctx context.Context, c *conn.Conn, raw string, args json.RawMessage
 	return &out, nil
 }
 
+// metaLevel is the log level a 2026-07-28 request asks for in its _meta, or "".
+func metaLevel(req mcp.Request) mcp.LoggingLevel {
+	if m := metaOf(req); m != nil {
+		if l, ok := m[mcp.MetaKeyLogLevel].(string); ok {
+			return mcp.LoggingLevel(l)
+		}
+	}
+	return ""
+}
+
 // handler forwards a call on a projected tool to the session's slot for the server. Failures
 // of the server (down, gone, protocol errors) come back as tool errors naming the server, so
 // the agent sees them as it sees any failing tool.
@@ -224,18 +234,32 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
 		}
-		var write func(*mcp.ProgressNotificationParams) // on this goroutine, the session's own (relayProgress)
-		if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
-			write = func(pp *mcp.ProgressNotificationParams) {
-				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-					ProgressToken: token, Progress: pp.Progress, Total: pp.Total, Message: pp.Message,
-				})
+		token := req.Params.GetProgressToken()
+		level := mcp.LoggingLevel("")
+		if o := originOf(req); o.stateless {
+			level = metaLevel(req)
+		}
+		var write func(relayed) // on this goroutine, the session's own (relayCall)
+		if (token != nil || level != "") && req.Session != nil {
+			write = func(e relayed) {
+				switch {
+				case e.progress != nil && token != nil:
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+						ProgressToken: token, Progress: e.progress.Progress, Total: e.progress.Total, Message: e.progress.Message,
+					})
+				case e.log != nil:
+					_ = req.Session.Log(ctx, e.log) // on the request's stream, at the request's level
+				}
 			}
 		}
 		o := originOf(req)
 		o.name, o.raw = req.Params.Name, raw
 		send := func(ctx context.Context, c *conn.Conn) (*mcp.CallToolResult, error) {
-			return relayProgress(ctx, write, func(ctx context.Context, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
+			return relayCall(ctx, write, func(ctx context.Context, put func(relayed)) (*mcp.CallToolResult, error) {
+				if level != "" {
+					ctx = logsTo(ctx, put, level)
+				}
+				onProgress := progressTo(put)
 				if len(req.Params.InputResponses) == 0 && len(req.Params.RequestState) == 0 {
 					if res, err := callRaw(ctx, c, raw, args, onProgress); !errors.Is(err, conn.ErrNotRaw) && !errors.Is(err, conn.ErrOtherRevision) {
 						return res, err

@@ -98,14 +98,14 @@ func TestHandlerPanicFailsOnlyItsRequest(t *testing.T) {
 	}
 }
 
-// A panic in what relayProgress runs on a goroutine of its own is raised again on the calling
+// A panic in what relayCall runs on a goroutine of its own is raised again on the calling
 // goroutine, with the stack where it happened, for that goroutine's owner to recover.
-func TestRelayProgressRaisesPanicOnCaller(t *testing.T) {
+func TestRelayCallRaisesPanicOnCaller(t *testing.T) {
 	var got any
 	func() {
 		defer func() { got = recover() }()
-		_, _ = relayProgress(context.Background(), func(*mcp.ProgressNotificationParams) {},
-			func(context.Context, func(*mcp.ProgressNotificationParams)) (int, error) { panic("boom in send") })
+		_, _ = relayCall(context.Background(), func(relayed) {},
+			func(context.Context, func(relayed)) (int, error) { panic("boom in send") })
 	}()
 	p, ok := got.(*recovery.Panic)
 	if !ok || p.Value != "boom in send" || !strings.Contains(string(p.Stack), "recover_test.go") {
