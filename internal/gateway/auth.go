@@ -45,7 +45,8 @@ type Authorizer interface {
 // session did not exist.
 func Principal(u *authnv1.UserInfo) string { return "user:" + u.Username + "/" + u.UID }
 
-// localPrincipal is the one principal of local mode: every loopback caller is the local user.
+// localPrincipal is the principal of local mode's callers: the local user, told apart by uid
+// where the OS says which one is calling (peer.go).
 const localPrincipal = "local"
 
 // authorize applies the configured access rule: the Authorizer in cluster mode, loopback
@@ -65,7 +66,7 @@ func (g *Gateway) authorize(r *http.Request, key types.NamespacedName) (string, 
 	if !isLoopback(h) {
 		return "", http.StatusForbidden, fmt.Sprintf("Host %q is not a loopback name (DNS rebinding protection)", r.Host)
 	}
-	return localPrincipal, 0, ""
+	return localPrincipalOf(r.Context()), 0, ""
 }
 
 func isLoopback(host string) bool {

@@ -362,6 +362,9 @@ func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 	// No ReadTimeout: its deadline stays on the connection while the handler runs and would
 	// cancel long calls and the GET streams that carry list_changed.
 	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	if g.opts.Auth == nil {
+		srv.ConnContext = peerContext // local mode: whose process is calling (peer.go)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	close(g.serving)

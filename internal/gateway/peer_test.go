@@ -1,0 +1,68 @@
+package gateway
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// The kernel's socket tables name a socket's ends in hex words of its own byte order; the
+// uid is the eighth field.
+func TestSocketUID(t *testing.T) {
+	table := []byte(`  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:2124 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:C350 0100007F:2124 01 00000000:00000000 00:00000000 00000000  1001        0 2 1 0000000000000000 20 4 30 10 -1
+   2: 0100007F:2124 0100007F:C350 01 00000000:00000000 00:00000000 00000000  1000        0 3 1 0000000000000000 20 4 30 10 -1
+`)
+	table6 := []byte(`  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000001000000:C351 00000000000000000000000001000000:2124 01 00000000:00000000 00:00000000 00000000  1002        0 4 1
+`)
+	server := netip.MustParseAddrPort("127.0.0.1:8484")
+	for _, c := range []struct {
+		table         []byte
+		local, remote string
+		uid           int
+		ok            bool
+	}{
+		{table, "127.0.0.1:50000", "127.0.0.1:8484", 1001, true},
+		{table, "127.0.0.1:8484", "127.0.0.1:50000", 1000, true},
+		{table, "127.0.0.1:50001", "127.0.0.1:8484", 0, false},
+		{table6, "[::1]:50001", "[::1]:8484", 1002, true},
+		{[]byte("header only\n"), "127.0.0.1:50000", server.String(), 0, false},
+	} {
+		uid, ok := socketUID(c.table, netip.MustParseAddrPort(c.local), netip.MustParseAddrPort(c.remote))
+		if uid != c.uid || ok != c.ok {
+			t.Errorf("socketUID(%s → %s) = %d, %v; want %d, %v", c.local, c.remote, uid, ok, c.uid, c.ok)
+		}
+	}
+}
+
+// On this machine a loopback connection's other end is found in the kernel's tables: the test
+// process's own uid.
+func TestPeerContextFindsOurUID(t *testing.T) {
+	if _, err := os.Stat("/proc/net/tcp"); err != nil {
+		t.Skip("no /proc/net/tcp on this OS") // the principal is then the one local user
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	got := localPrincipalOf(peerContext(context.Background(), server))
+	if want := "local:uid:" + strconv.Itoa(os.Getuid()); got != want {
+		t.Fatalf("principal %q, want %q", got, want)
+	}
+}
