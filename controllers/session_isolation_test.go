@@ -4,6 +4,7 @@
 package controllers
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -646,4 +647,31 @@ func TestGatewayStatelessSessionGetsItsLogs(t *testing.T) {
 		t.Fatalf("another session got a log line of a 2026-07-28 session's request: %q", got)
 	case <-time.After(time.Second):
 	}
+}
+
+// A client that sends its request's headers and then its body slowly, or never, is answered
+// 408 once the body is late: it does not hold the gateway's goroutine or its connection for
+// longer, and a session beside it goes on.
+func TestGatewaySlowBodyTimesOut(t *testing.T) {
+	defer func(old time.Duration) { gateway.BodyReadTimeout = old }(gateway.BodyReadTimeout)
+	gateway.BodyReadTimeout = time.Second
+	ns := newNamespace(t)
+	key := create(t, ns, "slowbody", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry})
+	url := base + gateway.Path(key)
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":",
+		gateway.Path(key), strings.TrimPrefix(base, "http://"))
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	status, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.Contains(status, "408") {
+		t.Fatalf("a body that never comes: %q %v", status, err)
+	}
+	s := connectTo(t, url)
+	callOK(t, s.session, "a__echo", map[string]any{"text": "beside"})
 }

@@ -13,10 +13,14 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -326,8 +330,41 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(unwrapped(w), r.Body, g.opts.MaxBodyBytes)
 	}
+	if r.Method == http.MethodPost && !readBody(w, r) {
+		return
+	}
 	r = r.WithContext(tracing.FromHeaders(r.Context(), r.Header)) // a session's traceparent
 	p.serveHTTP(w, r)
+}
+
+// BodyReadTimeout bounds reading one request's body. A client that sends its body slowly, or
+// never, then costs a goroutine and a connection for that long, and holds no place of its
+// session's share of a connection (the body is read before the request is admitted).
+var BodyReadTimeout = 30 * time.Second
+
+// readBody reads a POST's body within BodyReadTimeout and gives the request a copy; false
+// when it has answered instead (408 for a body that did not come in time, 413 for one over
+// MaxBodyBytes).
+func readBody(w http.ResponseWriter, r *http.Request) bool {
+	rc := http.NewResponseController(unwrapped(w))
+	_ = rc.SetReadDeadline(time.Now().Add(BodyReadTimeout))
+	body, err := io.ReadAll(r.Body)
+	_ = rc.SetReadDeadline(time.Time{}) // also the server's own read past the body, which watches for the client's going
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		return false
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		w.Header().Set("Connection", "close")
+		http.Error(w, fmt.Sprintf("the request body did not arrive within %s", BodyReadTimeout), http.StatusRequestTimeout)
+		return false
+	case err != nil:
+		http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
 }
 
 // project returns the project's endpoint, creating it for a project the registry knows.
