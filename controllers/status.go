@@ -51,6 +51,9 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 	}
 	for _, srv := range obj.Spec.Servers {
 		ss := serverStatus(srv, obs.Servers[srv.Name], names[srv.Name], messages[srv.Name], exact)
+		if endpoint != "" && !srv.Disabled {
+			ss.Endpoint = v1alpha1.ServerEndpoint(endpoint, srv.Name)
+		}
 		if old, ok := prevPhase[srv.Name]; ok && old.Phase == ss.Phase && old.LastTransitionTime != nil {
 			ss.LastTransitionTime = old.LastTransitionTime
 		} else {

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -37,6 +39,13 @@ const (
 	// MaxErrorLength bounds status messages such as lastError.
 	MaxErrorLength = 1024
 )
+
+// ServerEndpoint is the URL of a project's per-server endpoint, given the project endpoint's
+// (…/projects/<namespace>/<name>/mcp): …/projects/<namespace>/<name>/servers/<server>/mcp. The
+// URL is a contract: clients store it.
+func ServerEndpoint(projectEndpoint, server string) string {
+	return strings.TrimSuffix(projectEndpoint, "/mcp") + "/servers/" + server + "/mcp"
+}
 
 // ServerNamePattern is what a server name may contain: it becomes the prefix of every projected
 // tool name, so it is kept to characters every MCP client accepts in a tool name.
@@ -369,6 +378,11 @@ type ServerStatus struct {
 	// sessions is the number of session slots bound to the connection.
 	// +optional
 	Sessions int32 `json:"sessions,omitempty"`
+
+	// endpoint is the URL of the server's own endpoint: its tools, prompts and resources under
+	// the names the server gives them, as a client connected to it directly sees them.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
 
 	// waiting is how many sessions' requests wait for their turn on the connection
 	// (--max-calls-per-session, --max-calls-per-server), as of this status; it is written when

@@ -506,8 +506,8 @@ func TestReadmeAnnotations(t *testing.T) {
 // parenthesis or brace).
 var endpointURL = regexp.MustCompile("(https?://[^/\\s\"'`]+)?/projects/([^/\\s]+)/([^/\\s]+)/([^\\s\"'`)}]*)")
 
-// The endpoint URLs in the README and the pages of docs/ have the gateway's path and its
-// default address, and the stateless session header is spelled as the gateway reads it.
+// The endpoint URLs in the README and the pages of docs/ have the gateway's paths (the
+// project's and the per-server ones) and its default address, and the stateless session header is spelled as the gateway reads it.
 func TestReadmeEndpointAndHeader(t *testing.T) {
 	pages := docPages(t)
 	if want := gateway.Path(types.NamespacedName{Namespace: "<namespace>", Name: "<name>"}); !strings.Contains(allText(pages), want) {
@@ -520,7 +520,12 @@ func TestReadmeEndpointAndHeader(t *testing.T) {
 	for _, p := range pages {
 		for _, m := range endpointURL.FindAllStringSubmatch(p.text, -1) {
 			path := strings.TrimPrefix(m[0], m[1])
-			if want := gateway.Path(types.NamespacedName{Namespace: m[2], Name: m[3]}); path != want {
+			key := types.NamespacedName{Namespace: m[2], Name: m[3]}
+			want := gateway.Path(key)
+			if server, ok := strings.CutPrefix(m[4], "servers/"); ok { // a per-server endpoint
+				want = gateway.ServerPath(key, strings.TrimSuffix(server, "/mcp"))
+			}
+			if path != want {
 				t.Errorf("%s shows the endpoint %s; the gateway serves %s", p.name, m[0], want)
 			}
 			if m[1] != "" && m[1] != "http://"+addr {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/projection"
+	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
 // projected is one item (tool, prompt, resource or template) as sessions see it; fingerprint
@@ -37,10 +38,44 @@ func (a projected) same(b projected) bool {
 // project's connections (registry.ServerState.Offered: a Ready or Disconnected server's, the
 // previous connection's during a swap, none from a Failed one). Only differences are applied,
 // so sessions get one list_changed per real change.
+// observe is what the endpoint serves of the project: every server, or its one.
+func (p *project) observe() registry.Observation {
+	obs := p.g.opts.Registry.ObserveServers(p.key)
+	if p.only == "" {
+		return obs
+	}
+	st, ok := obs.Servers[p.only]
+	obs.Servers = map[string]registry.ServerState{}
+	if ok {
+		obs.Servers[p.only] = st
+	}
+	return obs
+}
+
+// ownNames gives a per-server endpoint's tools and prompts the names their server gives them
+// (one server's names are distinct).
+func ownNames(tools map[string]projection.Tool, prompts map[string]projection.Prompt) (map[string]projection.Tool, map[string]projection.Prompt) {
+	ownTools := make(map[string]projection.Tool, len(tools))
+	for _, t := range tools {
+		own := *t.Tool
+		own.Name = t.Raw
+		t.Tool = &own
+		ownTools[t.Raw] = t
+	}
+	ownPrompts := make(map[string]projection.Prompt, len(prompts))
+	for _, pr := range prompts {
+		own := *pr.Prompt
+		own.Name = pr.Raw
+		pr.Prompt = &own
+		ownPrompts[pr.Raw] = pr
+	}
+	return ownTools, ownPrompts
+}
+
 func (p *project) sync() {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
-	obs := p.g.opts.Registry.ObserveServers(p.key)
+	obs := p.observe()
 	sig := signature(obs.Servers)
 	if sig == p.synced {
 		return // no connection changed since the last projection (the common case at mount)
@@ -53,6 +88,9 @@ func (p *project) sync() {
 	tools, _ := projection.Project(obs.Tools())
 	prompts, _ := projection.Prompts(obs.Prompts())
 	resources, templates, _ := projection.Resources(obs.Resources())
+	if p.only != "" {
+		tools, prompts = ownNames(tools, prompts)
+	}
 	// The raw forms of the items about to be added are published before they are: the SDK
 	// server announces an add (list_changed, 10 ms later), and a list between the add and
 	// the final index (below) would give the new items typed, to a session that then keeps

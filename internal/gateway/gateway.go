@@ -161,6 +161,7 @@ func New(opts Options) *Gateway {
 		pending:  map[types.NamespacedName]bool{},
 	}
 	g.mux.HandleFunc("/projects/{namespace}/{name}/mcp", g.serveProject)
+	g.mux.HandleFunc("/projects/{namespace}/{name}/servers/{server}/mcp", g.serveProject)
 	opts.Registry.Watch(g.markDirty)
 	opts.Registry.OnNotice(g.notice)
 	return g
@@ -183,6 +184,12 @@ func (g *Gateway) Endpoint(key types.NamespacedName) string {
 // Path is a project's endpoint path.
 func Path(key types.NamespacedName) string {
 	return fmt.Sprintf("/projects/%s/%s/mcp", key.Namespace, key.Name)
+}
+
+// ServerPath is the path of a project's per-server endpoint, which serves one server's tools,
+// prompts and resources under the names the server gives them.
+func ServerPath(key types.NamespacedName, server string) string {
+	return fmt.Sprintf("/projects/%s/%s/servers/%s/mcp", key.Namespace, key.Name, server)
 }
 
 // markDirty is the registry watcher: it only records the key (the registry's lock is held).
@@ -262,19 +269,36 @@ func (g *Gateway) syncPending() {
 			p.close()
 		case p != nil:
 			p.sync()
+			for _, v := range g.viewsOf(p) {
+				v.sync()
+			}
 		}
 	}
 }
 
-// all returns every project endpoint.
+// all returns every endpoint: the projects' and their per-server ones.
 func (g *Gateway) all() []*project {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	projects := make([]*project, 0, len(g.projects))
 	for _, p := range g.projects {
 		projects = append(projects, p)
+		for _, v := range p.views {
+			projects = append(projects, v)
+		}
 	}
 	return projects
+}
+
+// viewsOf returns a project endpoint's per-server endpoints.
+func (g *Gateway) viewsOf(p *project) []*project {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	views := make([]*project, 0, len(p.views))
+	for _, v := range p.views {
+		views = append(views, v)
+	}
+	return views
 }
 
 func (g *Gateway) shutdown() {
@@ -327,6 +351,12 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if server := r.PathValue("server"); server != "" {
+		if p = g.view(p, server); p == nil {
+			http.Error(w, fmt.Sprintf("ProjectMCP %s has no server %q", key, server), http.StatusNotFound)
+			return
+		}
+	}
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(unwrapped(w), r.Body, g.opts.MaxBodyBytes)
 	}
@@ -367,6 +397,26 @@ func readBody(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// view returns a project's per-server endpoint for one of its servers, creating it; nil for a
+// name the project's spec does not have.
+func (g *Gateway) view(p *project, server string) *project {
+	if _, ok := g.opts.Registry.ObserveServers(p.key).Servers[server]; !ok {
+		return nil
+	}
+	g.mu.Lock()
+	v := p.views[server]
+	created := v == nil && !g.closed
+	if created {
+		v = newProject(g, p.key, p.epoch, server)
+		p.views[server] = v
+	}
+	g.mu.Unlock()
+	if created {
+		v.sync()
+	}
+	return v
+}
+
 // project returns the project's endpoint, creating it for a project the registry knows.
 func (g *Gateway) project(key types.NamespacedName) *project {
 	epoch := g.opts.Registry.Epoch(key)
@@ -384,7 +434,7 @@ func (g *Gateway) project(key types.NamespacedName) *project {
 		if p != nil { // a recreated project: the old one's sessions are gone from the registry
 			go p.close()
 		}
-		p = newProject(g, key, epoch)
+		p = newProject(g, key, epoch, "")
 		g.projects[key] = p
 		created = true
 	}

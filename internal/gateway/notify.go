@@ -35,19 +35,33 @@ import (
 func (g *Gateway) notice(key types.NamespacedName, server string, n conn.Notice) {
 	g.mu.Lock()
 	p := g.projects[key]
+	var view *project
+	if p != nil {
+		view = p.views[server]
+	}
 	g.mu.Unlock()
 	if p == nil {
 		return
 	}
+	p.deliver(server, n)
+	if view != nil {
+		view.deliver(server, n)
+	}
+}
+
+// deliver hands a server's notification to the endpoint's sessions.
+func (p *project) deliver(server string, n conn.Notice) {
 	ctx := context.Background()
 	switch {
 	case n.ResourceUpdated != nil:
 		_ = p.server.ResourceUpdated(ctx, n.ResourceUpdated) // to its subscribers' outboxes
 	case n.Log != nil:
 		msg := *n.Log
-		msg.Logger = server
-		if n.Log.Logger != "" {
-			msg.Logger = server + "/" + n.Log.Logger
+		if p.only == "" { // on the project endpoint a line says which server sent it
+			msg.Logger = server
+			if n.Log.Logger != "" {
+				msg.Logger = server + "/" + n.Log.Logger
+			}
 		}
 		for _, ss := range p.logReaders(n) {
 			_ = ss.Log(ctx, &msg) // filtered by the session's own level, then queued (outbox.go)
@@ -138,15 +152,27 @@ func (p *project) instructionsMiddleware(next mcp.MethodHandler) mcp.MethodHandl
 		switch r := res.(type) {
 		case *mcp.InitializeResult: // 2025-11-25
 			if r != nil {
-				r.Instructions = instructions(p.g.opts.Registry.ObserveServers(p.key))
+				r.Instructions = p.instructions()
 			}
 		case *mcp.DiscoverResult: // 2026-07-28
 			if r != nil {
-				r.Instructions = instructions(p.g.opts.Registry.ObserveServers(p.key))
+				r.Instructions = p.instructions()
 			}
 		}
 		return res, err
 	}
+}
+
+// instructions are the endpoint's: its one server's own, or every server's under its name.
+func (p *project) instructions() string {
+	obs := p.observe()
+	if st, ok := obs.Servers[p.only]; ok && p.only != "" {
+		if !st.HasConn || st.Conn.Phase == v1alpha1.PhaseFailed {
+			return ""
+		}
+		return st.Conn.Instructions
+	}
+	return instructions(obs)
 }
 
 // instructions combines the servers' instructions, in server-name order.

@@ -33,9 +33,14 @@ import (
 // project is one project's endpoint: an MCP server whose tools are the projection of the
 // project's connections.
 type project struct {
-	g         *Gateway
-	key       types.NamespacedName
-	epoch     uint64 // the registry's incarnation of the project this endpoint serves
+	g     *Gateway
+	key   types.NamespacedName
+	epoch uint64 // the registry's incarnation of the project this endpoint serves
+	// only is the server a per-server endpoint serves, under its own names; "" for the
+	// project endpoint, which serves every server under projected names.
+	only string
+	// views are the project endpoint's per-server endpoints, by server (under g.mu).
+	views map[string]*project
 	server    *mcp.Server
 	stateful  http.Handler
 	stateless http.Handler
@@ -66,9 +71,9 @@ type project struct {
 	outboxes outboxes // what waits for each session's own writer (outbox.go)
 }
 
-func newProject(g *Gateway, key types.NamespacedName, epoch uint64) *project {
+func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string) *project {
 	p := &project{
-		g: g, key: key, epoch: epoch,
+		g: g, key: key, epoch: epoch, only: only, views: map[string]*project{},
 		tools:     map[string]projected{},
 		prompts:   map[string]projected{},
 		resources: map[string]projected{},
@@ -402,6 +407,9 @@ func (p *project) expireStateless(now time.Time) {
 
 // close ends every session of the project (the gateway is stopping).
 func (p *project) close() {
+	for _, v := range p.g.viewsOf(p) {
+		v.close()
+	}
 	p.mu.Lock()
 	sessions := maps.Clone(p.statefuls)
 	stateless := make([]string, 0, len(p.lastSeen))
