@@ -40,7 +40,7 @@ type project struct {
 	// project endpoint, which serves every server under projected names.
 	only string
 	// views are the project endpoint's per-server endpoints, by server (under g.mu).
-	views map[string]*project
+	views     map[string]*project
 	server    *mcp.Server
 	stateful  http.Handler
 	stateless http.Handler
