@@ -13,8 +13,8 @@ import (
 // The four lists reach a session with their items as the server listed them, fields no SDK
 // type models included, when the session and the server speak the same revision: each item
 // through the endpoint is, as a JSON value, the item the server sends a direct session, under
-// its projected name and without the upstream's _meta for tools and prompts (as the
-// projection has always served them), whole for resources and templates. A session of the
+// its projected name for tools and prompts (their _meta as listed), whole for resources and
+// templates. A session of the
 // other revision gets the SDK's typed items, as it does the results of requests: each project
 // also has a server "b" speaking the revision "a" does not, whose items in the same pages are
 // typed exactly when a's are raw.
@@ -42,7 +42,7 @@ func TestGatewayListsKeepUnmodeledFields(t *testing.T) {
 
 			for _, l := range []struct {
 				field, key string
-				projected  bool // named by the projection, its _meta left out
+				projected  bool // named by the projection
 				direct, gw func() error
 			}{
 				{"tools", "name", true,
@@ -78,7 +78,6 @@ func TestGatewayListsKeepUnmodeledFields(t *testing.T) {
 					if l.projected {
 						key = "a__" + key
 						item["name"] = key
-						delete(item, "_meta")
 					}
 					if !tc.kept {
 						delete(item, "futureItemField")

@@ -39,7 +39,13 @@ func direct(t testing.TB, name, version string) *mcp.ClientSession {
 // directWith is direct with a client of the test's own.
 func directWith(t testing.TB, client *mcp.Client, name, version string) *mcp.ClientSession {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "--name", name)
+	return directArgs(t, client, version, "--name", name)
+}
+
+// directArgs is directWith for a fixture started with args.
+func directArgs(t testing.TB, client *mcp.Client, version string, args ...string) *mcp.ClientSession {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), fixture.EnvVar+"=1")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

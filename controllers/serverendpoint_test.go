@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +16,7 @@ import (
 
 // A per-server endpoint serves one server of the project under the names the server gives its
 // tools and prompts: its tools, prompts, resources and instructions are what a session
-// connected to the server directly gets (tool and prompt _meta apart, which no endpoint passes
-// on yet), a call by the server's own name works, a tool the server adds arrives by
+// connected to the server directly gets, _meta included, a call by the server's own name works, a tool the server adds arrives by
 // list_changed under its own name, and status lists the endpoint.
 func TestGatewayServerEndpointIsTheServer(t *testing.T) {
 	ns := newNamespace(t)
@@ -40,8 +40,8 @@ func TestGatewayServerEndpointIsTheServer(t *testing.T) {
 			a := mustDial(t, agentClient("agent"), want, version, header)
 			dt, dp, dr := lists(t, direct)
 			gt, gp, gr := lists(t, a)
-			sameJSON(t, "tools", withoutMeta(t, dt), withoutMeta(t, gt))
-			sameJSON(t, "prompts", withoutMeta(t, dp), withoutMeta(t, gp))
+			sameJSON(t, "tools", dt, gt)
+			sameJSON(t, "prompts", dp, gp)
 			sameJSON(t, "resources", dr, gr)
 			if d, g := instructionsOf(direct), instructionsOf(a); d != g {
 				t.Errorf("instructions: %q directly, %q through the server's endpoint", d, g)
@@ -101,20 +101,6 @@ func lists(t *testing.T, s *mcp.ClientSession) ([]*mcp.Tool, []*mcp.Prompt, []*m
 	return tools.Tools, prompts.Prompts, resources.Resources
 }
 
-// withoutMeta is items as JSON objects without their _meta.
-func withoutMeta[T any](t *testing.T, items []T) []map[string]any {
-	t.Helper()
-	data, _ := json.Marshal(items)
-	var out []map[string]any
-	if err := json.Unmarshal(data, &out); err != nil {
-		t.Fatal(err)
-	}
-	for _, item := range out {
-		delete(item, "_meta")
-	}
-	return out
-}
-
 func sameJSON(t *testing.T, what string, direct, through any) {
 	t.Helper()
 	d, _ := json.Marshal(direct)
@@ -129,4 +115,59 @@ func instructionsOf(s *mcp.ClientSession) string {
 		return r.Instructions
 	}
 	return ""
+}
+
+// An MCP App reaches the host through both endpoints as it does directly: the tool's _meta
+// (ui.resourceUri) as the server lists it, and the ui:// resource it names, listed and read
+// the same.
+func TestGatewayPassesMCPApps(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "apps", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--app")}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			header := http.Header(nil)
+			if version == "2026-07-28" {
+				header = http.Header{"X-ProjectMCP-Session": {"apps"}}
+			}
+			direct := directArgs(t, agentClient("agent"), version, "--name", "a", "--app")
+			want := appView(t, ctx, direct, "show_app")
+			if !strings.Contains(want, `"resourceUri":"ui://a/app"`) {
+				t.Fatalf("the fixture's app tool lacks its _meta: %s", want)
+			}
+			for endpoint, name := range map[string]string{obj.Status.Endpoint: "a__show_app", v1alpha1.ServerEndpoint(obj.Status.Endpoint, "a"): "show_app"} {
+				got := appView(t, ctx, mustDial(t, agentClient("agent"), endpoint, version, header), name)
+				if got != strings.Replace(want, `"name":"show_app"`, `"name":"`+name+`"`, 1) {
+					t.Errorf("through %s:\n%s\ndirectly:\n%s", endpoint, got, want)
+				}
+			}
+		})
+	}
+}
+
+// appView is what a host reads of an MCP App: the tool as listed, the listed ui:// resource
+// and the resource's contents, as JSON.
+func appView(t *testing.T, ctx context.Context, s *mcp.ClientSession, tool string) string {
+	t.Helper()
+	tools, _, resources := lists(t, s)
+	var out []any
+	for _, tl := range tools {
+		if tl.Name == tool {
+			out = append(out, tl)
+		}
+	}
+	for _, r := range resources {
+		if strings.HasPrefix(r.URI, "ui://") {
+			out = append(out, r)
+		}
+	}
+	read, err := s.ReadResource(ctx, &mcp.ReadResourceParams{URI: "ui://a/app"})
+	if err != nil {
+		t.Fatalf("reading the app: %v", err)
+	}
+	out = append(out, read.Contents)
+	data, _ := json.Marshal(out)
+	return string(data)
 }

@@ -733,7 +733,7 @@ func TestRawListsDecodeAsTheSDK(t *testing.T) {
 		t.Fatalf("the note: %q", s.Notes)
 	}
 	if raw := s.RawItem(KindTool, "small"); raw == nil || !strings.Contains(string(raw.Members), `"NAME":"big"`) {
-		t.Fatalf("the raw item keeps every member but name and _meta: %+v", raw)
+		t.Fatalf("the raw item keeps every member but name: %+v", raw)
 	}
 
 	deep := &hostile{tools: func(w io.Writer, _ string) {

@@ -48,8 +48,8 @@ var (
 // RawItem is one listed item as its server sent it.
 type RawItem struct {
 	// Members are the item's JSON object members in the server's order, without the braces;
-	// a tool's and a prompt's without "name" (the gateway writes the projected one) and
-	// without "_meta" (the upstream's own business, as in package projection).
+	// a tool's and a prompt's without "name" (the gateway writes the projected one). _meta is
+	// kept: it is how a server tells the host about a tool (an MCP App's ui.resourceUri).
 	Members []byte
 	// Newest: the server speaks 2026-07-28 (a session of the other revision gets the typed
 	// item, as it does for the results of requests).
@@ -363,7 +363,7 @@ func invalidHeaders(scratch *mcp.Server, t *mcp.Tool) (why string) {
 }
 
 // objectMembers returns a JSON object's members without its braces, in order, without "name"
-// and "_meta" when drop is set.
+// when drop is set (the gateway writes the name sessions see).
 func objectMembers(raw json.RawMessage, drop bool) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
@@ -380,7 +380,7 @@ func objectMembers(raw json.RawMessage, drop bool) ([]byte, error) {
 		if err := dec.Decode(&v); err != nil {
 			return nil, err
 		}
-		if drop && (key == "name" || key == "_meta") {
+		if drop && key == "name" {
 			continue
 		}
 		out = AppendMember(out, key, v)

@@ -21,8 +21,8 @@ import (
 type Tool struct {
 	// Server and Raw are the server the tool comes from and its name there.
 	Server, Raw string
-	// Tool is a copy of the upstream tool under its projected name, without the upstream's
-	// _meta (which is its own business).
+	// Tool is a copy of the upstream tool under its projected name, its _meta included (an MCP
+	// App's ui.resourceUri, the host's business).
 	Tool *mcp.Tool
 }
 
@@ -48,7 +48,6 @@ func Project(offered map[string][]*mcp.Tool) (map[string]Tool, []Note) {
 	for name, n := range named {
 		out := *n.item
 		out.Name = name
-		out.Meta = nil
 		tools[name] = Tool{Server: n.server, Raw: n.raw, Tool: &out}
 	}
 	return tools, notes
@@ -58,7 +57,7 @@ func Project(offered map[string][]*mcp.Tool) (map[string]Tool, []Note) {
 type Prompt struct {
 	// Server and Raw are the server the prompt comes from and its name there.
 	Server, Raw string
-	// Prompt is a copy of the upstream prompt under its projected name, without _meta.
+	// Prompt is a copy of the upstream prompt under its projected name, _meta included.
 	Prompt *mcp.Prompt
 }
 
@@ -70,7 +69,6 @@ func Prompts(offered map[string][]*mcp.Prompt) (map[string]Prompt, []Note) {
 	for name, n := range named {
 		out := *n.item
 		out.Name = name
-		out.Meta = nil
 		prompts[name] = Prompt{Server: n.server, Raw: n.raw, Prompt: &out}
 	}
 	return prompts, notes

@@ -103,8 +103,8 @@ func TestProject(t *testing.T) {
 			have := map[string]string{}
 			for n, w := range got {
 				have[n] = w.Server + "/" + w.Raw
-				if w.Tool.Name != n || w.Tool.Meta != nil || w.Tool.Description != "d "+w.Raw {
-					t.Errorf("%s: the copy must carry the projected name, no _meta, the rest unchanged: %+v", n, w.Tool)
+				if w.Tool.Name != n || w.Tool.Meta["upstream"] != true || w.Tool.Description != "d "+w.Raw {
+					t.Errorf("%s: the copy must carry the projected name, the rest (its _meta too) unchanged: %+v", n, w.Tool)
 				}
 				if !toolname.Valid(n) {
 					t.Errorf("%q is not a valid tool name", n)
@@ -196,7 +196,7 @@ func TestPrompts(t *testing.T) {
 	}
 	for name, from := range want {
 		p, ok := got[name]
-		if !ok || p.Server+"/"+p.Raw != from || p.Prompt.Name != name || p.Prompt.Meta != nil {
+		if !ok || p.Server+"/"+p.Raw != from || p.Prompt.Name != name || (from == "a/greet") != (p.Prompt.Meta != nil) {
 			t.Errorf("%s: %+v", name, p)
 		}
 	}
