@@ -649,7 +649,11 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 			return zero, fmt.Errorf("%w: MCP server %q", ErrDestroyed, c.opts.Server.Name)
 		}
 		if s == nil || phase != v1alpha1.PhaseReady {
-			msg := fmt.Sprintf("MCP server %q is %s", c.opts.Server.Name, strings.ToLower(string(phase)))
+			state := strings.ToLower(string(phase))
+			if phase == v1alpha1.PhaseReady { // its session has just gone; the supervisor is replacing it
+				state = "reconnecting"
+			}
+			msg := fmt.Sprintf("MCP server %q is %s", c.opts.Server.Name, state)
 			if lastErr != "" {
 				msg += ": " + lastErr
 			}

@@ -673,3 +673,14 @@ func TestNoProgressAfterDone(t *testing.T) {
 		t.Fatalf("progress relayed %d times, want once", calls)
 	}
 }
+
+// A request that finds the connection Ready but its session just gone (the supervisor is
+// replacing it) is told the server is reconnecting, not that it is ready.
+func TestRoundTripBetweenSessions(t *testing.T) {
+	c := &Conn{ctx: context.Background(), state: Snapshot{Phase: v1alpha1.PhaseReady}}
+	c.opts.Server.Name = "x"
+	_, err := roundTrip(c, context.Background(), func(context.Context, *mcp.ClientSession) (int, error) { return 0, nil })
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), `MCP server "x" is reconnecting`) {
+		t.Fatalf("got %v", err)
+	}
+}
