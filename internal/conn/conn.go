@@ -115,8 +115,9 @@ type Options struct {
 	Clock clock.WithTicker
 
 	Log logr.Logger
-	// OnChange is called after every state or tool-list change, from the supervisor goroutine
-	// with no lock held. It must not block.
+	// OnChange is called after every state or tool-list change, from the supervisor goroutine,
+	// and when the sessions' queue on the connection forms, doubles or empties (fair.go), from
+	// the goroutine of the request that changed it; always with no lock held. It must not block.
 	OnChange func()
 	// OnNotice receives the server's notifications meant for sessions (resources/updated,
 	// log messages), from the SDK's receive loop: it must not block.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -110,10 +109,10 @@ func (p *project) serveFast(w http.ResponseWriter, r *http.Request, ref string) 
 	if ss == nil || !fastHeaders(r, ss) {
 		return false
 	}
-	env, handled, ok := readFast(w, r, "tools/call", "notifications/cancelled", "prompts/get", "resources/read", "completion/complete")
+	env, ok := readFast(r, "tools/call", "notifications/cancelled", "prompts/get", "resources/read", "completion/complete")
 	switch {
-	case handled || !ok:
-		return handled
+	case !ok:
+		return false
 	case env.Method == "notifications/cancelled" && len(env.ID) == 0:
 		return p.cancelFast(w, ref, env.Params)
 	case env.Method == "tools/call":
@@ -135,9 +134,9 @@ func (p *project) serveStatelessFast(w http.ResponseWriter, r *http.Request) boo
 	if version != "2026-07-28" || (method != "tools/call" && !rawMethods[method]) || (named && r.Header.Get("Mcp-Name") == "") || !fastContent(r) {
 		return false
 	}
-	env, handled, ok := readFast(w, r, method)
-	if handled || !ok {
-		return handled
+	env, ok := readFast(r, method)
+	if !ok {
+		return false
 	}
 	identify := func(m *fastMeta, name string) (fastCaller, bool) {
 		// What the SDK's stateless handler checks (the _meta triple, the standard headers),
@@ -179,30 +178,20 @@ func (p *project) countRequest(method, path string) bool {
 	return path == pathRaw
 }
 
-// readFast reads a request body and its JSON-RPC envelope when it is one of the methods
-// named. handled: an answer has been written (the body was too large); !ok: the SDK is to
-// handle the request (the body is restored for it).
-func readFast(w http.ResponseWriter, r *http.Request, methods ...string) (env fastEnvelope, handled, ok bool) {
-	body, err := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-			return env, true, false
-		}
-		return env, false, false
-	}
+// readFast reads the JSON-RPC envelope of a request's body (read already: readBody) when it
+// is one of the methods named; !ok: the SDK is to handle the request.
+func readFast(r *http.Request, methods ...string) (env fastEnvelope, ok bool) {
+	body := bodyOf(r)
 	if !slices.ContainsFunc(methods, func(m string) bool { return bytes.Contains(body, []byte(`"`+m+`"`)) }) {
-		return env, false, false
+		return env, false
 	}
 	if conn.DecodeExact(body, &env) != nil || env.JSONRPC != "2.0" || !slices.Contains(methods, env.Method) {
-		return env, false, false
+		return env, false
 	}
 	if (env.Method == "tools/call" || rawMethods[env.Method]) && (len(env.ID) == 0 || env.ID[0] == '{' || env.ID[0] == '[' || string(env.ID) == "null") {
-		return env, false, false
+		return env, false
 	}
-	return env, false, true
+	return env, true
 }
 
 // How a tools/call went (metrics.FastPath).
@@ -293,7 +282,7 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	var err error
 	var stream *sseWriter
 	if len(token) > 0 || logs {
-		stream, res, err = withProgress(ctx, w, token, send)
+		stream, res, err = withEvents(ctx, w, token, send)
 	} else {
 		res, err = send(ctx, nil)
 	}
@@ -364,10 +353,10 @@ func callMembers(raw string, args, inputResponses, requestState json.RawMessage)
 // goroutine, which every session of the connection shares, never waits for this session.
 const progressQueue = 32
 
-// withProgress runs send while relaying what the server sends for the call (its progress,
+// withEvents runs send while relaying what the server sends for the call (its progress,
 // with the session's own token, and its log lines) to the session as events of its response
 // stream. The first event decides that the response is an event stream (nil until then).
-func withProgress(ctx context.Context, w http.ResponseWriter, token json.RawMessage,
+func withEvents(ctx context.Context, w http.ResponseWriter, token json.RawMessage,
 	send func(context.Context, func(relayed)) (conn.RawResult, error)) (*sseWriter, conn.RawResult, error) {
 	var stream *sseWriter
 	res, err := relayCall(ctx, func(e relayed) {

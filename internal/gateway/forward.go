@@ -234,9 +234,11 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
 		}
+		o := originOf(req)
+		o.name, o.raw = req.Params.Name, raw
 		token := req.Params.GetProgressToken()
 		level := mcp.LoggingLevel("")
-		if o := originOf(req); o.stateless {
+		if o.stateless {
 			level = metaLevel(req)
 		}
 		var write func(relayed) // on this goroutine, the session's own (relayCall)
@@ -252,8 +254,6 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 				}
 			}
 		}
-		o := originOf(req)
-		o.name, o.raw = req.Params.Name, raw
 		send := func(ctx context.Context, c *conn.Conn) (*mcp.CallToolResult, error) {
 			return relayCall(ctx, write, func(ctx context.Context, put func(relayed)) (*mcp.CallToolResult, error) {
 				if level != "" {

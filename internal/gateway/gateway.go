@@ -393,18 +393,41 @@ func readBody(w http.ResponseWriter, r *http.Request) bool {
 		http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
 		return false
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body = &postBody{Reader: bytes.NewReader(body), data: body}
 	return true
+}
+
+// postBody is a POST's body once readBody has read it: the fast path decodes data where it
+// lies, and the SDK reads it as any body.
+type postBody struct {
+	*bytes.Reader
+	data []byte
+}
+
+func (*postBody) Close() error { return nil }
+
+// bodyOf is a POST's body as readBody read it; nil for a request it did not read.
+func bodyOf(r *http.Request) []byte {
+	if b, ok := r.Body.(*postBody); ok {
+		return b.data
+	}
+	return nil
 }
 
 // view returns a project's per-server endpoint for one of its servers, creating it; nil for a
 // name the project's spec does not have.
 func (g *Gateway) view(p *project, server string) *project {
+	g.mu.Lock()
+	v := p.views[server]
+	g.mu.Unlock()
+	if v != nil {
+		return v // the common case: no look at the registry on the request's path
+	}
 	if _, ok := g.opts.Registry.ObserveServers(p.key).Servers[server]; !ok {
 		return nil
 	}
 	g.mu.Lock()
-	v := p.views[server]
+	v = p.views[server]
 	created := v == nil && !g.closed
 	if created {
 		v = newProject(g, p.key, p.epoch, server)
