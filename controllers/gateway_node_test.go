@@ -18,7 +18,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/testenv"
 )
 
-// nodeClient returns node and the folder of the npm client scripts (test/node), with their
+// nodeClient returns node and the folder of the npm scripts (test/node), with their
 // dependencies installed from test/node/package-lock.json; it skips without node and npm.
 func nodeClient(t *testing.T) (node, dir string) {
 	t.Helper()
@@ -28,7 +28,8 @@ func nodeClient(t *testing.T) (node, dir string) {
 	}
 	root, _ := testenv.RepoRoot()
 	dir = filepath.Join(root, "test", "node")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+	if !installed(filepath.Join(dir, "node_modules"), "@modelcontextprotocol/sdk", "@modelcontextprotocol/conformance",
+		"@modelcontextprotocol/server-everything", "glob") {
 		npm, err := exec.LookPath("npm")
 		if err != nil {
 			t.Skip("npm is not on PATH")
@@ -40,6 +41,16 @@ func nodeClient(t *testing.T) (node, dir string) {
 		}
 	}
 	return node, dir
+}
+
+// installed reports whether every package named is in the node_modules folder.
+func installed(modules string, packages ...string) bool {
+	for _, p := range packages {
+		if _, err := os.Stat(filepath.Join(modules, filepath.FromSlash(p), "package.json")); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // The npm @modelcontextprotocol/sdk client (test/node/client.mjs) lists and calls tools through

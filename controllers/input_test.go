@@ -166,7 +166,7 @@ func TestGatewayStatelessInputRounds(t *testing.T) {
 		t.Fatalf("calls held: %d, want 2", n)
 	}
 	res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: "c__elicit", Arguments: map[string]any{"text": "hi"}})
-	if err != nil || !res.IsError || !strings.Contains(text(res), "2 calls of this project already wait for their sessions' input") {
+	if !strings.Contains(failure(res, err), "2 calls of this project already wait for their sessions' input") {
 		t.Fatalf("a call past the bound: %s (%v)", rawJSON(t, res), err)
 	}
 	for _, r := range []struct {
@@ -197,7 +197,7 @@ func TestGatewayStatelessInputRounds(t *testing.T) {
 	// A session that declared no sampling: the server's request fails naming it.
 	plain := mustDial(t, mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "1"}, nil), endpoint, "", http.Header{gateway.SessionHeader: {"plain"}})
 	res, err = plain.CallTool(ctx, &mcp.CallToolParams{Name: "a__sample", Arguments: map[string]any{"text": "hi"}})
-	if err != nil || !res.IsError || !strings.Contains(text(res), "did not declare the sampling capability") {
+	if !strings.Contains(failure(res, err), "did not declare the sampling capability") {
 		t.Fatalf("sampling for a session without the capability: %s (%v)", rawJSON(t, res), err)
 	}
 
@@ -330,8 +330,21 @@ func TestGatewayInputPlacesPerSession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	res, err := greedy.CallTool(ctx, &mcp.CallToolParams{Name: "b__elicit", Arguments: map[string]any{"text": "hi"}})
-	if err != nil || !res.IsError || !strings.Contains(text(res), "1 calls of this session already wait for its input") {
+	if !strings.Contains(failure(res, err), "1 calls of this session already wait for its input") {
 		t.Fatalf("a call past the session's share: %s (%v)", rawJSON(t, res), err)
 	}
 	asked(t, other, "b__elicit", "elicitation/create")
+}
+
+// failure is how a call failed: the fixture's tool fails with the error its request to the
+// session got, and answers the call with a JSON-RPC error, which reaches the session as the
+// server sent it (err); a failing tool result's text otherwise; "" when the call succeeded.
+func failure(res *mcp.CallToolResult, err error) string {
+	switch {
+	case err != nil:
+		return err.Error()
+	case res.IsError:
+		return text(res)
+	}
+	return ""
 }

@@ -54,6 +54,22 @@ func WithLogSink(ctx context.Context, level mcp.LoggingLevel, put func(*mcp.Logg
 	return context.WithValue(ctx, requestLogsKey{}, &requestLogs{level: level, put: put})
 }
 
+// capabilitiesKey carries the client capabilities a 2026-07-28 server is told with a request,
+// in place of the gateway's own: those of the session the request comes from, as far as the
+// gateway relays them, so the server asks that session for nothing it did not declare.
+type capabilitiesKey struct{}
+
+// WithClientCapabilities has requests made with ctx tell a 2026-07-28 server caps (a JSON
+// object) as the client's capabilities.
+func WithClientCapabilities(ctx context.Context, caps json.RawMessage) context.Context {
+	return context.WithValue(ctx, capabilitiesKey{}, caps)
+}
+
+func capabilitiesFrom(ctx context.Context) json.RawMessage {
+	caps, _ := ctx.Value(capabilitiesKey{}).(json.RawMessage)
+	return caps
+}
+
 // requestLevel is the log level a request made with ctx asks the server for.
 func (c *Conn) requestLevel(ctx context.Context) mcp.LoggingLevel {
 	if sink, ok := ctx.Value(requestLogsKey{}).(*requestLogs); ok {
@@ -162,8 +178,12 @@ func (c *Conn) rootsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 // request's session (ctx carries its caller).
 func (c *Conn) notification(ctx context.Context, method string, params json.RawMessage) {
 	switch method {
-	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
-		c.requestRelist()
+	case "notifications/tools/list_changed":
+		c.announce(ToolList)
+	case "notifications/prompts/list_changed":
+		c.announce(PromptList)
+	case "notifications/resources/list_changed":
+		c.announce(ResourceList)
 	case "notifications/progress":
 		var p mcp.ProgressNotificationParams
 		if json.Unmarshal(params, &p) == nil {

@@ -19,6 +19,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +32,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/utils/clock"
@@ -245,6 +247,7 @@ type Conn struct {
 	progress     map[string]*progressWatch
 	nextToken    atomic.Uint64
 	relists      atomic.Uint64    // re-lists done (tests: list_changed coalescing)
+	announced    atomic.Uint32    // Lists the server announced changed since the last relist began
 	lists        atomic.Uint64    // lists decoded through the SDK (tests: raw re-lists)
 	probes       atomic.Uint64    // health probes sent (tests)
 	level        mcp.LoggingLevel // what sessions asked for (SetLogLevel)
@@ -387,6 +390,10 @@ func (c *Conn) update(f func(s *Snapshot)) {
 type Notice struct {
 	ResourceUpdated *mcp.ResourceUpdatedNotificationParams
 	Log             *mcp.LoggingMessageParams
+	// Unchanged: the server announced a change of these lists, and listing them again found
+	// none. Sessions of the whole project need not hear of it; a session that sees this one
+	// server as if directly (a per-server endpoint) is told, as the server told the gateway.
+	Unchanged Lists
 	// InRequest: the server sent it on the stream of one forwarded request, so it belongs to
 	// that request's session, Caller (nil when that session is one the server cannot ask,
 	// a 2026-07-28 one), and to no other.
@@ -696,7 +703,7 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 	}
 }
 
-// upstreamContext carries ctx's cancellation, caller, log sink and trace context to a request
+// upstreamContext carries ctx's cancellation, caller, log sink, client capabilities and trace context to a request
 // for the server, and none of its other values: the gateway's requests come with contexts of the SDK's server
 // side, whose values (the session's protocol version among them) the SDK's client side would
 // take for its own, e.g. send a 2026-07-28 session's version header to a 2025-11-25 server.
@@ -708,6 +715,9 @@ func upstreamContext(ctx context.Context) (context.Context, context.CancelFunc) 
 	if sink, ok := ctx.Value(requestLogsKey{}).(*requestLogs); ok {
 		base = context.WithValue(base, requestLogsKey{}, sink)
 	}
+	if caps := capabilitiesFrom(ctx); caps != nil {
+		base = WithClientCapabilities(base, caps)
+	}
 	// No deadline of its own: the request ends when ctx does, never before (the caller tells
 	// its own deadline from the server's failures by ctx alone).
 	out, cancel := context.WithCancelCause(base)
@@ -718,13 +728,36 @@ func upstreamContext(ctx context.Context) (context.Context, context.CancelFunc) 
 // callError names the server and scrubs secret values (a URL or header value may appear in
 // a transport error) from an error that goes back to the agent; errors.Is still sees the cause.
 func (c *Conn) callError(err error) error {
-	return &scrubbedError{msg: fmt.Sprintf("MCP server %q: %s", c.opts.Server.Name, c.scrub(err.Error())), err: err}
+	se := &scrubbedError{msg: fmt.Sprintf("MCP server %q: %s", c.opts.Server.Name, c.scrub(err.Error())), err: err}
+	if wire := (*jsonrpc.Error)(nil); errors.As(err, &wire) {
+		se.wire = &jsonrpc.Error{Code: wire.Code, Message: c.redact(wire.Message), Data: json.RawMessage(c.redact(string(wire.Data)))}
+		if len(wire.Data) == 0 {
+			se.wire.Data = nil
+		}
+	}
+	return se
 }
 
 type scrubbedError struct {
-	msg string
-	err error
+	msg  string
+	err  error
+	wire *jsonrpc.Error // the server's own answer, when it answered with a JSON-RPC error
 }
+
+// UpstreamError is the JSON-RPC error a server answered a request with (code, message and data
+// as it sent them, with the connection's secret values redacted), or false when err is not
+// one: the gateway's own failure (the server is down, the call timed out).
+func UpstreamError(err error) (*jsonrpc.Error, bool) {
+	var se *scrubbedError
+	if errors.As(err, &se) && se.wire != nil {
+		return se.wire, true
+	}
+	return nil, false
+}
+
+// Offers reports whether the server's allow/deny filter offers the tool named (as the server
+// names it).
+func (c *Conn) Offers(tool string) bool { return Offered(c.opts.Server.Tools, tool) }
 
 func (e *scrubbedError) Error() string { return e.msg }
 func (e *scrubbedError) Unwrap() error { return e.err }
@@ -800,6 +833,21 @@ func (c *Conn) relayProgress(p *mcp.ProgressNotificationParams) {
 	if w.fn != nil {
 		w.fn(p)
 	}
+}
+
+// Lists is a set of the lists a server announces changes of with list_changed.
+type Lists uint32
+
+const (
+	ToolList Lists = 1 << iota
+	PromptList
+	ResourceList
+)
+
+// announce notes the server's list_changed of a list and asks for a relist.
+func (c *Conn) announce(l Lists) {
+	c.announced.Or(uint32(l))
+	c.requestRelist()
 }
 
 // requestRelist asks the supervisor to list the tools again.

@@ -479,14 +479,20 @@ func (c *Conn) secrets(values []string) {
 
 // scrub removes secret values from a message and bounds its length.
 func (c *Conn) scrub(msg string) string {
+	msg = c.redact(msg)
+	if len(msg) > v1alpha1.MaxErrorLength {
+		msg = msg[:v1alpha1.MaxErrorLength-3] + "..."
+	}
+	return msg
+}
+
+// redact replaces the connection's secret values in msg.
+func (c *Conn) redact(msg string) string {
 	c.mu.Lock()
 	secrets := c.secretValues
 	c.mu.Unlock()
 	for _, v := range secrets {
 		msg = strings.ReplaceAll(msg, v, "[redacted]")
-	}
-	if len(msg) > v1alpha1.MaxErrorLength {
-		msg = msg[:v1alpha1.MaxErrorLength-3] + "..."
 	}
 	return msg
 }

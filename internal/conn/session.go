@@ -52,9 +52,9 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 
 	copts := &mcp.ClientOptions{
 		// Handlers run one at a time per session: only signal here, re-list in serve.
-		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { c.requestRelist() },
-		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { c.requestRelist() },
-		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { c.requestRelist() },
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { c.announce(ToolList) },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { c.announce(PromptList) },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { c.announce(ResourceList) },
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			c.opts.OnNotice(Notice{ResourceUpdated: req.Params})
 		},
@@ -263,16 +263,23 @@ func (cat *catalog) same(s Snapshot) bool {
 // nothing changed and nothing is decoded (rawlist.go).
 func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession, digest *[sha256.Size]byte) error {
 	c.relists.Add(1)
+	announced := Lists(c.announced.Swap(0))
 	cat, d, err := c.list(ctx, session, c.wireOf(session), *digest)
-	if err != nil || cat == nil {
+	if err != nil {
 		return err
 	}
-	*digest = d
-	c.mu.Lock()
-	same := cat.same(c.state)
-	c.mu.Unlock()
+	same := cat == nil // the pages the digest was taken of
 	if !same {
+		*digest = d
+		c.mu.Lock()
+		same = cat.same(c.state)
+		c.mu.Unlock()
+	}
+	switch {
+	case !same:
 		c.update(cat.apply)
+	case announced != 0:
+		c.opts.OnNotice(Notice{Unchanged: announced})
 	}
 	return nil
 }

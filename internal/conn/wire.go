@@ -200,6 +200,26 @@ func (w *wire) noteMeta(line []byte) {
 	w.meta.Store(&members)
 }
 
+// withCapabilities is the session's _meta members with caps in place of the capabilities
+// they name (unchanged when caps is nil or the members cannot be read).
+func withCapabilities(session []byte, caps json.RawMessage) []byte {
+	if caps == nil {
+		return session
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(append(append([]byte{'{'}, session...), '}'), &m) != nil {
+		return session
+	}
+	m[mcp.MetaKeyClientCapabilities] = caps
+	out := make([]byte, 0, len(session)+len(caps))
+	for _, k := range sessionMetaKeys {
+		if v, ok := m[k]; ok {
+			out = AppendMember(out, k, v)
+		}
+	}
+	return out
+}
+
 // AppendMember appends `,"key":value` to the members of a JSON object being written (without
 // the comma when dst is empty).
 func AppendMember(dst []byte, key string, value json.RawMessage) []byte {
@@ -278,7 +298,7 @@ func (w *wire) call(ctx context.Context, method string, members, meta []byte) (j
 	id := wireIDPrefix + strconv.FormatUint(w.next.Add(1), 10)
 	var session []byte
 	if sm := w.meta.Load(); sm != nil {
-		session = *sm
+		session = withCapabilities(*sm, capabilitiesFrom(ctx))
 	}
 	p := params(members, session, meta)
 	if w.stdin == nil {

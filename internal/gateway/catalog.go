@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,6 +24,8 @@ type projected struct {
 	// paramHeaders: the tool's schema asks for Mcp-Param headers (2026-07-28), which only the
 	// SDK path checks and sets, so its calls are not forwarded raw.
 	paramHeaders bool
+	// unlisted: a name no list holds, sent to a per-server endpoint's server (routes.go).
+	unlisted bool
 	// item is what the SDK server was given (*mcp.Tool, ...), and members the item as its
 	// server listed it (nil when unknown): lists.go serves the one in place of the other.
 	item    any
@@ -70,6 +73,35 @@ func ownNames(tools map[string]projection.Tool, prompts map[string]projection.Pr
 		ownPrompts[pr.Raw] = pr
 	}
 	return ownTools, ownPrompts
+}
+
+// reannounce tells a per-server endpoint's sessions of a list_changed their server sent that
+// changed nothing the gateway sees (conn.Notice.Unchanged), as the server would have told them
+// directly. The SDK server announces a list when an item is added to it, so the first item of
+// each such list is added again as it is; an empty list has nothing to announce.
+func (p *project) reannounce(l conn.Lists) {
+	if p.only == "" {
+		return
+	}
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	if t, ok := firstOf(p.tools); ok && l&conn.ToolList != 0 {
+		_ = addTool(p.server, t.item.(*mcp.Tool), p.handler(t.server, t.raw))
+	}
+	if pr, ok := firstOf(p.prompts); ok && l&conn.PromptList != 0 {
+		_ = guard("prompt", func() { p.server.AddPrompt(pr.item.(*mcp.Prompt), p.promptHandler(pr.server, pr.raw)) })
+	}
+	if r, ok := firstOf(p.resources); ok && l&conn.ResourceList != 0 {
+		_ = guard("resource", func() { p.server.AddResource(r.item.(*mcp.Resource), p.resourceHandler(r.server)) })
+	}
+}
+
+// firstOf is the item of set with the least name.
+func firstOf(set map[string]projected) (projected, bool) {
+	if len(set) == 0 {
+		return projected{}, false
+	}
+	return set[slices.Min(slices.Collect(maps.Keys(set)))], true
 }
 
 func (p *project) sync() {
@@ -135,7 +167,7 @@ func (p *project) sync() {
 		return guard("resource template", func() { p.server.AddResourceTemplate(t.Template, p.resourceHandler(t.Server)) })
 	})
 	p.indexRaw(nil)
-	p.publishRoutes()
+	p.publishRoutes(slices.Collect(maps.Keys(obs.Servers)))
 }
 
 // applySet makes have (what the SDK server holds) match want: items gone or changed are

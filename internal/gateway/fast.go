@@ -93,9 +93,10 @@ func (m *fastMeta) trace() func(string) string {
 
 // fastCaller is the session a fast-path call comes from.
 type fastCaller struct {
-	id     string        // the session's slots' key
-	caller conn.Caller   // who answers the server's own requests (stateful sessions)
-	rev    conn.Revision // the revision the session takes results in
+	id     string          // the session's slots' key
+	caller conn.Caller     // who answers the server's own requests (stateful sessions)
+	rev    conn.Revision   // the revision the session takes results in
+	caps   json.RawMessage // its client capabilities, as a 2026-07-28 server is told them
 	// stateful sessions may cancel a call by notifications/cancelled; a stateless session's
 	// call ends with its HTTP request.
 	cancellable bool
@@ -116,11 +117,11 @@ func (p *project) serveFast(w http.ResponseWriter, r *http.Request, ref string) 
 	case env.Method == "notifications/cancelled" && len(env.ID) == 0:
 		return p.cancelFast(w, ref, env.Params)
 	case env.Method == "tools/call":
-		fc := fastCaller{id: ref, caller: sessionCaller{ss}, rev: conn.Legacy, cancellable: true}
+		fc := fastCaller{id: ref, caller: sessionCaller{ss}, rev: conn.Legacy, caps: sessionCapabilities(ss), cancellable: true}
 		return p.countPath(p.callFast(w, r, env, func(*fastCallParams) (fastCaller, bool) { return fc, true }))
 	case rawMethods[env.Method]:
 		// Only from a server speaking the session's revision: results are passed back whole.
-		fc := fastCaller{id: ref, caller: sessionCaller{ss}, rev: conn.LegacyExact, cancellable: true}
+		fc := fastCaller{id: ref, caller: sessionCaller{ss}, rev: conn.LegacyExact, caps: sessionCapabilities(ss), cancellable: true}
 		return p.countRequest(env.Method, p.requestFast(w, r, env, func(*fastMeta, string) (fastCaller, bool) { return fc, true }))
 	}
 	return false
@@ -158,7 +159,7 @@ func (p *project) serveStatelessFast(w http.ResponseWriter, r *http.Request) boo
 		p.mu.Lock()
 		p.lastSeen[id] = p.g.opts.Clock.Now()
 		p.mu.Unlock()
-		return fastCaller{id: id, rev: conn.Newest, stateless: true}, true
+		return fastCaller{id: id, rev: conn.Newest, caps: relayable(m.Capabilities), stateless: true}, true
 	}
 	if method != "tools/call" {
 		return p.countRequest(method, p.requestFast(w, r, env, identify))
@@ -268,13 +269,16 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	ctx, cancel := p.track(r, fc, env.ID)
 	defer cancel()
 
-	o := origin{method: "tools/call", session: fc.id, caller: fc.caller, name: params.Name, raw: tool.raw, meta: params.Meta.trace()}
+	o := origin{method: "tools/call", session: fc.id, caller: fc.caller, name: params.Name, raw: tool.raw, meta: params.Meta.trace(), caps: fc.caps}
 	logs := fc.stateless && params.Meta.LogLevel != ""
 	send := func(ctx context.Context, put func(relayed)) (conn.RawResult, error) {
 		if logs {
 			ctx = logsTo(ctx, put, params.Meta.LogLevel)
 		}
 		return forward(ctx, p, o, tool.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
+			if tool.unlisted && !c.Offers(tool.raw) {
+				return nil, &withheldTool{params.Name} // as if it did not exist
+			}
 			return c.Forward(ctx, "tools/call", members, progressTo(put), fc.rev)
 		})
 	}
@@ -299,6 +303,9 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 		res, _ = json.Marshal(errorResult("projectmcp: the server changed protocol revision during the call; call again"))
 	case err == nil:
 		res = sealRawResult(b, res)
+	case rpcErrorOf(err) != nil && ctx.Err() == nil:
+		writeFastError(w, stream, env.ID, rpcErrorOf(err), fc.stateless) // the server's answer, as it gave it
+		return pathRaw
 	case errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil:
 		// As through the SDK: a failing server is a failing tool, named in the result.
 		res, _ = json.Marshal(errorResult(err.Error()))
@@ -533,6 +540,27 @@ func (p *project) cancelFast(w http.ResponseWriter, ref string, raw json.RawMess
 
 // fastKey names a session's request by its JSON-RPC id (as sent: 1 and "1" differ).
 func fastKey(ref string, id json.RawMessage) string { return ref + "\x00" + string(id) }
+
+// writeFastError writes a JSON-RPC error response. A 2026-07-28 session gets it with the HTTP
+// status the revision gives its code when it is not an event of a stream (SEP-2575), as the
+// SDK's server writes it.
+func writeFastError(w http.ResponseWriter, stream *sseWriter, id json.RawMessage, rpcErr *jsonrpc.Error, stateless bool) {
+	if status := errorStatus(rpcErr.Code); stateless && stream == nil && status != 0 {
+		w.WriteHeader(status)
+	}
+	writeFast(w, stream, id, nil, rpcErr)
+}
+
+// errorStatus is the HTTP status SEP-2575 gives a JSON-RPC error's code (0: 200, the default).
+func errorStatus(code int64) int {
+	switch code {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeInvalidParams, mcp.CodeUnsupportedProtocolVersion, mcp.CodeMissingRequiredClientCapabilities:
+		return http.StatusBadRequest
+	}
+	return 0
+}
 
 // writeFast writes a JSON-RPC response with the result as the server sent it: as the last
 // event of stream when the response is one, else as a JSON body.

@@ -37,6 +37,8 @@ type origin struct {
 	// meta reads the request's own _meta, whose trace context (SEP-414) comes before the
 	// headers'; nil when it has none.
 	meta func(key string) string
+	// caps: the session's client capabilities as a 2026-07-28 server is told them (relayable).
+	caps json.RawMessage
 }
 
 // originOf describes a request the SDK server decoded.
@@ -45,6 +47,7 @@ func originOf(req mcp.Request) origin {
 	o.session, o.stateless = sessionID(req)
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
 		o.caller = sessionCaller{ss}
+		o.caps = sessionCapabilities(ss)
 	}
 	if extra := req.GetExtra(); extra != nil {
 		o.header = extra.Header
@@ -52,6 +55,10 @@ func originOf(req mcp.Request) origin {
 	if m := metaOf(req); m != nil {
 		if _, ok := m["traceparent"]; ok {
 			o.meta = func(key string) string { v, _ := m[key].(string); return v }
+		}
+		if caps, ok := m[mcp.MetaKeyClientCapabilities]; ok && o.stateless {
+			raw, _ := json.Marshal(caps)
+			o.caps = relayable(raw)
 		}
 	}
 	return o
@@ -68,6 +75,9 @@ func forward[T any](ctx context.Context, p *project, o origin, server string, do
 	}
 	if o.header != nil && !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = tracing.FromHeaders(ctx, o.header)
+	}
+	if o.caps != nil {
+		ctx = conn.WithClientCapabilities(ctx, o.caps)
 	}
 	ctx, span := tracing.Tracer().Start(ctx, "projectmcp.forward "+o.method, trace.WithAttributes(
 		attribute.String("mcp.method.name", o.method), attribute.String("projectmcp.project", p.key.String()),
@@ -278,6 +288,9 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 			return &mcp.CallToolResult{InputRequests: round.requests, RequestState: round.state}, nil
 		}
 		if err != nil {
+			if rpcErr := rpcErrorOf(err); rpcErr != nil && ctx.Err() == nil {
+				return nil, rpcErr // the server's answer, as it gave it
+			}
 			if errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil {
 				return errorResult(err.Error()), nil
 			}
@@ -351,13 +364,35 @@ func (p *project) resourceHandler(server string) mcp.ResourceHandler {
 // upstream's own code when it answered with one (so "not found" stays "not found"), an
 // internal error otherwise; the message names the server and carries no secret (conn scrubs).
 func protocolError(err error) error {
+	if rpcErr := rpcErrorOf(err); rpcErr != nil {
+		return rpcErr
+	}
 	code := int64(jsonrpc.CodeInternalError)
-	var wire *jsonrpc.Error
-	if errors.As(err, &wire) {
-		code = wire.Code
+	if own := (*jsonrpc.Error)(nil); errors.As(err, &own) {
+		code = own.Code
 	}
 	return &jsonrpc.Error{Code: code, Message: err.Error()}
 }
+
+// rpcErrorOf is the JSON-RPC error a session gets for err when the server answered with one:
+// the server's own answer as it gave it (code, message, data; conn.UpstreamError), or the
+// error for a tool its filter withholds; nil for the gateway's own failures (a server down, a
+// timeout, a bound), which a tool call reports as a failing tool naming the server.
+func rpcErrorOf(err error) *jsonrpc.Error {
+	if wire, ok := conn.UpstreamError(err); ok {
+		return wire
+	}
+	if w := (*withheldTool)(nil); errors.As(err, &w) {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: w.Error()}
+	}
+	return nil
+}
+
+// withheldTool is a call on a tool the server's filter withholds, answered as the SDK's server
+// answers a call on a tool it does not have.
+type withheldTool struct{ name string }
+
+func (w *withheldTool) Error() string { return fmt.Sprintf("unknown tool %q", w.name) }
 
 func errorResult(msg string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}

@@ -55,6 +55,8 @@ func (p *project) deliver(server string, n conn.Notice) {
 	switch {
 	case n.ResourceUpdated != nil:
 		_ = p.server.ResourceUpdated(ctx, n.ResourceUpdated) // to its subscribers' outboxes
+	case n.Unchanged != 0:
+		p.reannounce(n.Unchanged)
 	case n.Log != nil:
 		msg := *n.Log
 		if p.only == "" { // on the project endpoint a line says which server sent it

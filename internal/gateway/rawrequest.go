@@ -109,7 +109,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 
 	ctx, cancel := p.track(r, fc, env.ID)
 	defer cancel()
-	o := origin{method: env.Method, session: fc.id, caller: fc.caller, meta: meta.trace()}
+	o := origin{method: env.Method, session: fc.id, caller: fc.caller, meta: meta.trace(), caps: fc.caps}
 	if env.Method == "prompts/get" {
 		o.name, o.raw = name, raw
 	}
@@ -126,10 +126,10 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 		writeFast(w, nil, env.ID, sealRawResult(b, res), nil)
 	case ctx.Err() != nil && !errors.Is(err, conn.ErrUnavailable):
 		writeFast(w, nil, env.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request cancelled: " + err.Error()})
-	default: // as through the SDK: the server's own error code, the message naming the server
+	default: // as through the SDK: the server's own error as it gave it, else one naming the server
 		var rpcErr *jsonrpc.Error
 		errors.As(protocolError(err), &rpcErr)
-		writeFast(w, nil, env.ID, nil, rpcErr)
+		writeFastError(w, nil, env.ID, rpcErr, fc.stateless)
 	}
 	return pathRaw
 }

@@ -17,6 +17,9 @@ import (
 type routes struct {
 	tools, prompts, resources, templates map[string]projected
 	matchers                             []templateMatcher // in template order
+	// sole is the server a URI nothing lists or matches goes to: a per-server endpoint's, or
+	// the project's only one ("" when it has several).
+	sole string
 }
 
 type templateMatcher struct {
@@ -24,10 +27,13 @@ type templateMatcher struct {
 	server string
 }
 
-// publishRoutes publishes the sets as they are now. Callers hold syncMu.
-func (p *project) publishRoutes() {
+// publishRoutes publishes the sets as they are now, for the servers named. Callers hold syncMu.
+func (p *project) publishRoutes(servers []string) {
 	r := &routes{tools: maps.Clone(p.tools), prompts: maps.Clone(p.prompts),
-		resources: maps.Clone(p.resources), templates: maps.Clone(p.templates)}
+		resources: maps.Clone(p.resources), templates: maps.Clone(p.templates), sole: p.only}
+	if len(servers) == 1 {
+		r.sole = servers[0]
+	}
 	for _, t := range slices.Sorted(maps.Keys(p.templates)) {
 		if tmpl, err := uritemplate.New(t); err == nil {
 			r.matchers = append(r.matchers, templateMatcher{re: tmpl.Regexp(), server: p.templates[t].server})
@@ -44,20 +50,39 @@ func (p *project) current() *routes {
 	return &routes{}
 }
 
-// tool finds a projected tool.
+// tool finds a projected tool; on a per-server endpoint, any name (unlisted).
 func (p *project) tool(name string) (projected, bool) {
 	t, ok := p.current().tools[name]
+	if !ok {
+		return p.unlisted(name)
+	}
 	return t, ok
 }
 
-// prompt finds a projected prompt.
+// prompt finds a projected prompt; on a per-server endpoint, any name (unlisted).
 func (p *project) prompt(name string) (projected, bool) {
 	pr, ok := p.current().prompts[name]
+	if !ok {
+		return p.unlisted(name)
+	}
 	return pr, ok
 }
 
+// unlisted routes a name no list holds. A per-server endpoint sends it to its server under
+// that name, which answers as it would a direct session: it may serve names it does not list,
+// or have listed a new one a moment ago, and its own "not found" is what the session would
+// get. The project endpoint has no server to send it to.
+func (p *project) unlisted(name string) (projected, bool) {
+	if p.only == "" {
+		return projected{}, false
+	}
+	return projected{server: p.only, raw: name, unlisted: true}, true
+}
+
 // owner is the server that serves a URI: the one that lists it, else the first (in template
-// order) whose resource template matches it.
+// order) whose resource template matches it, else the endpoint's sole server, which answers
+// for the URI as it would directly (a server may serve, or take subscriptions to, URIs it
+// does not list).
 func (p *project) owner(uri string) (string, bool) {
 	r := p.current()
 	if res, ok := r.resources[uri]; ok {
@@ -68,7 +93,7 @@ func (p *project) owner(uri string) (string, bool) {
 			return m.server, true
 		}
 	}
-	return "", false
+	return r.sole, r.sole != ""
 }
 
 // completionTarget is the server a completion's reference routes to ("" for none) and, for a
@@ -87,6 +112,9 @@ func (p *project) completionTarget(ref *mcp.CompleteReference) (server, raw stri
 		} else if res, ok := r.resources[ref.URI]; ok {
 			return res.server, ""
 		}
+	}
+	if pr, ok := p.unlisted(ref.Name); ok { // a per-server endpoint's server answers for any
+		return pr.server, pr.raw
 	}
 	return "", ""
 }

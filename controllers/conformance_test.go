@@ -1,0 +1,293 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+)
+
+// The official MCP conformance server suite (@modelcontextprotocol/conformance, pinned in
+// test/node/package.json), run with each revision's --requirements against a server directly
+// and through projectmcp: a per-server endpoint must score every check at least as the server
+// does directly, and the project endpoint too, but for the scenarios that call a tool or prompt
+// by its bare name (the project endpoint names them <server>__<name>). The servers are the Go
+// SDK's conformance everything-server (stateful for 2025-11-25, stateless for 2026-07-28) and
+// the npm server-everything (which speaks 2025-11-25 only). Where the gateway scores better
+// (it checks Host and Origin; a deleted session's id gets 404), the log says so.
+func TestConformanceSuite(t *testing.T) {
+	node, dir := nodeClient(t)
+	everything := buildConformanceServer(t)
+	stateful := startConformanceServer(t, exec.Command(everything, "-stateless=false"))
+	stateless := startConformanceServer(t, exec.Command(everything, "-stateless=true"))
+	npm := startConformanceServer(t, exec.Command(node, "--import", filepath.Join(dir, "loopback.mjs"),
+		filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "streamableHttp"))
+	npm += "/mcp"
+
+	ns := newNamespace(t)
+	type target struct {
+		name, direct, requirements string
+	}
+	targets := []target{
+		{"go-stateful", stateful, "2025-11-25"},
+		{"go-stateless", stateless, "2026-07-28"},
+		{"npm-everything", npm, "2025-11-25"},
+	}
+	endpoints := map[string][2]string{} // target name: per-server endpoint, project endpoint
+	for _, tg := range targets {
+		key := create(t, ns, tg.name, v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+			{Name: "everything", HTTP: &v1alpha1.HTTPServer{URL: tg.direct}},
+		}})
+		obj := waitStatus(t, key, 60*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool {
+			return isReady(o) && o.Status.Endpoint != "" && len(o.Status.Servers) == 1 && o.Status.Servers[0].Endpoint != ""
+		})
+		endpoints[tg.name] = [2]string{obj.Status.Servers[0].Endpoint, obj.Status.Endpoint}
+	}
+
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) {
+			direct := runConformance(t, node, dir, tg.direct, tg.requirements)
+			server := runConformance(t, node, dir, endpoints[tg.name][0], tg.requirements)
+			project := runConformance(t, node, dir, endpoints[tg.name][1], tg.requirements)
+			t.Logf("%s at %s: direct %s; per-server endpoint %s; project endpoint %s",
+				tg.name, tg.requirements, score(direct), score(server), score(project))
+			for _, c := range []struct {
+				endpoint  string
+				through   []check
+				mayDiffer func(scenario string) bool
+			}{
+				{"per-server endpoint", server, func(string) bool { return false }},
+				{"project endpoint", project, nameBound},
+			} {
+				worse, better := diverge(direct, c.through)
+				for _, d := range better {
+					t.Logf("%s scores better than direct: %s", c.endpoint, d)
+				}
+				for _, d := range worse {
+					switch why, open := unresolved[d.scenario]; {
+					case c.mayDiffer(d.scenario):
+					case open:
+						t.Logf("%s scores worse than direct, not resolved yet (%s): %s", c.endpoint, why, d)
+					default:
+						t.Errorf("%s scores worse than direct: %s", c.endpoint, d)
+					}
+				}
+			}
+		})
+	}
+}
+
+// unresolved are the scenarios the gateway does not pass yet as the server does, with why:
+// each is work still open, and the test says so whenever it meets one.
+var unresolved = map[string]string{
+	// A 2025-11-25 call answered on the gateway's fast path is a JSON response, not an SSE
+	// stream with a priming event and a retry field: the gateway has no event store, so it
+	// offers no stream a client could resume with Last-Event-ID.
+	"server-sse-polling": "no event store for stateful sessions",
+}
+
+// nameBound reports whether a scenario calls a tool or prompt by the bare name its server
+// gives it (or needs one such call first), which the project endpoint names <server>__<name>.
+func nameBound(scenario string) bool {
+	switch {
+	case strings.HasPrefix(scenario, "tools-call-"), strings.HasPrefix(scenario, "prompts-get-"),
+		strings.HasPrefix(scenario, "elicitation-"), strings.HasPrefix(scenario, "input-required-result-"),
+		strings.HasPrefix(scenario, "tasks-"):
+		return true
+	}
+	return slices.Contains([]string{
+		"completion-complete",                  // completes a prompt's argument by the prompt's name
+		"json-schema-2020-12",                  // looks for the tool json_schema_2020_12_tool
+		"server-stateless",                     // calls its diagnostic tools by name
+		"server-sse-polling",                   // calls test_reconnection
+		"http-custom-header-server-validation", // calls test_x_mcp_header
+	}, scenario)
+}
+
+// check is one check of a conformance run.
+type check struct {
+	scenario, id, status, message string
+}
+
+// runConformance runs the suite's server scenarios a revision requires against url.
+func runConformance(t *testing.T, node, dir, url, requirements string) []check {
+	t.Helper()
+	out := t.TempDir()
+	cmd := exec.Command(node, filepath.Join(dir, "conformance.mjs"), "server", "--url", url,
+		"--requirements", requirements, "--output-dir", out, "--timeout", "20000")
+	cmd.Dir = out
+	log, err := cmd.CombinedOutput()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok { // failing checks exit non-zero
+		t.Fatalf("conformance suite: %v\n%s", err, log)
+	}
+	checks, err := readChecks(out)
+	if err != nil || len(checks) == 0 {
+		t.Fatalf("conformance suite left no checks in %s (%v):\n%s", out, err, log)
+	}
+	return checks
+}
+
+// scenarioDir is a result folder's name: server-<scenario>-<timestamp>.
+var scenarioDir = regexp.MustCompile(`^server-(.+)-\d{4}-\d\d-\d\dT[\d-]+Z$`)
+
+// readChecks reads every scenario's checks.json under dir, in scenario order.
+func readChecks(dir string) ([]check, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []check
+	for _, e := range entries {
+		m := scenarioDir.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name(), "checks.json"))
+		if err != nil {
+			return nil, err
+		}
+		var checks []struct {
+			ID, Status, ErrorMessage string
+		}
+		if err := json.Unmarshal(data, &checks); err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Name(), err)
+		}
+		for _, c := range checks {
+			out = append(out, check{scenario: m[1], id: c.ID, status: c.Status, message: c.ErrorMessage})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b check) int { return strings.Compare(a.scenario, b.scenario) })
+	return out, nil
+}
+
+// rank orders the statuses that score: a check that informs or was skipped does not.
+var rank = map[string]int{"FAILURE": 1, "WARNING": 2, "SUCCESS": 3}
+
+// score is a run's figures as the suite counts them.
+func score(checks []check) string {
+	n := map[string]int{}
+	for _, c := range checks {
+		n[c.status]++
+	}
+	return fmt.Sprintf("%d passed, %d warned, %d failed", n["SUCCESS"], n["WARNING"], n["FAILURE"])
+}
+
+// divergence is a check that scored differently through the gateway than directly.
+type divergence struct {
+	scenario, id    string
+	direct, through string // statuses ("" for absent)
+	message         string // the worse run's message
+}
+
+func (d divergence) String() string {
+	s := fmt.Sprintf("%s/%s: direct %s, through %s", d.scenario, d.id, or(d.direct, "absent"), or(d.through, "absent"))
+	if d.message != "" {
+		s += ": " + d.message
+	}
+	return s
+}
+
+func or(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
+}
+
+// diverge lines up two runs' scoring checks (by scenario, id and occurrence) and returns those
+// that scored worse through the gateway than directly (or that only the direct run scored, or
+// that failed in the run through the gateway alone), and those that scored better.
+func diverge(direct, through []check) (worse, better []divergence) {
+	key := func(checks []check) (map[string]check, []string) {
+		seen, byKey, order := map[string]int{}, map[string]check{}, []string(nil)
+		for _, c := range checks {
+			if rank[c.status] == 0 {
+				continue
+			}
+			k := c.scenario + "\x00" + c.id
+			seen[k]++
+			k += fmt.Sprint("\x00", seen[k])
+			byKey[k] = c
+			order = append(order, k)
+		}
+		return byKey, order
+	}
+	d, dOrder := key(direct)
+	g, gOrder := key(through)
+	for _, k := range dOrder {
+		dc, gc := d[k], g[k]
+		switch {
+		case rank[gc.status] < rank[dc.status]:
+			worse = append(worse, divergence{dc.scenario, dc.id, dc.status, gc.status, gc.message})
+		case rank[gc.status] > rank[dc.status]:
+			better = append(better, divergence{dc.scenario, dc.id, dc.status, gc.status, dc.message})
+		}
+	}
+	for _, k := range gOrder { // checks only the run through the gateway made
+		if _, ok := d[k]; !ok {
+			gc := g[k]
+			if gc.status == "FAILURE" {
+				worse = append(worse, divergence{gc.scenario, gc.id, "", gc.status, gc.message})
+			} else {
+				better = append(better, divergence{gc.scenario, gc.id, "", gc.status, gc.message})
+			}
+		}
+	}
+	return worse, better
+}
+
+// buildConformanceServer builds the Go SDK's conformance everything-server, at the SDK version
+// go.mod names.
+func buildConformanceServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "everything-server")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the conformance server: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startConformanceServer starts cmd on a free loopback port (-http for the Go server, PORT
+// for the npm one) and returns its URL once it accepts connections; the test's end kills it.
+func startConformanceServer(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	if filepath.Base(cmd.Path) == "everything-server" {
+		cmd.Args = append(cmd.Args, "-http", addr)
+	}
+	cmd.Env = append(os.Environ(), "PORT="+port)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err == nil {
+			c.Close()
+			return "http://" + addr
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s did not listen on %s: %v", cmd.Path, addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
