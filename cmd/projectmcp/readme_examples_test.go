@@ -220,9 +220,9 @@ func TestReadmeExamples(t *testing.T) {
 	for _, c := range []struct{ line, dir, want string }{
 		{"projectmcp status shop", "", "SERVER"},
 		{"projectmcp reconnect shop --server memory --wait 30s", "", "handled: "},
-		{"projectmcp connect --client vscode --write", "src/shop", `.vscode/mcp.json: created "projectmcp" (http://127.0.0.1:8484/projects/default/shop/mcp)`},
-		{"projectmcp connect --client cursor --write", "src/shop", `.cursor/mcp.json: created "projectmcp" (http://127.0.0.1:8484/projects/default/shop/mcp)`},
-		{"projectmcp connect web --client json", "", `"url": "http://127.0.0.1:8484/projects/default/web/mcp"`},
+		{"projectmcp connect --client vscode --write", "src/shop", `.vscode/mcp.json: created "memory" (http://127.0.0.1:8484/projects/default/shop/servers/memory/mcp)`},
+		{"projectmcp connect --client cursor --write", "src/shop", `.cursor/mcp.json: created "everything" (http://127.0.0.1:8484/projects/default/shop/servers/everything/mcp)`},
+		{"projectmcp connect web --client json", "", `"url": "http://127.0.0.1:8484/projects/default/web/servers/docs/mcp"`},
 		{"projectmcp render .dsh/mcp.json --namespace team-a > projectmcp.yaml", "src/shop", ""},
 		{"source <(projectmcp completion bash)", "", ""},
 		{"projectmcp version", "", "mcp protocol:"},
