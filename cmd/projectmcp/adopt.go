@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
@@ -91,11 +90,7 @@ func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 			case o.endpoint != "" && !isProjectEndpoint(o.endpoint):
 				return usageErrorf("--endpoint must be a project's endpoint, http(s)://HOST/projects/NAMESPACE/NAME/mcp, not %q", o.endpoint)
 			}
-			key, err := connectTarget(g, o.project, args)
-			if err != nil {
-				return err
-			}
-			return adopt(cmd.Context(), g, key, format, o, stdout, stderr)
+			return adopt(cmd.Context(), g, args, format, o, stdout, stderr)
 		},
 	}
 	fs := cmd.Flags()
@@ -410,7 +405,7 @@ func (a *adoption) planClient(format clientFormat, projectEndpoint string, beare
 	return err
 }
 
-func adopt(ctx context.Context, g *globalFlags, key types.NamespacedName, format clientFormat, o adoptOptions, stdout, stderr io.Writer) error {
+func adopt(ctx context.Context, g *globalFlags, args []string, format clientFormat, o adoptOptions, stdout, stderr io.Writer) error {
 	a, err := planAdoption(o.project, format)
 	if err != nil {
 		return err
@@ -425,7 +420,7 @@ func adopt(ctx context.Context, g *globalFlags, key types.NamespacedName, format
 			return err
 		}
 	}
-	endpoint, why := adoptEndpoint(ctx, g, key, o, stderr)
+	endpoint, why := adoptEndpoint(ctx, g, args, o, stderr)
 	if endpoint != "" {
 		if err := a.planClient(format, endpoint, wantsBearer(ctx, o.auth, endpoint, stderr)); err != nil {
 			return err
@@ -446,10 +441,15 @@ func adopt(ctx context.Context, g *globalFlags, key types.NamespacedName, format
 	return nil
 }
 
-// adoptEndpoint is the project's endpoint, or "" and why there is none.
-func adoptEndpoint(ctx context.Context, g *globalFlags, key types.NamespacedName, o adoptOptions, stderr io.Writer) (string, string) {
+// adoptEndpoint is the project's endpoint, or "" and why there is none. Without a cluster to
+// ask, adopt still moves the servers: the endpoint is then connect's to find later.
+func adoptEndpoint(ctx context.Context, g *globalFlags, args []string, o adoptOptions, stderr io.Writer) (string, string) {
 	if o.endpoint != "" {
 		return o.endpoint, ""
+	}
+	key, err := connectTarget(g, o.project, args)
+	if err != nil {
+		return "", fmt.Sprintf("no cluster to read the project's endpoint from (%v)", err)
 	}
 	c, err := g.client()
 	if err != nil {

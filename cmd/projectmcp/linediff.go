@@ -71,12 +71,12 @@ func diffLines(a, b []string) []diffOp {
 		case i < len(a) && j < len(b) && a[i] == b[j]:
 			ops = append(ops, diffOp{' ', a[i]})
 			i, j = i+1, j+1
-		case j < len(b) && (i == len(a) || lcs[i][j+1] >= lcs[i+1][j]):
+		case i < len(a) && (j == len(b) || lcs[i+1][j] >= lcs[i][j+1]):
+			ops = append(ops, diffOp{'-', a[i]}) // a removal before the addition replacing it
+			i++
+		default:
 			ops = append(ops, diffOp{'+', b[j]})
 			j++
-		default:
-			ops = append(ops, diffOp{'-', a[i]})
-			i++
 		}
 	}
 	return ops
