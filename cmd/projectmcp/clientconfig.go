@@ -325,6 +325,13 @@ func (s *splicer) render(v any, prefix string, oneLine bool) (string, error) {
 // insert adds an item (an object member when key is not nil, else an array element) at the
 // end of the container, indented like its siblings.
 func (s *splicer) insert(container jsonValue, key *string, value any) error {
+	return s.insertAll(container, []member{{value: value}}, key != nil, func(int) string { return *key })
+}
+
+// insertAll adds items at the end of the container in one edit, so that several land in
+// order (and an empty container is filled once). keyed says they are object members, named
+// by keyOf(i) (an item's own key when keyOf is nil).
+func (s *splicer) insertAll(container jsonValue, items []member, keyed bool, keyOf func(int) string) error {
 	var lastEnd, firstStart int
 	n := len(container.members) + len(container.elems)
 	if n > 0 {
@@ -336,42 +343,54 @@ func (s *splicer) insert(container jsonValue, key *string, value any) error {
 			lastEnd = container.elems[n-1].end
 		}
 	}
-	item := func(prefix string, oneLine bool) (string, error) {
-		text, err := s.render(value, prefix, oneLine)
-		if err != nil || key == nil {
-			return text, err
+	// texts renders the items; sep goes between two of them.
+	texts := func(prefix, sep string, oneLine bool) (string, error) {
+		var parts []string
+		for i, it := range items {
+			text, err := s.render(it.value, prefix, oneLine)
+			if err != nil {
+				return "", err
+			}
+			if keyed {
+				name := it.key
+				if keyOf != nil {
+					name = keyOf(i)
+				}
+				k, _ := json.Marshal(name)
+				text = string(k) + ": " + text
+			}
+			parts = append(parts, text)
 		}
-		k, _ := json.Marshal(*key)
-		return string(k) + ": " + text, nil
+		return strings.Join(parts, sep), nil
 	}
 	switch {
 	case n > 0 && s.line(firstStart) == s.line(container.start):
 		// A container written on one line stays on one line.
-		text, err := item("", true)
+		text, err := texts("", ", ", true)
 		if err != nil {
 			return err
 		}
 		s.edits = append(s.edits, edit{lastEnd, lastEnd, ", " + text})
 	case n > 0:
 		ind := s.indentAt(firstStart)
-		text, err := item(ind, false)
+		text, err := texts(ind, ",\n"+ind, false)
 		if err != nil {
 			return err
 		}
 		s.edits = append(s.edits, edit{lastEnd, lastEnd, ",\n" + ind + text})
 	default:
 		outer := s.indentAt(container.start)
-		text, err := item(outer+s.unit, false)
+		text, err := texts(outer+s.unit, ",\n"+outer+s.unit, false)
 		if err != nil {
 			return err
 		}
 		body := "\n" + outer + s.unit + text + "\n" + outer
 		inner := s.src[container.start+1 : container.end-1]
 		if len(bytes.TrimSpace(inner)) == 0 {
-			// Nothing but white space inside: the new item replaces it.
+			// Nothing but white space inside: the new items replace it.
 			s.edits = append(s.edits, edit{container.start + 1, container.end - 1, body})
 		} else {
-			// Comments inside stay, after the new item.
+			// Comments inside stay, after the new items.
 			s.edits = append(s.edits, edit{container.start + 1, container.start + 1, body})
 		}
 	}
@@ -401,79 +420,149 @@ func (s *splicer) apply() []byte {
 // errEntryExists is the refusal to overwrite an entry without --force.
 var errEntryExists = errors.New("refusing to overwrite a different entry of the same name")
 
-// writeClientConfig merges the entry named name into the client's config file at path and says
-// what it did: "created", "added", "replaced" or "unchanged". An entry of that name that differs
-// is replaced only with force.
-func writeClientConfig(path string, format clientFormat, name string, entry serverEntry, bearer, force bool) (string, error) {
-	src, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		doc, err := format.snippet(name, entry.URL, bearer)
-		if err != nil {
-			return "", err
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return "", err
-		}
-		return "created", writeFileAtomic(path, append(doc, '\n'), 0o644)
+// wantEntry is one entry a command puts in a client's config file.
+type wantEntry struct {
+	name  string
+	entry serverEntry
+	// ours says why an existing entry of this name that differs may give way without --force
+	// (it is one projectmcp wrote, or the same server defined directly), or "" when it may not.
+	// nil means never.
+	ours func(src []byte, old jsonValue) string
+}
+
+// entryResult is what became of one entry: "created" (with the file), "added", "unchanged"
+// or "replaced" (why says on what grounds).
+type entryResult struct {
+	name, outcome, why string
+	url                string
+}
+
+// decideEntry is what to do with one wanted entry, given the entry of that name the file has
+// (exists, equal), why it may be replaced ("" when it is someone else's) and --force.
+// refused is true when the file's entry must stay and the command must fail.
+func decideEntry(exists, equal bool, ours string, force bool) (outcome, why string, refused bool) {
+	switch {
+	case !exists:
+		return "added", "", false
+	case equal:
+		return "unchanged", "", false
+	case ours != "":
+		return "replaced", ours, false
+	case force:
+		return "replaced", "--force", false
 	}
-	if err != nil {
-		return "", err
+	return "", "", true
+}
+
+// writeClientConfig merges the entries into the client's config file at path, creating it
+// when there is none, and says what became of each. An entry of a wanted name that differs is
+// replaced when the wanted entry's ours allows it, or with force; otherwise nothing is written.
+func writeClientConfig(path string, format clientFormat, want []wantEntry, bearer, force bool) ([]entryResult, error) {
+	src, err := os.ReadFile(path)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	out, results, err := mergeClientConfig(path, src, exists, format, want, bearer, force)
+	if err != nil || out == nil {
+		return results, err
+	}
+	perm := fs.FileMode(0o644)
+	if exists {
+		info, err := os.Stat(path)
+		if err != nil {
+			return nil, err
+		}
+		perm = info.Mode().Perm()
+	} else if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	return results, writeFileAtomic(path, out, perm)
+}
+
+// mergeClientConfig is the client's config file (src, when exists) with the entries merged in,
+// or nil when nothing changes; it writes nothing.
+func mergeClientConfig(path string, src []byte, exists bool, format clientFormat, want []wantEntry, bearer, force bool) ([]byte, []entryResult, error) {
+	if !exists {
+		doc, err := format.snippet(want, bearer)
+		if err != nil {
+			return nil, nil, err
+		}
+		var results []entryResult
+		for _, w := range want {
+			results = append(results, entryResult{name: w.name, outcome: "created", url: w.entry.URL})
+		}
+		return append(doc, '\n'), results, nil
 	}
 	top, err := parseJSONC(src)
 	if err != nil {
-		return "", fmt.Errorf("%s:%v", path, err)
+		return nil, nil, fmt.Errorf("%s:%v", path, err)
 	}
 	if top.kind != '{' {
-		return "", fmt.Errorf("%s: the top level must be a JSON object", path)
+		return nil, nil, fmt.Errorf("%s: the top level must be a JSON object", path)
 	}
 	s := newSplicer(src, top)
-	want := toGeneric(entry)
-	outcome := "added"
-	container, found := top.member(format.container)
-	switch {
-	case !found:
-		key := format.container
-		if err := s.insert(top, &key, map[string]serverEntry{name: entry}); err != nil {
-			return "", err
-		}
-	case container.value.kind != '{':
-		return "", fmt.Errorf("%s: %q must be an object", path, format.container)
-	default:
-		old, exists := container.value.member(name)
-		switch {
-		case !exists:
-			if err := s.insert(container.value, &name, entry); err != nil {
-				return "", err
-			}
-		case reflect.DeepEqual(old.value.decode(src), want):
-			outcome = "unchanged"
-		case !force:
-			have := string(src[old.value.start:old.value.end])
-			return "", fmt.Errorf("%s: %w: %q in %q is %s (--force replaces it)", path, errEntryExists, name, format.container, have)
-		default:
-			outcome = "replaced"
-			if err := s.replace(old.value, entry); err != nil {
-				return "", err
-			}
-		}
+	results, err := s.putEntries(path, top, format.container, want, force)
+	if err != nil {
+		return nil, nil, err
 	}
 	if format.name == "vscode" && bearer {
 		if err := s.addInput(top, path); err != nil {
-			return "", err
+			return nil, nil, err
 		}
 	}
 	if len(s.edits) == 0 {
-		return outcome, nil
+		return nil, results, nil
 	}
 	out := s.apply()
 	if _, err := parseJSONC(out); err != nil {
-		return "", fmt.Errorf("%s: merging the entry would break the file (%v); add it by hand", path, err)
+		return nil, nil, fmt.Errorf("%s: merging the entries would break the file (%v); add them by hand", path, err)
 	}
-	info, err := os.Stat(path)
-	if err != nil {
-		return "", err
+	return out, results, nil
+}
+
+// putEntries adds or replaces each wanted entry in the top object's container, refusing (with
+// every refused entry named) before any edit when one may not be replaced.
+func (s *splicer) putEntries(path string, top jsonValue, containerKey string, want []wantEntry, force bool) ([]entryResult, error) {
+	container, found := top.member(containerKey)
+	if found && container.value.kind != '{' {
+		return nil, fmt.Errorf("%s: %q must be an object", path, containerKey)
 	}
-	return outcome, writeFileAtomic(path, out, info.Mode().Perm())
+	var results []entryResult
+	var refusals []string
+	var added orderedObject
+	for _, w := range want {
+		old, exists := container.value.member(w.name)
+		ours := ""
+		if exists && w.ours != nil {
+			ours = w.ours(s.src, old.value)
+		}
+		equal := exists && reflect.DeepEqual(old.value.decode(s.src), toGeneric(w.entry))
+		outcome, why, refused := decideEntry(exists, equal, ours, force)
+		switch {
+		case refused:
+			refusals = append(refusals, fmt.Sprintf("%q in %q is %s", w.name, containerKey, s.src[old.value.start:old.value.end]))
+			continue
+		case outcome == "added":
+			added = append(added, member{w.name, w.entry})
+		case outcome == "replaced":
+			if err := s.replace(old.value, w.entry); err != nil {
+				return nil, err
+			}
+		}
+		results = append(results, entryResult{name: w.name, outcome: outcome, why: why, url: w.entry.URL})
+	}
+	if len(refusals) > 0 {
+		return nil, fmt.Errorf("%s: %w (--force replaces it): %s", path, errEntryExists, strings.Join(refusals, "; "))
+	}
+	switch {
+	case len(added) == 0:
+		return results, nil
+	case found:
+		return results, s.insertAll(container.value, added, true, nil)
+	}
+	key := containerKey
+	return results, s.insert(top, &key, added)
 }
 
 // addInput adds VS Code's token prompt to "inputs" unless an input of that id is there.

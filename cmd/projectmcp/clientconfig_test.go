@@ -32,6 +32,15 @@ func readFile(t *testing.T, path string) string {
 	return string(data)
 }
 
+// writeOne merges one entry, as connect --aggregate does, and says what became of it.
+func writeOne(path string, format clientFormat, name string, entry serverEntry, bearer, force bool) (string, error) {
+	results, err := writeClientConfig(path, format, []wantEntry{{name: name, entry: entry}}, bearer, force)
+	if err != nil {
+		return "", err
+	}
+	return results[0].outcome, nil
+}
+
 func mustClient(t *testing.T, name string) clientFormat {
 	t.Helper()
 	f, err := lookupClient(name)
@@ -58,7 +67,7 @@ func TestWriteClaudeCodeConfigKeepsTheRest(t *testing.T) {
 `
 	writeFile(t, path, before)
 	f := mustClient(t, "claude-code")
-	outcome, err := writeClientConfig(path, f, "projectmcp", f.entry(testEndpoint, false), false, false)
+	outcome, err := writeOne(path, f, "projectmcp", f.entry(testEndpoint, false), false, false)
 	if err != nil || outcome != "added" {
 		t.Fatalf("outcome %q, err %v", outcome, err)
 	}
@@ -85,14 +94,14 @@ func TestWriteClaudeCodeConfigKeepsTheRest(t *testing.T) {
 	}
 
 	// The same entry again: nothing to do, the file is not touched.
-	outcome, err = writeClientConfig(path, f, "projectmcp", f.entry(testEndpoint, false), false, false)
+	outcome, err = writeOne(path, f, "projectmcp", f.entry(testEndpoint, false), false, false)
 	if err != nil || outcome != "unchanged" {
 		t.Fatalf("again: outcome %q, err %v", outcome, err)
 	}
 
 	// A different entry of the same name is refused, and the file stays as it was.
 	other := f.entry("http://127.0.0.1:9999/projects/default/shop/mcp", false)
-	_, err = writeClientConfig(path, f, "projectmcp", other, false, false)
+	_, err = writeOne(path, f, "projectmcp", other, false, false)
 	if !errors.Is(err, errEntryExists) || !strings.Contains(err.Error(), `"projectmcp" in "mcpServers"`) || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("a conflicting entry must be refused naming it and --force: %v", err)
 	}
@@ -101,7 +110,7 @@ func TestWriteClaudeCodeConfigKeepsTheRest(t *testing.T) {
 	}
 
 	// --force replaces that entry alone.
-	outcome, err = writeClientConfig(path, f, "projectmcp", other, false, true)
+	outcome, err = writeOne(path, f, "projectmcp", other, false, true)
 	if err != nil || outcome != "replaced" {
 		t.Fatalf("force: outcome %q, err %v", outcome, err)
 	}
@@ -127,7 +136,7 @@ func TestWriteVSCodeConfigKeepsCommentsAndInputs(t *testing.T) {
 `
 	writeFile(t, path, before)
 	f := mustClient(t, "vscode")
-	outcome, err := writeClientConfig(path, f, "projectmcp", f.entry(testEndpoint, true), true, false)
+	outcome, err := writeOne(path, f, "projectmcp", f.entry(testEndpoint, true), true, false)
 	if err != nil || outcome != "added" {
 		t.Fatalf("outcome %q, err %v", outcome, err)
 	}
@@ -159,14 +168,14 @@ func TestWriteVSCodeConfigKeepsCommentsAndInputs(t *testing.T) {
 		t.Fatalf("merged file (-want +got):\n%s", d)
 	}
 	// Again: the entry is equal and the input is there, so nothing changes.
-	if outcome, err := writeClientConfig(path, f, "projectmcp", f.entry(testEndpoint, true), true, false); err != nil || outcome != "unchanged" {
+	if outcome, err := writeOne(path, f, "projectmcp", f.entry(testEndpoint, true), true, false); err != nil || outcome != "unchanged" {
 		t.Fatalf("again: outcome %q, err %v", outcome, err)
 	}
 	// Without a token the entry differs: refused, then replaced with force.
-	if _, err := writeClientConfig(path, f, "projectmcp", f.entry(testEndpoint, false), false, false); !errors.Is(err, errEntryExists) {
+	if _, err := writeOne(path, f, "projectmcp", f.entry(testEndpoint, false), false, false); !errors.Is(err, errEntryExists) {
 		t.Fatalf("want a refusal, got %v", err)
 	}
-	if _, err := writeClientConfig(path, f, "projectmcp", f.entry(testEndpoint, false), false, true); err != nil {
+	if _, err := writeOne(path, f, "projectmcp", f.entry(testEndpoint, false), false, true); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, path); !strings.Contains(got, "\t\t\"projectmcp\": {\n\t\t\t\"type\": \"http\",\n\t\t\t\"url\": \""+testEndpoint+"\"\n\t\t}, // keep me") {
@@ -204,7 +213,7 @@ func TestWriteClientConfigShapes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), ".mcp.json")
 			writeFile(t, path, tc.before)
-			if _, err := writeClientConfig(path, claude, "projectmcp", entry, false, false); err != nil {
+			if _, err := writeOne(path, claude, "projectmcp", entry, false, false); err != nil {
 				t.Fatal(err)
 			}
 			got := readFile(t, path)
@@ -222,10 +231,10 @@ func TestWriteClientConfigShapes(t *testing.T) {
 	dir := t.TempDir()
 	vscode := mustClient(t, "vscode")
 	path := filepath.Join(dir, ".vscode", "mcp.json")
-	if outcome, err := writeClientConfig(path, vscode, "projectmcp", vscode.entry(testEndpoint, true), true, false); err != nil || outcome != "created" {
+	if outcome, err := writeOne(path, vscode, "projectmcp", vscode.entry(testEndpoint, true), true, false); err != nil || outcome != "created" {
 		t.Fatalf("outcome %q, err %v", outcome, err)
 	}
-	printed, _ := vscode.snippet("projectmcp", testEndpoint, true)
+	printed, _ := vscode.snippet([]wantEntry{{name: "projectmcp", entry: vscode.entry(testEndpoint, true)}}, true)
 	if got := readFile(t, path); got != string(printed)+"\n" {
 		t.Fatalf("created file:\n%s\nprinted:\n%s", got, printed)
 	}
@@ -249,7 +258,7 @@ func TestWriteClientConfigRefusesBadFiles(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), ".mcp.json")
 			writeFile(t, path, tc.content)
-			_, err := writeClientConfig(path, claude, "projectmcp", claude.entry(testEndpoint, false), false, false)
+			_, err := writeOne(path, claude, "projectmcp", claude.entry(testEndpoint, false), false, false)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
 				t.Fatalf("want an error naming %s and %q, got %v", path, tc.want, err)
 			}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -91,15 +92,18 @@ type vscodeInput struct {
 var tokenInput = vscodeInput{Type: "promptString", ID: vscodeTokenInput, Password: true,
 	Description: "Kubernetes bearer token for the projectmcp gateway (kubectl create token ...)"}
 
-// snippet is the part of the client's config file that points at the endpoint, as it is
-// printed and as --write merges it: {"<container>": {"<name>": entry}} (plus VS Code's token
-// input), or the entry alone for json.
-func (c clientFormat) snippet(name, endpoint string, bearer bool) ([]byte, error) {
-	e := c.entry(endpoint, bearer)
-	if c.container == "" {
-		return marshalIndent(e, "", "  ")
+// snippet is the part of the client's config file that points at the endpoints, as it is
+// printed and as --write creates the file: {"<container>": {"<name>": entry, ...}} (plus VS
+// Code's token input), or for json the entries by name alone.
+func (c clientFormat) snippet(want []wantEntry, bearer bool) ([]byte, error) {
+	entries := orderedObject{}
+	for _, w := range want {
+		entries = append(entries, member{w.name, w.entry})
 	}
-	doc := orderedObject{{c.container, map[string]serverEntry{name: e}}}
+	if c.container == "" {
+		return marshalIndent(entries, "", "  ")
+	}
+	doc := orderedObject{{c.container, entries}}
 	if c.name == "vscode" && bearer {
 		doc = append(doc, member{"inputs", []vscodeInput{tokenInput}})
 	}
@@ -149,26 +153,39 @@ type connectOptions struct {
 	entry   string
 	auth    string
 	wait    time.Duration
+	// aggregate writes one entry at the project's endpoint in place of one per server.
+	aggregate bool
 }
 
-const connectLong = `Prints the entry that points an agent at a project's MCP endpoint, as the client's config
-file holds it; with --write, merges it into that file in the project folder:
+const connectLong = `Prints the entries that point an agent at a project's MCP endpoints, as the client's config
+file holds them; with --write, merges them into that file in the project folder:
 
   claude-code  .mcp.json          "mcpServers"
   vscode       .vscode/mcp.json   "servers"
   cursor       .cursor/mcp.json   "mcpServers"
-  json         (printed only)     the entry alone, for any other client
+  json         (printed only)     the entries by name, for any other client
 
-The endpoint is the ProjectMCP's status.endpoint, so it works against any cluster the
+There is one entry per enabled server, named as the server is in .dsh/mcp.json and pointing
+at that server's own endpoint (status.servers[].endpoint), which serves its tools under
+their own names: the agent names them as with a direct config (mcp__memory__read_graph in
+Claude Code), so permission rules and hooks keep matching. --aggregate writes one entry
+instead (--entry, default "projectmcp") at the project's endpoint, whose tools are named
+<server>__<tool>.
+
+The endpoints come from the ProjectMCP's status, so this works against any cluster the
 kubeconfig reaches. NAME defaults to the project folder's name, as dev and mirror name it.
 A ProjectMCP that exists without an endpoint yet (its first reconcile writes it) is waited
 for, up to --wait.
 
---write keeps every other entry and the file's formatting (comments included); an entry of
-the same name that differs is refused unless --force replaces it.
+--write keeps every other entry and the file's formatting (comments included), and says
+for each entry what it did. An entry of the same name is replaced when it points at the
+same projectmcp endpoint (an earlier connect, through any address) or is the very server
+the project defines, written directly (the config .dsh/mcp.json took over, as "projectmcp
+adopt" leaves it); any other entry of that name that differs is refused, naming it and the
+file, unless --force replaces it.
 
 When the gateway checks bearer tokens (--gateway-auth=kubernetes; connect finds out by
-asking the endpoint, or --auth says), the entry carries an Authorization header that reads
+asking the endpoint, or --auth says), each entry carries an Authorization header that reads
 the token from the environment (` + "$" + tokenEnv + `; VS Code prompts for it once), never the
 token itself.`
 
@@ -176,10 +193,13 @@ func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	o := connectOptions{client: "claude-code", project: ".", entry: defaultEntryName, auth: "auto", wait: defaultEndpointWait}
 	cmd := &cobra.Command{
 		Use:   "connect [NAME]",
-		Short: "Print or write the agent config entry for a project's endpoint",
+		Short: "Print or write the agent config entries for a project's endpoints",
 		Long:  connectLong,
-		Example: `  # add the project in this folder to Claude Code's .mcp.json
+		Example: `  # add the servers of the project in this folder to Claude Code's .mcp.json, one entry each
   projectmcp connect --write
+
+  # one entry, "projectmcp", for the whole project (tools named <server>__<tool>)
+  projectmcp connect --aggregate --write
 
   # VS Code's .vscode/mcp.json, replacing an older entry of the same name
   projectmcp connect --client vscode --write --force
@@ -198,6 +218,8 @@ func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 				return usageErrorf("--client %s has no config file to write: it prints the entry only", o.client)
 			case o.force && !o.write:
 				return usageErrorf("--force replaces an entry with --write only")
+			case cmd.Flags().Changed("entry") && !o.aggregate:
+				return usageErrorf("--entry names the one entry of --aggregate; without it the entries are named as the servers")
 			case !slices.Contains([]string{"auto", "none", "bearer"}, o.auth):
 				return usageErrorf("--auth must be auto, none or bearer, not %q", o.auth)
 			}
@@ -210,10 +232,11 @@ func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.client, "client", o.client, "the agent client: "+strings.Join(clientNames(), ", "))
-	fs.BoolVar(&o.write, "write", false, "merge the entry into the client's config file in the project folder")
-	fs.BoolVar(&o.force, "force", false, "with --write: replace an entry of the same name that differs")
+	fs.BoolVar(&o.write, "write", false, "merge the entries into the client's config file in the project folder")
+	fs.BoolVar(&o.force, "force", false, "with --write: replace an entry of the same name that differs, whatever it is")
+	fs.BoolVar(&o.aggregate, "aggregate", false, "one entry (--entry) at the project's endpoint, tools named <server>__<tool>, in place of one entry per server")
 	fs.StringVar(&o.project, "project", o.project, "project folder: where --write writes, and whose name NAME defaults to")
-	fs.StringVar(&o.entry, "entry", o.entry, "name of the entry in the client's config")
+	fs.StringVar(&o.entry, "entry", o.entry, "with --aggregate: name of the entry in the client's config")
 	fs.DurationVar(&o.wait, "wait", o.wait, "how long to wait for the ProjectMCP's status.endpoint when it exists without one yet (its first reconcile writes it)")
 	fs.StringVar(&o.auth, "auth", o.auth, `"auto": ask the endpoint whether it checks bearer tokens; "none"; "bearer": add the Authorization header`)
 	_ = cmd.RegisterFlagCompletionFunc("client", cobra.FixedCompletions(clientNames(), cobra.ShellCompDirectiveNoFileComp))
@@ -246,27 +269,27 @@ func connect(ctx context.Context, g *globalFlags, key types.NamespacedName, form
 	if err != nil {
 		return err
 	}
-	endpoint, err := awaitEndpoint(ctx, c, key, o.wait, stderr)
+	obj, err := awaitProject(ctx, c, key, o.wait, false, stderr)
 	if err != nil {
 		return err
 	}
-	bearer := o.auth == "bearer"
-	if o.auth == "auto" {
-		bearer = needsToken(ctx, endpoint, stderr)
-	}
-	snippet, err := format.snippet(o.entry, endpoint, bearer)
+	targets, err := connectEntries(key, obj, o.aggregate, o.entry)
 	if err != nil {
 		return err
 	}
+	bearer := wantsBearer(ctx, o.auth, obj.Status.Endpoint, stderr)
+	want := connectWants(format, obj, targets, bearer)
 	if !o.write {
-		fmt.Fprintf(stdout, "%s\n", snippet)
+		if err := printEntries(stdout, format, want, bearer, o.aggregate); err != nil {
+			return err
+		}
 	} else {
 		path := filepath.Join(o.project, format.file)
-		outcome, err := writeClientConfig(path, format, o.entry, format.entry(endpoint, bearer), bearer, o.force)
+		results, err := writeClientConfig(path, format, want, bearer, o.force)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s: %s %q (%s)\n", path, outcome, o.entry, endpoint)
+		printResults(stdout, path, results)
 	}
 	if bearer {
 		fmt.Fprintf(stderr, "The gateway checks a Kubernetes bearer token: %s, e.g.\n  export %s=$(kubectl create token SERVICEACCOUNT -n %s)\n"+
@@ -275,14 +298,133 @@ func connect(ctx context.Context, g *globalFlags, key types.NamespacedName, form
 	return nil
 }
 
+// wantsBearer is whether the entries carry the Authorization header: --auth says, or "auto"
+// asks the endpoint.
+func wantsBearer(ctx context.Context, auth, endpoint string, stderr io.Writer) bool {
+	if auth == "auto" {
+		return needsToken(ctx, endpoint, stderr)
+	}
+	return auth == "bearer"
+}
+
+// endpointEntry is one entry connect writes: its name, the URL it points at, and the server
+// it serves ("" for the project's endpoint).
+type endpointEntry struct {
+	name, url, server string
+}
+
+// connectEntries is what connect points an agent at: one entry per enabled server, named as
+// the server and pointing at its own endpoint, so that the agent names the tools as it would
+// with a direct config (mcp__<server>__<tool> in Claude Code); or with aggregate one entry,
+// named entry, at the project's endpoint. A server's endpoint is its status's, or else the
+// contract's URL under the project's (a server added a moment ago has no status yet).
+func connectEntries(key types.NamespacedName, obj *v1alpha1.ProjectMCP, aggregate bool, entry string) ([]endpointEntry, error) {
+	if aggregate {
+		return []endpointEntry{{name: entry, url: obj.Status.Endpoint}}, nil
+	}
+	own := map[string]string{}
+	for _, s := range obj.Status.Servers {
+		own[s.Name] = s.Endpoint
+	}
+	var out []endpointEntry
+	for _, s := range obj.Spec.Servers {
+		if s.Disabled {
+			continue
+		}
+		url := own[s.Name]
+		if url == "" {
+			url = v1alpha1.ServerEndpoint(obj.Status.Endpoint, s.Name)
+		}
+		out = append(out, endpointEntry{name: s.Name, url: url, server: s.Name})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("projectmcp %s has no enabled server to connect (--aggregate points one entry at the project's endpoint)", key)
+	}
+	return out, nil
+}
+
+// connectWants are the entries as the client's file holds them, each with the rule that lets
+// it replace an entry of its name.
+func connectWants(format clientFormat, obj *v1alpha1.ProjectMCP, targets []endpointEntry, bearer bool) []wantEntry {
+	servers := map[string]v1alpha1.MCPServer{}
+	for _, s := range obj.Spec.Servers {
+		servers[s.Name] = s
+	}
+	var out []wantEntry
+	for _, t := range targets {
+		var direct *v1alpha1.MCPServer
+		if s, ok := servers[t.server]; ok {
+			direct = &s
+		}
+		out = append(out, wantEntry{name: t.name, entry: format.entry(t.url, bearer), ours: replaceableFor(format, t, direct)})
+	}
+	return out
+}
+
+// replaceableFor says why an entry of the client's file may give way, without --force, to the
+// one connect writes for target: it points at the same projectmcp endpoint (an earlier
+// connect, perhaps through another address or with another header), or it is target's server
+// as the project defines it, written directly (the config the project took over: replacing
+// it keeps the server and its tool names, now through the gateway).
+func replaceableFor(format clientFormat, target endpointEntry, direct *v1alpha1.MCPServer) func(src []byte, old jsonValue) string {
+	return func(src []byte, old jsonValue) string {
+		if u, ok := old.member("url"); ok && u.value.kind == '"' && samePath(u.value.str, target.url) {
+			return "it pointed at the same projectmcp endpoint"
+		}
+		if direct == nil {
+			return ""
+		}
+		if def, err := directServer(format, target.name, src, old); err == nil && sameServer(def.server, *direct) {
+			return "it was the same server, defined directly"
+		}
+		return ""
+	}
+}
+
+// samePath is whether two URLs have the same path: a gateway's path names the project and the
+// server, so an entry with it is the same endpoint, through whatever address.
+func samePath(a, b string) bool {
+	ua, errA := url.Parse(a)
+	ub, errB := url.Parse(b)
+	return errA == nil && errB == nil && ua.Path != "" && ua.Path == ub.Path
+}
+
+// printEntries prints what --write would merge; for json the entries by name, or with
+// aggregate the one entry alone.
+func printEntries(w io.Writer, format clientFormat, want []wantEntry, bearer, aggregate bool) error {
+	var out []byte
+	var err error
+	if format.container == "" && aggregate {
+		out, err = marshalIndent(want[0].entry, "", "  ")
+	} else {
+		out, err = format.snippet(want, bearer)
+	}
+	if err == nil {
+		fmt.Fprintf(w, "%s\n", out)
+	}
+	return err
+}
+
+// printResults says, one line per entry, what became of it in the file at path.
+func printResults(w io.Writer, path string, results []entryResult) {
+	for _, r := range results {
+		why := ""
+		if r.why != "" {
+			why = ": " + r.why
+		}
+		fmt.Fprintf(w, "%s: %s %q (%s)%s\n", path, r.outcome, r.name, r.url, why)
+	}
+}
+
 // defaultEndpointWait is how long connect waits for status.endpoint: the first reconcile
 // writes it a moment after the ProjectMCP is created, so a script that runs connect right
 // after creating one (or right after dev prints) needs no retry of its own.
 const defaultEndpointWait = 10 * time.Second
 
-// awaitEndpoint reads a ProjectMCP's status.endpoint, waiting up to wait (saying so once) while
-// the ProjectMCP exists without one. A missing ProjectMCP fails at once.
-func awaitEndpoint(ctx context.Context, c client.Client, key types.NamespacedName, wait time.Duration, stderr io.Writer) (string, error) {
+// awaitProject reads a ProjectMCP once its status.endpoint is written, waiting up to wait
+// (saying so once) while it exists without one. A missing ProjectMCP fails at once, or with
+// missingOK is (nil, nil).
+func awaitProject(ctx context.Context, c client.Client, key types.NamespacedName, wait time.Duration, missingOK bool, stderr io.Writer) (*v1alpha1.ProjectMCP, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	tick := time.NewTicker(pollEvery)
@@ -290,17 +432,20 @@ func awaitEndpoint(ctx context.Context, c client.Client, key types.NamespacedNam
 	for said := false; ; said = true {
 		obj := &v1alpha1.ProjectMCP{}
 		if err := c.Get(ctx, key, obj); err != nil && ctx.Err() == nil {
-			return "", fmt.Errorf("projectmcp %s: %w", key, err)
+			if missingOK && apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("projectmcp %s: %w", key, err)
 		}
 		if obj.Status.Endpoint != "" {
-			return obj.Status.Endpoint, nil
+			return obj, nil
 		}
 		if !said && wait > 0 {
 			fmt.Fprintf(stderr, "Waiting up to %s for projectmcp %s's endpoint (its first reconcile writes it)...\n", wait, key)
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("projectmcp %s has no endpoint in its status after %s: is the controller running, with its gateway on?", key, wait)
+			return nil, fmt.Errorf("projectmcp %s has no endpoint in its status after %s: is the controller running, with its gateway on?", key, wait)
 		case <-tick.C:
 		}
 	}

@@ -43,6 +43,11 @@ func TestConnectUsageErrors(t *testing.T) {
 	for args, want := range map[string]string{
 		"connect --client json --write":           "--client json has no config file to write",
 		"connect --force":                         "--force replaces an entry with --write only",
+		"connect --entry x":                       "--entry names the one entry of --aggregate",
+		"adopt --client json":                     "--client json has no config file to adopt from",
+		"adopt --endpoint http://h/x":             "--endpoint must be a project's endpoint",
+		"adopt --auth maybe":                      `--auth must be auto, none or bearer, not "maybe"`,
+		"adopt a b":                               `unexpected argument "b": adopt takes NAME`,
 		"connect --client emacs":                  `--client must be one of claude-code, vscode, cursor, json, not "emacs"`,
 		"connect --auth maybe":                    `--auth must be auto, none or bearer, not "maybe"`,
 		"connect a b":                             `unexpected argument "b": connect takes NAME`,
@@ -101,7 +106,7 @@ func TestConnectBearerToken(t *testing.T) {
 	if err := <-updated; err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(stdout, "http://127.0.0.1:1/projects/default/guarded/mcp") || !strings.Contains(stderr, "Waiting up to 10s") {
+	if !strings.Contains(stdout, `"a": {`) || !strings.Contains(stdout, "http://127.0.0.1:1/projects/default/guarded/servers/a/mcp") || !strings.Contains(stderr, "Waiting up to 10s") {
 		t.Fatalf("connect during the wait:\nstdout: %s\nstderr: %s", stdout, stderr)
 	}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
@@ -148,7 +153,7 @@ func TestConnectBearerToken(t *testing.T) {
 		"vscode":      "Bearer ${input:projectmcp-token}",
 	} {
 		stdout, stderr := runCode(t, exitOK, "connect", "guarded", "--client", client, kc)
-		if !strings.Contains(stdout, `"Authorization": "`+header+`"`) || !strings.Contains(stdout, endpoint) {
+		if !strings.Contains(stdout, `"Authorization": "`+header+`"`) || !strings.Contains(stdout, v1alpha1.ServerEndpoint(endpoint, "a")) {
 			t.Errorf("%s: printed\n%s", client, stdout)
 		}
 		if !strings.Contains(stderr, "export PROJECTMCP_TOKEN=$(kubectl create token SERVICEACCOUNT -n default)") {
@@ -158,11 +163,15 @@ func TestConnectBearerToken(t *testing.T) {
 	if stdout, _ := runCode(t, exitOK, "connect", "guarded", "--client", "json", "--auth", "none", kc); strings.Contains(stdout, "Authorization") {
 		t.Errorf("--auth none must leave the header out:\n%s", stdout)
 	}
+	// --aggregate: the project's endpoint, printed for json as the entry alone.
+	if stdout, _ := runCode(t, exitOK, "connect", "guarded", "--client", "json", "--aggregate", kc); !strings.HasPrefix(stdout, "{\n  \"type\": \"http\",\n  \"url\": \""+endpoint+"\"") {
+		t.Errorf("--aggregate printed:\n%s", stdout)
+	}
 
 	// --write in a project folder named like the object: NAME comes from the folder.
 	project := filepath.Join(t.TempDir(), "guarded")
 	stdout, _ = runCode(t, exitOK, "connect", "--project", project, "--write", kc)
-	if !strings.Contains(stdout, `created "projectmcp" (`+endpoint+`)`) {
+	if !strings.Contains(stdout, `created "a" (`+v1alpha1.ServerEndpoint(endpoint, "a")+`)`) {
 		t.Fatalf("stdout: %s", stdout)
 	}
 	var written struct {
@@ -171,7 +180,7 @@ func TestConnectBearerToken(t *testing.T) {
 	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(project, ".mcp.json"))), &written); err != nil {
 		t.Fatal(err)
 	}
-	entry := written.MCPServers["projectmcp"]
+	entry := written.MCPServers["a"]
 
 	// The entry works: with a ServiceAccount token that may use the project in the variable,
 	// as the agent expands it, a session lists the project's tools; without the grant, 403.

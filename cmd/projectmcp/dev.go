@@ -177,7 +177,7 @@ func dev(ctx context.Context, projectDir, dataDir string, firstRunBound time.Dur
 		waiting--
 	}
 	if firstErr == nil && ctx.Err() == nil {
-		if err := printDevReady(stdout, abs, m.Path(), kubeconfig, gw.Endpoint(key)); err != nil {
+		if err := printDevReady(ctx, stdout, c, key, abs, m.Path(), kubeconfig); err != nil {
 			firstErr = err
 		}
 	}
@@ -200,11 +200,12 @@ func dev(ctx context.Context, projectDir, dataDir string, firstRunBound time.Dur
 	return firstErr
 }
 
-// printDevReady says where everything is, and prints the entry `projectmcp connect --write`
-// would add to Claude Code's .mcp.json (dev's gateway is local: no token).
-func printDevReady(w io.Writer, project, file, kubeconfig, endpoint string) error {
-	entry, err := clientFormats[0].snippet(defaultEntryName, endpoint, false)
-	if err != nil {
+// printDevReady says where everything is, and prints the entries `projectmcp connect --write`
+// would add to Claude Code's .mcp.json (dev's gateway is local: no token): one per enabled
+// server, computed as connect computes them.
+func printDevReady(ctx context.Context, w io.Writer, c client.Client, key types.NamespacedName, project, file, kubeconfig string) error {
+	obj := &v1alpha1.ProjectMCP{}
+	if err := c.Get(ctx, key, obj); err != nil {
 		return err
 	}
 	connect := "projectmcp connect --kubeconfig " + kubeconfig
@@ -217,12 +218,25 @@ func printDevReady(w io.Writer, project, file, kubeconfig, endpoint string) erro
               export KUBECONFIG=%s
   endpoint:   %s
 
-Connect an agent: "%s --write" adds this entry to
-the project's .mcp.json (Claude Code; --client vscode or cursor for theirs):
+`, project, file, kubeconfig, kubeconfig, obj.Status.Endpoint)
+	targets, err := connectEntries(key, obj, false, "")
+	if err != nil {
+		fmt.Fprintf(w, "No server of %s is enabled yet: once one is, \"%s --write\" adds its entry to the\nproject's .mcp.json.\n\nPress Ctrl-C to stop.\n", file, connect)
+		return nil
+	}
+	entries, err := clientFormats[0].snippet(connectWants(clientFormats[0], obj, targets, false), false)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, `Connect an agent: "%s --write" adds one entry per server, named
+as in .dsh/mcp.json, so the agent names the tools as with a direct config (mcp__<server>__<tool>);
+an entry that defines the same server directly gives way to it ("projectmcp adopt" moves such
+entries into .dsh/mcp.json), and --aggregate writes one "projectmcp" entry instead. These
+entries go into the project's .mcp.json (Claude Code; --client vscode or cursor for theirs):
 %s
 
 Press Ctrl-C to stop.
-`, project, file, kubeconfig, kubeconfig, endpoint, connect, entry)
+`, connect, entries)
 	return nil
 }
 

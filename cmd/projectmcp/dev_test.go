@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/controlplane"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
@@ -75,7 +76,7 @@ func TestDevEndToEnd(t *testing.T) {
 	// printed into the project's .mcp.json.
 	sh.env = append(sh.env, "KUBECONFIG="+kubeconfig)
 	code, out := sh.run(t, "src/shop", readmeConnectLine)
-	if code != exitOK || !strings.Contains(out, `.mcp.json: created "projectmcp" (`+endpoint+`)`) {
+	if code != exitOK || !strings.Contains(out, `.mcp.json: created "a" (`+v1alpha1.ServerEndpoint(endpoint, "a")+`)`) {
 		t.Fatalf("%s: exit %d:\n%s", readmeConnectLine, code, out)
 	}
 	printed := printedEntry(t, dev.out.String())

@@ -77,7 +77,7 @@ func TestFirstRunEmptyNpmCache(t *testing.T) {
 
 	// At once: connect writes the entry dev printed, and a client lists the demo's tools.
 	sh.env = append(sh.env, "KUBECONFIG="+kubeconfig)
-	if code, out := sh.run(t, "src/demo", "projectmcp connect --write"); code != exitOK || !strings.Contains(out, `created "projectmcp"`) {
+	if code, out := sh.run(t, "src/demo", "projectmcp connect --write"); code != exitOK || !strings.Contains(out, `created "memory"`) {
 		t.Fatalf("connect --write: exit %d:\n%s", code, out)
 	}
 	if written := readFile(t, filepath.Join(demo, ".mcp.json")); strings.TrimSpace(written) != printedEntry(t, out) {

@@ -116,6 +116,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newDevCmd(g, stdout, stderr),
 		newConnectCmd(g, stdout, stderr),
+		newAdoptCmd(g, stdout, stderr),
 		newControllerCmd(g, stderr),
 		newMirrorCmd(g, stderr),
 		newStatusCmd(g, stdout),

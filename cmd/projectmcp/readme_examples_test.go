@@ -217,12 +217,17 @@ func TestReadmeExamples(t *testing.T) {
 
 	// Lines that run to their end: where, and a line their output must have. A console block's
 	// first output line must be the command's first line too.
+	// shop's agent config defines its servers directly, as .dsh/mcp.json does: adopt points
+	// them at their endpoints.
+	writeFile(t, filepath.Join(sh.home, "src", "shop", ".mcp.json"), fixtureConfig("memory", "everything"))
 	for _, c := range []struct{ line, dir, want string }{
+		{"cd ~/src/shop && projectmcp adopt   # prints the change of .dsh/mcp.json and .mcp.json; writes nothing", "", "Dry run: nothing written"},
+		{"projectmcp adopt --write", "src/shop", `.mcp.json: replaced "memory" (http://127.0.0.1:8484/projects/default/shop/servers/memory/mcp): moved to .dsh/mcp.json`},
 		{"projectmcp status shop", "", "SERVER"},
 		{"projectmcp reconnect shop --server memory --wait 30s", "", "handled: "},
-		{"projectmcp connect --client vscode --write", "src/shop", `.vscode/mcp.json: created "projectmcp" (http://127.0.0.1:8484/projects/default/shop/mcp)`},
-		{"projectmcp connect --client cursor --write", "src/shop", `.cursor/mcp.json: created "projectmcp" (http://127.0.0.1:8484/projects/default/shop/mcp)`},
-		{"projectmcp connect web --client json", "", `"url": "http://127.0.0.1:8484/projects/default/web/mcp"`},
+		{"projectmcp connect --client vscode --write", "src/shop", `.vscode/mcp.json: created "memory" (http://127.0.0.1:8484/projects/default/shop/servers/memory/mcp)`},
+		{"projectmcp connect --client cursor --write", "src/shop", `.cursor/mcp.json: created "everything" (http://127.0.0.1:8484/projects/default/shop/servers/everything/mcp)`},
+		{"projectmcp connect web --client json", "", `"url": "http://127.0.0.1:8484/projects/default/web/servers/docs/mcp"`},
 		{"projectmcp render .dsh/mcp.json --namespace team-a > projectmcp.yaml", "src/shop", ""},
 		{"source <(projectmcp completion bash)", "", ""},
 		{"projectmcp version", "", "mcp protocol:"},

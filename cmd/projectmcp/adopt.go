@@ -1,0 +1,536 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/config"
+)
+
+const adoptLong = `Moves the MCP servers an agent's project config file defines directly (a stdio command with
+its args and env, or an http url with its headers) into the project's .dsh/mcp.json, and
+points the file's entries at the servers' own projectmcp endpoints under the SAME names: the
+agent keeps naming the tools as before (mcp__memory__read_graph in Claude Code), so its
+permission rules and hooks keep matching.
+
+  claude-code  .mcp.json          "mcpServers" (the default)
+  vscode       .vscode/mcp.json   "servers"
+  cursor       .cursor/mcp.json   "mcpServers"
+
+Without --write it writes nothing and prints the change of both files as a diff. --write
+applies it: .dsh/mcp.json is created, or the servers are added to it; the client's file is
+edited in place, every comment, other entry and its formatting kept. Entries that already
+point at projectmcp are left as they are.
+
+${VAR} references move as they are written, never expanded: the controller resolves them
+from spec.secretRef's Secret. VS Code's and Cursor's ${env:VAR} becomes ${VAR}; a
+${input:...} reference (a value VS Code prompts for) or any other of their variables cannot
+move without resolving it, and is refused naming the entry. A server .dsh/mcp.json already
+has with another definition is refused naming both files; the same definition is fine.
+
+The entries point at the ProjectMCP's endpoint (NAME, default the folder's name, as dev and
+mirror name it), read from the cluster as connect does; while it exists without one, adopt
+waits up to --wait (with --write, .dsh/mcp.json is written first, so a running
+"projectmcp dev" or mirror applies it meanwhile). --endpoint gives the project's endpoint
+instead. When there is none (no cluster, or no ProjectMCP yet), adopt writes .dsh/mcp.json
+alone and leaves the client's file; once the project is served, "projectmcp connect --write"
+points the entries at their endpoints (it replaces an entry that defines the very server
+.dsh/mcp.json has).`
+
+// adoptOptions are the flags of `projectmcp adopt`.
+type adoptOptions struct {
+	client   string
+	project  string
+	write    bool
+	endpoint string
+	auth     string
+	wait     time.Duration
+}
+
+func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
+	o := adoptOptions{client: "claude-code", project: ".", auth: "auto", wait: defaultEndpointWait}
+	cmd := &cobra.Command{
+		Use:   "adopt [NAME]",
+		Short: "Move an agent config's servers into .dsh/mcp.json, keeping their entry names",
+		Long:  adoptLong,
+		Example: `  # what adopting this folder's .mcp.json would change (writes nothing)
+  projectmcp adopt
+
+  # do it
+  projectmcp adopt --write
+
+  # VS Code's .vscode/mcp.json, with the endpoint given rather than read from the cluster
+  projectmcp adopt --client vscode --endpoint http://127.0.0.1:8484/projects/default/shop/mcp --write`,
+		Args:              positional(nil, "NAME"),
+		ValidArgsFunction: completeProjects(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := lookupClient(o.client)
+			switch {
+			case err != nil:
+				return err
+			case format.file == "":
+				return usageErrorf("--client %s has no config file to adopt from", o.client)
+			case !slices.Contains([]string{"auto", "none", "bearer"}, o.auth):
+				return usageErrorf("--auth must be auto, none or bearer, not %q", o.auth)
+			case o.endpoint != "" && !isProjectEndpoint(o.endpoint):
+				return usageErrorf("--endpoint must be a project's endpoint, http(s)://HOST/projects/NAMESPACE/NAME/mcp, not %q", o.endpoint)
+			}
+			return adopt(cmd.Context(), g, args, format, o, stdout, stderr)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.client, "client", o.client, "the agent client whose file is adopted: claude-code, vscode, cursor")
+	fs.StringVar(&o.project, "project", o.project, "project folder: where both files are, and whose name NAME defaults to")
+	fs.BoolVar(&o.write, "write", false, "write both files (without it, print their diff and write nothing)")
+	fs.StringVar(&o.endpoint, "endpoint", "", "the project's endpoint (…/projects/NAMESPACE/NAME/mcp), in place of the ProjectMCP's status.endpoint")
+	fs.DurationVar(&o.wait, "wait", o.wait, "how long to wait for the ProjectMCP's status.endpoint when it exists without one yet")
+	fs.StringVar(&o.auth, "auth", o.auth, `"auto": ask the endpoint whether it checks bearer tokens; "none"; "bearer": add the Authorization header`)
+	_ = cmd.RegisterFlagCompletionFunc("client", cobra.FixedCompletions([]string{"claude-code", "vscode", "cursor"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("auth", cobra.FixedCompletions([]string{"auto", "none", "bearer"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.MarkFlagDirname("project")
+	return cmd
+}
+
+// gatewayPath is the path of a projectmcp endpoint: a project's, or one server's.
+var gatewayPath = regexp.MustCompile(`/projects/[^/]+/[^/]+/(servers/[^/]+/)?mcp$`)
+
+func isProjectEndpoint(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		gatewayPath.MatchString(u.Path) && !strings.Contains(u.Path, "/servers/")
+}
+
+// pointsAtProjectmcp is whether a client entry's url is a projectmcp endpoint.
+func pointsAtProjectmcp(v jsonValue) bool {
+	u, ok := v.member("url")
+	if !ok || u.value.kind != '"' {
+		return false
+	}
+	parsed, err := url.Parse(u.value.str)
+	return err == nil && gatewayPath.MatchString(parsed.Path)
+}
+
+// movedServer is one server adopt takes from the client's file.
+type movedServer struct {
+	name   string
+	value  any // the definition as .dsh/mcp.json holds it, keys in the file's order
+	server v1alpha1.MCPServer
+}
+
+// clientRef matches a ${...} reference of a client's config value.
+var clientRef = regexp.MustCompile(`\$\{([^}]*)\}`)
+
+// dshReferences is s with the client's references in .dsh/mcp.json's form. Claude Code's
+// ${VAR} and ${VAR:-default} are .dsh/mcp.json's own and stay as written. VS Code and Cursor
+// read the environment only as ${env:VAR}, which becomes ${VAR}; their other variables
+// (${input:id}, a secret VS Code prompts for; ${workspaceFolder}...) have no meaning in
+// .dsh/mcp.json and cannot be moved without resolving them.
+func dshReferences(format clientFormat, entry, s string) (string, error) {
+	if format.name == "claude-code" {
+		return s, nil
+	}
+	var bad error
+	out := clientRef.ReplaceAllStringFunc(s, func(ref string) string {
+		inner := ref[2 : len(ref)-1]
+		if name, ok := strings.CutPrefix(inner, "env:"); ok {
+			return "${" + name + "}"
+		}
+		if bad == nil {
+			if strings.HasPrefix(inner, "input:") {
+				bad = fmt.Errorf("entry %q reads %s, a value %s prompts for: it cannot move to %s without resolving the secret; put it in the Secret spec.secretRef names and write ${VAR} in place of it",
+					entry, ref, format.name, config.DefaultPath)
+			} else {
+				bad = fmt.Errorf("entry %q uses %s, a variable of %s that %s cannot express (only ${env:VAR} moves, as ${VAR})", entry, ref, format.name, config.DefaultPath)
+			}
+		}
+		return ref
+	})
+	return out, bad
+}
+
+// dshValue is a JSON value of the client's file as .dsh/mcp.json holds it: objects keep their
+// keys' order, strings have their references translated, the rest is copied as written.
+func dshValue(format clientFormat, entry string, src []byte, v jsonValue) (any, error) {
+	switch v.kind {
+	case '{':
+		obj := orderedObject{}
+		for _, m := range v.members {
+			val, err := dshValue(format, entry, src, m.value)
+			if err != nil {
+				return nil, err
+			}
+			obj = append(obj, member{m.key, val})
+		}
+		return obj, nil
+	case '[':
+		arr := []any{}
+		for _, e := range v.elems {
+			val, err := dshValue(format, entry, src, e)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, val)
+		}
+		return arr, nil
+	case '"':
+		return dshReferences(format, entry, v.str)
+	}
+	return json.RawMessage(src[v.start:v.end]), nil
+}
+
+// directServer reads a client's entry as the server it defines, by .dsh/mcp.json's rules.
+func directServer(format clientFormat, name string, src []byte, v jsonValue) (movedServer, error) {
+	value, err := dshValue(format, name, src, v)
+	if err != nil {
+		return movedServer{}, err
+	}
+	s, err := parseServer(name, value)
+	return movedServer{name: name, value: value, server: s}, err
+}
+
+// parseServer checks one definition by .dsh/mcp.json's reader, as the mirror will read it.
+func parseServer(name string, value any) (v1alpha1.MCPServer, error) {
+	doc, err := json.Marshal(orderedObject{{"mcpServers", orderedObject{{name, value}}}})
+	if err != nil {
+		return v1alpha1.MCPServer{}, err
+	}
+	spec, err := config.Parse(config.DefaultPath, doc)
+	var list config.ErrorList
+	if errors.As(err, &list) {
+		var msgs []string
+		for _, e := range list {
+			msgs = append(msgs, e.Msg)
+		}
+		return v1alpha1.MCPServer{}, fmt.Errorf("entry %q cannot move to %s: %s", name, config.DefaultPath, strings.Join(msgs, "; "))
+	}
+	if err != nil {
+		return v1alpha1.MCPServer{}, err
+	}
+	return spec.Servers[0], nil
+}
+
+// sameServer is whether two definitions reach the same server the same way (what the
+// command, url, env and headers say; not whether it is disabled nor its tool filter).
+func sameServer(a, b v1alpha1.MCPServer) bool {
+	return reflect.DeepEqual(toGeneric(a.Stdio), toGeneric(b.Stdio)) && reflect.DeepEqual(toGeneric(a.HTTP), toGeneric(b.HTTP))
+}
+
+// clientEntries are the server entries of a client's config file.
+func clientEntries(path string, format clientFormat, src []byte) ([]jsonMember, error) {
+	top, err := parseJSONC(src)
+	if err != nil {
+		return nil, fmt.Errorf("%s:%v", path, err)
+	}
+	if top.kind != '{' {
+		return nil, fmt.Errorf("%s: the top level must be a JSON object", path)
+	}
+	container, ok := top.member(format.container)
+	if !ok {
+		return nil, nil
+	}
+	if container.value.kind != '{' {
+		return nil, fmt.Errorf("%s: %q must be an object", path, format.container)
+	}
+	return container.value.members, nil
+}
+
+// planMoves sorts a client's entries into the servers to move and those already at projectmcp.
+func planMoves(path string, format clientFormat, src []byte, entries []jsonMember) (moves []movedServer, left []string, err error) {
+	var errs []error
+	for _, m := range entries {
+		if pointsAtProjectmcp(m.value) {
+			left = append(left, m.key)
+			continue
+		}
+		s, err := directServer(format, m.key, src, m.value)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+			continue
+		}
+		moves = append(moves, s)
+	}
+	return moves, left, errors.Join(errs...)
+}
+
+// dshResult is what became of one moved server in .dsh/mcp.json.
+type dshResult struct {
+	name     string
+	outcome  string // "added", or "unchanged" when .dsh/mcp.json has it already
+	disabled bool   // .dsh/mcp.json has it, disabled: it has no endpoint
+}
+
+// mergeDsh is .dsh/mcp.json (src, when exists) with the moved servers, or nil when nothing
+// changes. A server it has with another definition is a conflict, named with both files.
+func mergeDsh(path, clientPath string, src []byte, exists bool, moves []movedServer) ([]byte, []dshResult, error) {
+	have := map[string]v1alpha1.MCPServer{}
+	if exists {
+		spec, err := config.Parse(path, src)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s must be valid before servers are added to it:\n%w", path, err)
+		}
+		for _, s := range spec.Servers {
+			have[s.Name] = s
+		}
+	}
+	var results []dshResult
+	var added orderedObject
+	var conflicts []error
+	for _, m := range moves {
+		old, ok := have[m.name]
+		switch {
+		case !ok:
+			added = append(added, member{m.name, m.value})
+			results = append(results, dshResult{name: m.name, outcome: "added"})
+		case sameServer(old, m.server):
+			results = append(results, dshResult{name: m.name, outcome: "unchanged", disabled: old.Disabled})
+		default:
+			conflicts = append(conflicts, fmt.Errorf("server %q is defined differently in %s and in %s: make them the same, or rename one, then adopt again", m.name, clientPath, path))
+		}
+	}
+	if err := errors.Join(conflicts...); err != nil {
+		return nil, nil, err
+	}
+	if len(added) == 0 {
+		return nil, results, nil
+	}
+	out, err := spliceDsh(src, exists, added)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := config.Parse(path, out); err != nil {
+		return nil, nil, fmt.Errorf("adding the servers would make %s invalid:\n%w", path, err)
+	}
+	return out, results, nil
+}
+
+// spliceDsh adds servers to .dsh/mcp.json's "mcpServers" as text, keeping the rest as it is,
+// or makes the file.
+func spliceDsh(src []byte, exists bool, added orderedObject) ([]byte, error) {
+	if !exists {
+		doc, err := marshalIndent(orderedObject{{"mcpServers", added}}, "", "  ")
+		return append(doc, '\n'), err
+	}
+	top, err := parseJSONC(src)
+	if err != nil {
+		return nil, err
+	}
+	s := newSplicer(src, top)
+	servers, _ := top.member("mcpServers") // config.Parse has seen it is there, an object
+	if err := s.insertAll(servers.value, added, true, nil); err != nil {
+		return nil, err
+	}
+	return s.apply(), nil
+}
+
+// readOptional reads a file that may not exist.
+func readOptional(path string) ([]byte, bool, error) {
+	src, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	return src, err == nil, err
+}
+
+// adoption is what adopt changes: both files' contents before and after (nil after: no change).
+type adoption struct {
+	dshPath, clientPath       string
+	dshBefore, dshAfter       []byte
+	clientBefore, clientAfter []byte
+	dshResults                []dshResult
+	clientResults             []entryResult
+	left                      []string
+	moves                     []movedServer
+}
+
+// planAdoption reads both files and decides the .dsh/mcp.json side; the client's side needs
+// the endpoint (planClient).
+func planAdoption(project string, format clientFormat) (*adoption, error) {
+	a := &adoption{dshPath: filepath.Join(project, config.DefaultPath), clientPath: filepath.Join(project, format.file)}
+	src, ok, err := readOptional(a.clientPath)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, fmt.Errorf("%s does not exist: nothing to adopt (--client picks another client's file, --project another folder)", a.clientPath)
+	}
+	a.clientBefore = src
+	entries, err := clientEntries(a.clientPath, format, src)
+	if err != nil {
+		return nil, err
+	}
+	if a.moves, a.left, err = planMoves(a.clientPath, format, src, entries); err != nil {
+		return nil, err
+	}
+	dsh, dshExists, err := readOptional(a.dshPath)
+	if err != nil {
+		return nil, err
+	}
+	a.dshBefore = dsh
+	a.dshAfter, a.dshResults, err = mergeDsh(a.dshPath, a.clientPath, dsh, dshExists, a.moves)
+	return a, err
+}
+
+// planClient decides the client's side: each moved server's entry points at its endpoint
+// under the project's, under the same name (one disabled in .dsh/mcp.json has none: it stays).
+func (a *adoption) planClient(format clientFormat, projectEndpoint string, bearer bool) error {
+	disabled := map[string]bool{}
+	for _, r := range a.dshResults {
+		disabled[r.name] = r.disabled
+	}
+	var want []wantEntry
+	for _, m := range a.moves {
+		if disabled[m.name] {
+			continue
+		}
+		e := format.entry(v1alpha1.ServerEndpoint(projectEndpoint, m.name), bearer)
+		want = append(want, wantEntry{name: m.name, entry: e, ours: func([]byte, jsonValue) string { return "moved to " + config.DefaultPath }})
+	}
+	var err error
+	a.clientAfter, a.clientResults, err = mergeClientConfig(a.clientPath, a.clientBefore, true, format, want, bearer, false)
+	return err
+}
+
+func adopt(ctx context.Context, g *globalFlags, args []string, format clientFormat, o adoptOptions, stdout, stderr io.Writer) error {
+	a, err := planAdoption(o.project, format)
+	if err != nil {
+		return err
+	}
+	if len(a.moves) == 0 {
+		fmt.Fprintf(stdout, "%s defines no server directly: nothing to adopt.\n", a.clientPath)
+		return nil
+	}
+	warnLiterals(stderr, a.moves)
+	if o.write && a.dshAfter != nil {
+		if err := writeDsh(a.dshPath, a.dshAfter); err != nil {
+			return err
+		}
+	}
+	endpoint, why := adoptEndpoint(ctx, g, args, o, stderr)
+	if endpoint != "" {
+		if err := a.planClient(format, endpoint, wantsBearer(ctx, o.auth, endpoint, stderr)); err != nil {
+			return err
+		}
+	}
+	if !o.write {
+		printAdoptionDiff(stdout, a)
+	} else if a.clientAfter != nil {
+		if err := writeFileAtomic(a.clientPath, a.clientAfter, fileMode(a.clientPath)); err != nil {
+			return err
+		}
+	}
+	reportAdoption(stdout, a, o.write)
+	if endpoint == "" {
+		fmt.Fprintf(stdout, "%s left as it is: %s. Once the project is served (projectmcp dev, or mirror and a controller), "+
+			"\"projectmcp connect --write\" points its entries at their endpoints.\n", a.clientPath, why)
+	}
+	return nil
+}
+
+// adoptEndpoint is the project's endpoint, or "" and why there is none. Without a cluster to
+// ask, adopt still moves the servers: the endpoint is then connect's to find later.
+func adoptEndpoint(ctx context.Context, g *globalFlags, args []string, o adoptOptions, stderr io.Writer) (string, string) {
+	if o.endpoint != "" {
+		return o.endpoint, ""
+	}
+	key, err := connectTarget(g, o.project, args)
+	if err != nil {
+		return "", fmt.Sprintf("no cluster to read the project's endpoint from (%v)", err)
+	}
+	c, err := g.client()
+	if err != nil {
+		return "", fmt.Sprintf("no cluster to read projectmcp %s from (%v)", key, err)
+	}
+	obj, err := awaitProject(ctx, c, key, o.wait, true, stderr)
+	switch {
+	case err != nil:
+		return "", err.Error()
+	case obj == nil:
+		return "", fmt.Sprintf("projectmcp %s does not exist yet", key)
+	}
+	return obj.Status.Endpoint, ""
+}
+
+// writeDsh writes .dsh/mcp.json whole, so the mirror never reads half of it.
+func writeDsh(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return writeFileAtomic(path, data, fileMode(path))
+}
+
+// fileMode is an existing file's mode, else 0644.
+func fileMode(path string) fs.FileMode {
+	if info, err := os.Stat(path); err == nil {
+		return info.Mode().Perm()
+	}
+	return 0o644
+}
+
+func printAdoptionDiff(w io.Writer, a *adoption) {
+	if a.dshAfter != nil {
+		fmt.Fprint(w, lineDiff(a.dshPath, a.dshBefore, a.dshAfter))
+	}
+	if a.clientAfter != nil {
+		fmt.Fprint(w, lineDiff(a.clientPath, a.clientBefore, a.clientAfter))
+	}
+}
+
+// reportAdoption says, one line per entry, what adopt did (or, in a dry run, would do).
+func reportAdoption(w io.Writer, a *adoption, written bool) {
+	for _, r := range a.dshResults {
+		note := ""
+		switch {
+		case r.disabled:
+			note = " (there already, disabled: its client entry stays)"
+		case r.outcome == "unchanged":
+			note = " (there already, the same)"
+		}
+		fmt.Fprintf(w, "%s: %s %q%s\n", a.dshPath, r.outcome, r.name, note)
+	}
+	printResults(w, a.clientPath, a.clientResults)
+	for _, name := range a.left {
+		fmt.Fprintf(w, "%s: left %q (it points at projectmcp already)\n", a.clientPath, name)
+	}
+	if !written {
+		fmt.Fprintln(w, "Dry run: nothing written; --write applies it.")
+	}
+}
+
+// secretish matches the env and header names whose values are usually secrets.
+var secretish = regexp.MustCompile(`(?i)token|secret|password|passwd|key|auth|cookie|credential`)
+
+// warnLiterals warns of values that look like secrets written literally: .dsh/mcp.json is
+// mirrored into the ProjectMCP's spec, where a ${VAR} reference resolved from spec.secretRef's
+// Secret belongs instead.
+func warnLiterals(w io.Writer, moves []movedServer) {
+	for _, m := range moves {
+		var vars []v1alpha1.NameValue
+		if m.server.Stdio != nil {
+			vars = m.server.Stdio.Env
+		}
+		if m.server.HTTP != nil {
+			vars = m.server.HTTP.Headers
+		}
+		for _, nv := range vars {
+			if secretish.MatchString(nv.Name) && !strings.Contains(nv.Value, "${") {
+				fmt.Fprintf(w, "Warning: %q sets %s to a literal value, which %s carries into the ProjectMCP's spec: "+
+					"a ${VAR} reference, resolved from the Secret spec.secretRef names, keeps it out.\n", m.name, nv.Name, config.DefaultPath)
+			}
+		}
+	}
+}
