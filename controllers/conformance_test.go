@@ -291,3 +291,33 @@ func startConformanceServer(t *testing.T, cmd *exec.Cmd) string {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestDiverge(t *testing.T) {
+	direct := []check{
+		{scenario: "a", id: "x", status: "SUCCESS"},
+		{scenario: "a", id: "x", status: "WARNING"}, // a second check of the same id
+		{scenario: "a", id: "info", status: "INFO"},
+		{scenario: "b", id: "y", status: "FAILURE"},
+		{scenario: "c", id: "z", status: "SUCCESS"},
+	}
+	through := []check{
+		{scenario: "a", id: "x", status: "SUCCESS"},
+		{scenario: "a", id: "x", status: "FAILURE", message: "broke"},
+		{scenario: "b", id: "y", status: "SUCCESS"},
+		{scenario: "d", id: "new", status: "FAILURE"},
+		{scenario: "d", id: "fine", status: "SUCCESS"},
+	}
+	worse, better := diverge(direct, through)
+	var w, b []string
+	for _, d := range worse {
+		w = append(w, d.String())
+	}
+	for _, d := range better {
+		b = append(b, d.String())
+	}
+	wantWorse := []string{"a/x: direct WARNING, through FAILURE: broke", "c/z: direct SUCCESS, through absent", "d/new: direct absent, through FAILURE"}
+	wantBetter := []string{"b/y: direct FAILURE, through SUCCESS", "d/fine: direct absent, through SUCCESS"}
+	if !slices.Equal(w, wantWorse) || !slices.Equal(b, wantBetter) {
+		t.Fatalf("worse %q\nbetter %q", w, b)
+	}
+}

@@ -730,9 +730,9 @@ func upstreamContext(ctx context.Context) (context.Context, context.CancelFunc) 
 func (c *Conn) callError(err error) error {
 	se := &scrubbedError{msg: fmt.Sprintf("MCP server %q: %s", c.opts.Server.Name, c.scrub(err.Error())), err: err}
 	if wire := (*jsonrpc.Error)(nil); errors.As(err, &wire) {
-		se.wire = &jsonrpc.Error{Code: wire.Code, Message: c.redact(wire.Message), Data: json.RawMessage(c.redact(string(wire.Data)))}
-		if len(wire.Data) == 0 {
-			se.wire.Data = nil
+		se.wire = &jsonrpc.Error{Code: wire.Code, Message: c.redact(wire.Message)}
+		if data := json.RawMessage(c.redact(string(wire.Data))); len(data) > 0 && json.Valid(data) {
+			se.wire.Data = data // else a secret was part of a token: no data rather than a broken one
 		}
 	}
 	return se
