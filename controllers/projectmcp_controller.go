@@ -72,6 +72,9 @@ type Reconciler struct {
 	Conn      ConnDefaults
 	// Endpoint returns the gateway URL of a project, or "" when no gateway runs.
 	Endpoint func(types.NamespacedName) string
+	// MaxToolName is the gateway's (gateway.Options.MaxToolName), so that status names tools
+	// as sessions see them (zero: toolname.DefaultBudget).
+	MaxToolName int
 
 	reconnects handledReconnects
 }
@@ -179,7 +182,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	obs, now := r.Registry.Observe(req.NamespacedName), r.Clock.Now()
-	status := buildStatus(obj, obs, r.endpoint(req.NamespacedName), now)
+	status := buildStatus(obj, obs, r.endpoint(req.NamespacedName), r.MaxToolName, now)
 	status.LastHandledReconnectAt = handled
 	if err := r.writeStatus(ctx, obj, status); err != nil {
 		return reconcile.Result{}, err

@@ -20,8 +20,9 @@ import (
 // observation. It is what the reconciler applies (writeStatus), so it leaves out the conditions
 // another writer owns (the mirror's ConfigSynced). It keeps only what must survive from the
 // previous status (transition times, the handled reconnect token). It is pure: the same inputs
-// give the same status, so an unchanged project never writes.
-func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint string, now time.Time) v1alpha1.ProjectMCPStatus {
+// give the same status, so an unchanged project never writes. maxToolName is the gateway's
+// (Reconciler.MaxToolName), so the tools it lists are named as sessions see them.
+func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint string, maxToolName int, now time.Time) v1alpha1.ProjectMCPStatus {
 	exact := now                    // for rules with sub-second thresholds (dead after 5 s)
 	now = now.Truncate(time.Second) // the API keeps seconds; finer times would always differ
 	prev := obj.Status
@@ -37,8 +38,8 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 	}
 	counts := map[v1alpha1.ServerPhase]int{}
 	enabled, dead := 0, 0 // dead: Ready but with no tools for longer than conn.DeadAfter
-	tools, notes := projection.Project(obs.Tools())
-	_, promptNotes := projection.Prompts(obs.Prompts())
+	tools, notes := projection.Project(obs.Tools(), maxToolName)
+	_, promptNotes := projection.Prompts(obs.Prompts(), maxToolName)
 	_, _, resourceNotes := projection.Resources(obs.Resources())
 	notes = append(append(notes, promptNotes...), resourceNotes...)
 	names := map[string][]string{}

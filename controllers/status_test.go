@@ -101,7 +101,7 @@ func TestBuildStatus(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			obj := &v1alpha1.ProjectMCP{Spec: v1alpha1.ProjectMCPSpec{Servers: tc.servers}}
-			st := buildStatus(obj, registry.Observation{Servers: tc.obs}, "http://e", now)
+			st := buildStatus(obj, registry.Observation{Servers: tc.obs}, "http://e", 0, now)
 			rc := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
 			dc := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDegraded)
 			if rc.Status != tc.want.ready || rc.Reason != tc.want.reason || dc.Status != tc.want.degraded {
@@ -138,7 +138,7 @@ func TestBuildStatusKeepsAndRecords(t *testing.T) {
 	obs := registry.Observation{Servers: map[string]registry.ServerState{"a": {HasConn: true,
 		Conn:        conn.Snapshot{ID: "c2", Phase: v1alpha1.PhaseReady, RawToolCount: 1, ReadySince: now},
 		LastRebuild: registry.Rebuild{At: now, Reason: registry.RebuildDeadAtMount, Connection: "c2", Previous: "failed: boom"}}}}
-	st := buildStatus(obj, obs, "", now)
+	st := buildStatus(obj, obs, "", 0, now)
 	s := st.Servers[0]
 	if !s.LastTransitionTime.Equal(&earlier) {
 		t.Errorf("an unchanged phase keeps its transition time: %v", s.LastTransitionTime)

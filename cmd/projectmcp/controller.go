@@ -35,6 +35,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/reaper"
 	"github.com/dsh-dev/projectmcp/internal/registry"
+	"github.com/dsh-dev/projectmcp/internal/toolname"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
@@ -71,6 +72,7 @@ type controllerFlags struct {
 	maxCallsEach   int
 	maxCalls       int
 	maxSubsEach    int
+	maxToolName    int
 	rootBase       string
 	allowCommands  []string
 	allowAny       bool
@@ -113,6 +115,7 @@ func defaultControllerFlags() controllerFlags {
 		maxCallsEach:   conn.DefaultMaxCallsPerSession,
 		maxCalls:       conn.DefaultMaxCalls,
 		maxSubsEach:    gateway.DefaultMaxSubscriptionsPerSession,
+		maxToolName:    toolname.DefaultBudget,
 		// Outside a cluster the controller runs as the user, with the user's commands.
 		allowAny: !runningInCluster(),
 	}
@@ -146,6 +149,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.IntVar(&f.maxCalls, "max-calls-per-server", f.maxCalls, "most sessions' requests in flight on one server's connection; past it requests wait, and freed slots go round the waiting sessions in turn (0: the default)")
 	all.StringVar(&f.rootBase, "project-root-base", f.rootBase, "directory a project's spec.project must lie in to be given to its servers as their root (roots/list); a project outside it gives them no roots (empty: any absolute path)")
 	all.IntVar(&f.maxSubsEach, "max-subscriptions-per-session", f.maxSubsEach, "most resources one session may subscribe to; a subscribe past it is refused with an error naming the limit (0: the default)")
+	all.IntVar(&f.maxToolName, "max-tool-name", f.maxToolName, fmt.Sprintf("longest tool or prompt name the project endpoint lists, %d to %d: a longer <server>__<tool> is cut and marked with a hash (the default leaves room for Claude Code's mcp__projectmcp__ in 64 characters)", toolname.MinBudget, toolname.MaxLength))
 	all.IntVar(&f.maxPerUser, "max-sessions-per-principal", f.maxPerUser, "most sessions one identity may have in one project at once, so one user cannot fill --max-sessions-per-project; a session past it is refused at its mount")
 	all.Int64Var(&f.maxMessage, "max-message-bytes", f.maxMessage, "largest message a server may send (an answer, a list page, a notification); an answer over it fails that request only and the connection goes on, anything else over it is dropped (0: the default)")
 	all.IntVar(&f.maxListItems, "max-list-items", f.maxListItems, "most tools, prompts, resources or resource templates one server may list (each list apart); a server listing more is refused (0: the default)")
@@ -319,12 +323,13 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 	reg.LimitSessions(f.maxSessions)
 	metrics.SetSource(reg.Counts)
 	r := &controllers.Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Registry:  reg,
-		Recorder:  mgr.GetEventRecorder("projectmcp"),
-		Clock:     clock.RealClock{},
-		Conn:      connDefaults,
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Registry:    reg,
+		Recorder:    mgr.GetEventRecorder("projectmcp"),
+		Clock:       clock.RealClock{},
+		Conn:        connDefaults,
+		MaxToolName: f.maxToolName,
 	}
 	if f.gatewayAddr != "0" {
 		// Bound now, so that a port of 0 is resolved before any endpoint is written to status.
@@ -414,6 +419,15 @@ func (f *controllerFlags) checkBounds() error {
 	return nil
 }
 
+// checkToolNameBudget refuses a --max-tool-name no name can be shortened to, or one over the
+// specification's limit (toolname.Project would take the nearer end instead, silently).
+func (f *controllerFlags) checkToolNameBudget() error {
+	if f.maxToolName < toolname.MinBudget || f.maxToolName > toolname.MaxLength {
+		return usageErrorf("--max-tool-name must be within %d..%d, not %d", toolname.MinBudget, toolname.MaxLength, f.maxToolName)
+	}
+	return nil
+}
+
 // commandAllowlist is nil (everything allowed) or the --allow-command patterns (possibly none).
 func (f *controllerFlags) commandAllowlist() []string {
 	if f.allowAny && len(f.allowCommands) == 0 {
@@ -427,7 +441,7 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 	opts := gateway.Options{
 		Registry: reg, BaseURL: f.gatewayURL, SessionTimeout: f.sessionTimeout,
 		StatelessIdle: f.statelessIdle, MaxBodyBytes: f.maxBodyBytes, CallTimeout: f.callTimeout, Log: ctrl.Log.WithName("gateway"),
-		MaxSessionsPerPrincipal: f.maxPerUser, MaxSubscriptionsPerSession: f.maxSubsEach,
+		MaxSessionsPerPrincipal: f.maxPerUser, MaxSubscriptionsPerSession: f.maxSubsEach, MaxToolName: f.maxToolName,
 		Objects: mgr.GetClient(), Live: mgr.GetAPIReader(),
 	}
 	if opts.BaseURL == "" {
@@ -494,6 +508,9 @@ func newControllerCmd(g *globalFlags, stderr io.Writer) *cobra.Command {
 func runController(f *controllerFlags, g *globalFlags) error {
 	if err := f.checkLeaseTimings(); err != nil {
 		return usageErrorf("%v", err)
+	}
+	if err := f.checkToolNameBudget(); err != nil {
+		return err
 	}
 	setControllerMemoryLimit(ctrl.Log.WithName("memory"))
 	cfg, err := g.restConfig()

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
+	"github.com/dsh-dev/projectmcp/internal/toolname"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -38,7 +40,7 @@ func TestControllerCommand(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "controller", "--kubeconfig", env.Kubeconfig, "--metrics-bind-address", metricsAddr,
 		"--metrics-project-labels", "--health-probe-bind-address", probeAddr,
 		// No leader election flags: outside a cluster it elects in the kubeconfig's namespace.
-		"--connect-timeout", "5s",
+		"--connect-timeout", "5s", "--max-tool-name", "30",
 		"--gateway-bind-address", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), mainEnvVar+"=1")
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -186,6 +188,7 @@ func TestControllerCommand(t *testing.T) {
 	if !m.Has("projectmcp_sessions", append([]string{"revision", "2025-11-25"}, project...)...) {
 		t.Error("/metrics: no projectmcp_sessions for the project")
 	}
+	checkToolNameBudget(t, env.Client, obj, 30)
 
 	// `projectmcp reconnect` rebuilds a Failed server and status records the handled request.
 	var pids fixture.PIDs
@@ -257,6 +260,69 @@ func TestControllerCommand(t *testing.T) {
 	if !strings.Contains(strings.ToLower(out.String()), "successfully acquired lease") {
 		t.Errorf("the controller should have taken the leader lease:\n%s", out.String())
 	}
+}
+
+// checkToolNameBudget adds a tool whose projected name would be over budget (as the
+// controller's --max-tool-name): the project endpoint and status list it shortened, a call
+// under that name reaches the tool, and the server's own endpoint keeps the raw name.
+func checkToolNameBudget(t *testing.T, c client.Client, obj *v1alpha1.ProjectMCP, budget int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	session := connectTo(t, ctx, obj.Status.Endpoint)
+	defer session.Close()
+	raw := "add_pull_request_review_comment_to_pending_review"
+	want := toolname.Project("a", raw, budget)
+	if len(want) > budget || want == "a__"+raw {
+		t.Fatalf("%q is not a shortened name within %d", want, budget)
+	}
+	if res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "a__add_tool", Arguments: map[string]any{"name": raw}}); err != nil || res.IsError {
+		t.Fatalf("add_tool: %+v %v", res, err)
+	}
+	testutil.EventuallyOK(t, 20*time.Second, "the shortened name listed and in status", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		if len(obj.Status.Servers) == 0 || !slices.Contains(obj.Status.Servers[0].Tools, want) {
+			return fmt.Errorf("status lists %v", obj.Status.Servers)
+		}
+		return listsTool(ctx, session, want)
+	})
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: want})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "I am "+raw {
+		t.Fatalf("call of %s: %+v %v", want, res, err)
+	}
+	own := connectTo(t, ctx, obj.Status.Servers[0].Endpoint)
+	defer own.Close()
+	if err := listsTool(ctx, own, raw); err != nil {
+		t.Fatalf("the server's own endpoint: %v", err)
+	}
+}
+
+// connectTo is a session of an endpoint.
+func connectTo(t *testing.T, ctx context.Context, endpoint string) *mcp.ClientSession {
+	t.Helper()
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// listsTool is nil when the session lists a tool of that name.
+func listsTool(ctx context.Context, s *mcp.ClientSession, name string) error {
+	var names []string
+	for tool, err := range s.Tools(ctx, nil) {
+		if err != nil {
+			return err
+		}
+		if tool.Name == name {
+			return nil
+		}
+		names = append(names, tool.Name)
+	}
+	return fmt.Errorf("%s not among %v", name, names)
 }
 
 // The bounds on what a server may send reach the connections' options from their flags; a

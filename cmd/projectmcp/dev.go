@@ -71,6 +71,9 @@ func newDevCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 			if f.gatewayAddr == "0" {
 				return usageErrorf(`--gateway-bind-address cannot be "0": dev serves the project's endpoint`)
 			}
+			if err := f.checkToolNameBudget(); err != nil {
+				return err
+			}
 			g.setupLogging(&f.zap, cmd.Flags(), stderr, true)
 			ctx, stop := untilSignal()
 			defer stop()

@@ -117,8 +117,8 @@ func (p *project) sync() {
 	rawOf := func(kind conn.Kind, server, key string) *conn.RawItem {
 		return obs.Servers[server].RawItem(kind, key)
 	}
-	tools, _ := projection.Project(obs.Tools())
-	prompts, _ := projection.Prompts(obs.Prompts())
+	tools, _ := projection.Project(obs.Tools(), p.g.opts.MaxToolName)
+	prompts, _ := projection.Prompts(obs.Prompts(), p.g.opts.MaxToolName)
 	resources, templates, _ := projection.Resources(obs.Resources())
 	if p.only != "" {
 		tools, prompts = ownNames(tools, prompts)

@@ -104,6 +104,10 @@ type Options struct {
 	// DefaultMaxSubscriptionsPerSession). Each subscription is held on the shared connection
 	// and re-made at every reconnect.
 	MaxSubscriptionsPerSession int
+	// MaxToolName bounds the length of the project endpoint's tool and prompt names
+	// (toolname.Project's budget; zero: toolname.DefaultBudget). The reconciler must get the
+	// same value, so that status names the tools sessions see.
+	MaxToolName int
 	// Clock times stateless sessions' inactivity (default: real).
 	Clock clock.WithTicker
 	Log   logr.Logger

@@ -32,16 +32,17 @@ type Note struct {
 }
 
 // Project computes the projected tool set: offered maps each server name to the tools it offers
-// now (see registry.ServerState.Offered); the result maps projected names to tools.
+// now (see registry.ServerState.Offered) and budget bounds a name's length (toolname.Project's
+// budget, --max-tool-name); the result maps projected names to tools.
 //
-// Names are toolname.Project(server, raw), so a tool's name never depends on what else is
+// Names are toolname.Project(server, raw, budget), so a tool's name never depends on what else is
 // offered. Consequently a true collision, two tools projecting to the same name, is not
 // resolved by renaming one (a rename would depend on the set and could change under a session):
 // the later of the two in (server, raw) order is skipped, and a note names both. Tools whose
 // input schema is not a JSON object are skipped with a note too. The same input always gives
 // the same output.
-func Project(offered map[string][]*mcp.Tool) (map[string]Tool, []Note) {
-	named, notes := project(offered, "tool", func(t *mcp.Tool) string { return t.Name }, func(t *mcp.Tool) error {
+func Project(offered map[string][]*mcp.Tool, budget int) (map[string]Tool, []Note) {
+	named, notes := project(offered, budget, "tool", func(t *mcp.Tool) string { return t.Name }, func(t *mcp.Tool) error {
 		return checkSchema(t.InputSchema)
 	})
 	tools := make(map[string]Tool, len(named))
@@ -62,9 +63,10 @@ type Prompt struct {
 }
 
 // Prompts projects prompts exactly as Project projects tools: the same pure naming function
-// (toolname.Project), and a true collision skipped with a note, never renamed.
-func Prompts(offered map[string][]*mcp.Prompt) (map[string]Prompt, []Note) {
-	named, notes := project(offered, "prompt", func(p *mcp.Prompt) string { return p.Name }, nil)
+// (toolname.Project) within the same budget, and a true collision skipped with a note, never
+// renamed.
+func Prompts(offered map[string][]*mcp.Prompt, budget int) (map[string]Prompt, []Note) {
+	named, notes := project(offered, budget, "prompt", func(p *mcp.Prompt) string { return p.Name }, nil)
 	prompts := make(map[string]Prompt, len(named))
 	for name, n := range named {
 		out := *n.item
@@ -82,7 +84,7 @@ type named[T any] struct {
 // project names the items of every server (kind is "tool" or "prompt", for notes): servers in
 // name order, each server's items in raw-name order, items that fail check skipped, and the
 // later of two items that project to the same name skipped.
-func project[T any](offered map[string][]T, kind string, rawName func(T) string, check func(T) error) (map[string]named[T], []Note) {
+func project[T any](offered map[string][]T, budget int, kind string, rawName func(T) string, check func(T) error) (map[string]named[T], []Note) {
 	out := map[string]named[T]{}
 	var notes []Note
 	for _, server := range slices.Sorted(maps.Keys(offered)) {
@@ -98,7 +100,7 @@ func project[T any](offered map[string][]T, kind string, rawName func(T) string,
 					continue
 				}
 			}
-			name := toolname.Project(server, raw)
+			name := toolname.Project(server, raw, budget)
 			if first, taken := out[name]; taken {
 				notes = append(notes, Note{server, collision(kind, server, raw, name, first.server, first.raw)})
 				continue

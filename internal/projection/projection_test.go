@@ -39,6 +39,7 @@ func TestProject(t *testing.T) {
 	long := strings.Repeat("l", 150)
 	cases := map[string]struct {
 		offered map[string][]*mcp.Tool
+		budget  int               // 0: toolname.DefaultBudget
 		want    map[string]string // projected name -> "server/raw"
 		notes   []string          // fragments of "server: message", one per note, in order
 	}{
@@ -61,9 +62,27 @@ func TestProject(t *testing.T) {
 		},
 		"over-long names are shortened with a hash": {
 			offered: map[string][]*mcp.Tool{"srv": tools(long+"1", long+"2")},
+			budget:  toolname.MaxLength,
 			want: map[string]string{
 				"srv__" + long[:114] + hash(long+"1"): "srv/" + long + "1",
 				"srv__" + long[:114] + hash(long+"2"): "srv/" + long + "2",
+			},
+		},
+		"the budget shortens what the spec's limit keeps": {
+			offered: map[string][]*mcp.Tool{"github": tools("add_pull_request_review_comment_to_pending_review", "search")},
+			budget:  toolname.DefaultBudget,
+			want: map[string]string{
+				"github__add_pull_request_review_commen" + hash("add_pull_request_review_comment_to_pending_review"): "github/add_pull_request_review_comment_to_pending_review",
+				"github__search": "github/search",
+			},
+		},
+		"a server too long for the budget is shortened too": {
+			offered: map[string][]*mcp.Tool{"s": tools("read"), strings.Repeat("s", 40): tools("read", "write")},
+			budget:  30,
+			want: map[string]string{
+				"s__read": "s/read",
+				"sss" + hash(strings.Repeat("s", 40)) + "__read" + hash("read"):   strings.Repeat("s", 40) + "/read",
+				"sss" + hash(strings.Repeat("s", 40)) + "__write" + hash("write"): strings.Repeat("s", 40) + "/write",
 			},
 		},
 		"a true collision is skipped, not renamed": {
@@ -99,15 +118,19 @@ func TestProject(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, notes := Project(tc.offered)
+			got, notes := Project(tc.offered, tc.budget)
+			limit := tc.budget
+			if limit == 0 {
+				limit = toolname.DefaultBudget
+			}
 			have := map[string]string{}
 			for n, w := range got {
 				have[n] = w.Server + "/" + w.Raw
 				if w.Tool.Name != n || w.Tool.Meta["upstream"] != true || w.Tool.Description != "d "+w.Raw {
 					t.Errorf("%s: the copy must carry the projected name, the rest (its _meta too) unchanged: %+v", n, w.Tool)
 				}
-				if !toolname.Valid(n) {
-					t.Errorf("%q is not a valid tool name", n)
+				if !toolname.Valid(n) || len(n) > limit {
+					t.Errorf("%q is not a valid tool name within %d", n, limit)
 				}
 			}
 			if d := cmp.Diff(tc.want, have); d != "" {
@@ -125,7 +148,7 @@ func TestProject(t *testing.T) {
 					t.Errorf("note %d is %q, want it to contain %q", i, msgs[i], frag)
 				}
 			}
-			again, againNotes := Project(tc.offered)
+			again, againNotes := Project(tc.offered, tc.budget)
 			if d := cmp.Diff(got, again); d != "" || !slices.Equal(notes, againNotes) {
 				t.Fatalf("not a pure function:\n%s", d)
 			}
@@ -136,7 +159,7 @@ func TestProject(t *testing.T) {
 // The upstream's tool is copied, never modified.
 func TestProjectLeavesInputAlone(t *testing.T) {
 	in := tool("x y", object)
-	got, _ := Project(map[string][]*mcp.Tool{"a": {in}})
+	got, _ := Project(map[string][]*mcp.Tool{"a": {in}}, toolname.DefaultBudget)
 	if in.Name != "x y" || in.Meta == nil {
 		t.Fatalf("the input was modified: %+v", in)
 	}
@@ -155,7 +178,7 @@ func TestNameDoesNotDependOnOtherServers(t *testing.T) {
 		"gh":    tools("search", strings.Repeat("z", 130)),
 		"other": tools("c", "x_y"),
 	}
-	full, notes := Project(all)
+	full, notes := Project(all, toolname.DefaultBudget)
 	if len(notes) != 0 {
 		t.Fatalf("no collisions expected: %v", notes)
 	}
@@ -167,7 +190,7 @@ func TestNameDoesNotDependOnOtherServers(t *testing.T) {
 				subset[n] = all[n]
 			}
 		}
-		got, _ := Project(subset)
+		got, _ := Project(subset, toolname.DefaultBudget)
 		want := 0
 		for _, n := range names {
 			want += len(subset[n])
@@ -183,14 +206,17 @@ func TestNameDoesNotDependOnOtherServers(t *testing.T) {
 	}
 }
 
-// Prompts take the tools' naming rule: kept when valid, hashed when changed, a clash skipped.
+// Prompts take the tools' naming rule: kept when valid and within the budget, hashed when
+// changed, a clash skipped.
 func TestPrompts(t *testing.T) {
+	long := "summarize_the_pull_request_for_the_release_notes"
 	offered := map[string][]*mcp.Prompt{
-		"a": {{Name: "greet", Meta: mcp.Meta{"x": 1}}, {Name: "b__c"}, {Name: "x y"}},
+		"a": {{Name: "greet", Meta: mcp.Meta{"x": 1}}, {Name: "b__c"}, {Name: "x y"}, {Name: long}},
 		"b": {{Name: "greet"}},
 	}
-	got, notes := Prompts(offered)
-	want := map[string]string{"a__greet": "a/greet", "a__b__c": "a/b__c", "a__x_y" + hash("x y"): "a/x y", "b__greet": "b/greet"}
+	got, notes := Prompts(offered, toolname.DefaultBudget)
+	want := map[string]string{"a__greet": "a/greet", "a__b__c": "a/b__c", "a__x_y" + hash("x y"): "a/x y", "b__greet": "b/greet",
+		"a__" + long[:47-3-9] + hash(long): "a/" + long}
 	if len(got) != len(want) || len(notes) != 0 {
 		t.Fatalf("got %v, notes %v", got, notes)
 	}
