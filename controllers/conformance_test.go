@@ -89,12 +89,7 @@ func TestConformanceSuite(t *testing.T) {
 
 // unresolved are the scenarios the gateway does not pass yet as the server does, with why:
 // each is work still open, and the test says so whenever it meets one.
-var unresolved = map[string]string{
-	// A 2025-11-25 call answered on the gateway's fast path is a JSON response, not an SSE
-	// stream with a priming event and a retry field: the gateway has no event store, so it
-	// offers no stream a client could resume with Last-Event-ID.
-	"server-sse-polling": "no event store for stateful sessions",
-}
+var unresolved = map[string]string{}
 
 // nameBound reports whether a scenario calls a tool or prompt by the bare name its server
 // gives it (or needs one such call first), which the project endpoint names <server>__<name>.

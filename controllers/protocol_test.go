@@ -499,3 +499,21 @@ func TestGatewayCallTimeout(t *testing.T) {
 		t.Fatalf("the session must go on: %q", got)
 	}
 }
+
+// A 2026-07-28 session cancels a call by ending its request (the revision has no
+// notifications/cancelled for it): on the SDK's path too (a 2025-11-25 server's call, which
+// the SDK translates), the server sees the cancellation at once, not at --call-timeout.
+func TestGatewayStatelessDisconnectCancels(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "disconnect", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "older", "--protocol", "2025-11-25")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ag := connectAgent(t, key, "2026-07-28", http.Header{gateway.SessionHeader: {"disconnect"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := ag.session.CallTool(ctx, &mcp.CallToolParams{Name: "older__hang", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("a call whose request ended must not succeed")
+	}
+	eventually(t, 10*time.Second, "the server to see the cancellation", func() bool {
+		return strings.Contains(logs.String(), "fixture older: hang cancelled")
+	})
+}

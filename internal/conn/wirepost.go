@@ -159,7 +159,7 @@ func readResponse(r io.Reader, id string, limit int64) (*wireResponse, error) {
 
 // readStream reads an event stream until the response to id; every other message goes to
 // the SDK client. at follows the events' ids and the server's retry, for resuming the stream.
-// A stream that ends before the response is errStreamEnded (with the read error, if any).
+// A stream that ends before the response is ErrStreamEnded (with the read error, if any).
 func (w *wire) readStream(ctx context.Context, body io.Reader, id string, at *streamCursor) (json.RawMessage, error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 4096), int(min(w.limit(), 1<<31-1)))
@@ -192,9 +192,9 @@ func (w *wire) readStream(ctx context.Context, body io.Reader, id string, at *st
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		return nil, fmt.Errorf("%w: %w", errStreamEnded, err)
+		return nil, fmt.Errorf("%w: %w", ErrStreamEnded, err)
 	}
-	return nil, errStreamEnded
+	return nil, ErrStreamEnded
 }
 
 // sseEvent is the event of a stream being read: its data lines joined, and its id.

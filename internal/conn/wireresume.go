@@ -22,8 +22,9 @@ import (
 // requests, notifications, the response). Without ids the rest cannot be asked for, and only
 // that request fails: the server may have run it, so it is never sent again.
 
-// errStreamEnded is a request's event stream ending before its response.
-var errStreamEnded = errors.New("the server ended the call's stream before answering")
+// ErrStreamEnded is a request's event stream ending before its response, for good: without
+// event ids to resume it by, or with a resumption that failed.
+var ErrStreamEnded = errors.New("the server ended the call's stream before answering")
 
 const (
 	// maxStaleResumes bounds the resumes in a row that bring no new event (a server that ends
@@ -77,7 +78,7 @@ func (w *wire) follow(ctx context.Context, body io.ReadCloser, id string) (json.
 		case ctx.Err() != nil:
 			w.cancel(id, ctx.Err())
 			return nil, err
-		case !errors.Is(err, errStreamEnded):
+		case !errors.Is(err, ErrStreamEnded):
 			return nil, err
 		case at.lastID == "":
 			return nil, w.abandon(id, err)
@@ -85,7 +86,7 @@ func (w *wire) follow(ctx context.Context, body io.ReadCloser, id string) (json.
 		if stale++; at.lastID != seen {
 			stale = 0
 		} else if stale >= maxStaleResumes {
-			return nil, w.abandon(id, fmt.Errorf("%w (resumed %d times in a row without a new event)", errStreamEnded, stale))
+			return nil, w.abandon(id, fmt.Errorf("%w (resumed %d times in a row without a new event)", ErrStreamEnded, stale))
 		}
 		if body, err = w.resumeStream(ctx, &at, stale); err != nil {
 			if ctx.Err() != nil {
@@ -127,17 +128,17 @@ func (w *wire) resumeStream(ctx context.Context, at *streamCursor, stale int) (i
 	w.sessionHeaders(req.Header)
 	resp, err := w.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w, and resuming it failed: %w", errStreamEnded, err)
+		return nil, fmt.Errorf("%w, and resuming it failed: %w", ErrStreamEnded, err)
 	}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
 	case resp.StatusCode == http.StatusNotFound && w.sessionID() != "":
 		resp.Body.Close()
 		return nil, fmt.Errorf("%w, and the server no longer knows the session, so the rest is lost; it may or may not have completed: %w",
-			errStreamEnded, mcp.ErrConnectionClosed)
+			ErrStreamEnded, mcp.ErrConnectionClosed)
 	case resp.StatusCode < 200 || resp.StatusCode >= 300 || ct != "text/event-stream":
 		resp.Body.Close()
-		return nil, fmt.Errorf("%w, and resuming it the server answered HTTP %d (%s)", errStreamEnded, resp.StatusCode, orNone(ct))
+		return nil, fmt.Errorf("%w, and resuming it the server answered HTTP %d (%s)", ErrStreamEnded, resp.StatusCode, orNone(ct))
 	}
 	return resp.Body, nil
 }

@@ -97,6 +97,9 @@ type fastCaller struct {
 	caller conn.Caller     // who answers the server's own requests (stateful sessions)
 	rev    conn.Revision   // the revision the session takes results in
 	caps   json.RawMessage // its client capabilities, as a 2026-07-28 server is told them
+	// resumable: the answer is a resumable event stream (resume.go), kept in replay.
+	resumable bool
+	replay    *replayStream
 	// stateful sessions may cancel a call by notifications/cancelled; a stateless session's
 	// call ends with its HTTP request.
 	cancellable bool
@@ -117,7 +120,8 @@ func (p *project) serveFast(w http.ResponseWriter, r *http.Request, ref string) 
 	case env.Method == "notifications/cancelled" && len(env.ID) == 0:
 		return p.cancelFast(w, ref, env.Params)
 	case env.Method == "tools/call":
-		fc := fastCaller{id: ref, caller: sessionCaller{ss}, rev: conn.Legacy, caps: sessionCapabilities(ss), cancellable: true}
+		fc := fastCaller{id: ref, caller: sessionCaller{ss}, rev: conn.Legacy, caps: sessionCapabilities(ss), cancellable: true,
+			resumable: ss.InitializeParams().ProtocolVersion >= "2025-11-25"}
 		return p.countPath(p.callFast(w, r, env, func(*fastCallParams) (fastCaller, bool) { return fc, true }))
 	case rawMethods[env.Method]:
 		// Only from a server speaking the session's revision: results are passed back whole.
@@ -266,6 +270,14 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	}
 	members := callMembers(tool.raw, args, params.InputResponses, state)
 
+	unanswered := false // the stream ends without an answer: a client that resumes it learns so
+	if fc.resumable {
+		fc.replay = p.replays.open(fc.id)
+		defer func() {
+			p.replays.close(fc.replay, fc.replay.primed.Load() && (r.Context().Err() != nil || unanswered))
+		}()
+	}
+	open := func() *sseWriter { return newSSEWriter(w, fc.replay) }
 	ctx, cancel := p.track(r, fc, env.ID)
 	defer cancel()
 
@@ -286,9 +298,15 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	var err error
 	var stream *sseWriter
 	if len(token) > 0 || logs {
-		stream, res, err = withEvents(ctx, w, token, send)
+		stream, res, err = withEvents(ctx, open, token, send)
 	} else {
 		res, err = send(ctx, nil)
+	}
+	final := func() *sseWriter { // the answer's stream: a resumable session gets one
+		if stream == nil && fc.replay != nil {
+			stream = open()
+		}
+		return stream
 	}
 	switch {
 	case errors.Is(err, conn.ErrOtherRevision) && stream == nil:
@@ -303,24 +321,40 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 		res, _ = json.Marshal(errorResult("projectmcp: the server changed protocol revision during the call; call again"))
 	case err == nil:
 		res = sealRawResult(b, res)
+	case errors.Is(err, conn.ErrStreamEnded) && fc.replay != nil && ctx.Err() == nil:
+		// The server ended the call's stream for good before answering: the session's stream
+		// ends unanswered too, as it would have directly (the call may or may not have run).
+		final()
+		unanswered = true
+		return pathRaw
 	case rpcErrorOf(err) != nil && ctx.Err() == nil:
-		writeFastError(w, stream, env.ID, rpcErrorOf(err), fc.stateless) // the server's answer, as it gave it
+		writeFastError(w, final(), env.ID, rpcErrorOf(err), fc.stateless) // the server's answer, as it gave it
 		return pathRaw
 	case errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil:
 		// As through the SDK: a failing server is a failing tool, named in the result.
 		res, _ = json.Marshal(errorResult(err.Error()))
 	default:
-		writeFast(w, stream, env.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request cancelled: " + err.Error()})
+		writeFast(w, final(), env.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request cancelled: " + err.Error()})
 		return pathRaw
 	}
-	writeFast(w, stream, env.ID, res, nil)
+	writeFast(w, final(), env.ID, res, nil)
 	return pathRaw
 }
 
 // track gives a forwarded request its context: cancelled when the session's HTTP request ends
-// or, for a stateful session, by its notifications/cancelled naming id (cancelFast).
+// (for a resumable stream, only while no event id has reached the client: resume.go) or, for
+// a stateful session, by its notifications/cancelled naming id (cancelFast) and by its end.
 func (p *project) track(r *http.Request, fc fastCaller, id json.RawMessage) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(r.Context())
+	if fc.replay != nil {
+		ctx, cancel = context.WithCancel(context.WithoutCancel(r.Context()))
+		stop := context.AfterFunc(r.Context(), func() {
+			if !fc.replay.primed.Load() {
+				cancel()
+			}
+		})
+		cancel = func(cancel context.CancelFunc) context.CancelFunc { return func() { stop(); cancel() } }(cancel)
+	}
 	if !fc.cancellable {
 		return ctx, cancel
 	}
@@ -363,12 +397,12 @@ const progressQueue = 32
 // withEvents runs send while relaying what the server sends for the call (its progress,
 // with the session's own token, and its log lines) to the session as events of its response
 // stream. The first event decides that the response is an event stream (nil until then).
-func withEvents(ctx context.Context, w http.ResponseWriter, token json.RawMessage,
+func withEvents(ctx context.Context, open func() *sseWriter, token json.RawMessage,
 	send func(context.Context, func(relayed)) (conn.RawResult, error)) (*sseWriter, conn.RawResult, error) {
 	var stream *sseWriter
 	res, err := relayCall(ctx, func(e relayed) {
 		if stream == nil {
-			stream = newSSEWriter(w)
+			stream = open()
 		}
 		switch {
 		case e.progress != nil && len(token) > 0:
@@ -472,26 +506,51 @@ func relayCall[T any](ctx context.Context, write func(relayed), send func(contex
 	}
 }
 
-// sseWriter writes a response as an event stream.
+// sseWriter writes a response as an event stream; with a replay, a resumable one (resume.go),
+// whose first event primes it.
 type sseWriter struct {
-	w http.ResponseWriter
-	f http.Flusher
+	w      http.ResponseWriter
+	f      http.Flusher
+	replay *replayStream
 }
 
-func newSSEWriter(w http.ResponseWriter) *sseWriter {
+func newSSEWriter(w http.ResponseWriter, replay *replayStream) *sseWriter {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	f, _ := w.(http.Flusher)
-	return &sseWriter{w: w, f: f}
+	s := &sseWriter{w: w, f: f, replay: replay}
+	if replay != nil {
+		replay.primed.Store(true)
+		s.write([]byte("id: " + replay.eventID(0) + "\nretry: " + strconv.Itoa(retryMillis) + "\ndata: \n\n"))
+	}
+	return s
 }
 
 func (s *sseWriter) event(data []byte) {
-	buf := make([]byte, 0, len(data)+24)
+	id := ""
+	if s.replay != nil {
+		id = s.replay.add(data)
+	}
+	s.eventWithID(id, data)
+}
+
+// eventWithID writes one message event, with an id unless it is "".
+func (s *sseWriter) eventWithID(id string, data []byte) {
+	buf := make([]byte, 0, len(data)+len(id)+32)
+	if id != "" {
+		buf = append(buf, "id: "...)
+		buf = append(buf, id...)
+		buf = append(buf, '\n')
+	}
 	buf = append(buf, "event: message\ndata: "...)
 	buf = append(buf, data...)
 	buf = append(buf, "\n\n"...)
-	_, _ = s.w.Write(buf)
+	s.write(buf)
+}
+
+func (s *sseWriter) write(frame []byte) {
+	_, _ = s.w.Write(frame)
 	if s.f != nil {
 		s.f.Flush()
 	}

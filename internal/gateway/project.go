@@ -69,6 +69,7 @@ type project struct {
 
 	inputs   *inputs  // stateless sessions' calls waiting for their input (input.go)
 	outboxes outboxes // what waits for each session's own writer (outbox.go)
+	replays  replays  // stateful sessions' resumable call streams (resume.go)
 }
 
 func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string) *project {
@@ -112,8 +113,10 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string)
 	p.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		MaxRequestBodyBytes: g.opts.MaxBodyBytes,
 	})
+	// A 2026-07-28 request is its whole exchange: a client that goes away has cancelled it,
+	// and the call to the server ends with it, on the SDK's path as on the fast path.
 	p.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		Stateless: true, MaxRequestBodyBytes: g.opts.MaxBodyBytes,
+		Stateless: true, MaxRequestBodyBytes: g.opts.MaxBodyBytes, PropagateRequestCancellation: true,
 	})
 	return p
 }
@@ -150,6 +153,15 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		if ss != nil && dw.code == http.StatusNoContent {
 			p.ended(ref, ss)
 		}
+		return
+	}
+	if sid != "" && r.Method == http.MethodGet && strings.HasPrefix(r.Header.Get("Last-Event-ID"), replayPrefix) {
+		if !p.enter(ref) {
+			notFound(w)
+			return
+		}
+		defer p.leave(ref)
+		p.resumeStream(w, r, ref)
 		return
 	}
 	if sid != "" && r.Method == http.MethodPost {
@@ -334,7 +346,13 @@ func (p *project) ended(id string, ss *mcp.ServerSession) {
 	}
 	delete(p.statefuls, id)
 	delete(p.activity, id)
+	for key, cancel := range p.calls { // its fast-path calls, which no disconnect ends (resume.go)
+		if strings.HasPrefix(key, id+"\x00") {
+			cancel()
+		}
+	}
 	p.mu.Unlock()
+	p.replays.dropSession(id)
 	p.release(id)
 }
 

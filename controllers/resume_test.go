@@ -1,0 +1,144 @@
+package controllers
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+)
+
+// A 2025-11-25 session's call is a resumable stream: it opens with a priming event (an id, a
+// retry field, no data); a client that drops the connection mid-call resumes with a GET naming
+// the last id it read and gets the rest, the result included (so the drop did not cancel the
+// call); another session cannot resume it.
+func TestGatewayResumesACallStream(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "resume", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--protocol", "2025-11-25")}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	url := obj.Status.Endpoint
+	open := func(name string) string {
+		sid := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"`+name+`","version":"1"}}}`)
+		post(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		return sid
+	}
+	sid, other := open("resumer"), open("other")
+
+	ctx, drop := context.WithCancel(context.Background())
+	defer drop()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a__sleep","arguments":{"ms":1200},"_meta":{"progressToken":"p"}}}`))
+	setSession(req, sid)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("a call's answer is an event stream, not %q", ct)
+	}
+	events := bufio.NewReader(resp.Body)
+	priming := readEvent(t, events)
+	if priming.id == "" || priming.retry == "" || priming.data != "" {
+		t.Fatalf("the first event must prime the stream: %+v", priming)
+	}
+	progress := readEvent(t, events)
+	if progress.id == "" || !strings.Contains(progress.data, `"notifications/progress"`) {
+		t.Fatalf("a progress event with an id: %+v", progress)
+	}
+	drop() // the connection goes, mid-call
+	resp.Body.Close()
+
+	if code := resumeStatus(t, url, other, progress.id); code != http.StatusBadRequest {
+		t.Fatalf("another session resuming the stream: HTTP %d, want 400", code)
+	}
+	get, _ := http.NewRequest(http.MethodGet, url, nil)
+	setSession(get, sid)
+	get.Header.Set("Accept", "text/event-stream")
+	get.Header.Set("Last-Event-ID", progress.id)
+	resumed, err := http.DefaultClient.Do(get)
+	if err != nil || resumed.StatusCode != http.StatusOK {
+		t.Fatalf("resuming: %v %v", resumed, err)
+	}
+	defer resumed.Body.Close()
+	rest := bufio.NewReader(resumed.Body)
+	for {
+		e := readEvent(t, rest)
+		if e.id == "" || e.id == progress.id {
+			t.Fatalf("a resumed stream's events come after the one named, with ids: %+v", e)
+		}
+		if strings.Contains(e.data, `"id":7`) {
+			if !strings.Contains(e.data, "slept 1200 ms") {
+				t.Fatalf("the call's result: %s", e.data)
+			}
+			return
+		}
+	}
+}
+
+func setSession(req *http.Request, sid string) {
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Mcp-Session-Id", sid)
+}
+
+func resumeStatus(t *testing.T, url, sid, lastEventID string) int {
+	t.Helper()
+	get, _ := http.NewRequest(http.MethodGet, url, nil)
+	setSession(get, sid)
+	get.Header.Set("Accept", "text/event-stream")
+	get.Header.Set("Last-Event-ID", lastEventID)
+	resp, err := http.DefaultClient.Do(get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// sseEvent is one event of a stream as a client reads it.
+type sseEvent struct{ id, retry, data string }
+
+// readEvent reads the next event of an event stream (within 10 s).
+func readEvent(t *testing.T, r *bufio.Reader) sseEvent {
+	t.Helper()
+	done := make(chan sseEvent, 1)
+	fail := make(chan error, 1)
+	go func() {
+		var e sseEvent
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				fail <- err
+				return
+			}
+			line = strings.TrimRight(line, "\n")
+			if line == "" {
+				done <- e
+				return
+			}
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "id":
+				e.id = value
+			case "retry":
+				e.retry = value
+			case "data":
+				e.data += value
+			}
+		}
+	}()
+	select {
+	case e := <-done:
+		return e
+	case err := <-fail:
+		t.Fatalf("reading the stream: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10 s")
+	}
+	return sseEvent{}
+}
