@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -49,5 +50,31 @@ func TestUpstreamError(t *testing.T) {
 	}
 	if _, ok := UpstreamError(wire); ok {
 		t.Fatal("an error that did not come through a connection is not an upstream error")
+	}
+}
+
+func TestItemMembers(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		kind Kind
+		in   string
+		want string
+	}{
+		{"a tool without its name", KindTool, `{"name":"t","description":"d","_meta":{"ui":{"resourceUri":"ui://a/app"}}}`,
+			`"description":"d","_meta":{"ui":{"resourceUri":"ui://a/app"}}`},
+		{"taskSupport is not advertised", KindTool, `{"name":"t","execution":{"taskSupport":"required"},"inputSchema":{"type":"object"}}`,
+			`"inputSchema":{"type":"object"}`},
+		{"the rest of execution stays", KindTool, `{"name":"t","execution":{"taskSupport":"optional","other":1}}`,
+			`"execution":{"other":1}`},
+		{"forbidden is what the gateway does", KindTool, `{"name":"t","execution":{"taskSupport":"forbidden"}}`,
+			`"execution":{"taskSupport":"forbidden"}`},
+		{"a prompt keeps what it has", KindPrompt, `{"name":"p","execution":{"taskSupport":"required"}}`,
+			`"execution":{"taskSupport":"required"}`},
+		{"a resource keeps its uri", KindResource, `{"uri":"x://a","name":"a"}`, `"uri":"x://a","name":"a"`},
+	} {
+		got, err := itemMembers(json.RawMessage(c.in), c.kind)
+		if err != nil || string(got) != c.want {
+			t.Errorf("%s: %s (%v), want %s", c.name, got, err, c.want)
+		}
 	}
 }

@@ -297,7 +297,6 @@ func decodeItems[T any](l *rawLists, kind Kind, cat *catalog) ([]*T, error) {
 	out := make([]*T, 0, len(items))
 	raws := make(map[string]*RawItem, len(items))
 	twice := map[string]bool{}
-	drop := kind == KindTool || kind == KindPrompt
 	for _, it := range items {
 		v := new(T)
 		if err := parseExact(it.raw, v); err != nil {
@@ -309,7 +308,7 @@ func decodeItems[T any](l *rawLists, kind Kind, cat *catalog) ([]*T, error) {
 			twice[key] = true
 			continue
 		}
-		members, err := objectMembers(it.raw, drop)
+		members, err := itemMembers(it.raw, kind)
 		if err != nil {
 			return nil, fmt.Errorf("%s failed: %v", listMethods[kind], err)
 		}
@@ -360,6 +359,60 @@ func invalidHeaders(scratch *mcp.Server, t *mcp.Tool) (why string) {
 	scratch.AddTool(t, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return nil, nil })
 	scratch.RemoveTools(t.Name)
 	return ""
+}
+
+// itemMembers are a listed item's members as sessions get them: without the name of a tool or
+// prompt (the gateway writes the one sessions see), and with a tool's execution.taskSupport
+// only when it is "forbidden" (the default when absent; execution is left out when nothing
+// else is in it): the gateway does not carry Tasks, so no session is to start one.
+func itemMembers(raw json.RawMessage, kind Kind) ([]byte, error) {
+	members, err := objectMembers(raw, kind == KindTool || kind == KindPrompt)
+	if err != nil || kind != KindTool || !bytes.Contains(members, []byte(`"taskSupport"`)) {
+		return members, err
+	}
+	return editMember(members, "execution", func(v json.RawMessage) json.RawMessage {
+		if len(v) < 2 || v[0] != '{' {
+			return v
+		}
+		inner, err := editMember(v[1:len(v)-1], "taskSupport", func(v json.RawMessage) json.RawMessage {
+			if string(v) == `"forbidden"` {
+				return v
+			}
+			return nil
+		})
+		if err != nil || len(inner) == 0 {
+			return nil
+		}
+		return append(append([]byte{'{'}, inner...), '}')
+	})
+}
+
+// editMember replaces the value of key among an object's members (without braces) by what
+// edit makes of it, or leaves the member out when edit returns nil.
+func editMember(members []byte, key string, edit func(json.RawMessage) json.RawMessage) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(append(append([]byte{'{'}, members...), '}')))
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(members))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if k == key {
+			if v = edit(bytes.TrimSpace(v)); v == nil {
+				continue
+			}
+		}
+		out = AppendMember(out, k, v)
+	}
+	return out, nil
 }
 
 // objectMembers returns a JSON object's members without its braces, in order, without "name"
