@@ -3,6 +3,8 @@ package controllers
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -141,4 +143,65 @@ func readEvent(t *testing.T, r *bufio.Reader) sseEvent {
 		t.Fatal("no event within 10 s")
 	}
 	return sseEvent{}
+}
+
+// A 2025-11-25 server's request during a call reaches the session on that call's own stream,
+// as a direct client gets it: a session with no GET stream open gets it, only its own answer
+// is taken, and the call ends with what it answered.
+func TestGatewayServerRequestOnTheCallsStream(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "asks", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--protocol", "2025-11-25")}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	url := obj.Status.Endpoint
+	open := func(name string) string {
+		sid := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"`+name+`","version":"1"}}}`)
+		post(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		return sid
+	}
+	sid, other := open("asked"), open("other") // neither opens a GET stream
+
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a__elicit","arguments":{"text":"which?"}}}`))
+	setSession(req, sid)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := bufio.NewReader(resp.Body)
+	readEvent(t, events) // priming
+	ask := readEvent(t, events)
+	var msg struct {
+		ID     string `json:"id"`
+		Method string `json:"method"`
+		Params struct {
+			Message string `json:"message"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal([]byte(ask.data), &msg); err != nil || msg.Method != "elicitation/create" || msg.Params.Message != "which?" || msg.ID == "" {
+		t.Fatalf("the server's request on the call's stream: %+v (%v)", ask, err)
+	}
+	answer := `{"jsonrpc":"2.0","id":"` + msg.ID + `","result":{"action":"accept","content":{"answer":"%s"}}}`
+	postStatus(t, url, other, fmt.Sprintf(answer, "not yours")) // not taken: the result says (below)
+	if code := postStatus(t, url, sid, fmt.Sprintf(answer, "this one")); code != http.StatusAccepted {
+		t.Fatalf("the session's answer: HTTP %d, want 202", code)
+	}
+	result := readEvent(t, events)
+	if !strings.Contains(result.data, `"id":3`) || !strings.Contains(result.data, "this one") || strings.Contains(result.data, "not yours") {
+		t.Fatalf("the call's result: %s", result.data)
+	}
+}
+
+func postStatus(t *testing.T, url, sid, body string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	setSession(req, sid)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -26,6 +26,24 @@ type Caller interface {
 	Elicit(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
 }
 
+// A CallOf is the Caller of one call of a session (its requests go on that call's stream):
+// Session is the session's own Caller. Where nothing ties a server's request to a call
+// (callerFor) the connection counts sessions, so two calls of one session are one session,
+// and the request goes to the session's Caller.
+type CallOf interface {
+	Caller
+	Session() Caller
+}
+
+// sessionOf is the Caller of the session caller's call belongs to (caller itself when it is
+// a session's).
+func sessionOf(caller Caller) Caller {
+	if call, ok := caller.(CallOf); ok {
+		return call.Session()
+	}
+	return caller
+}
+
 type callerKey struct{}
 
 // WithCaller marks the requests sent with ctx as coming from caller.
@@ -86,7 +104,8 @@ func (c *Conn) requestLevel(ctx context.Context) mcp.LoggingLevel {
 // another way (the GET stream, whose messages the specification says are unrelated to the
 // client's requests) belongs to no session and is refused. stdio and legacy SSE carry nothing
 // that ties a request to a call: there it goes to the only session with a request in flight
-// on the connection, and with none, or several, the server gets a clear error.
+// on the connection (on the stream of its call when it has only one), and with none, or
+// several, the server gets a clear error.
 func (c *Conn) callerFor(ctx context.Context, method string) (Caller, error) {
 	if caller := callerFrom(ctx); caller != nil {
 		return caller, nil
@@ -102,6 +121,11 @@ func (c *Conn) callerFor(ctx context.Context, method string) (Caller, error) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: fmt.Sprintf("projectmcp: %s while no agent session has a request in flight on this connection", method)}
 	case 1:
+		for call := range c.calls { // one call in flight: its stream, when it has one
+			if len(c.calls) == 1 {
+				return call, nil
+			}
+		}
 		for caller := range c.callers {
 			return caller, nil
 		}

@@ -255,6 +255,7 @@ type Conn struct {
 	closing      bool             // Destroy has begun: no new request may start
 	inflight     int              // requests sent and not yet answered
 	callers      map[Caller]int   // sessions with requests in flight, and how many
+	calls        map[Caller]int   // the callers of those requests (a session's, or a call's: CallOf)
 	drained      chan struct{}    // closed when closing and inflight reaches 0
 	metrics      *metrics.Server  // this server's metrics (phase changes, connects, reconnects)
 	chores       chan struct{}    // a slot per background request in flight (chore)
@@ -284,6 +285,7 @@ func New(opts Options) *Conn {
 		c.subs = map[string]int{}
 	}
 	c.callers = map[Caller]int{}
+	c.calls = map[Caller]int{}
 	c.fair = newFairQueue(opts.MaxCalls, opts.MaxCallsPerSession, opts.OnChange)
 	namespace, project, _ := strings.Cut(opts.Project, "/")
 	c.metrics = metrics.ServerOf(namespace, project, opts.Server.Name)
@@ -576,7 +578,8 @@ func (c *Conn) begin(caller Caller) bool {
 	}
 	c.inflight++
 	if caller != nil {
-		c.callers[caller]++
+		c.callers[sessionOf(caller)]++
+		c.calls[caller]++
 	}
 	return true
 }
@@ -586,8 +589,12 @@ func (c *Conn) end(caller Caller) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if caller != nil {
-		if c.callers[caller]--; c.callers[caller] <= 0 {
-			delete(c.callers, caller)
+		session := sessionOf(caller)
+		if c.callers[session]--; c.callers[session] <= 0 {
+			delete(c.callers, session)
+		}
+		if c.calls[caller]--; c.calls[caller] <= 0 {
+			delete(c.calls, caller)
 		}
 	}
 	c.inflight--

@@ -113,6 +113,10 @@ func (p *project) serveFast(w http.ResponseWriter, r *http.Request, ref string) 
 	if ss == nil || !fastHeaders(r, ss) {
 		return false
 	}
+	if id, ans, ok := answerOf(bodyOf(r)); ok && p.asks.deliver(ref, id, ans) {
+		w.WriteHeader(http.StatusAccepted) // an answer to the gateway's request on a call's stream
+		return true
+	}
 	env, ok := readFast(r, "tools/call", "notifications/cancelled", "prompts/get", "resources/read", "completion/complete")
 	switch {
 	case !ok:
@@ -287,6 +291,10 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 		if logs {
 			ctx = logsTo(ctx, put, params.Meta.LogLevel)
 		}
+		o := o
+		if sc, ok := fc.caller.(sessionCaller); ok && fc.replay != nil && put != nil {
+			o.caller = &callStream{sessionCaller: sc, asks: &p.asks, ref: fc.id, put: put} // on the call's stream
+		}
 		return forward(ctx, p, o, tool.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
 			if tool.unlisted && !c.Offers(tool.raw) {
 				return nil, &withheldTool{params.Name} // as if it did not exist
@@ -297,7 +305,7 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	var res conn.RawResult
 	var err error
 	var stream *sseWriter
-	if len(token) > 0 || logs {
+	if len(token) > 0 || logs || fc.replay != nil {
 		stream, res, err = withEvents(ctx, open, token, send)
 	} else {
 		res, err = send(ctx, nil)
@@ -409,6 +417,8 @@ func withEvents(ctx context.Context, open func() *sseWriter, token json.RawMessa
 			stream.progress(token, e.progress)
 		case e.log != nil:
 			stream.log(e.log)
+		case e.request != nil:
+			stream.event(e.request)
 		}
 	}, send)
 	return stream, res, err
@@ -420,6 +430,7 @@ func withEvents(ctx context.Context, open func() *sseWriter, token json.RawMessa
 type relayed struct {
 	progress *mcp.ProgressNotificationParams
 	log      *mcp.LoggingMessageParams
+	request  []byte // a server's request, encoded (asks.go): never dropped
 }
 
 // progressTo is the onProgress callback that puts a call's progress through put.
@@ -458,7 +469,15 @@ func relayCall[T any](ctx context.Context, write func(relayed), send func(contex
 		return send(ctx, nil)
 	}
 	events := make(chan relayed, progressQueue)
+	requests := make(chan relayed) // a server's request waits to be written, never dropped
 	put := func(e relayed) {
+		if e.request != nil {
+			select {
+			case requests <- e:
+			case <-ctx.Done():
+			}
+			return
+		}
 		for {
 			select {
 			case events <- e:
@@ -489,6 +508,11 @@ func relayCall[T any](ctx context.Context, write func(relayed), send func(contex
 	for {
 		select {
 		case e := <-events:
+			write(e)
+		case e := <-requests:
+			for len(events) > 0 { // what the server sent before its request comes before it
+				write(<-events)
+			}
 			write(e)
 		case o := <-done:
 			if o.panicked != nil {

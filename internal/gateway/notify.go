@@ -77,7 +77,11 @@ func (p *project) deliver(server string, n conn.Notice) {
 // write to outside that request (a 2026-07-28 one) goes to nobody.
 func (p *project) logReaders(n conn.Notice) []*mcp.ServerSession {
 	if n.InRequest {
-		if sc, ok := n.Caller.(sessionCaller); ok {
+		caller := n.Caller
+		if call, ok := caller.(conn.CallOf); ok { // a call with a stream of its own: its session
+			caller = call.Session()
+		}
+		if sc, ok := caller.(sessionCaller); ok {
 			return []*mcp.ServerSession{sc.ss}
 		}
 		return nil

@@ -70,6 +70,7 @@ type project struct {
 	inputs   *inputs  // stateless sessions' calls waiting for their input (input.go)
 	outboxes outboxes // what waits for each session's own writer (outbox.go)
 	replays  replays  // stateful sessions' resumable call streams (resume.go)
+	asks     asks     // servers' requests sent on calls' streams, awaiting answers (asks.go)
 }
 
 func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string) *project {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestParseReplayID(t *testing.T) {
@@ -76,5 +78,21 @@ func TestReplayStream(t *testing.T) {
 	rs.close(other, false)
 	if rs.find("s-3", other.id) != nil {
 		t.Fatal("a stream its reader read to the end is dropped at once")
+	}
+}
+
+func TestWithMode(t *testing.T) {
+	for _, c := range []struct {
+		in   mcp.ElicitParams
+		want string
+	}{
+		{mcp.ElicitParams{Message: "m"}, "form"},
+		{mcp.ElicitParams{URL: "https://x"}, "url"},
+		{mcp.ElicitParams{ElicitationID: "e"}, "url"},
+		{mcp.ElicitParams{Mode: "form", URL: "https://x"}, "form"},
+	} {
+		if got := withMode(&c.in).Mode; got != c.want {
+			t.Errorf("withMode(%+v) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }
