@@ -23,7 +23,8 @@ import (
 // does directly, and the project endpoint too, but for the scenarios that call a tool or prompt
 // by its bare name (the project endpoint names them <server>__<name>). The servers are the Go
 // SDK's conformance everything-server (stateful for 2025-11-25, stateless for 2026-07-28) and
-// the npm server-everything (which speaks 2025-11-25 only). Where the gateway scores better
+// the npm server-everything at both (it speaks 2025-11-25 only: at 2026-07-28 the gateway
+// bridges the revisions, and scores far better than the server alone). Where the gateway scores better
 // (it checks Host and Origin; a deleted session's id gets 404), the log says so.
 func TestConformanceSuite(t *testing.T) {
 	node, dir := nodeClient(t)
@@ -36,31 +37,36 @@ func TestConformanceSuite(t *testing.T) {
 
 	ns := newNamespace(t)
 	type target struct {
-		name, direct, requirements string
+		server, direct, requirements string
 	}
 	targets := []target{
 		{"go-stateful", stateful, "2025-11-25"},
 		{"go-stateless", stateless, "2026-07-28"},
 		{"npm-everything", npm, "2025-11-25"},
+		{"npm-everything", npm, "2026-07-28"}, // it speaks 2025-11-25 only: the gateway bridges
 	}
-	endpoints := map[string][2]string{} // target name: per-server endpoint, project endpoint
+	endpoints := map[string][2]string{} // server: per-server endpoint, project endpoint
 	for _, tg := range targets {
-		key := create(t, ns, tg.name, v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		if _, ok := endpoints[tg.server]; ok {
+			continue
+		}
+		key := create(t, ns, tg.server, v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
 			{Name: "everything", HTTP: &v1alpha1.HTTPServer{URL: tg.direct}},
 		}})
 		obj := waitStatus(t, key, 60*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool {
 			return isReady(o) && o.Status.Endpoint != "" && len(o.Status.Servers) == 1 && o.Status.Servers[0].Endpoint != ""
 		})
-		endpoints[tg.name] = [2]string{obj.Status.Servers[0].Endpoint, obj.Status.Endpoint}
+		endpoints[tg.server] = [2]string{obj.Status.Servers[0].Endpoint, obj.Status.Endpoint}
 	}
 
 	for _, tg := range targets {
-		t.Run(tg.name, func(t *testing.T) {
+		name := tg.server + "@" + tg.requirements
+		t.Run(name, func(t *testing.T) {
 			direct := runConformance(t, node, dir, tg.direct, tg.requirements)
-			server := runConformance(t, node, dir, endpoints[tg.name][0], tg.requirements)
-			project := runConformance(t, node, dir, endpoints[tg.name][1], tg.requirements)
+			server := runConformance(t, node, dir, endpoints[tg.server][0], tg.requirements)
+			project := runConformance(t, node, dir, endpoints[tg.server][1], tg.requirements)
 			t.Logf("%s at %s: direct %s; per-server endpoint %s; project endpoint %s",
-				tg.name, tg.requirements, score(direct), score(server), score(project))
+				tg.server, tg.requirements, score(direct), score(server), score(project))
 			for _, c := range []struct {
 				endpoint  string
 				through   []check
@@ -148,6 +154,10 @@ func readChecks(dir string) ([]check, error) {
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(dir, e.Name(), "checks.json"))
+		if os.IsNotExist(err) { // the scenario ended before it recorded a check
+			out = append(out, check{scenario: m[1], id: "no-checks", status: "FAILURE", message: "the scenario recorded no checks"})
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -200,11 +210,14 @@ func or(s, otherwise string) string {
 }
 
 // diverge lines up two runs' scoring checks (by scenario, id and occurrence) and returns those
-// that scored worse through the gateway than directly (or that only the direct run scored, or
-// that failed in the run through the gateway alone), and those that scored better.
+// that scored worse through the gateway than directly, and those that scored better. A check
+// only one run made counts when it changes the scenario's score: a pass or warning only the
+// direct run has is lost through the gateway, and a failure only the run through the gateway
+// has is a new one when the scenario had none directly (a scenario that fails directly stops
+// at another step than one that gets further through the gateway).
 func diverge(direct, through []check) (worse, better []divergence) {
-	key := func(checks []check) (map[string]check, []string) {
-		seen, byKey, order := map[string]int{}, map[string]check{}, []string(nil)
+	key := func(checks []check) (map[string]check, []string, map[string]bool) {
+		seen, byKey, order, failing := map[string]int{}, map[string]check{}, []string(nil), map[string]bool{}
 		for _, c := range checks {
 			if rank[c.status] == 0 {
 				continue
@@ -214,13 +227,21 @@ func diverge(direct, through []check) (worse, better []divergence) {
 			k += fmt.Sprint("\x00", seen[k])
 			byKey[k] = c
 			order = append(order, k)
+			failing[c.scenario] = failing[c.scenario] || c.status == "FAILURE"
 		}
-		return byKey, order
+		return byKey, order, failing
 	}
-	d, dOrder := key(direct)
-	g, gOrder := key(through)
+	d, dOrder, dFailing := key(direct)
+	g, gOrder, _ := key(through)
 	for _, k := range dOrder {
-		dc, gc := d[k], g[k]
+		dc := d[k]
+		gc, ok := g[k]
+		if !ok {
+			if dc.status != "FAILURE" {
+				worse = append(worse, divergence{dc.scenario, dc.id, dc.status, "", ""})
+			}
+			continue
+		}
 		switch {
 		case rank[gc.status] < rank[dc.status]:
 			worse = append(worse, divergence{dc.scenario, dc.id, dc.status, gc.status, gc.message})
@@ -231,9 +252,9 @@ func diverge(direct, through []check) (worse, better []divergence) {
 	for _, k := range gOrder { // checks only the run through the gateway made
 		if _, ok := d[k]; !ok {
 			gc := g[k]
-			if gc.status == "FAILURE" {
+			if gc.status == "FAILURE" && !dFailing[gc.scenario] {
 				worse = append(worse, divergence{gc.scenario, gc.id, "", gc.status, gc.message})
-			} else {
+			} else if gc.status != "FAILURE" {
 				better = append(better, divergence{gc.scenario, gc.id, "", gc.status, gc.message})
 			}
 		}
@@ -295,12 +316,17 @@ func TestDiverge(t *testing.T) {
 		{scenario: "b", id: "y", status: "FAILURE"},
 		{scenario: "c", id: "z", status: "SUCCESS"},
 	}
+	direct = append(direct,
+		check{scenario: "e", id: "setup", status: "FAILURE"}, // fails directly at another step
+		check{scenario: "e", id: "w", status: "WARNING"})
 	through := []check{
 		{scenario: "a", id: "x", status: "SUCCESS"},
 		{scenario: "a", id: "x", status: "FAILURE", message: "broke"},
 		{scenario: "b", id: "y", status: "SUCCESS"},
 		{scenario: "d", id: "new", status: "FAILURE"},
 		{scenario: "d", id: "fine", status: "SUCCESS"},
+		{scenario: "e", id: "later", status: "FAILURE"},
+		{scenario: "e", id: "w", status: "WARNING"},
 	}
 	worse, better := diverge(direct, through)
 	var w, b []string

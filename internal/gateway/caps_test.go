@@ -31,3 +31,27 @@ func TestErrorStatus(t *testing.T) {
 		}
 	}
 }
+
+func TestOwnResult(t *testing.T) {
+	if got := string(ownResult("down", false)); got != `{"content":[{"type":"text","text":"down"}],"isError":true}` {
+		t.Errorf("2025-11-25: %s", got)
+	}
+	if got := string(ownResult("down", true)); got != `{"resultType":"complete","content":[{"type":"text","text":"down"}],"isError":true}` {
+		t.Errorf("2026-07-28: %s", got)
+	}
+}
+
+func TestBadInputResponses(t *testing.T) {
+	for params, want := range map[string]bool{
+		`{"name":"t"}`: false,
+		`{"name":"t","inputResponses":{"ask":{"action":"accept"}}}`: false,
+		`{"name":"t","inputResponses":42}`:                          true,
+		`{"name":"t","inputResponses":null}`:                        true,
+		`{"name":"t","inputResponses":[]}`:                          true,
+		`{"name":"t","inputResponses":{"ask":42}}`:                  true,
+	} {
+		if got := badInputResponses(json.RawMessage(params)); got != want {
+			t.Errorf("badInputResponses(%s) = %v", params, got)
+		}
+	}
+}

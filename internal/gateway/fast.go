@@ -147,6 +147,11 @@ func (p *project) serveStatelessFast(w http.ResponseWriter, r *http.Request) boo
 	if !ok {
 		return false
 	}
+	if badInputResponses(env.Params) {
+		writeFastError(w, nil, env.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+			Message: "inputResponses must be an object of answers, each an object, by the keys of the input requests"}, true)
+		return true
+	}
 	identify := func(m *fastMeta, name string) (fastCaller, bool) {
 		// What the SDK's stateless handler checks (the _meta triple, the standard headers),
 		// else it answers with its own error.
@@ -175,6 +180,28 @@ func (p *project) serveStatelessFast(w http.ResponseWriter, r *http.Request) boo
 	return p.countPath(p.callFast(w, r, env, func(params *fastCallParams) (fastCaller, bool) {
 		return identify(&params.Meta, params.Name)
 	}))
+}
+
+// badInputResponses reports whether a 2026-07-28 request's params carry inputResponses that
+// are not an object of answers that are objects (null included): a protocol error the gateway
+// answers itself, whichever server the request is for, as a server of that revision does.
+func badInputResponses(params json.RawMessage) bool {
+	var p struct {
+		InputResponses json.RawMessage `json:"inputResponses"`
+	}
+	if json.Unmarshal(params, &p) != nil || len(p.InputResponses) == 0 {
+		return false
+	}
+	var answers map[string]json.RawMessage
+	if p.InputResponses[0] != '{' || json.Unmarshal(p.InputResponses, &answers) != nil {
+		return true
+	}
+	for _, a := range answers {
+		if len(a) == 0 || a[0] != '{' {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *project) countPath(path string) bool {
@@ -248,6 +275,7 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	if fc.rev == conn.Legacy && (len(params.InputResponses) > 0 || len(params.RequestState) > 0) {
 		return pathSDK // MRTR fields from a 2025-11-25 session: the SDK answers
 	}
+
 	token := params.Meta.ProgressToken
 	if len(token) > 0 && token[0] != '"' && (token[0] < '0' || token[0] > '9') && token[0] != '-' {
 		return pathSDK // a token must be a string or a number: the SDK answers anything else
@@ -324,9 +352,9 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	case errors.Is(err, conn.ErrAsksInput) && stream == nil:
 		return pathInput // the SDK calls again and asks the 2025-11-25 session itself
 	case errors.Is(err, conn.ErrAsksInput):
-		res, _ = json.Marshal(errorResult("projectmcp: the server asks for input after reporting progress; call again without a progress token"))
+		res = ownResult("projectmcp: the server asks for input after reporting progress; call again without a progress token", fc.stateless)
 	case errors.Is(err, conn.ErrOtherRevision), errors.Is(err, conn.ErrNotRaw): // only after a progress event: nothing was sent
-		res, _ = json.Marshal(errorResult("projectmcp: the server changed protocol revision during the call; call again"))
+		res = ownResult("projectmcp: the server changed protocol revision during the call; call again", fc.stateless)
 	case err == nil:
 		res = sealRawResult(b, res)
 	case errors.Is(err, conn.ErrStreamEnded) && fc.replay != nil && ctx.Err() == nil:
@@ -340,7 +368,7 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 		return pathRaw
 	case errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil:
 		// As through the SDK: a failing server is a failing tool, named in the result.
-		res, _ = json.Marshal(errorResult(err.Error()))
+		res = ownResult(err.Error(), fc.stateless)
 	default:
 		writeFast(w, final(), env.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request cancelled: " + err.Error()})
 		return pathRaw
@@ -623,6 +651,17 @@ func (p *project) cancelFast(w http.ResponseWriter, ref string, raw json.RawMess
 
 // fastKey names a session's request by its JSON-RPC id (as sent: 1 and "1" differ).
 func fastKey(ref string, id json.RawMessage) string { return ref + "\x00" + string(id) }
+
+// ownResult is a tool result the gateway makes (a failing tool saying why), encoded for the
+// session's revision: a 2026-07-28 result names its resultType, as every result of that
+// revision does.
+func ownResult(msg string, newest bool) json.RawMessage {
+	res, _ := json.Marshal(errorResult(msg))
+	if newest {
+		res = append([]byte(`{"resultType":"complete",`), res[1:]...)
+	}
+	return res
+}
 
 // writeFastError writes a JSON-RPC error response. A 2026-07-28 session gets it with the HTTP
 // status the revision gives its code when it is not an event of a stream (SEP-2575), as the
