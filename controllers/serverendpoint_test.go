@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
 )
 
 // A per-server endpoint serves one server of the project under the names the server gives its
@@ -170,4 +172,43 @@ func appView(t *testing.T, ctx context.Context, s *mcp.ClientSession, tool strin
 	out = append(out, read.Contents)
 	data, _ := json.Marshal(out)
 	return string(data)
+}
+
+// A list's caching hints (2026-07-28) are its server's on a per-server endpoint, and on the
+// project endpoint the most cautious of its servers': the lowest ttlMs, private if any is.
+func TestGatewayMergesCacheHints(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "hints", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		fixtureServer(t, "a", "--list-ttl-ms", "5000", "--list-cache-scope", "public"),
+		fixtureServer(t, "b", "--list-ttl-ms", "2000", "--list-cache-scope", "private"),
+	}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool {
+		return isReady(o) && o.Status.Endpoint != "" && len(o.Status.Servers) == 2 && o.Status.Servers[0].Endpoint != ""
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sessions := 0
+	hints := func(endpoint string) string {
+		sessions++
+		s := mustDial(t, mcp.NewClient(&mcp.Implementation{Name: "hints", Version: "1"}, nil), endpoint, "2026-07-28",
+			http.Header{gateway.SessionHeader: {fmt.Sprint("hints-", sessions)}})
+		tools, err := s.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompts, err := s.ListPrompts(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("tools %d %s, prompts %d %s", tools.TTLMs, tools.CacheScope, prompts.TTLMs, prompts.CacheScope)
+	}
+	if got, want := hints(obj.Status.Endpoint), "tools 2000 private, prompts 2000 private"; got != want {
+		t.Errorf("the project endpoint's hints: %s, want %s", got, want)
+	}
+	for _, st := range obj.Status.Servers {
+		want := map[string]string{"a": "tools 5000 public, prompts 5000 public", "b": "tools 2000 private, prompts 2000 private"}[st.Name]
+		if got := hints(st.Endpoint); got != want {
+			t.Errorf("%s's endpoint's hints: %s, want %s", st.Name, got, want)
+		}
+	}
 }

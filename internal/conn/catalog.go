@@ -30,7 +30,36 @@ type catalog struct {
 	// raw are the items as the server sent them, by kind and key (rawlist.go); none when
 	// listed through the SDK.
 	raw    [kinds]map[string]*RawItem
+	hints  [kinds]CacheHints // each list's caching hints (2026-07-28; rawlist.go)
 	digest [sha256.Size]byte // of all of the above
+}
+
+// CacheHints are a server's caching hints for one of its lists (2026-07-28's ttlMs and
+// cacheScope): Known false when it gave none.
+type CacheHints struct {
+	Known   bool
+	TTLMs   int
+	Private bool
+}
+
+// Merge is the more cautious of two hints: the lower ttlMs, and private if either is (a hint
+// not known gives way to one that is).
+func (h CacheHints) Merge(o CacheHints) CacheHints {
+	switch {
+	case !o.Known:
+		return h
+	case !h.Known:
+		return o
+	}
+	return CacheHints{Known: true, TTLMs: min(h.TTLMs, o.TTLMs), Private: h.Private || o.Private}
+}
+
+// CacheHints are the caching hints of the list of a kind as the server last gave them.
+func (s Snapshot) CacheHints(kind Kind) CacheHints {
+	if s.catalog == nil {
+		return CacheHints{}
+	}
+	return s.catalog.hints[kind]
 }
 
 // catalogs are the interned catalogs by digest, held weakly: a catalog no snapshot holds any
@@ -49,6 +78,7 @@ func intern(cat catalog) *catalog {
 		_ = enc.Encode(list) // what sessions see of each item; these types always encode
 	}
 	h.Write([]byte(strconv.Itoa(cat.rawTools) + "/" + strconv.Itoa(cat.omitted)))
+	fmt.Fprintf(h, "\n%v", cat.hints)
 	for kind, raws := range cat.raw {
 		for _, key := range slices.Sorted(maps.Keys(raws)) {
 			fmt.Fprintf(h, "\n%d %q %t ", kind, key, raws[key].Newest)

@@ -78,3 +78,22 @@ func TestItemMembers(t *testing.T) {
 		}
 	}
 }
+
+func TestCacheHintsMerge(t *testing.T) {
+	public5 := CacheHints{Known: true, TTLMs: 5000}
+	private2 := CacheHints{Known: true, TTLMs: 2000, Private: true}
+	for _, c := range []struct {
+		a, b, want CacheHints
+	}{
+		{CacheHints{}, CacheHints{}, CacheHints{}},
+		{CacheHints{}, public5, public5},
+		{public5, CacheHints{}, public5},
+		{public5, private2, private2},
+		{private2, CacheHints{Known: true, TTLMs: 9000}, private2},
+		{CacheHints{Known: true, TTLMs: 100}, private2, CacheHints{Known: true, TTLMs: 100, Private: true}},
+	} {
+		if got := c.a.Merge(c.b); got != c.want {
+			t.Errorf("%+v.Merge(%+v) = %+v, want %+v", c.a, c.b, got, c.want)
+		}
+	}
+}

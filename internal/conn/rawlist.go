@@ -97,6 +97,21 @@ type listedPage struct {
 	Resources         json.RawMessage `json:"resources"`
 	ResourceTemplates json.RawMessage `json:"resourceTemplates"`
 	NextCursor        string          `json:"nextCursor"`
+	// A 2026-07-28 server's caching hints for the page.
+	TTLMs      *int   `json:"ttlMs"`
+	CacheScope string `json:"cacheScope"`
+}
+
+// hints are the page's caching hints (Known false when it gives none).
+func (p *listedPage) hints() CacheHints {
+	if p.TTLMs == nil && p.CacheScope == "" {
+		return CacheHints{}
+	}
+	h := CacheHints{Known: true, Private: p.CacheScope == "private"}
+	if p.TTLMs != nil {
+		h.TTLMs = max(*p.TTLMs, 0)
+	}
+	return h
 }
 
 func (p *listedPage) items(kind Kind) ([]json.RawMessage, error) {
@@ -169,7 +184,8 @@ func tooDeep(data []byte) bool {
 // of every page's bytes.
 type rawLists struct {
 	items  [kinds][]*listedItem
-	tools  *toolSieve // what the tools list left out
+	hints  [kinds]CacheHints // each list's: the most cautious of its pages'
+	tools  *toolSieve        // what the tools list left out
 	newest bool
 	digest [sha256.Size]byte
 }
@@ -229,6 +245,7 @@ func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, dig
 		if err != nil {
 			return nil, "", fmt.Errorf("the server's answer is not a list of %s: %v", listWhats[kind], err)
 		}
+		l.hints[kind] = l.hints[kind].Merge(pg.hints())
 		items := make([]*listedItem, 0, len(raws))
 		for i, raw := range raws {
 			if string(raw) == "null" {
@@ -266,7 +283,7 @@ func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, dig
 // catalog decodes the items kept into the SDK's types, each beside its RawItem, and interns
 // the catalog.
 func (l *rawLists) catalog() (*catalog, error) {
-	var cat catalog
+	cat := catalog{hints: l.hints}
 	l.tools.note(&cat)
 	var err error
 	if cat.tools, err = decodeItems[mcp.Tool](l, KindTool, &cat); err != nil {

@@ -201,3 +201,41 @@ func appendString(b []byte, s string) []byte {
 	q, _ := json.Marshal(s) // a string always encodes; projected names hold nothing HTML-escaped
 	return append(b, q...)
 }
+
+// listKinds are the lists whose results carry caching hints, by the type of their requests.
+func listKind(req mcp.Request) (conn.Kind, bool) {
+	switch req.(type) {
+	case *mcp.ListToolsRequest:
+		return conn.KindTool, true
+	case *mcp.ListPromptsRequest:
+		return conn.KindPrompt, true
+	case *mcp.ListResourcesRequest:
+		return conn.KindResource, true
+	case *mcp.ListResourceTemplatesRequest:
+		return conn.KindTemplate, true
+	}
+	return 0, false
+}
+
+// cacheHints gives a list's result the most cautious of its servers' caching hints (the
+// lowest ttlMs, private if any says so; conn.CacheHints.Merge): a per-server endpoint's are its
+// server's own. Servers that give none (2025-11-25) leave the SDK's default.
+func (p *project) cacheHints(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
+	kind, ok := listKind(req)
+	if !ok {
+		return
+	}
+	var merged conn.CacheHints
+	for _, st := range p.observe().Servers {
+		if st.HasConn {
+			merged = merged.Merge(st.Conn.CacheHints(kind))
+		}
+	}
+	if !merged.Known {
+		return
+	}
+	c.TTLMs, c.CacheScope = merged.TTLMs, "public"
+	if merged.Private {
+		c.CacheScope = "private"
+	}
+}

@@ -105,6 +105,7 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string)
 			SubscribeHandler:   p.subscribe,
 			UnsubscribeHandler: p.unsubscribe,
 			CompletionHandler:  p.complete,
+			SetCacheable:       p.cacheHints,
 		})
 	p.server.AddReceivingMiddleware(recovery.Middleware(g.opts.Log), p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware, p.listMiddleware, p.sealStates)
 	p.server.AddSendingMiddleware(p.queueNotices, p.countSent)
