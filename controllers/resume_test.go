@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
 )
 
 // A 2025-11-25 session's call is a resumable stream: it opens with a priming event (an id, a
@@ -204,4 +207,40 @@ func postStatus(t *testing.T, url, sid, body string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// A 2026-07-28 session subscribes to a resource through subscriptions/listen (the revision
+// has no resources/subscribe): the listen stream is acknowledged, carries the resource's
+// updates, and still its list_changed.
+func TestGatewayStatelessResourceSubscription(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "listen", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	updates, changed := make(chan string, 16), make(chan struct{}, 16)
+	client := mcp.NewClient(&mcp.Implementation{Name: "listener", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updates <- r.Params.URI },
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	s := mustDial(t, client, obj.Status.Endpoint, "2026-07-28", http.Header{gateway.SessionHeader: {"listener"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const uri = "fixture://a/readme"
+	if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatalf("subscribing through subscriptions/listen: %v", err)
+	}
+	eventually(t, 10*time.Second, "the resource's update on the listen stream", func() bool {
+		callOK(t, s, "a__touch_resource", map[string]any{"uri": uri})
+		select {
+		case got := <-updates:
+			return got == uri
+		case <-time.After(300 * time.Millisecond):
+			return false
+		}
+	})
+	callOK(t, s, "a__add_tool", map[string]any{"name": "after_listen"})
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("list_changed must still reach the session")
+	}
 }

@@ -209,12 +209,13 @@ func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	if !ok {
 		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no server of this project lists the resource %q", uri)}
 	}
-	id, _ := sessionID(req)
+	o := p.subscriber(req)
+	id := o.session
 	if claimed, err := p.claimSubscription(id, uri); !claimed {
 		return err
 	}
 	var subscribed *conn.Conn
-	_, err := forward(ctx, p, originOf(req), server, func(ctx context.Context, c *conn.Conn) (struct{}, error) {
+	_, err := forward(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (struct{}, error) {
 		err := c.Subscribe(ctx, uri)
 		if err == nil {
 			subscribed = c
@@ -263,9 +264,35 @@ func (p *project) claimSubscription(id, uri string) (bool, error) {
 }
 
 func (p *project) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
-	id, _ := sessionID(req)
-	p.dropSubscription(id, req.Params.URI)
+	p.dropSubscription(p.subscriber(req).session, req.Params.URI)
 	return nil
+}
+
+// subscriber describes who a subscribe or unsubscribe is for. A 2026-07-28 session subscribes
+// with the resourceSubscriptions of its subscriptions/listen, which the SDK's server turns into
+// subscribe requests of its own that carry none of the listen's HTTP request: they are the
+// listen's (listenMiddleware noted it by the request's session), so its session's.
+func (p *project) subscriber(req mcp.Request) origin {
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && req.GetExtra() == nil {
+		if o, ok := p.listens.Load(ss); ok {
+			return o.(origin)
+		}
+	}
+	return originOf(req)
+}
+
+// listenMiddleware notes the origin of each subscriptions/listen by its request's session for
+// as long as it runs (subscriber).
+func (p *project) listenMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ss, ok := req.GetSession().(*mcp.ServerSession)
+		if method != "subscriptions/listen" || !ok {
+			return next(ctx, method, req)
+		}
+		p.listens.Store(ss, originOf(req))
+		defer p.listens.Delete(ss)
+		return next(ctx, method, req)
+	}
 }
 
 // dropSubscription ends one session's subscription to a URI.

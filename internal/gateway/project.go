@@ -71,6 +71,7 @@ type project struct {
 	outboxes outboxes // what waits for each session's own writer (outbox.go)
 	replays  replays  // stateful sessions' resumable call streams (resume.go)
 	asks     asks     // servers' requests sent on calls' streams, awaiting answers (asks.go)
+	listens  sync.Map // *mcp.ServerSession of a subscriptions/listen → its origin (subscriber)
 }
 
 func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string) *project {
@@ -107,7 +108,7 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string)
 			CompletionHandler:  p.complete,
 			SetCacheable:       p.cacheHints,
 		})
-	p.server.AddReceivingMiddleware(recovery.Middleware(g.opts.Log), p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware, p.listMiddleware, p.sealStates)
+	p.server.AddReceivingMiddleware(recovery.Middleware(g.opts.Log), p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware, p.listMiddleware, p.sealStates, p.listenMiddleware)
 	p.server.AddSendingMiddleware(p.queueNotices, p.countSent)
 	getServer := func(*http.Request) *mcp.Server { return p.server }
 	// No SessionTimeout here: the SDK counts only the requests it handles, and the fast path
