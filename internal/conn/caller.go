@@ -26,6 +26,13 @@ type Caller interface {
 	Elicit(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
 }
 
+// A RawAsker is a Caller that takes a server's request as the server sent it and gives the
+// session's answer as the session sent it (a call's own stream): nothing of either is lost
+// to a decoding on the way, and the server, not the gateway, judges the answer.
+type RawAsker interface {
+	AskRaw(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+}
+
 // A CallOf is the Caller of one call of a session (its requests go on that call's stream):
 // Session is the session's own Caller. Where nothing ties a server's request to a call
 // (callerFor) the connection counts sessions, so two calls of one session are one session,
@@ -231,10 +238,39 @@ func (c *Conn) notification(ctx context.Context, method string, params json.RawM
 	}
 }
 
+// askRaw sends a server's request to its session raw when the session's caller takes it so
+// (RawAsker); ok is false when it does not (the typed path answers).
+func (c *Conn) askRaw(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, bool) {
+	caller, err := c.callerFor(ctx, method)
+	if err != nil {
+		return nil, nil, false // the typed path finds the same and says so
+	}
+	asker, ok := caller.(RawAsker)
+	if !ok {
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, ServerRequestTimeout)
+	defer cancel()
+	res, err := asker.AskRaw(ctx, method, params)
+	if err != nil {
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) {
+			return nil, rpcErr, true
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: c.scrub(err.Error())}, true
+	}
+	return res, nil, true
+}
+
 // serverRequest answers a request a server sent on the stream of a raw request, as the SDK
 // client's handlers (serverRequests, rootsMiddleware) answer the others; ctx carries the
 // caller of the raw request, so the request goes to exactly that session.
 func (c *Conn) serverRequest(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	if method == "sampling/createMessage" || method == "elicitation/create" {
+		if res, rpcErr, ok := c.askRaw(ctx, method, params); ok {
+			return res, rpcErr
+		}
+	}
 	var res any
 	var err error
 	switch method {

@@ -49,6 +49,7 @@ func (w *wire) split(out io.ReadCloser, sdk *io.PipeWriter) {
 			err, werr = w.splitLong(r, line, sdk)
 		case err != nil && len(line) == 0:
 		case bytes.Contains(line, marker) && w.divert(line):
+		case asks(line) && w.answerAsked(line):
 		default:
 			_, werr = sdk.Write(w.checked(line))
 		}
@@ -129,6 +130,40 @@ func (w *wire) oversized(top *jsonTop, why string, sdk io.Writer) error {
 	}
 	w.c.dropped(top, why)
 	return nil
+}
+
+// asks reports whether line may be a server's sampling or elicitation request (most lines are
+// not, and are not decoded for it).
+func asks(line []byte) bool {
+	return bytes.Contains(line, []byte(`"elicitation/create"`)) || bytes.Contains(line, []byte(`"sampling/createMessage"`))
+}
+
+// answerAsked answers a server's sampling or elicitation request itself (serverRequest, as on
+// an HTTP call's stream), in place of the SDK's client: that one would judge the session's
+// answer first (it holds an elicitation's content to the requested schema and fills in its
+// defaults), and the answer is the server's to judge, as it is for a direct client. The
+// answer goes back on stdin; the connection's end (c.ctx) and ServerRequestTimeout bound it.
+func (w *wire) answerAsked(line []byte) bool {
+	var r struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(line, &r) != nil || len(r.ID) == 0 || (r.Method != "elicitation/create" && r.Method != "sampling/createMessage") {
+		return false
+	}
+	go func() {
+		result, rpcErr := w.c.serverRequest(w.c.ctx, r.Method, r.Params)
+		answer := append([]byte(`{"jsonrpc":"2.0","id":`), r.ID...)
+		if rpcErr != nil {
+			e, _ := json.Marshal(rpcErr)
+			answer = append(append(answer, `,"error":`...), e...)
+		} else {
+			answer = append(append(answer, `,"result":`...), result...)
+		}
+		_, _ = w.stdin.write(append(answer, '}', '\n'))
+	}()
+	return true
 }
 
 // divert delivers line when it is the response to a raw request.

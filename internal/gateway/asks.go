@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -108,65 +109,119 @@ var _ conn.CallOf = (*callStream)(nil)
 func (c *callStream) Session() conn.Caller { return c.sessionCaller }
 
 func (c *callStream) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
-	if c.capabilities().Sampling == nil {
-		return nil, lacks("sampling")
-	}
 	var res mcp.CreateMessageResult
-	return &res, c.ask(ctx, "sampling/createMessage", p, &res)
+	return &res, c.askTyped(ctx, "sampling/createMessage", p, &res)
 }
 
 func (c *callStream) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	caps := c.capabilities().Elicitation
-	if caps == nil {
-		return nil, lacks("elicitation")
-	}
-	p = withMode(p)
-	if p.Mode == "url" && caps.URL == nil {
-		return nil, lacks(`"url" elicitation`)
-	}
 	var res mcp.ElicitResult
-	return &res, c.ask(ctx, "elicitation/create", p, &res)
+	return &res, c.askTyped(ctx, "elicitation/create", p, &res)
+}
+
+// askTyped is AskRaw for the typed path (the SDK's client handlers).
+func (c *callStream) askTyped(ctx context.Context, method string, params, out any) error {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	res, err := c.AskRaw(ctx, method, raw)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(res, out); err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "projectmcp: the session's answer to " + method + " is not a result of it: " + err.Error()}
+	}
+	return nil
+}
+
+var _ conn.RawAsker = (*callStream)(nil)
+
+// AskRaw sends the server's request on the call's stream, as the server sent it (but for an
+// elicitation's mode, which a 2025-11-25 client requires), after the capability checks of
+// sessionCaller, and returns the session's answer as it sent it.
+func (c *callStream) AskRaw(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	caps := c.capabilities()
+	switch method {
+	case "sampling/createMessage":
+		if caps.Sampling == nil {
+			return nil, lacks("sampling")
+		}
+	case "elicitation/create":
+		if caps.Elicitation == nil {
+			return nil, lacks("elicitation")
+		}
+		var named bool
+		if params, named = withMode(params); !named {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "projectmcp: the elicitation's params are not an object"}
+		}
+		if mode := elicitMode(params); mode == "url" && caps.Elicitation.URL == nil {
+			return nil, lacks(`"url" elicitation`)
+		}
+	}
+	return c.ask(ctx, method, params)
 }
 
 // withMode names the mode of an elicitation that names none, as the SDK's server does: "url"
-// when it has a URL or an elicitation id, else "form" (a 2025-11-25 client requires one).
-func withMode(p *mcp.ElicitParams) *mcp.ElicitParams {
-	if p.Mode != "" {
-		return p
+// when it has a URL or an elicitation id, else "form"; false when params is not an object.
+func withMode(params json.RawMessage) (json.RawMessage, bool) {
+	var p struct {
+		Mode          *string `json:"mode"`
+		URL           string  `json:"url"`
+		ElicitationID string  `json:"elicitationId"`
 	}
-	named := *p
-	named.Mode = "form"
+	if len(params) == 0 || params[0] != '{' || json.Unmarshal(params, &p) != nil {
+		return nil, false
+	}
+	if p.Mode != nil && *p.Mode != "" {
+		return params, true
+	}
+	mode := `"form"`
 	if p.URL != "" || p.ElicitationID != "" {
-		named.Mode = "url"
+		mode = `"url"`
 	}
-	return &named
+	if p.Mode != nil { // "mode":"" is replaced, not repeated
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(params, &m)
+		m["mode"] = json.RawMessage(mode)
+		out, _ := json.Marshal(m)
+		return out, true
+	}
+	rest := bytes.TrimSpace(params[1:])
+	out := append([]byte(`{"mode":`+mode), ',')
+	if len(rest) > 0 && rest[0] == '}' {
+		out = out[:len(out)-1]
+	}
+	return append(out, rest...), true
+}
+
+// elicitMode is an elicitation's mode, as its params name it.
+func elicitMode(params json.RawMessage) string {
+	var p struct {
+		Mode string `json:"mode"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.Mode
 }
 
 // ask sends one request on the call's stream and waits for the session's answer (ctx bounds
 // it: conn's ServerRequestTimeout, the call's end).
-func (c *callStream) ask(ctx context.Context, method string, params any, out any) error {
+func (c *callStream) ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	id, ch := c.asks.expect(c.ref)
 	defer c.asks.forget(c.ref, id)
-	data, err := json.Marshal(struct {
-		JSONRPC string `json:"jsonrpc"`
-		ID      string `json:"id"`
-		Method  string `json:"method"`
-		Params  any    `json:"params"`
-	}{"2.0", id, method, params})
-	if err != nil {
-		return err
-	}
+	data := []byte(`{"jsonrpc":"2.0","id":`)
+	data = appendString(data, id)
+	data = append(data, `,"method":`...)
+	data = appendString(data, method)
+	data = append(data, `,"params":`...)
+	data = append(append(data, params...), '}')
 	c.put(relayed{request: data})
 	select {
 	case ans := <-ch:
 		if ans.err != nil {
-			return ans.err
+			return nil, ans.err
 		}
-		if err := json.Unmarshal(ans.result, out); err != nil {
-			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "projectmcp: the session's answer to " + method + " is not a result of it: " + err.Error()}
-		}
-		return nil
+		return ans.result, nil
 	case <-ctx.Done():
-		return errors.New("projectmcp: the session did not answer " + method + " in time")
+		return nil, errors.New("projectmcp: the session did not answer " + method + " in time")
 	}
 }

@@ -1,11 +1,10 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestParseReplayID(t *testing.T) {
@@ -82,17 +81,20 @@ func TestReplayStream(t *testing.T) {
 }
 
 func TestWithMode(t *testing.T) {
-	for _, c := range []struct {
-		in   mcp.ElicitParams
-		want string
-	}{
-		{mcp.ElicitParams{Message: "m"}, "form"},
-		{mcp.ElicitParams{URL: "https://x"}, "url"},
-		{mcp.ElicitParams{ElicitationID: "e"}, "url"},
-		{mcp.ElicitParams{Mode: "form", URL: "https://x"}, "form"},
+	for in, want := range map[string]string{
+		`{"message":"m"}`:                   `{"mode":"form","message":"m"}`,
+		`{}`:                                `{"mode":"form"}`,
+		`{"url":"https://x"}`:               `{"mode":"url","url":"https://x"}`,
+		`{"elicitationId":"e"}`:             `{"mode":"url","elicitationId":"e"}`,
+		`{"mode":"form","url":"https://x"}`: `{"mode":"form","url":"https://x"}`,
+		`{"mode":"","message":"m"}`:         `{"message":"m","mode":"form"}`,
 	} {
-		if got := withMode(&c.in).Mode; got != c.want {
-			t.Errorf("withMode(%+v) = %q, want %q", c.in, got, c.want)
+		got, ok := withMode(json.RawMessage(in))
+		if !ok || string(got) != want || !json.Valid(got) {
+			t.Errorf("withMode(%s) = %s, %v; want %s", in, got, ok, want)
 		}
+	}
+	if _, ok := withMode(json.RawMessage(`[1]`)); ok {
+		t.Error("params that are not an object")
 	}
 }

@@ -21,7 +21,9 @@ function agent() {
     const first = req.params.messages[0]?.content;
     return { role: "assistant", model: "test-model", content: { type: "text", text: "sampled: " + (first?.text ?? "") } };
   });
-  client.setRequestHandler(ElicitRequestSchema, async () => ({ action: "decline" }));
+  // Accepted with no content: the server decides what that means (its schema asks for a
+  // name), not the gateway's own client.
+  client.setRequestHandler(ElicitRequestSchema, async () => ({ action: "accept", content: {} }));
   client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: [{ uri: "file:///work/agent", name: "agent" }] }));
   client.logs = [];
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => client.logs.push(n.params.level));
