@@ -275,7 +275,6 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	if fc.rev == conn.Legacy && (len(params.InputResponses) > 0 || len(params.RequestState) > 0) {
 		return pathSDK // MRTR fields from a 2025-11-25 session: the SDK answers
 	}
-
 	token := params.Meta.ProgressToken
 	if len(token) > 0 && token[0] != '"' && (token[0] < '0' || token[0] > '9') && token[0] != '-' {
 		return pathSDK // a token must be a string or a number: the SDK answers anything else
