@@ -80,11 +80,7 @@ func TestConformanceSuite(t *testing.T) {
 					t.Logf("%s scores better than direct: %s", c.endpoint, d)
 				}
 				for _, d := range worse {
-					switch why, open := unresolved[d.scenario]; {
-					case c.mayDiffer(d.scenario):
-					case open:
-						t.Logf("%s scores worse than direct, not resolved yet (%s): %s", c.endpoint, why, d)
-					default:
+					if !c.mayDiffer(d.scenario) {
 						t.Errorf("%s scores worse than direct: %s", c.endpoint, d)
 					}
 				}
@@ -92,10 +88,6 @@ func TestConformanceSuite(t *testing.T) {
 		})
 	}
 }
-
-// unresolved are the scenarios the gateway does not pass yet as the server does, with why:
-// each is work still open, and the test says so whenever it meets one.
-var unresolved = map[string]string{}
 
 // nameBound reports whether a scenario calls a tool or prompt by the bare name its server
 // gives it (or needs one such call first), which the project endpoint names <server>__<name>.

@@ -244,3 +244,38 @@ func TestGatewayStatelessResourceSubscription(t *testing.T) {
 		t.Fatal("list_changed must still reach the session")
 	}
 }
+
+// A call that a disconnect no longer ends (its client may resume it) ends with its session: a
+// session deleted while its call runs has the call cancelled at the server, not left to run
+// on to --call-timeout.
+func TestGatewaySessionEndCancelsItsCalls(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "end", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "ender", "--protocol", "2025-11-25")}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	url := obj.Status.Endpoint
+	sid := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"ender","version":"1"}}}`)
+	post(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	go func() { // the call's request stays open: only the session's end can cancel it
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ender__hang","arguments":{}}}`))
+		setSession(req, sid)
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	eventually(t, 10*time.Second, "the call to reach the server", func() bool {
+		return strings.Contains(logs.String(), "fixture ender: hang started")
+	})
+	del, _ := http.NewRequest(http.MethodDelete, url, nil)
+	setSession(del, sid)
+	resp, err := http.DefaultClient.Do(del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// Well within the suite's callTimeout, which would end the call anyway.
+	eventually(t, callTimeout/2, "the server to see the cancellation", func() bool {
+		return strings.Contains(logs.String(), "fixture ender: hang cancelled")
+	})
+}

@@ -212,3 +212,29 @@ func TestGatewayMergesCacheHints(t *testing.T) {
 		}
 	}
 }
+
+// A per-server endpoint sends a name its server does not list on to the server, but never one
+// the server's allow/deny filter withholds: that one is unknown, as on the project endpoint,
+// and the server never runs it.
+func TestGatewayServerEndpointWithholdsFilteredTools(t *testing.T) {
+	ns := newNamespace(t)
+	filtered := fixtureServer(t, "withheld")
+	filtered.Tools = &v1alpha1.ToolFilter{Deny: []string{"stderr"}}
+	key := create(t, ns, "withheld", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{filtered}})
+	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool {
+		return isReady(o) && len(o.Status.Servers) == 1 && o.Status.Servers[0].Endpoint != ""
+	})
+	s := connectTo(t, obj.Status.Servers[0].Endpoint).session
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "stderr", Arguments: map[string]any{"text": "must not run", "lines": 1}})
+	if err == nil || !strings.Contains(err.Error(), `unknown tool "stderr"`) {
+		t.Fatalf("a withheld tool: %v", err)
+	}
+	if strings.Contains(logs.String(), "must not run") {
+		t.Fatal("the server ran a tool its filter withholds")
+	}
+	if got := text(callOK(t, s, "echo", map[string]any{"text": "offered"})); got != "offered" {
+		t.Fatalf("an offered tool: %q", got)
+	}
+}

@@ -42,9 +42,9 @@ type CallOf interface {
 	Session() Caller
 }
 
-// sessionOf is the Caller of the session caller's call belongs to (caller itself when it is
+// SessionOf is the Caller of the session caller's call belongs to (caller itself when it is
 // a session's).
-func sessionOf(caller Caller) Caller {
+func SessionOf(caller Caller) Caller {
 	if call, ok := caller.(CallOf); ok {
 		return call.Session()
 	}
@@ -84,14 +84,16 @@ func WithLogSink(ctx context.Context, level mcp.LoggingLevel, put func(*mcp.Logg
 // gateway relays them, so the server asks that session for nothing it did not declare.
 type capabilitiesKey struct{}
 
-// WithClientCapabilities has requests made with ctx tell a 2026-07-28 server caps (a JSON
-// object) as the client's capabilities.
-func WithClientCapabilities(ctx context.Context, caps json.RawMessage) context.Context {
+// WithClientCapabilities has requests made with ctx tell a 2026-07-28 server what caps gives
+// (a JSON object) as the client's capabilities. caps is called only for such a server, once
+// per request sent: a 2025-11-25 server, told the connection's capabilities at initialize,
+// costs nothing.
+func WithClientCapabilities(ctx context.Context, caps func() json.RawMessage) context.Context {
 	return context.WithValue(ctx, capabilitiesKey{}, caps)
 }
 
-func capabilitiesFrom(ctx context.Context) json.RawMessage {
-	caps, _ := ctx.Value(capabilitiesKey{}).(json.RawMessage)
+func capabilitiesFrom(ctx context.Context) func() json.RawMessage {
+	caps, _ := ctx.Value(capabilitiesKey{}).(func() json.RawMessage)
 	return caps
 }
 

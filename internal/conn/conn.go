@@ -578,7 +578,7 @@ func (c *Conn) begin(caller Caller) bool {
 	}
 	c.inflight++
 	if caller != nil {
-		c.callers[sessionOf(caller)]++
+		c.callers[SessionOf(caller)]++
 		c.calls[caller]++
 	}
 	return true
@@ -589,7 +589,7 @@ func (c *Conn) end(caller Caller) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if caller != nil {
-		session := sessionOf(caller)
+		session := SessionOf(caller)
 		if c.callers[session]--; c.callers[session] <= 0 {
 			delete(c.callers, session)
 		}

@@ -21,15 +21,15 @@ func TestWithCapabilities(t *testing.T) {
 		{"none declared", `{}`,
 			`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"projectmcp"},"io.modelcontextprotocol/clientCapabilities":{}`},
 	} {
-		var caps []byte
+		var caps func() json.RawMessage
 		if c.caps != "" {
-			caps = []byte(c.caps)
+			caps = func() json.RawMessage { return json.RawMessage(c.caps) }
 		}
 		if got := string(withCapabilities([]byte(session), caps)); got != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
 		}
 	}
-	if got := string(withCapabilities([]byte(`not members`), []byte(`{}`))); got != "not members" {
+	if got := string(withCapabilities([]byte(`not members`), func() json.RawMessage { return json.RawMessage(`{}`) })); got != "not members" {
 		t.Errorf("members it cannot read are left as they are: %s", got)
 	}
 }

@@ -200,12 +200,13 @@ func (w *wire) noteMeta(line []byte) {
 	w.meta.Store(&members)
 }
 
-// withCapabilities is the session's _meta members with caps in place of the capabilities
-// they name (unchanged when caps is nil or the members cannot be read).
-func withCapabilities(session []byte, caps json.RawMessage) []byte {
-	if caps == nil {
+// withCapabilities is the session's _meta members with what caps gives in place of the
+// capabilities they name (unchanged when caps is nil or the members cannot be read).
+func withCapabilities(session []byte, capsOf func() json.RawMessage) []byte {
+	if capsOf == nil {
 		return session
 	}
+	caps := capsOf()
 	var m map[string]json.RawMessage
 	if json.Unmarshal(append(append([]byte{'{'}, session...), '}'), &m) != nil {
 		return session
@@ -229,6 +230,18 @@ func AppendMember(dst []byte, key string, value json.RawMessage) []byte {
 	dst = appendQuoted(dst, key)
 	dst = append(dst, ':')
 	return append(dst, value...)
+}
+
+// response encodes the answer to a server's request id: its result, or rpcErr when not nil.
+func response(id, result json.RawMessage, rpcErr *jsonrpc.Error) []byte {
+	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	if rpcErr != nil {
+		e, _ := json.Marshal(rpcErr)
+		b = append(append(b, `,"error":`...), e...)
+	} else {
+		b = append(append(b, `,"result":`...), result...)
+	}
+	return append(b, '}')
 }
 
 // request encodes a JSON-RPC request (or, with id "", a notification) with raw params.

@@ -252,15 +252,7 @@ func (w *wire) event(ctx context.Context, data []byte, id string) (json.RawMessa
 	// The server asks something of the session while the call runs; the server waits for the
 	// answer before going on with the call.
 	result, rpcErr := w.c.serverRequest(ctx, r.Method, r.Params)
-	answer := []byte(`{"jsonrpc":"2.0","id":`)
-	answer = append(answer, r.ID...)
-	if rpcErr != nil {
-		e, _ := json.Marshal(rpcErr)
-		answer = append(append(answer, `,"error":`...), e...)
-	} else {
-		answer = append(append(answer, `,"result":`...), result...)
-	}
-	w.send(ctx, append(answer, '}'), "")
+	w.send(ctx, response(r.ID, result, rpcErr), "")
 	return nil, false, nil
 }
 

@@ -154,14 +154,7 @@ func (w *wire) answerAsked(line []byte) bool {
 	}
 	go func() {
 		result, rpcErr := w.c.serverRequest(w.c.ctx, r.Method, r.Params)
-		answer := append([]byte(`{"jsonrpc":"2.0","id":`), r.ID...)
-		if rpcErr != nil {
-			e, _ := json.Marshal(rpcErr)
-			answer = append(append(answer, `,"error":`...), e...)
-		} else {
-			answer = append(append(answer, `,"result":`...), result...)
-		}
-		_, _ = w.stdin.write(append(answer, '}', '\n'))
+		_, _ = w.stdin.write(append(response(r.ID, result, rpcErr), '\n'))
 	}()
 	return true
 }

@@ -50,11 +50,19 @@ func withoutExtensions(ext json.RawMessage) json.RawMessage {
 	return out
 }
 
-// sessionCapabilities are a stateful session's declared capabilities, narrowed (relayable).
-func sessionCapabilities(ss *mcp.ServerSession) json.RawMessage {
-	var caps json.RawMessage
-	if ip := ss.InitializeParams(); ip != nil && ip.Capabilities != nil {
-		caps, _ = json.Marshal(ip.Capabilities)
+// sessionCapabilities gives a stateful session's declared capabilities, narrowed (relayable),
+// when a 2026-07-28 server is to be told them (conn.WithClientCapabilities).
+func sessionCapabilities(ss *mcp.ServerSession) func() json.RawMessage {
+	return func() json.RawMessage {
+		var caps json.RawMessage
+		if ip := ss.InitializeParams(); ip != nil && ip.Capabilities != nil {
+			caps, _ = json.Marshal(ip.Capabilities)
+		}
+		return relayable(caps)
 	}
-	return relayable(caps)
+}
+
+// requestCapabilities gives a 2026-07-28 request's own capabilities (its _meta's), narrowed.
+func requestCapabilities(caps json.RawMessage) func() json.RawMessage {
+	return func() json.RawMessage { return relayable(caps) }
 }

@@ -93,10 +93,10 @@ func (m *fastMeta) trace() func(string) string {
 
 // fastCaller is the session a fast-path call comes from.
 type fastCaller struct {
-	id     string          // the session's slots' key
-	caller conn.Caller     // who answers the server's own requests (stateful sessions)
-	rev    conn.Revision   // the revision the session takes results in
-	caps   json.RawMessage // its client capabilities, as a 2026-07-28 server is told them
+	id     string                 // the session's slots' key
+	caller conn.Caller            // who answers the server's own requests (stateful sessions)
+	rev    conn.Revision          // the revision the session takes results in
+	caps   func() json.RawMessage // its client capabilities, as a 2026-07-28 server is told them
 	// resumable: the answer is a resumable event stream (resume.go), kept in replay.
 	resumable bool
 	replay    *replayStream
@@ -172,7 +172,7 @@ func (p *project) serveStatelessFast(w http.ResponseWriter, r *http.Request) boo
 		p.mu.Lock()
 		p.lastSeen[id] = p.g.opts.Clock.Now()
 		p.mu.Unlock()
-		return fastCaller{id: id, rev: conn.Newest, caps: relayable(m.Capabilities), stateless: true}, true
+		return fastCaller{id: id, rev: conn.Newest, caps: requestCapabilities(m.Capabilities), stateless: true}, true
 	}
 	if method != "tools/call" {
 		return p.countRequest(method, p.requestFast(w, r, env, identify))
@@ -186,6 +186,9 @@ func (p *project) serveStatelessFast(w http.ResponseWriter, r *http.Request) boo
 // are not an object of answers that are objects (null included): a protocol error the gateway
 // answers itself, whichever server the request is for, as a server of that revision does.
 func badInputResponses(params json.RawMessage) bool {
+	if !bytes.Contains(params, []byte(`"inputResponses"`)) { // a call's params are decoded once more only if they may
+		return false
+	}
 	var p struct {
 		InputResponses json.RawMessage `json:"inputResponses"`
 	}

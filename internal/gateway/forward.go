@@ -38,7 +38,7 @@ type origin struct {
 	// headers'; nil when it has none.
 	meta func(key string) string
 	// caps: the session's client capabilities as a 2026-07-28 server is told them (relayable).
-	caps json.RawMessage
+	caps func() json.RawMessage
 }
 
 // originOf describes a request the SDK server decoded.
@@ -57,8 +57,10 @@ func originOf(req mcp.Request) origin {
 			o.meta = func(key string) string { v, _ := m[key].(string); return v }
 		}
 		if caps, ok := m[mcp.MetaKeyClientCapabilities]; ok && o.stateless {
-			raw, _ := json.Marshal(caps)
-			o.caps = relayable(raw)
+			o.caps = func() json.RawMessage {
+				raw, _ := json.Marshal(caps)
+				return relayable(raw)
+			}
 		}
 	}
 	return o

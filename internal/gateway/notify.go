@@ -77,11 +77,7 @@ func (p *project) deliver(server string, n conn.Notice) {
 // write to outside that request (a 2026-07-28 one) goes to nobody.
 func (p *project) logReaders(n conn.Notice) []*mcp.ServerSession {
 	if n.InRequest {
-		caller := n.Caller
-		if call, ok := caller.(conn.CallOf); ok { // a call with a stream of its own: its session
-			caller = call.Session()
-		}
-		if sc, ok := caller.(sessionCaller); ok {
+		if sc, ok := conn.SessionOf(n.Caller).(sessionCaller); ok { // a call's caller: its session's
 			return []*mcp.ServerSession{sc.ss}
 		}
 		return nil
