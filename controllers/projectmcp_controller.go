@@ -174,6 +174,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		Servers:      sortedKeys(desired.Servers),
 		IdleTimeout:  durationOr(obj.Spec.IdleTimeout, v1alpha1.DefaultIdleTimeout),
 		ReadyTimeout: durationOr(obj.Spec.ReadyTimeout, v1alpha1.DefaultReadyTimeout),
+		RBAC:         obj.Spec.ToolAuthorization == v1alpha1.ToolAuthorizationRBAC,
 	})
 	actions := Plan(desired, r.Registry.ObserveServers(req.NamespacedName).Servers)
 	r.apply(ctx, obj, desired.Servers, actions)

@@ -97,7 +97,27 @@ type ProjectMCPSpec struct {
 	// reconnect is the budget for reconnecting a connection that dropped.
 	// +optional
 	Reconnect *ReconnectPolicy `json:"reconnect,omitempty"`
+
+	// toolAuthorization decides who may list and use each tool, prompt and resource.
+	// Project (the default): whoever may `use` the ProjectMCP may use all of them. RBAC: each
+	// identity sees and uses only those cluster RBAC grants it the verb `call` on, as
+	// tools.mcp.dsh.dev, prompts.mcp.dsh.dev or resources.mcp.dsh.dev named
+	// "<project>/<server>__<tool>" (or "<project>/<server>__<prompt>", "<project>/<uri>"), or
+	// the wildcards "<project>/<server>__*" and "<project>/*" (docs/security.md).
+	// +optional
+	// +kubebuilder:validation:Enum=Project;RBAC
+	ToolAuthorization ToolAuthorization `json:"toolAuthorization,omitempty"`
 }
+
+// ToolAuthorization is how a project's items are authorized per identity.
+type ToolAuthorization string
+
+const (
+	// ToolAuthorizationProject: the verb `use` on the ProjectMCP grants every item.
+	ToolAuthorizationProject ToolAuthorization = "Project"
+	// ToolAuthorizationRBAC: each item is granted by RBAC on its own (SubjectAccessReviews).
+	ToolAuthorizationRBAC ToolAuthorization = "RBAC"
+)
 
 // MCPServer is one entry of the project's mcpServers: exactly one of a stdio command or a
 // remote URL.

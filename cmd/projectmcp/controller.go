@@ -30,6 +30,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/controllers"
+	"github.com/dsh-dev/projectmcp/internal/audit"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
@@ -73,6 +74,8 @@ type controllerFlags struct {
 	maxCalls       int
 	maxSubsEach    int
 	maxToolName    int
+	auditLog       string
+	auditArgs      bool
 	rootBase       string
 	allowCommands  []string
 	allowAny       bool
@@ -149,6 +152,8 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.IntVar(&f.maxCalls, "max-calls-per-server", f.maxCalls, "most sessions' requests in flight on one server's connection; past it requests wait, and freed slots go round the waiting sessions in turn (0: the default)")
 	all.StringVar(&f.rootBase, "project-root-base", f.rootBase, "directory a project's spec.project must lie in to be given to its servers as their root (roots/list); a project outside it gives them no roots (empty: any absolute path)")
 	all.IntVar(&f.maxSubsEach, "max-subscriptions-per-session", f.maxSubsEach, "most resources one session may subscribe to; a subscribe past it is refused with an error naming the limit (0: the default)")
+	all.StringVar(&f.auditLog, "audit-log", "", `write an audit record (a JSON line: time, principal, project, server, method, tool/prompt/URI, outcome, duration, session hash, policy and decision) for every use of a tool, prompt or resource to this file, or "-" for standard output; "" writes none`)
+	all.BoolVar(&f.auditArgs, "audit-arguments", false, "with --audit-log, record the arguments of tool calls and prompts too (they may hold what agents were told not to share)")
 	all.IntVar(&f.maxToolName, "max-tool-name", f.maxToolName, fmt.Sprintf("longest tool or prompt name the project endpoint lists, %d to %d: a longer <server>__<tool> is cut and marked with a hash (the default leaves room for Claude Code's mcp__projectmcp__ in 64 characters)", toolname.MinBudget, toolname.MaxLength))
 	all.IntVar(&f.maxPerUser, "max-sessions-per-principal", f.maxPerUser, "most sessions one identity may have in one project at once, so one user cannot fill --max-sessions-per-project; a session past it is refused at its mount")
 	all.Int64Var(&f.maxMessage, "max-message-bytes", f.maxMessage, "largest message a server may send (an answer, a list page, a notification); an answer over it fails that request only and the connection goes on, anything else over it is dropped (0: the default)")
@@ -465,6 +470,15 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 		opts.Auth = &gateway.KubernetesAuth{Client: cs}
 	default:
 		return nil, fmt.Errorf("--gateway-auth must be local or kubernetes, not %q", f.gatewayAuth)
+	}
+	if f.auditLog != "" {
+		log, err := audit.Open(f.auditLog, metrics.AuditDropped)
+		if err != nil {
+			return nil, err
+		}
+		opts.Audit, opts.AuditArguments = log, f.auditArgs // closed by the gateway when it stops serving
+	} else if f.auditArgs {
+		return nil, errors.New("--audit-arguments needs --audit-log")
 	}
 	return gateway.New(opts), nil
 }

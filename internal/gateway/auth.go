@@ -108,6 +108,7 @@ type KubernetesAuth struct {
 	users     *cache.LRUExpireCache // token hash → userEntry
 	decisions *cache.LRUExpireCache // decisionKey → decision
 	limiters  *cache.LRUExpireCache // user name → *reviewBudget
+	items     *cache.LRUExpireCache // itemKey → itemVerdict (rbac.go)
 }
 
 // maxAuthEntries bounds each cache.
@@ -150,6 +151,7 @@ func (a *KubernetesAuth) init() {
 		a.users = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
 		a.decisions = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
 		a.limiters = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
+		a.items = cache.NewLRUExpireCacheWithClock(maxItemEntries, a.Clock)
 	})
 }
 

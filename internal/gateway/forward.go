@@ -39,6 +39,11 @@ type origin struct {
 	meta func(key string) string
 	// caps: the session's client capabilities as a 2026-07-28 server is told them (relayable).
 	caps func() json.RawMessage
+	// item is the tool, prompt or resource the request uses, as RBAC names it (rbac.go).
+	item Item
+	// args are a tool call's or prompt's arguments as the session sent them, for the audit
+	// log (--audit-arguments).
+	args json.RawMessage
 }
 
 // originOf describes a request the SDK server decoded.
@@ -72,6 +77,10 @@ func originOf(req mcp.Request) origin {
 // never saw it). The server's own requests made meanwhile (sampling, elicitation) go to this
 // session (conn.WithCaller).
 func forward[T any](ctx context.Context, p *project, o origin, server string, do func(context.Context, *conn.Conn) (T, error)) (res T, err error) {
+	if err = p.admit(ctx, o); err != nil {
+		p.audit(o, server, time.Now(), "denied")
+		return res, err
+	}
 	if o.meta != nil {
 		ctx = tracing.FromMeta(ctx, o.meta)
 	}
@@ -108,6 +117,7 @@ func forward[T any](ctx context.Context, p *project, o origin, server string, do
 			m.ToolCall(outcome, time.Since(start))
 		}
 		m.Forwarded(o.method, outcome)
+		p.audit(o, server, start, outcome.String())
 	}()
 	if limit := p.g.opts.CallTimeout; limit > 0 {
 		var cancel context.CancelFunc
@@ -248,6 +258,7 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 		}
 		o := originOf(req)
 		o.name, o.raw = req.Params.Name, raw
+		o.item, o.args = Item{Resource: ResourceTools, Server: server, Name: raw}, args
 		token := req.Params.GetProgressToken()
 		level := mcp.LoggingLevel("")
 		if o.stateless {
@@ -325,6 +336,10 @@ func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		o := originOf(req)
 		o.name, o.raw = req.Params.Name, raw
+		o.item = Item{Resource: ResourcePrompts, Server: server, Name: raw}
+		if p.g.opts.AuditArguments {
+			o.args, _ = json.Marshal(req.Params.Arguments)
+		}
 		res, round, err := inRounds(ctx, p, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server,
 			func(ctx context.Context, c *conn.Conn) (*mcp.GetPromptResult, error) {
 				return c.GetPrompt(ctx, &mcp.GetPromptParams{Name: raw, Arguments: req.Params.Arguments,
@@ -347,6 +362,7 @@ func (p *project) resourceHandler(server string) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		o := originOf(req)
 		o.name = req.Params.URI
+		o.item = p.resourceItem(server, req.Params.URI)
 		res, round, err := inRounds(ctx, p, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server,
 			func(ctx context.Context, c *conn.Conn) (*mcp.ReadResourceResult, error) {
 				return c.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI,
@@ -386,6 +402,9 @@ func rpcErrorOf(err error) *jsonrpc.Error {
 	}
 	if w := (*withheldTool)(nil); errors.As(err, &w) {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: w.Error()}
+	}
+	if d := (*deniedItem)(nil); errors.As(err, &d) {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: d.Error()}
 	}
 	return nil
 }

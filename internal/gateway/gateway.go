@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dsh-dev/projectmcp/internal/audit"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/registry"
@@ -91,6 +92,10 @@ type Options struct {
 	MaxAwaitingInputPerSession int
 	// Auth decides who may use a project; nil means local mode (loopback callers only).
 	Auth Authorizer
+	// Audit, when set, records every use of a tool, prompt or resource (audit.go);
+	// AuditArguments adds the arguments of tool calls and prompts.
+	Audit          *audit.Log
+	AuditArguments bool
 	// Objects reads ProjectMCPs (the manager's cache) and Live confirms a cache miss against
 	// the API server. With them, a request for a project that exists but that the reconciler
 	// has not set up yet (just created, or after a controller restart) waits for its first
@@ -485,6 +490,7 @@ func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 	select {
 	case err := <-errc:
 		g.shutdown()
+		g.closeAudit()
 		return err
 	case <-ctx.Done():
 	}
@@ -492,5 +498,16 @@ func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
+	g.closeAudit()
 	return nil
+}
+
+// closeAudit writes out the audit log, whose only writer the gateway is, once it serves no
+// more requests.
+func (g *Gateway) closeAudit() {
+	if g.opts.Audit != nil {
+		if err := g.opts.Audit.Close(); err != nil {
+			g.opts.Log.Error(err, "Closing the audit log")
+		}
+	}
 }

@@ -231,11 +231,11 @@ func (p *project) cacheHints(_ context.Context, req mcp.Request, c *mcp.Cacheabl
 			merged = merged.Merge(st.Conn.CacheHints(kind))
 		}
 	}
-	if !merged.Known {
-		return
+	_, perIdentity := p.rbacOn() // an RBAC project's lists differ by identity: never shared
+	if merged.Known {
+		c.TTLMs, c.CacheScope = merged.TTLMs, "public"
 	}
-	c.TTLMs, c.CacheScope = merged.TTLMs, "public"
-	if merged.Private {
+	if merged.Private || perIdentity {
 		c.CacheScope = "private"
 	}
 }

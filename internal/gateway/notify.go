@@ -206,6 +206,7 @@ func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no server of this project lists the resource %q", uri)}
 	}
 	o := p.subscriber(req)
+	o.item = p.resourceItem(server, uri)
 	id := o.session
 	if claimed, err := p.claimSubscription(id, uri); !claimed {
 		return err
@@ -348,7 +349,9 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	}
 	params := *req.Params
 	params.Ref = &up
-	res, err := forward(ctx, p, originOf(req), server, func(ctx context.Context, c *conn.Conn) (*mcp.CompleteResult, error) { return c.Complete(ctx, &params) })
+	o := originOf(req)
+	o.item = completionItem(server, raw, ref)
+	res, err := forward(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (*mcp.CompleteResult, error) { return c.Complete(ctx, &params) })
 	if err != nil {
 		return nil, protocolError(err)
 	}

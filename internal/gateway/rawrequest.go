@@ -55,6 +55,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 	// Routing, and the SDK's own decoding of the params as a check: what its types refuse,
 	// it answers.
 	var server, name, raw string
+	var item Item
 	switch env.Method {
 	case "prompts/get":
 		var params mcp.GetPromptParams
@@ -66,6 +67,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 			return pathSDK
 		}
 		server, name, raw = pr.server, params.Name, pr.raw
+		item = Item{Resource: ResourcePrompts, Server: server, Name: raw}
 		members["name"], _ = json.Marshal(pr.raw)
 	case "resources/read":
 		var params mcp.ReadResourceParams
@@ -77,6 +79,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 			return pathSDK
 		}
 		name = params.URI
+		item = p.resourceItem(server, params.URI)
 	case "completion/complete":
 		var params mcp.CompleteParams
 		if conn.DecodeExact(env.Params, &params) != nil || params.Ref == nil {
@@ -85,6 +88,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 		if server, raw = p.completionTarget(params.Ref); server == "" {
 			return pathSDK
 		}
+		item = completionItem(server, raw, params.Ref)
 		if params.Ref.Type == "ref/prompt" {
 			var ref map[string]json.RawMessage
 			if conn.DecodeExact(members["ref"], &ref) != nil {
@@ -109,7 +113,8 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 
 	ctx, cancel := p.track(r, fc, env.ID)
 	defer cancel()
-	o := origin{method: env.Method, session: fc.id, caller: fc.caller, meta: meta.trace(), caps: fc.caps}
+	o := origin{method: env.Method, session: fc.id, caller: fc.caller, meta: meta.trace(), caps: fc.caps, header: r.Header, item: item,
+		args: members["arguments"]}
 	if env.Method == "prompts/get" {
 		o.name, o.raw = name, raw
 	}

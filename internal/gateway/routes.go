@@ -23,8 +23,8 @@ type routes struct {
 }
 
 type templateMatcher struct {
-	re     *regexp.Regexp
-	server string
+	re               *regexp.Regexp
+	server, template string
 }
 
 // publishRoutes publishes the sets as they are now, for the servers named. Callers hold syncMu.
@@ -36,7 +36,7 @@ func (p *project) publishRoutes(servers []string) {
 	}
 	for _, t := range slices.Sorted(maps.Keys(p.templates)) {
 		if tmpl, err := uritemplate.New(t); err == nil {
-			r.matchers = append(r.matchers, templateMatcher{re: tmpl.Regexp(), server: p.templates[t].server})
+			r.matchers = append(r.matchers, templateMatcher{re: tmpl.Regexp(), server: p.templates[t].server, template: t})
 		}
 	}
 	p.routes.Store(r)
@@ -94,6 +94,32 @@ func (p *project) owner(uri string) (string, bool) {
 		}
 	}
 	return r.sole, r.sole != ""
+}
+
+// resourceItem is a URI of server as RBAC names it, with the template it is read through when
+// no list holds it.
+func (p *project) resourceItem(server, uri string) Item {
+	it := Item{Resource: ResourceResources, Server: server, Name: uri}
+	r := p.current()
+	if _, ok := r.resources[uri]; ok {
+		return it
+	}
+	for _, m := range r.matchers {
+		if m.server == server && m.re.MatchString(uri) {
+			it.Template = m.template
+			return it
+		}
+	}
+	return it
+}
+
+// completionItem is what a completion's reference uses, as RBAC names it: a prompt by the
+// server's own name, a resource or template by its URI.
+func completionItem(server, raw string, ref *mcp.CompleteReference) Item {
+	if ref.Type == "ref/prompt" {
+		return Item{Resource: ResourcePrompts, Server: server, Name: raw}
+	}
+	return Item{Resource: ResourceResources, Server: server, Name: ref.URI}
 }
 
 // completionTarget is the server a completion's reference routes to ("" for none) and, for a

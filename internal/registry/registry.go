@@ -41,6 +41,8 @@ type Desired struct {
 	Servers      []string
 	IdleTimeout  time.Duration // 0 = never reclaim
 	ReadyTimeout time.Duration // 0 = do not wait
+	// RBAC: each identity's items are authorized on their own (spec.toolAuthorization: RBAC).
+	RBAC bool
 }
 
 // Registry is the single owner of the process's MCP connections.
@@ -318,6 +320,14 @@ func (r *Registry) entryLocked(p *project, name string) *entry {
 		p.servers[name] = e
 	}
 	return e
+}
+
+// RBAC reports whether a project's items are authorized per identity by RBAC.
+func (r *Registry) RBAC(key types.NamespacedName) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.projects[key]
+	return p != nil && p.desired.RBAC
 }
 
 // Known reports whether the reconciler has set up a project (a ProjectMCP exists for it).

@@ -1,0 +1,352 @@
+package controllers
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/audit"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/metrics"
+)
+
+// rbacIdentity is a ServiceAccount of TestGatewayToolRBAC with the items its Role grants
+// (besides `use` on the project).
+type rbacIdentity struct {
+	name  string
+	rules []rbacv1.PolicyRule
+	// tools, prompts and resources: what it must see on the project endpoint (resources:
+	// listed URIs and templates).
+	tools, prompts, resources []string
+	token                     string
+}
+
+func itemRule(resource string, names ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{resource}, ResourceNames: names, Verbs: []string{gateway.ItemVerb}}
+}
+
+// With spec.toolAuthorization: RBAC, each identity lists exactly the tools, prompts and
+// resources cluster RBAC grants it and may use exactly those, through the project endpoint and
+// a per-server endpoint, on both protocol revisions; `kubectl auth can-i` gives the same
+// answers; the audit log records the uses and the refusals.
+func TestGatewayToolRBAC(t *testing.T) {
+	ns := newNamespace(t)
+	key := create(t, ns, "shop", v1alpha1.ProjectMCPSpec{ToolAuthorization: v1alpha1.ToolAuthorizationRBAC,
+		Servers: []v1alpha1.MCPServer{fixtureServer(t, "a"), fixtureServer(t, "b")}})
+	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes := []string{"echo", "fail", "pids"}
+	ids := []*rbacIdentity{
+		{name: "everything", rules: []rbacv1.PolicyRule{itemRule("tools", "shop/*"), itemRule("prompts", "shop/*"), itemRule("resources", "shop/*")},
+			prompts: []string{"a__greet", "b__greet"}, resources: []string{"fixture://a/readme", "fixture://b/readme", "fixture://a/items/{id}", "fixture://b/items/{id}"}},
+		{name: "release", rules: []rbacv1.PolicyRule{itemRule("tools", "shop/a__*"), itemRule("resources", "shop/fixture://a/items/{id}")},
+			resources: []string{"fixture://a/items/{id}"}},
+		{name: "reader", rules: []rbacv1.PolicyRule{itemRule("tools", "shop/a__echo", "shop/b__echo"), itemRule("prompts", "shop/b__greet"),
+			itemRule("resources", "shop/fixture://b/readme")},
+			tools: []string{"a__echo", "b__echo"}, prompts: []string{"b__greet"}, resources: []string{"fixture://b/readme"}},
+		{name: "nobody"},
+	}
+	for _, id := range ids {
+		id.token = grant(t, cs, ns, id.name, id.rules)
+	}
+	logPath := filepath.Join(t.TempDir(), "audit.log")
+	log, err := audit.Open(logPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry, Auth: &gateway.KubernetesAuth{Client: cs}, Audit: log})
+	project := base + gateway.Path(key)
+	denials := promtest.ToFloat64(metrics.ItemDenials.WithLabelValues("tools"))
+
+	// The whole catalog, as the identity granted everything sees it.
+	all := rbacSession(t, project, ids[0].token, "2025-11-25")
+	ids[0].tools = sessionTools(t, all)
+	if len(ids[0].tools) < 2*len(probes) {
+		t.Fatalf("the identity granted everything lists %v", ids[0].tools)
+	}
+	for _, name := range ids[0].tools {
+		if strings.HasPrefix(name, "a__") {
+			ids[1].tools = append(ids[1].tools, name)
+		}
+	}
+
+	for _, id := range ids {
+		for _, revision := range []string{"2025-11-25", ""} {
+			t.Run(id.name+"/"+revisionName(revision), func(t *testing.T) {
+				s := rbacSession(t, project, id.token, revision)
+				checkItems(t, s, id)
+				for _, server := range []string{"a", "b"} {
+					for _, tool := range probes {
+						checkCall(t, s, server+"__"+tool, slices.Contains(id.tools, server+"__"+tool))
+					}
+				}
+				// The per-server endpoint of a: the same decisions under the server's own names.
+				view := rbacSession(t, base+gateway.ServerPath(key, "a"), id.token, revision)
+				var want []string
+				for _, name := range id.tools {
+					if raw, ok := strings.CutPrefix(name, "a__"); ok {
+						want = append(want, raw)
+					}
+				}
+				if got := sessionTools(t, view); !slices.Equal(got, sortedCopy(want)) {
+					t.Errorf("per-server endpoint lists %v, want %v", got, want)
+				}
+				for _, tool := range probes {
+					checkCall(t, view, tool, slices.Contains(want, tool))
+				}
+			})
+		}
+	}
+
+	// kubectl auth can-i asks what the gateway asks: an item is granted when it says yes for
+	// one of the item's names (its own, its server's wildcard, the project's).
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatal("kubectl is needed to check `kubectl auth can-i` against the gateway's decisions")
+	}
+	canI := func(id *rbacIdentity, it gateway.Item) bool {
+		for _, name := range gateway.ResourceNames("shop", it) {
+			out, _ := exec.Command(kubectl, "--kubeconfig", env.Kubeconfig, "auth", "can-i", gateway.ItemVerb,
+				it.Resource+".mcp.dsh.dev/"+name, "-n", ns, "--as", "system:serviceaccount:"+ns+":"+id.name).CombinedOutput()
+			if lastLine(string(out)) == "yes" {
+				return true
+			}
+		}
+		return false
+	}
+	for _, id := range ids {
+		for _, q := range []struct {
+			item    gateway.Item
+			granted bool
+		}{
+			{gateway.Item{Resource: "tools", Server: "a", Name: "echo"}, slices.Contains(id.tools, "a__echo")},
+			{gateway.Item{Resource: "tools", Server: "b", Name: "fail"}, slices.Contains(id.tools, "b__fail")},
+			{gateway.Item{Resource: "prompts", Server: "b", Name: "greet"}, slices.Contains(id.prompts, "b__greet")},
+			{gateway.Item{Resource: "resources", Server: "b", Name: "fixture://b/readme"}, slices.Contains(id.resources, "fixture://b/readme")},
+		} {
+			if got := canI(id, q.item); got != q.granted {
+				t.Errorf("%s: kubectl auth can-i call %s %v says %v, the gateway decided %v", id.name, q.item.Resource, q.item, got, q.granted)
+			}
+		}
+	}
+
+	if d := promtest.ToFloat64(metrics.ItemDenials.WithLabelValues("tools")) - denials; d == 0 {
+		t.Error("no denial counted in projectmcp_gateway_item_denials_total")
+	}
+	checkAudit(t, logPath, ns)
+}
+
+// grant creates a ServiceAccount that may use the project shop and is granted rules, and
+// returns a token of it.
+func grant(t *testing.T, cs kubernetes.Interface, ns, name string, rules []rbacv1.PolicyRule) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{"projectmcps"}, ResourceNames: []string{"shop"}, Verbs: []string{gateway.UseVerb}})
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: rules}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}}
+	if err := env.Client.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// rbacSession connects a Go SDK client with token; revision "" is the SDK's default,
+// 2026-07-28.
+func rbacSession(t *testing.T, url, token, revision string) *mcp.ClientSession {
+	t.Helper()
+	header := http.Header{"Authorization": {"Bearer " + token}}
+	if revision == "" {
+		header.Set(gateway.SessionHeader, "rbac")
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "rbac-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: headerRT{header}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: revision})
+	if err != nil {
+		t.Fatalf("connect to %s: %v", url, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func sessionTools(t *testing.T, s *mcp.ClientSession) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	names := []string{}
+	for tool, err := range s.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// checkItems checks that s lists exactly the identity's tools, prompts and resources, and may
+// get and read exactly those.
+func checkItems(t *testing.T, s *mcp.ClientSession, id *rbacIdentity) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if got := sessionTools(t, s); !slices.Equal(got, sortedCopy(id.tools)) {
+		t.Errorf("lists tools %v, want %v", got, id.tools)
+	}
+	prompts := []string{}
+	for p, err := range s.Prompts(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompts = append(prompts, p.Name)
+	}
+	if slices.Sort(prompts); !slices.Equal(prompts, sortedCopy(id.prompts)) {
+		t.Errorf("lists prompts %v, want %v", prompts, id.prompts)
+	}
+	resources := []string{}
+	for r, err := range s.Resources(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		resources = append(resources, r.URI)
+	}
+	for r, err := range s.ResourceTemplates(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		resources = append(resources, r.URITemplate)
+	}
+	if slices.Sort(resources); !slices.Equal(resources, sortedCopy(id.resources)) {
+		t.Errorf("lists resources %v, want %v", resources, id.resources)
+	}
+	for _, server := range []string{"a", "b"} {
+		_, err := s.GetPrompt(ctx, &mcp.GetPromptParams{Name: server + "__greet", Arguments: map[string]string{"name": "x"}})
+		agree(t, "prompts/get "+server+"__greet", err, slices.Contains(id.prompts, server+"__greet"))
+		readme := "fixture://" + server + "/readme"
+		_, err = s.ReadResource(ctx, &mcp.ReadResourceParams{URI: readme})
+		agree(t, "resources/read "+readme, err, slices.Contains(id.resources, readme))
+		item := "fixture://" + server + "/items/7"
+		_, err = s.ReadResource(ctx, &mcp.ReadResourceParams{URI: item})
+		agree(t, "resources/read "+item, err, slices.Contains(id.resources, "fixture://"+server+"/items/{id}"))
+	}
+}
+
+// checkCall calls a probe tool and checks that it is refused exactly when it is not listed.
+func checkCall(t *testing.T, s *mcp.ClientSession, name string, listed bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"text": "hi", "message": "as asked"}})
+	agree(t, "tools/call "+name, err, listed)
+}
+
+// agree fails unless a use was refused by the RBAC policy exactly when it is not granted.
+func agree(t *testing.T, what string, err error, granted bool) {
+	t.Helper()
+	refused := err != nil && strings.Contains(err.Error(), "is not allowed for this identity")
+	switch {
+	case granted && err != nil:
+		t.Errorf("%s: granted, but failed: %v", what, err)
+	case !granted && !refused:
+		t.Errorf("%s: not granted, but answered (error %v)", what, err)
+	}
+}
+
+// checkAudit checks the audit log: uses and refusals, each with its principal, policy and
+// decision, a session hash and no arguments.
+func checkAudit(t *testing.T, path, ns string) {
+	t.Helper()
+	var records []audit.Record
+	eventually(t, 10*time.Second, "the audit log written", func() bool {
+		records = readAudit(t, path)
+		return slices.ContainsFunc(records, func(r audit.Record) bool { return r.Decision == "deny" }) &&
+			slices.ContainsFunc(records, func(r audit.Record) bool { return r.Decision == "allow" && r.Tool == "echo" })
+	})
+	for _, r := range records {
+		if r.Policy != "RBAC" || r.Project != ns+"/shop" || !strings.HasPrefix(r.Principal, "user:system:serviceaccount:"+ns+":") ||
+			r.Server == "" || r.Method == "" || len(r.Arguments) != 0 || len(r.Session) != 16 {
+			t.Fatalf("audit record %+v", r)
+		}
+		if (r.Decision == "deny") != (r.Outcome == "denied") {
+			t.Fatalf("audit record %+v: decision and outcome disagree", r)
+		}
+	}
+	denied := slices.ContainsFunc(records, func(r audit.Record) bool {
+		return r.Decision == "deny" && r.Tool == "fail" && r.Server == "a" && strings.Contains(r.Principal, ":"+ns+":reader/")
+	})
+	if !denied {
+		t.Error("the audit log has no refusal of reader's call of a__fail")
+	}
+}
+
+func readAudit(t *testing.T, path string) []audit.Record {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []audit.Record
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r audit.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("audit line %q: %v", sc.Text(), err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func revisionName(r string) string {
+	if r == "" {
+		return "2026-07-28"
+	}
+	return r
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string{}, s...)
+	slices.Sort(out)
+	return out
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}

@@ -1,0 +1,336 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"maps"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+)
+
+// A project with spec.toolAuthorization: RBAC gives each identity only the tools, prompts and
+// resources cluster RBAC grants it. Each item is a resource name of the API group the
+// ProjectMCP belongs to, which no API serves: SubjectAccessReviews ask about it as they ask
+// about any resource, as Kubernetes' own `signers` do. A Role names them as it names anything:
+//
+//	rules:
+//	- apiGroups: ["mcp.dsh.dev"]
+//	  resources: ["tools"]
+//	  resourceNames: ["shop/github__*", "shop/deploy__status"]
+//	  verbs: ["call"]
+//
+// RBAC matches resource names exactly, so the wildcards are literal names that the gateway asks
+// about too (`shop/github__*` grants every tool of server github, `shop/*` everything of the
+// project), and `kubectl auth can-i call tools.mcp.dsh.dev/shop/github__*` answers the same
+// question the gateway asks. Lists show exactly the items the identity may use, so listing and
+// using are decided in one place; a use the identity is not granted is refused naming the
+// resource it lacks.
+
+// ItemVerb is the RBAC verb that grants an item.
+const ItemVerb = "call"
+
+// Item is one tool, prompt or resource a request lists or uses, as RBAC names it.
+type Item struct {
+	// Resource is "tools", "prompts" or "resources".
+	Resource string
+	// Server is the server (of the project's spec) that offers the item.
+	Server string
+	// Name is the server's own tool or prompt name, or the resource's URI (a template's URI
+	// template, for a resource template).
+	Name string
+	// Template is the resource template a URI is read through ("" for none): a grant of the
+	// template grants the URIs it matches.
+	Template string
+}
+
+// The item resources.
+const (
+	ResourceTools     = "tools"
+	ResourcePrompts   = "prompts"
+	ResourceResources = "resources"
+)
+
+// ResourceNames are the RBAC resource names that grant an item of project, most general first:
+// the project's wildcard, the server's, the item's own (and a resource's template).
+func ResourceNames(project string, it Item) []string {
+	names := []string{project + "/*", project + "/" + it.Server + "__*"}
+	switch it.Resource {
+	case ResourceResources:
+		names = append(names, project+"/"+it.Name)
+		if it.Template != "" && it.Template != it.Name {
+			names = append(names, project+"/"+it.Template)
+		}
+	default:
+		names = append(names, project+"/"+it.Server+"__"+it.Name)
+	}
+	return names
+}
+
+// ItemAuthorizer is an Authorizer that also decides which of a project's items a caller may
+// list and use (spec.toolAuthorization: RBAC).
+type ItemAuthorizer interface {
+	// Permit reports for each item whether the caller whose request carried header may use it.
+	// An item whose review cannot be made, and has no verdict to fall back on, is not permitted.
+	Permit(ctx context.Context, header http.Header, project types.NamespacedName, items []Item) []bool
+}
+
+// rbacOn reports whether the project's items are authorized per identity: the project asks
+// for it and the gateway authenticates identities (local mode has one user, the machine's, who
+// may use everything).
+func (p *project) rbacOn() (ItemAuthorizer, bool) {
+	ia, ok := p.g.opts.Auth.(ItemAuthorizer)
+	if !ok || !p.g.opts.Registry.RBAC(p.key) {
+		return nil, false
+	}
+	return ia, true
+}
+
+// permitted filters items to those the caller may use; all of them when the project does not
+// authorize items per identity.
+func (p *project) permitted(ctx context.Context, header http.Header, items []Item) []bool {
+	ok := make([]bool, len(items))
+	ia, on := p.rbacOn()
+	if !on {
+		for i := range ok {
+			ok[i] = true
+		}
+		return ok
+	}
+	return ia.Permit(ctx, header, p.key, items)
+}
+
+// deniedItem is a use of an item RBAC does not grant the caller.
+type deniedItem struct {
+	project string
+	item    Item
+}
+
+func (d *deniedItem) Error() string {
+	names := ResourceNames(d.project, d.item)
+	kind := strings.TrimSuffix(d.item.Resource, "s")
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = fmt.Sprintf("%q", n)
+	}
+	return fmt.Sprintf("%s %q of server %q is not allowed for this identity: the project authorizes %ss by RBAC, and no Role grants the verb %q on %s.%s named %s",
+		kind, d.item.Name, d.item.Server, kind, ItemVerb, d.item.Resource, v1alpha1.GroupVersion.Group, strings.Join(quoted, " or "))
+}
+
+// itemMethods are the methods that use an item: each must name it (origin.item), or it is
+// refused on an RBAC project.
+var itemMethods = map[string]bool{
+	"tools/call": true, "prompts/get": true, "resources/read": true, "resources/subscribe": true, "completion/complete": true,
+}
+
+// admit refuses a request whose item the caller may not use.
+func (p *project) admit(ctx context.Context, o origin) error {
+	if !itemMethods[o.method] {
+		return nil
+	}
+	if _, on := p.rbacOn(); !on {
+		return nil
+	}
+	if o.item.Resource == "" {
+		return fmt.Errorf("projectmcp: %s names no tool, prompt or resource the project's RBAC policy can check", o.method)
+	}
+	if !p.permitted(ctx, o.header, []Item{o.item})[0] {
+		return &deniedItem{project: p.key.Name, item: o.item}
+	}
+	return nil
+}
+
+// maxItemEntries bounds the item verdicts cached (by token hash, project and resource name).
+const maxItemEntries = 32768
+
+// reviewConcurrency bounds the item reviews one Permit runs at once.
+const reviewConcurrency = 8
+
+type itemKey struct {
+	token    [32]byte
+	project  types.NamespacedName
+	resource string
+	name     string
+}
+
+type itemVerdict struct {
+	allowed bool
+	fresh   time.Time
+}
+
+// Permit implements ItemAuthorizer: for each item, whether RBAC grants the token's user the
+// verb call on one of its resource names. Verdicts are cached as the `use` ones are (fresh for
+// TTL, standing up to MaxStale more when no review can be made); the most general names are
+// asked first, so an identity granted the whole project costs one review, one granted whole
+// servers one per server.
+func (a *KubernetesAuth) Permit(ctx context.Context, header http.Header, key types.NamespacedName, items []Item) []bool {
+	a.init()
+	out := make([]bool, len(items))
+	token, ok := strings.CutPrefix(header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		return out
+	}
+	sum := sha256.Sum256([]byte(token))
+	u, status := a.user(ctx, token, sum, a.Clock.Now())
+	if status != 0 || u == nil {
+		return out
+	}
+	names := make([][]string, len(items))
+	for i, it := range items {
+		names[i] = ResourceNames(key.Name, it)
+	}
+	// One round per level of generality: the project's wildcard, the servers', the items'.
+	for level := 0; ; level++ {
+		ask := map[[2]string]bool{} // resource, name
+		for i, it := range items {
+			if !out[i] && level < len(names[i]) {
+				ask[[2]string{it.Resource, names[i][level]}] = false
+			}
+		}
+		if len(ask) == 0 {
+			return out
+		}
+		a.review(ctx, u, sum, key, ask)
+		for i, it := range items {
+			if !out[i] && level < len(names[i]) && ask[[2]string{it.Resource, names[i][level]}] {
+				out[i] = true
+			}
+		}
+	}
+}
+
+// review fills in, for each resource and name of ask, whether the user is granted it: from
+// the cache, else by a SubjectAccessReview (at most reviewConcurrency at once).
+func (a *KubernetesAuth) review(ctx context.Context, u *authnv1.UserInfo, sum [32]byte, key types.NamespacedName, ask map[[2]string]bool) {
+	now := a.Clock.Now()
+	var mu sync.Mutex
+	got := make(map[[2]string]bool, len(ask))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, reviewConcurrency)
+	for rn := range ask {
+		ik := itemKey{sum, key, rn[0], rn[1]}
+		var stale *itemVerdict
+		if v, ok := a.items.Get(ik); ok {
+			iv := v.(itemVerdict)
+			if now.Before(iv.fresh) {
+				mu.Lock()
+				got[rn] = iv.allowed
+				mu.Unlock()
+				continue
+			}
+			stale = &iv
+		}
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			allowed, err := a.reviewItem(ctx, u, key.Namespace, rn[0], rn[1])
+			switch {
+			case err != nil && stale != nil:
+				allowed = stale.allowed // the API server cannot answer: the last verdict stands
+			case err != nil:
+				allowed = false
+			default:
+				a.items.Add(ik, itemVerdict{allowed, now.Add(a.TTL)}, a.TTL+a.MaxStale)
+			}
+			mu.Lock()
+			got[rn] = allowed
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	maps.Copy(ask, got)
+}
+
+// reviewItem asks a SubjectAccessReview whether the user may call the named item.
+func (a *KubernetesAuth) reviewItem(ctx context.Context, u *authnv1.UserInfo, namespace, resource, name string) (bool, error) {
+	sar, err := a.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+		User: u.Username, Groups: u.Groups, UID: u.UID, Extra: extraOf(u),
+		ResourceAttributes: &authzv1.ResourceAttributes{
+			Namespace: namespace, Name: name, Verb: ItemVerb,
+			Group: v1alpha1.GroupVersion.Group, Resource: resource,
+		},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return sar.Status.Allowed, nil
+}
+
+// extraOf is a user's extra attributes as a SubjectAccessReview carries them.
+func extraOf(u *authnv1.UserInfo) map[string]authzv1.ExtraValue {
+	extra := map[string]authzv1.ExtraValue{}
+	for k, v := range u.Extra {
+		extra[k] = authzv1.ExtraValue(v)
+	}
+	return extra
+}
+
+// itemsMiddleware withholds from the four lists what the caller may not use, on an RBAC
+// project. It runs inside listMiddleware, on the SDK's typed page, so what remains is served
+// as any page is; a page may come out shorter than the SDK's page size (or empty, with its
+// cursor), as a paginated list may.
+func (p *project) itemsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil || res == nil {
+			return res, err
+		}
+		if _, on := p.rbacOn(); !on {
+			return res, nil
+		}
+		var header http.Header
+		if extra := req.GetExtra(); extra != nil {
+			header = extra.Header
+		}
+		r := p.current()
+		switch l := res.(type) {
+		case *mcp.ListToolsResult:
+			l.Tools = keep(ctx, p, header, l.Tools, func(t *mcp.Tool) Item { return r.itemOf(ResourceTools, r.tools, t.Name) })
+		case *mcp.ListPromptsResult:
+			l.Prompts = keep(ctx, p, header, l.Prompts, func(pr *mcp.Prompt) Item { return r.itemOf(ResourcePrompts, r.prompts, pr.Name) })
+		case *mcp.ListResourcesResult:
+			l.Resources = keep(ctx, p, header, l.Resources, func(res *mcp.Resource) Item {
+				return Item{Resource: ResourceResources, Server: r.resources[res.URI].server, Name: res.URI}
+			})
+		case *mcp.ListResourceTemplatesResult:
+			l.ResourceTemplates = keep(ctx, p, header, l.ResourceTemplates, func(t *mcp.ResourceTemplate) Item {
+				return Item{Resource: ResourceResources, Server: r.templates[t.URITemplate].server, Name: t.URITemplate}
+			})
+		}
+		return res, nil
+	}
+}
+
+// itemOf is a listed tool or prompt as RBAC names it: its server and the server's own name.
+func (r *routes) itemOf(resource string, set map[string]projected, name string) Item {
+	it := set[name]
+	return Item{Resource: resource, Server: it.server, Name: it.raw}
+}
+
+// keep is page without the items the caller may not use. An item of no server (the routes
+// changed since the SDK's page was made) is withheld.
+func keep[T any](ctx context.Context, p *project, header http.Header, page []*T, itemOf func(*T) Item) []*T {
+	items := make([]Item, len(page))
+	for i, it := range page {
+		items[i] = itemOf(it)
+	}
+	ok := p.permitted(ctx, header, items)
+	out := make([]*T, 0, len(page))
+	for i, it := range page {
+		if ok[i] && items[i].Server != "" {
+			out = append(out, it)
+		}
+	}
+	return out
+}

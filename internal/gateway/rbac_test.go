@@ -1,0 +1,39 @@
+package gateway
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestResourceNames(t *testing.T) {
+	for _, tc := range []struct {
+		item Item
+		want []string
+	}{
+		{Item{Resource: ResourceTools, Server: "github", Name: "create_issue"},
+			[]string{"shop/*", "shop/github__*", "shop/github__create_issue"}},
+		{Item{Resource: ResourcePrompts, Server: "a", Name: "greet"},
+			[]string{"shop/*", "shop/a__*", "shop/a__greet"}},
+		{Item{Resource: ResourceResources, Server: "fs", Name: "file:///etc/hosts"},
+			[]string{"shop/*", "shop/fs__*", "shop/file:///etc/hosts"}},
+		{Item{Resource: ResourceResources, Server: "fs", Name: "file:///x/1", Template: "file:///x/{id}"},
+			[]string{"shop/*", "shop/fs__*", "shop/file:///x/1", "shop/file:///x/{id}"}},
+		{Item{Resource: ResourceResources, Server: "fs", Name: "file:///x/{id}", Template: "file:///x/{id}"}, // a template listed
+			[]string{"shop/*", "shop/fs__*", "shop/file:///x/{id}"}},
+	} {
+		if got := ResourceNames("shop", tc.item); !slices.Equal(got, tc.want) {
+			t.Errorf("ResourceNames(%+v) = %q, want %q", tc.item, got, tc.want)
+		}
+	}
+}
+
+// A refusal names what would grant the use, in the words a Role is written in.
+func TestDeniedItemSaysWhatGrants(t *testing.T) {
+	msg := (&deniedItem{project: "shop", item: Item{Resource: ResourceTools, Server: "deploy", Name: "rollout"}}).Error()
+	for _, want := range []string{`tool "rollout"`, `server "deploy"`, `"call"`, "tools.mcp.dsh.dev", `"shop/deploy__rollout"`, `"shop/deploy__*"`, `"shop/*"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q lacks %s", msg, want)
+		}
+	}
+}
