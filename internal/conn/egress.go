@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -150,9 +151,25 @@ func (e *Egress) check(u *url.URL, template string) (*route, error) {
 	return r, nil
 }
 
-// checkAddr refuses connecting to an address (after DNS) that the policy refuses.
+// checkAddr refuses connecting to an address (after DNS) that the policy refuses. An IPv6
+// address that carries an IPv4 address (NAT64, 6to4) reaches that IPv4 address through a
+// gateway, so the IPv4 address is checked too, as if it were dialed.
 func (r *route) checkAddr(a netip.Addr) error {
 	a = a.Unmap()
+	if err := r.refusal(a, true); err != nil {
+		return err
+	}
+	for _, c := range carried(a) {
+		if err := r.refusal(c.addr, false); err != nil {
+			return fmt.Errorf("address %s carries the IPv4 address %s (%s): %w", a, c.addr, c.scheme, err)
+		}
+	}
+	return nil
+}
+
+// refusal is the policy's decision on one address. dialed is false for an IPv4 address carried
+// in the dialed one: the allow list decides on the address dialed, the refusals apply to both.
+func (r *route) refusal(a netip.Addr, dialed bool) error {
 	addrAllowed := false
 	for _, p := range r.egress.Deny {
 		if p.matchAddr(a) {
@@ -168,10 +185,89 @@ func (r *route) checkAddr(a netip.Addr) error {
 		return fmt.Errorf("address %s is a loopback address: refused unless an --allow-url of the controller names it", a)
 	case (a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast()) && !named:
 		return fmt.Errorf("address %s is link-local (such as a cloud metadata service): refused unless an --allow-url of the controller names it", a)
-	case len(r.egress.Allow) > 0 && !r.allowed && !addrAllowed:
+	case metadataAddress(a) && !named:
+		return fmt.Errorf("address %s is a cloud metadata service: refused unless an --allow-url of the controller names it", a)
+	case dialed && len(r.egress.Allow) > 0 && !r.allowed && !addrAllowed:
 		return fmt.Errorf("address %s matches no --allow-url pattern of the controller", a)
 	}
 	return nil
+}
+
+// metadataAddresses are cloud metadata services outside the link-local ranges: AWS's IPv6
+// instance metadata (a unique local address) and Alibaba Cloud's (in shared address space).
+var metadataAddresses = []netip.Addr{
+	netip.MustParseAddr("fd00:ec2::254"),
+	netip.MustParseAddr("100.100.100.200"),
+}
+
+func metadataAddress(a netip.Addr) bool { return slices.Contains(metadataAddresses, a) }
+
+// carriedAddr is an IPv4 address an IPv6 address carries, and the scheme that carries it.
+type carriedAddr struct {
+	addr   netip.Addr
+	scheme string
+}
+
+var (
+	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052
+	nat64Local     = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215, any prefix length within it
+	sixToFour      = netip.MustParsePrefix("2002::/16")      // RFC 3056
+)
+
+// carried returns the IPv4 addresses a NAT64 or 6to4 address may carry.
+func carried(a netip.Addr) []carriedAddr {
+	if !a.Is6() {
+		return nil
+	}
+	b := a.As16()
+	switch {
+	case nat64WellKnown.Contains(a):
+		return []carriedAddr{{netip.AddrFrom4([4]byte(b[12:16])), "NAT64 " + nat64WellKnown.String()}}
+	case nat64Local.Contains(a):
+		return localNAT64(b)
+	case sixToFour.Contains(a):
+		return []carriedAddr{{netip.AddrFrom4([4]byte(b[2:6])), "6to4 " + sixToFour.String()}}
+	}
+	return nil
+}
+
+// nat64Layouts are where RFC 6052 (section 2.2) puts the IPv4 address for each prefix length
+// within the local-use prefix: the octets it occupies (octet 8 is always zero and skipped)
+// and the first octet of the suffix that follows it, which is zero.
+var nat64Layouts = []struct {
+	octets [4]int
+	suffix int
+}{
+	{[4]int{6, 7, 9, 10}, 11},    // /48
+	{[4]int{7, 9, 10, 11}, 12},   // /56
+	{[4]int{9, 10, 11, 12}, 13},  // /64
+	{[4]int{12, 13, 14, 15}, 16}, // /96
+}
+
+// localNAT64 returns the IPv4 addresses an address of the local-use NAT64 prefix may carry:
+// its operator picks the prefix length, which the address does not tell, so every layout
+// whose suffix is zero is a candidate, and an address is refused if any candidate is. A
+// candidate of 0.0.0.0 is what a layout reads from the zeros around a shorter or longer one,
+// so it counts only when no other layout fits.
+func localNAT64(b [16]byte) []carriedAddr {
+	scheme := "NAT64 " + nat64Local.String()
+	var out []carriedAddr
+	zero := false
+	for _, l := range nat64Layouts {
+		if slices.ContainsFunc(b[l.suffix:], func(x byte) bool { return x != 0 }) {
+			continue
+		}
+		v4 := netip.AddrFrom4([4]byte{b[l.octets[0]], b[l.octets[1]], b[l.octets[2]], b[l.octets[3]]})
+		if v4.IsUnspecified() {
+			zero = true
+		} else if !slices.ContainsFunc(out, func(c carriedAddr) bool { return c.addr == v4 }) {
+			out = append(out, carriedAddr{v4, scheme})
+		}
+	}
+	if len(out) == 0 && zero {
+		out = append(out, carriedAddr{netip.IPv4Unspecified(), scheme})
+	}
+	return out
 }
 
 // dialer connects only to addresses the route admits: the check runs on the address actually
