@@ -129,13 +129,13 @@ type route struct {
 	literal bool // ... one naming the host literally
 }
 
-// check refuses a URL the patterns refuse. template is the URL as configured (before
-// expansion), named in errors instead of a value that may hold secrets.
-func (e *Egress) check(u *url.URL, template string) (*route, error) {
+// check refuses a URL the patterns refuse. name is what errors call the URL: the URL as
+// configured (before expansion), never a value that may hold secrets.
+func (e *Egress) check(u *url.URL, name string) (*route, error) {
 	r := &route{egress: e}
 	for _, p := range e.Deny {
 		if p.matchURL(u) {
-			return nil, &invalidConfigError{msg: fmt.Sprintf("url %q is refused here: it matches the controller's --deny-url %q", template, p)}
+			return nil, &invalidConfigError{msg: fmt.Sprintf("%s is refused here: it matches the controller's --deny-url %q", name, p)}
 		}
 	}
 	addressAllows := false
@@ -146,7 +146,7 @@ func (e *Egress) check(u *url.URL, template string) (*route, error) {
 		}
 	}
 	if len(e.Allow) > 0 && !r.allowed && !addressAllows {
-		return nil, &invalidConfigError{msg: fmt.Sprintf("url %q is not allowed here: it matches no --allow-url pattern of the controller", template)}
+		return nil, &invalidConfigError{msg: fmt.Sprintf("%s is not allowed here: it matches no --allow-url pattern of the controller", name)}
 	}
 	return r, nil
 }
@@ -288,6 +288,62 @@ func (r *route) dialer() *net.Dialer {
 			return r.checkAddr(a)
 		},
 	}
+}
+
+// sameOrigin sends a request only to the origin (scheme, host and port) of the server's URL,
+// and only where the egress policy admits its URL: the configured headers (often credentials)
+// go with every request, and a legacy SSE server's endpoint event names the URL every message
+// is POSTed to, which may be any URL. Redirects come here too. A refused request is never
+// sent: no connection is opened for it.
+type sameOrigin struct {
+	base   http.RoundTripper
+	origin string  // originOf the server's URL
+	egress *Egress // nil: no policy
+}
+
+func (t sameOrigin) RoundTrip(req *http.Request) (*http.Response, error) {
+	if msg := t.refusal(req); msg != "" {
+		if req.Body != nil {
+			req.Body.Close() // a RoundTripper closes the body, even on error
+		}
+		return nil, &refusedRequest{msg}
+	}
+	return t.base.RoundTrip(req)
+}
+
+// refusedRequest is a request sameOrigin did not send. It is the server's doing (its endpoint
+// event, its redirect), not the configuration's: not permanent.
+type refusedRequest struct{ msg string }
+
+func (e *refusedRequest) Error() string { return e.msg }
+
+// refusal is why req may not be sent, or "". It names the origin asked for, never the path or
+// query: an SSE endpoint's URL carries the server's session id.
+func (t sameOrigin) refusal(req *http.Request) string {
+	what := "the SSE endpoint event"
+	if req.Response != nil {
+		what = "a redirect"
+	}
+	if o := originOf(req.URL); o != t.origin {
+		return fmt.Sprintf("%s names another origin: %s, not the origin of the server's url; refused, nothing was sent there", what, o)
+	}
+	if t.egress == nil {
+		return ""
+	}
+	if _, err := t.egress.check(req.URL, "the url that "+what+" names"); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// originOf is a URL's scheme, host and port, in lower case, the port always given.
+func originOf(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // mcpResponses refuses answers that are not MCP, before the SDK reads them: the SDK quotes
