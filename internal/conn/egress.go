@@ -2,6 +2,7 @@ package conn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"mime"
 	"net"
@@ -345,6 +346,49 @@ func originOf(u *url.URL) string {
 	}
 	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
+
+// proxied is the Proxy function of a transport whose dialer checks addresses under r (nil: no
+// policy). Through a proxy the dialer sees only the proxy's address, so before each request
+// that goes through one, the URL's host is resolved here and every address it resolves to is
+// checked as if dialed; one refused address refuses the request. The proxy resolves the name
+// again, so a name whose answers change between the two lookups (DNS rebinding) can still
+// reach a refused address: a URL naming an address is checked exactly.
+func (r *route) proxied(fromEnv func(*url.URL) (*url.URL, error)) func(*http.Request) (*url.URL, error) {
+	return func(req *http.Request) (*url.URL, error) {
+		p, err := fromEnv(req.URL)
+		if err != nil {
+			// The value may carry the proxy's credentials: it is not shown.
+			return nil, errors.New("the HTTP proxy of the controller's environment (HTTP_PROXY, HTTPS_PROXY) is not a valid URL")
+		}
+		if p == nil || r == nil {
+			return p, nil
+		}
+		if err := r.checkHost(req.Context(), req.URL.Hostname()); err != nil {
+			return nil, fmt.Errorf("through the proxy %s: %w", proxyName(p), err)
+		}
+		return p, nil
+	}
+}
+
+// checkHost checks every address host (a name or an address) resolves to.
+func (r *route) checkHost(ctx context.Context, host string) error {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return r.checkAddr(a)
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return fmt.Errorf("resolving the host to check its addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if err := r.checkAddr(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// proxyName is a proxy's URL without its credentials, path or query: scheme://host[:port].
+func proxyName(p *url.URL) string { return p.Scheme + "://" + p.Host }
 
 // mcpResponses refuses answers that are not MCP, before the SDK reads them: the SDK quotes
 // part of a body it cannot parse in its errors (the first line of a non-event-stream answer to

@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/net/http/httpproxy"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
@@ -126,6 +127,7 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 			return nil, err
 		}
 	}
+	c.noteProxy(u)
 	base, release := sharedTransport(r)
 	bounded := &boundedBodies{base: base, limit: c.opts.MaxMessageBytes, items: c.opts.MaxListItems, c: c}
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
@@ -145,6 +147,24 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 		ep.transport = &mcp.StreamableClientTransport{Endpoint: raw, HTTPClient: client, MaxEventSize: maxEvent}
 	}
 	return ep, nil
+}
+
+// proxyNoted makes the proxy's notice once per process.
+var proxyNoted sync.Once
+
+// noteProxy logs, once, that remote servers are reached through an HTTP proxy of the
+// controller's environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY), and which: the egress policy
+// then checks the addresses the controller resolves a URL's host to, not those the proxy
+// connects to.
+func (c *Conn) noteProxy(u *url.URL) {
+	p, err := httpproxy.FromEnvironment().ProxyFunc()(u)
+	if err != nil || p == nil {
+		return
+	}
+	proxyNoted.Do(func() {
+		c.opts.Log.Info("warning: remote MCP servers are reached through an HTTP proxy of the environment; the egress policy checks the addresses their hosts resolve to here, before each request, and the proxy resolves them again",
+			"proxy", proxyName(p))
+	})
 }
 
 // sseTransport is the SDK's legacy SSE client transport, with the URL of a failed POST cut to
@@ -222,6 +242,9 @@ func sharedTransport(r *route) (*http.Transport, func()) {
 	if pt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = maxIdlePerHost
+		// The proxy settings are read when the transport is made (net/http reads them once
+		// per process), and every request through a proxy is checked under r.
+		t.Proxy = r.proxied(httpproxy.FromEnvironment().ProxyFunc())
 		if r != nil {
 			t.DialContext = r.dialer().DialContext
 		}
