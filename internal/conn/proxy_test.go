@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
@@ -49,7 +50,7 @@ func startProxy(t *testing.T) *forwardProxy {
 }
 
 func (p *forwardProxy) tunnel(w http.ResponseWriter, r *http.Request) {
-	upstream, err := net.Dial("tcp", r.Host)
+	upstream, err := net.DialTimeout("tcp", r.Host, 2*time.Second)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
@@ -110,6 +111,13 @@ func TestEgressThroughProxy(t *testing.T) {
 	s := waitPhase(t, metadata, v1alpha1.PhaseFailed)
 	if want := "through the proxy http://" + proxy.addr + ": address 169.254.169.254 is link-local"; !strings.Contains(s.LastError, want) {
 		t.Errorf("the metadata address through the proxy: lastError = %q, want it to say %q", s.LastError, want)
+	}
+	// The same over https: the request is refused before the proxy is asked to CONNECT.
+	tunnelled := start(t, Options{Server: remote("https://169.254.169.254/mcp"),
+		Isolation: Isolation{Egress: &Egress{Allow: patterns(t, "127.0.0.2")}}})
+	s = waitPhase(t, tunnelled, v1alpha1.PhaseFailed)
+	if want := "through the proxy http://" + proxy.addr + ": address 169.254.169.254 is link-local"; !strings.Contains(s.LastError, want) {
+		t.Errorf("the metadata address over https through the proxy: lastError = %q, want it to say %q", s.LastError, want)
 	}
 	// A name that resolves, here, to a refused address (/etc/hosts matches names whatever
 	// their case; Go's proxy exemption of localhost does not).
