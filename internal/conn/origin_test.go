@@ -111,7 +111,6 @@ func TestSSEEndpointOfAnotherOrigin(t *testing.T) {
 				Isolation: Isolation{Egress: eg},
 			})
 			s := waitPhase(t, c, v1alpha1.PhaseFailed)
-			t.Logf("lastError: %s", s.LastError)
 			want := "the SSE endpoint event names another origin: http://" + other.ln.Addr().String()
 			if !strings.Contains(s.LastError, want) {
 				t.Errorf("lastError = %q, want it to say %q", s.LastError, want)
