@@ -2,12 +2,14 @@ package conn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"mime"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -128,13 +130,13 @@ type route struct {
 	literal bool // ... one naming the host literally
 }
 
-// check refuses a URL the patterns refuse. template is the URL as configured (before
-// expansion), named in errors instead of a value that may hold secrets.
-func (e *Egress) check(u *url.URL, template string) (*route, error) {
+// check refuses a URL the patterns refuse. name is what errors call the URL: the URL as
+// configured (before expansion), never a value that may hold secrets.
+func (e *Egress) check(u *url.URL, name string) (*route, error) {
 	r := &route{egress: e}
 	for _, p := range e.Deny {
 		if p.matchURL(u) {
-			return nil, &invalidConfigError{msg: fmt.Sprintf("url %q is refused here: it matches the controller's --deny-url %q", template, p)}
+			return nil, &invalidConfigError{msg: fmt.Sprintf("%s is refused here: it matches the controller's --deny-url %q", name, p)}
 		}
 	}
 	addressAllows := false
@@ -145,14 +147,30 @@ func (e *Egress) check(u *url.URL, template string) (*route, error) {
 		}
 	}
 	if len(e.Allow) > 0 && !r.allowed && !addressAllows {
-		return nil, &invalidConfigError{msg: fmt.Sprintf("url %q is not allowed here: it matches no --allow-url pattern of the controller", template)}
+		return nil, &invalidConfigError{msg: fmt.Sprintf("%s is not allowed here: it matches no --allow-url pattern of the controller", name)}
 	}
 	return r, nil
 }
 
-// checkAddr refuses connecting to an address (after DNS) that the policy refuses.
+// checkAddr refuses connecting to an address (after DNS) that the policy refuses. An IPv6
+// address that carries an IPv4 address (NAT64, 6to4) reaches that IPv4 address through a
+// gateway, so the IPv4 address is checked too, as if it were dialed.
 func (r *route) checkAddr(a netip.Addr) error {
 	a = a.Unmap()
+	if err := r.refusal(a, true); err != nil {
+		return err
+	}
+	for _, c := range carried(a) {
+		if err := r.refusal(c.addr, false); err != nil {
+			return fmt.Errorf("address %s carries the IPv4 address %s (%s): %w", a, c.addr, c.scheme, err)
+		}
+	}
+	return nil
+}
+
+// refusal is the policy's decision on one address. dialed is false for an IPv4 address carried
+// in the dialed one: the allow list decides on the address dialed, the refusals apply to both.
+func (r *route) refusal(a netip.Addr, dialed bool) error {
 	addrAllowed := false
 	for _, p := range r.egress.Deny {
 		if p.matchAddr(a) {
@@ -168,10 +186,89 @@ func (r *route) checkAddr(a netip.Addr) error {
 		return fmt.Errorf("address %s is a loopback address: refused unless an --allow-url of the controller names it", a)
 	case (a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast()) && !named:
 		return fmt.Errorf("address %s is link-local (such as a cloud metadata service): refused unless an --allow-url of the controller names it", a)
-	case len(r.egress.Allow) > 0 && !r.allowed && !addrAllowed:
+	case metadataAddress(a) && !named:
+		return fmt.Errorf("address %s is a cloud metadata service: refused unless an --allow-url of the controller names it", a)
+	case dialed && len(r.egress.Allow) > 0 && !r.allowed && !addrAllowed:
 		return fmt.Errorf("address %s matches no --allow-url pattern of the controller", a)
 	}
 	return nil
+}
+
+// metadataAddresses are cloud metadata services outside the link-local ranges: AWS's IPv6
+// instance metadata (a unique local address) and Alibaba Cloud's (in shared address space).
+var metadataAddresses = []netip.Addr{
+	netip.MustParseAddr("fd00:ec2::254"),
+	netip.MustParseAddr("100.100.100.200"),
+}
+
+func metadataAddress(a netip.Addr) bool { return slices.Contains(metadataAddresses, a) }
+
+// carriedAddr is an IPv4 address an IPv6 address carries, and the scheme that carries it.
+type carriedAddr struct {
+	addr   netip.Addr
+	scheme string
+}
+
+var (
+	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052
+	nat64Local     = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215, any prefix length within it
+	sixToFour      = netip.MustParsePrefix("2002::/16")      // RFC 3056
+)
+
+// carried returns the IPv4 addresses a NAT64 or 6to4 address may carry.
+func carried(a netip.Addr) []carriedAddr {
+	if !a.Is6() {
+		return nil
+	}
+	b := a.As16()
+	switch {
+	case nat64WellKnown.Contains(a):
+		return []carriedAddr{{netip.AddrFrom4([4]byte(b[12:16])), "NAT64 " + nat64WellKnown.String()}}
+	case nat64Local.Contains(a):
+		return localNAT64(b)
+	case sixToFour.Contains(a):
+		return []carriedAddr{{netip.AddrFrom4([4]byte(b[2:6])), "6to4 " + sixToFour.String()}}
+	}
+	return nil
+}
+
+// nat64Layouts are where RFC 6052 (section 2.2) puts the IPv4 address for each prefix length
+// within the local-use prefix: the octets it occupies (octet 8 is always zero and skipped)
+// and the first octet of the suffix that follows it, which is zero.
+var nat64Layouts = []struct {
+	octets [4]int
+	suffix int
+}{
+	{[4]int{6, 7, 9, 10}, 11},    // /48
+	{[4]int{7, 9, 10, 11}, 12},   // /56
+	{[4]int{9, 10, 11, 12}, 13},  // /64
+	{[4]int{12, 13, 14, 15}, 16}, // /96
+}
+
+// localNAT64 returns the IPv4 addresses an address of the local-use NAT64 prefix may carry:
+// its operator picks the prefix length, which the address does not tell, so every layout
+// whose suffix is zero is a candidate, and an address is refused if any candidate is. A
+// candidate of 0.0.0.0 is what a layout reads from the zeros around a shorter or longer one,
+// so it counts only when no other layout fits.
+func localNAT64(b [16]byte) []carriedAddr {
+	scheme := "NAT64 " + nat64Local.String()
+	var out []carriedAddr
+	zero := false
+	for _, l := range nat64Layouts {
+		if slices.ContainsFunc(b[l.suffix:], func(x byte) bool { return x != 0 }) {
+			continue
+		}
+		v4 := netip.AddrFrom4([4]byte{b[l.octets[0]], b[l.octets[1]], b[l.octets[2]], b[l.octets[3]]})
+		if v4.IsUnspecified() {
+			zero = true
+		} else if !slices.ContainsFunc(out, func(c carriedAddr) bool { return c.addr == v4 }) {
+			out = append(out, carriedAddr{v4, scheme})
+		}
+	}
+	if len(out) == 0 && zero {
+		out = append(out, carriedAddr{netip.IPv4Unspecified(), scheme})
+	}
+	return out
 }
 
 // dialer connects only to addresses the route admits: the check runs on the address actually
@@ -193,6 +290,105 @@ func (r *route) dialer() *net.Dialer {
 		},
 	}
 }
+
+// sameOrigin sends a request only to the origin (scheme, host and port) of the server's URL,
+// and only where the egress policy admits its URL: the configured headers (often credentials)
+// go with every request, and a legacy SSE server's endpoint event names the URL every message
+// is POSTed to, which may be any URL. Redirects come here too. A refused request is never
+// sent: no connection is opened for it.
+type sameOrigin struct {
+	base   http.RoundTripper
+	origin string  // originOf the server's URL
+	egress *Egress // nil: no policy
+}
+
+func (t sameOrigin) RoundTrip(req *http.Request) (*http.Response, error) {
+	if msg := t.refusal(req); msg != "" {
+		if req.Body != nil {
+			req.Body.Close() // a RoundTripper closes the body, even on error
+		}
+		return nil, &refusedRequest{msg}
+	}
+	return t.base.RoundTrip(req)
+}
+
+// refusedRequest is a request sameOrigin did not send. It is the server's doing (its endpoint
+// event, its redirect), not the configuration's: not permanent.
+type refusedRequest struct{ msg string }
+
+func (e *refusedRequest) Error() string { return e.msg }
+
+// refusal is why req may not be sent, or "". It names the origin asked for, never the path or
+// query: an SSE endpoint's URL carries the server's session id.
+func (t sameOrigin) refusal(req *http.Request) string {
+	what := "the SSE endpoint event"
+	if req.Response != nil {
+		what = "a redirect"
+	}
+	if o := originOf(req.URL); o != t.origin {
+		return fmt.Sprintf("%s names another origin: %s, not the origin of the server's url; refused, nothing was sent there", what, o)
+	}
+	if t.egress == nil {
+		return ""
+	}
+	if _, err := t.egress.check(req.URL, "the url that "+what+" names"); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// originOf is a URL's scheme, host and port, in lower case, the port always given.
+func originOf(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// proxied is the Proxy function of a transport whose dialer checks addresses under r (nil: no
+// policy). Through a proxy the dialer sees only the proxy's address, so before each request
+// that goes through one, the URL's host is resolved here and every address it resolves to is
+// checked as if dialed; one refused address refuses the request. The proxy resolves the name
+// again, so a name whose answers change between the two lookups (DNS rebinding) can still
+// reach a refused address: a URL naming an address is checked exactly.
+func (r *route) proxied(fromEnv func(*url.URL) (*url.URL, error)) func(*http.Request) (*url.URL, error) {
+	return func(req *http.Request) (*url.URL, error) {
+		p, err := fromEnv(req.URL)
+		if err != nil {
+			// The value may carry the proxy's credentials: it is not shown.
+			return nil, errors.New("the HTTP proxy of the controller's environment (HTTP_PROXY, HTTPS_PROXY) is not a valid URL")
+		}
+		if p == nil || r == nil {
+			return p, nil
+		}
+		if err := r.checkHost(req.Context(), req.URL.Hostname()); err != nil {
+			return nil, fmt.Errorf("through the proxy %s: %w", proxyName(p), err)
+		}
+		return p, nil
+	}
+}
+
+// checkHost checks every address host (a name or an address) resolves to.
+func (r *route) checkHost(ctx context.Context, host string) error {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return r.checkAddr(a)
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return fmt.Errorf("resolving the host to check its addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if err := r.checkAddr(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// proxyName is a proxy's URL without its credentials, path or query: scheme://host[:port].
+func proxyName(p *url.URL) string { return p.Scheme + "://" + p.Host }
 
 // mcpResponses refuses answers that are not MCP, before the SDK reads them: the SDK quotes
 // part of a body it cannot parse in its errors (the first line of a non-event-stream answer to

@@ -18,8 +18,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/net/http/httpproxy"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
@@ -121,37 +123,79 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 	egress := c.opts.Isolation.Egress
 	var r *route
 	if egress != nil {
-		if r, err = egress.check(u, h.URL); err != nil {
+		if r, err = egress.check(u, fmt.Sprintf("url %q", h.URL)); err != nil {
 			return nil, err
 		}
 	}
+	c.noteProxy(u)
 	base, release := sharedTransport(r)
+	bounded := &boundedBodies{base: base, limit: c.opts.MaxMessageBytes, items: c.opts.MaxListItems, c: c}
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
-	client := &http.Client{
-		Transport: &headerTransport{base: mcpResponses{&boundedBodies{base: base, limit: c.opts.MaxMessageBytes, items: c.opts.MaxListItems, c: c}}, headers: headers},
-		// The configured headers (often credentials) are added to every request, so a
-		// redirect to another host must not be followed.
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if req.URL.Host != via[0].URL.Host {
-				return fmt.Errorf("refusing a redirect from %s to another host", via[0].URL.Host)
-			}
-			if egress != nil {
-				_, err := egress.check(req.URL, h.URL)
-				return err
-			}
-			return nil
-		},
-	}
+	// The configured headers are added below sameOrigin, so that they reach only the server.
+	client := &http.Client{Transport: sameOrigin{
+		base:   &headerTransport{base: mcpResponses{bounded}, headers: headers},
+		origin: originOf(u),
+		egress: egress,
+	}}
 	ep := &endpoint{release: release}
 	// No event longer than the bound reaches the SDK (boundedBodies); its own (smaller) default
 	// bound would fail the whole connection on an event the bound allows.
 	maxEvent := sdkBound(c.opts.MaxMessageBytes)
 	if h.Transport == v1alpha1.TransportSSE {
-		ep.transport = &mcp.SSEClientTransport{Endpoint: raw, HTTPClient: client, MaxEventSize: maxEvent}
+		ep.transport = sseTransport{&mcp.SSEClientTransport{Endpoint: raw, HTTPClient: client, MaxEventSize: maxEvent}}
 	} else {
 		ep.transport = &mcp.StreamableClientTransport{Endpoint: raw, HTTPClient: client, MaxEventSize: maxEvent}
 	}
 	return ep, nil
+}
+
+// proxyNoted makes the proxy's notice once per process.
+var proxyNoted sync.Once
+
+// noteProxy logs, once, that remote servers are reached through an HTTP proxy of the
+// controller's environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY), and which: the egress policy
+// then checks the addresses the controller resolves a URL's host to, not those the proxy
+// connects to.
+func (c *Conn) noteProxy(u *url.URL) {
+	p, err := httpproxy.FromEnvironment().ProxyFunc()(u)
+	if err != nil || p == nil {
+		return
+	}
+	proxyNoted.Do(func() {
+		c.opts.Log.Info("warning: remote MCP servers are reached through an HTTP proxy of the environment; the egress policy checks the addresses their hosts resolve to here, before each request, and the proxy resolves them again",
+			"proxy", proxyName(p))
+	})
+}
+
+// sseTransport is the SDK's legacy SSE client transport, with the URL of a failed POST cut to
+// its origin: that URL is the endpoint event's, which carries the server's session id, and the
+// error reaches status, events and logs.
+type sseTransport struct{ *mcp.SSEClientTransport }
+
+func (t sseTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.SSEClientTransport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sseConnection{conn}, nil
+}
+
+type sseConnection struct{ mcp.Connection }
+
+func (c sseConnection) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	var refused *refusedRequest
+	if errors.As(err, &refused) {
+		return refused // it says all there is to say
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			return fmt.Errorf("%s to the SSE endpoint at %s: %w", ue.Op, originOf(u), ue.Err)
+		}
+		return fmt.Errorf("%s to the SSE endpoint: %w", ue.Op, ue.Err)
+	}
+	return err
 }
 
 // transports are the HTTP transports of remote connections, shared by every connection whose
@@ -198,6 +242,9 @@ func sharedTransport(r *route) (*http.Transport, func()) {
 	if pt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = maxIdlePerHost
+		// The proxy settings are read when the transport is made (net/http reads them once
+		// per process), and every request through a proxy is checked under r.
+		t.Proxy = r.proxied(httpproxy.FromEnvironment().ProxyFunc())
 		if r != nil {
 			t.DialContext = r.dialer().DialContext
 		}
