@@ -166,7 +166,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.StringArrayVar(&f.serverEnv, "server-env", f.serverEnv, "name of a variable of the controller's environment that stdio servers also get (repeatable; they always get PATH, LANG, TMPDIR and a HOME of their own)")
 	all.StringVar(&f.serverUID, "server-uid", f.serverUID, "run stdio servers as this user id (the controller must run as root)")
 	all.StringVar(&f.serverGID, "server-gid", f.serverGID, "run stdio servers with this group id (default: --server-uid's value)")
-	all.StringArrayVar(&f.allowURLs, "allow-url", f.allowURLs, "URL pattern (https://*.example.com, http://10.0.0.5:*/mcp) or address range (10.0.0.0/8) HTTP and SSE servers may reach (repeatable); with none, any but loopback and link-local")
+	all.StringArrayVar(&f.allowURLs, "allow-url", f.allowURLs, "URL pattern (https://*.example.com, http://10.0.0.5:*/mcp) or address range (10.0.0.0/8) HTTP and SSE servers may reach (repeatable); with none, any but loopback, link-local and cloud metadata services (also when carried in NAT64 or 6to4 addresses)")
 	all.StringArrayVar(&f.denyURLs, "deny-url", f.denyURLs, "URL pattern or address range HTTP and SSE servers may not reach (repeatable)")
 	zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	f.zap.BindFlags(zapFlags)
