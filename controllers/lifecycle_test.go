@@ -410,14 +410,15 @@ func TestRestartRebuildsFromObjects(t *testing.T) {
 func TestSecretsNeverLeak(t *testing.T) {
 	ns := newNamespace(t)
 	const value = "s3cr3t-Value-9f2c"
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tokens", Namespace: ns}, StringData: map[string]string{"TOKEN": value}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tokens", Namespace: ns,
+		Annotations: map[string]string{v1alpha1.AnnotationAllowedProjects: "secrets"}}, StringData: map[string]string{"TOKEN": value}}
 	if err := env.Client.Create(context.Background(), secret); err != nil {
 		t.Fatal(err)
 	}
 	withToken := fixtureServer(t, "a")
 	withToken.Stdio.Env = append(withToken.Stdio.Env, v1alpha1.NameValue{Name: "API_TOKEN", Value: "${TOKEN}"})
-	// A server whose command line carries the secret and then fails: the error must not show it.
-	leaky := v1alpha1.MCPServer{Name: "leaky", Stdio: &v1alpha1.StdioServer{Command: "/nonexistent/${TOKEN}"}}
+	// A server whose URL carries the secret and then fails: the error must not show it.
+	leaky := v1alpha1.MCPServer{Name: "leaky", HTTP: &v1alpha1.HTTPServer{URL: "http://127.0.0.1:1/mcp/${TOKEN}"}}
 	missing := fixtureServer(t, "missing")
 	missing.Stdio.Env = append(missing.Stdio.Env, v1alpha1.NameValue{Name: "X", Value: "${NOT_IN_SECRET}"})
 	key := create(t, ns, "secrets", v1alpha1.ProjectMCPSpec{

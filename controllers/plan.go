@@ -93,6 +93,16 @@ func ConfigHash(s v1alpha1.MCPServer) string {
 	return hex.EncodeToString(sum[:])[:12]
 }
 
+// plannedHash is the planner's hash of a server: its ConfigHash and, for a server whose config
+// refers to variables, the consent of the project's Secret, so that granting or withdrawing
+// consent rebuilds exactly the servers that use the Secret.
+func plannedHash(s v1alpha1.MCPServer, consent Consent) string {
+	if consent == ConsentNone || !usesVariables(s) {
+		return ConfigHash(s)
+	}
+	return ConfigHash(s) + "/" + string(consent)
+}
+
 // reconnectRequest returns the servers a reconnect annotation asks for, when its value is not
 // handled, the token carried out last: nil when there is nothing to do, all enabled servers
 // when it names none.

@@ -77,6 +77,7 @@ type Reconciler struct {
 	MaxToolName int
 
 	reconnects handledReconnects
+	consents   client.Reader // Secrets' consent annotations (newConsentCache); nil: not watched
 }
 
 // maxConcurrentReconciles is how many projects are reconciled at once. A reconcile spends most
@@ -97,10 +98,16 @@ func (r *Reconciler) setupWithManager(mgr manager.Manager, rec reconcile.Reconci
 	if err := mgr.Add(r.Registry); err != nil {
 		return err
 	}
+	consents, err := newConsentCache(mgr)
+	if err != nil {
+		return err
+	}
+	r.consents = consents
 	return builder.ControllerManagedBy(mgr).
 		For(&v1alpha1.ProjectMCP{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WatchesRawSource(source.Channel(r.Registry.Events(), wakeUps())).
+		WatchesRawSource(r.consentSource(consents)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles, RateLimiter: retryLimiter()}).
 		Named("projectmcp").
 		Complete(rec)
@@ -168,8 +175,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 
+	consent, err := r.consent(ctx, obj)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	handled := r.reconnects.handled(obj) // remembered: a failed status write never repeats a rebuild
-	desired := desiredOf(obj, handled)
+	desired := desiredOf(obj, handled, consent)
 	r.Registry.SetDesired(req.NamespacedName, registry.Desired{
 		Servers:      sortedKeys(desired.Servers),
 		IdleTimeout:  durationOr(obj.Spec.IdleTimeout, v1alpha1.DefaultIdleTimeout),
@@ -196,15 +207,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // desiredOf is the planner's view of a ProjectMCP's spec; handled is the reconnect token
-// carried out last.
-func desiredOf(obj *v1alpha1.ProjectMCP, handled string) Desired {
+// carried out last, consent what the project's Secret says about the project.
+func desiredOf(obj *v1alpha1.ProjectMCP, handled string, consent Consent) Desired {
 	d := Desired{
 		Servers:        map[string]string{},
 		AlwaysDemanded: durationOr(obj.Spec.IdleTimeout, v1alpha1.DefaultIdleTimeout) == 0,
 	}
 	for _, s := range obj.Spec.Servers {
 		if !s.Disabled {
-			d.Servers[s.Name] = ConfigHash(s)
+			d.Servers[s.Name] = plannedHash(s, consent)
 		}
 	}
 	d.Reconnect = reconnectRequest(obj, d.Servers, handled)
@@ -299,20 +310,7 @@ func (r *Reconciler) connOptions(obj *v1alpha1.ProjectMCP, srv v1alpha1.MCPServe
 		MaxCallsPerSession: r.Conn.MaxCallsPerSession,
 		MaxCalls:           r.Conn.MaxCalls,
 	}
-	if ref := obj.Spec.SecretRef; ref != nil && ref.Name != "" {
-		key := types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name}
-		opts.Variables = func(ctx context.Context) (map[string]string, error) {
-			secret := &corev1.Secret{}
-			if err := r.APIReader.Get(ctx, key, secret); err != nil {
-				return nil, fmt.Errorf("secret %q: %w", ref.Name, err)
-			}
-			vars := make(map[string]string, len(secret.Data))
-			for k, v := range secret.Data {
-				vars[k] = string(v)
-			}
-			return vars, nil
-		}
-	}
+	opts.Variables = r.variablesFunc(obj, srv)
 	return opts
 }
 

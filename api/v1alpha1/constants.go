@@ -67,6 +67,10 @@ const (
 	// AnnotationReconnectServers narrows a reconnect request to a comma-separated list of
 	// server names; absent or empty means every server.
 	AnnotationReconnectServers = "mcp.dsh.dev/reconnect-servers"
+	// AnnotationAllowedProjects, on a Secret, lists the ProjectMCPs of its namespace whose
+	// spec.secretRef may use it: comma-separated names, or "*" for every one. A Secret without
+	// it serves no ProjectMCP.
+	AnnotationAllowedProjects = "mcp.dsh.dev/allowed-projects"
 )
 
 // Finalizer makes deleting a ProjectMCP wait until its connections are retired and their

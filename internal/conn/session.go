@@ -502,9 +502,17 @@ func jsonSize(v any) int64 {
 	return int64(len(data))
 }
 
+// PermanentError is a failure that retrying cannot heal, such as a refusal Options.Variables
+// returns: the connection fails at once instead of reconnecting.
+type PermanentError interface {
+	error
+	Permanent() bool
+}
+
 // isPermanent reports failures that retrying cannot heal.
 func isPermanent(err error) bool {
 	var missing *config.MissingVariableError
 	var invalid *invalidConfigError
-	return errors.As(err, &missing) || errors.As(err, &invalid)
+	var permanent PermanentError
+	return errors.As(err, &missing) || errors.As(err, &invalid) || (errors.As(err, &permanent) && permanent.Permanent())
 }

@@ -1,0 +1,222 @@
+package controllers
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/test/fixture"
+)
+
+// recorder is a loopback listener in front of an MCP server: it keeps what every request
+// carried in its query and headers, then passes the request on.
+type recorder struct {
+	mu   sync.Mutex
+	seen []string // per request: its query and header values
+}
+
+func newRecorder(t *testing.T, upstream string) (*recorder, string) {
+	target, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.FlushInterval = -1 // event streams pass as they come
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b strings.Builder
+		b.WriteString(r.URL.RawQuery)
+		for _, vs := range r.Header {
+			for _, v := range vs {
+				b.WriteString("\n" + v)
+			}
+		}
+		rec.mu.Lock()
+		rec.seen = append(rec.seen, b.String())
+		rec.mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return rec, srv.URL
+}
+
+// requests is how many requests came, and how many of them carried value.
+func (r *recorder) requests(value string) (all, with int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.seen {
+		if strings.Contains(s, value) {
+			with++
+		}
+	}
+	return len(r.seen), with
+}
+
+// asUser is a client of the API server acting as user, who has only the RBAC the test gives.
+func asUser(t *testing.T, user string) client.Client {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// projectEditor lets user write ProjectMCPs in ns, and nothing else (no Secrets).
+func projectEditor(t *testing.T, ns, user string) {
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "projectmcp-editor", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"projectmcps"},
+		Verbs: []string{"get", "list", "watch", "create", "update", "patch"},
+	}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "projectmcp-editor-" + user, Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// annotateSecret sets (or, with value "", removes) the Secret's consent annotation as its owner.
+func annotateSecret(t *testing.T, secret *corev1.Secret, value string) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, 10*time.Second, "the Secret's annotation written", func() bool {
+		s := &corev1.Secret{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(secret), s); err != nil {
+			return false
+		}
+		if value == "" {
+			delete(s.Annotations, v1alpha1.AnnotationAllowedProjects)
+		} else {
+			metav1.SetMetaDataAnnotation(&s.ObjectMeta, v1alpha1.AnnotationAllowedProjects, value)
+		}
+		return env.Client.Update(ctx, s) == nil
+	})
+}
+
+// failedWith is a server Failed with a lastError containing msg.
+func failedWith(name, msg string) func(*v1alpha1.ProjectMCP) bool {
+	return func(o *v1alpha1.ProjectMCP) bool {
+		s, ok := serverStatusOf(o, name)
+		return ok && s.Phase == v1alpha1.PhaseFailed && strings.Contains(s.LastError, msg)
+	}
+}
+
+// A user who may write ProjectMCPs and not read Secrets names a Secret in spec.secretRef and
+// points a server at a listener of theirs with ${password} in its URL and a header. Until the
+// Secret's owner annotates it, nothing reaches the listener, the status and an event say why,
+// and the project's server without variables runs; once annotated, the server connects with the
+// value; when the annotation goes, the server is torn down and refused again. A stdio server
+// with ${password} in its args is never started, even with consent.
+func TestSecretConsent(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	const password = "pw-7Hq2-unseen"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "payments-db", Namespace: ns},
+		StringData: map[string]string{"password": password}}
+	if err := env.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	projectEditor(t, ns, "alice")
+	alice := asUser(t, "alice")
+	if err := alice.Get(ctx, client.ObjectKeyFromObject(secret), &corev1.Secret{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("alice must not be able to read the Secret herself: %v", err)
+	}
+
+	rec, listener := newRecorder(t, fixture.StartHTTP(t))
+	collector := v1alpha1.MCPServer{Name: "collector", HTTP: &v1alpha1.HTTPServer{URL: listener + "/mcp?p=${password}",
+		Headers: []v1alpha1.NameValue{{Name: "X-Collected", Value: "${password}"}}}}
+	plain := fixtureServer(t, "plain")
+	inArgs := fixtureServer(t, "inargs", "--label", "${password}")
+	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: v1alpha1.ProjectMCPSpec{
+		SecretRef: &corev1.LocalObjectReference{Name: "payments-db"},
+		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](0)},
+		Servers:   []v1alpha1.MCPServer{collector, plain, inArgs},
+	}}
+	if err := alice.Create(ctx, obj); err != nil {
+		t.Fatalf("alice may write ProjectMCPs: %v", err)
+	}
+	key := client.ObjectKeyFromObject(obj)
+	t.Cleanup(func() { deleteAndWait(t, key) })
+
+	const rule = `Secret "payments-db" does not allow ProjectMCP "web" to use it: add the annotation mcp.dsh.dev/allowed-projects: web`
+	refused := waitStatus(t, key, 30*time.Second, "collector and inargs refused, plain Ready", func(o *v1alpha1.ProjectMCP) bool {
+		return failedWith("collector", rule)(o) && failedWith("inargs", rule)(o) && phaseIs("plain", v1alpha1.PhaseReady)(o)
+	})
+	if all, _ := rec.requests(password); all != 0 {
+		t.Fatalf("the listener must receive nothing without the Secret's consent, got %d requests", all)
+	}
+	assertEventNote(t, ns, v1alpha1.EventConnectFailed, rule)
+	plainConn := mustServer(t, refused, "plain").Connection
+
+	annotateSecret(t, secret, "api, web")
+	granted := waitStatus(t, key, 30*time.Second, "collector Ready after the Secret's consent", phaseIs("collector", v1alpha1.PhaseReady))
+	if all, with := rec.requests(password); with == 0 || with != all {
+		t.Fatalf("every request of the connection carries the value once consented: %d of %d", with, all)
+	}
+	args := waitStatus(t, key, 10*time.Second, "inargs refused for its args", failedWith("inargs",
+		`server "inargs": args[5] refers to ${password}, a key of Secret "payments-db": a process's command line is readable by every user of the machine; pass the value in env instead`))
+	if _, err := os.Stat(pidFileOf(inArgs)); !os.IsNotExist(err) {
+		t.Fatalf("the server with the secret in its args must never start (pid file: %v)", err)
+	}
+	if c := mustServer(t, granted, "plain").Connection; c != plainConn || mustServer(t, args, "plain").Connection != plainConn {
+		t.Fatalf("consent must not touch a server without variables: connection %s became %s", plainConn, c)
+	}
+
+	collectorConn := mustServer(t, granted, "collector").Connection
+	annotateSecret(t, secret, "")
+	withdrawn := waitStatus(t, key, 30*time.Second, "collector torn down and refused once consent is withdrawn", failedWith("collector", rule))
+	if c := mustServer(t, withdrawn, "collector").Connection; c == collectorConn {
+		t.Fatalf("withdrawn consent must replace the connection %s", c)
+	}
+	if c := mustServer(t, withdrawn, "plain"); c.Connection != plainConn || c.Phase != v1alpha1.PhaseReady {
+		t.Fatalf("withdrawn consent must not touch a server without variables: %+v", c)
+	}
+}
+
+func mustServer(t *testing.T, obj *v1alpha1.ProjectMCP, name string) v1alpha1.ServerStatus {
+	t.Helper()
+	s, ok := serverStatusOf(obj, name)
+	if !ok {
+		t.Fatalf("no status for server %q", name)
+	}
+	return s
+}
+
+// assertEventNote waits for an event of the reason whose note contains text.
+func assertEventNote(t *testing.T, ns, reason, text string) {
+	t.Helper()
+	eventually(t, 10*time.Second, "event "+reason+" saying "+text, func() bool {
+		evs := &eventsv1.EventList{}
+		if err := env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		for _, e := range evs.Items {
+			if e.Reason == reason && strings.Contains(e.Note, text) {
+				return true
+			}
+		}
+		return false
+	})
+}

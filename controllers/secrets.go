@@ -1,0 +1,247 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/config"
+)
+
+// A Secret serves a ProjectMCP only by the Secret's consent: its annotation
+// v1alpha1.AnnotationAllowedProjects names the ProjectMCP (or is "*"). Whoever may write a
+// ProjectMCP need not be allowed to read Secrets, and the controller reads them with its own
+// identity; the annotation is the Secret owner's word that this project may use the values.
+
+// Consent is what a project's Secret says about the project, as the planner sees it: a
+// change of consent rebuilds the connections of the servers that use variables.
+type Consent string
+
+const (
+	ConsentNone    Consent = ""        // no spec.secretRef
+	ConsentGranted Consent = "granted" // the Secret names the project (or "*")
+	ConsentRefused Consent = "refused" // the Secret exists and does not name it
+	ConsentAbsent  Consent = "absent"  // no such Secret
+)
+
+// allowsProject reports whether an allowed-projects annotation value names project: a
+// comma-separated list of names (spaces around them ignored), or "*".
+func allowsProject(annotation, project string) bool {
+	for _, name := range strings.Split(annotation, ",") {
+		if name = strings.TrimSpace(name); name == "*" || name == project {
+			return true
+		}
+	}
+	return false
+}
+
+// consentOf is what a Secret's annotations say about project.
+func consentOf(annotations map[string]string, project string) Consent {
+	if allowsProject(annotations[v1alpha1.AnnotationAllowedProjects], project) {
+		return ConsentGranted
+	}
+	return ConsentRefused
+}
+
+// secretError is a refusal to use a Secret's values; retrying cannot heal it (a change of the
+// Secret's consent rebuilds the connection).
+type secretError struct{ msg string }
+
+func (e *secretError) Error() string   { return e.msg }
+func (e *secretError) Permanent() bool { return true }
+
+// refusal explains why a Secret does not serve a project, naming the rule and the fix.
+func refusal(secret, project string, annotations map[string]string) error {
+	if _, ok := annotations[v1alpha1.AnnotationAllowedProjects]; ok {
+		return &secretError{fmt.Sprintf("Secret %q does not allow ProjectMCP %q to use it: add %s to its annotation %s",
+			secret, project, project, v1alpha1.AnnotationAllowedProjects)}
+	}
+	return &secretError{fmt.Sprintf("Secret %q does not allow ProjectMCP %q to use it: add the annotation %s: %s",
+		secret, project, v1alpha1.AnnotationAllowedProjects, project)}
+}
+
+// usesVariables reports whether any expanded field of a server has a ${...} reference: only
+// such a server reads the project's Secret.
+func usesVariables(s v1alpha1.MCPServer) bool {
+	return slices.ContainsFunc(expandedFields(s), func(f field) bool { return strings.Contains(f.value, "${") })
+}
+
+// field is one value of a server's config that ${VAR} expansion applies to.
+type field struct{ where, value string }
+
+// expandedFields are the values of a server's config that ${VAR} expansion applies to.
+func expandedFields(s v1alpha1.MCPServer) []field {
+	var fs []field
+	if st := s.Stdio; st != nil {
+		fs = append(commandLine(st), field{"workingDir", st.WorkingDir})
+		for _, kv := range st.Env {
+			fs = append(fs, field{fmt.Sprintf("env %q", kv.Name), kv.Value})
+		}
+	}
+	if h := s.HTTP; h != nil {
+		fs = append(fs, field{"url", h.URL})
+		for _, kv := range h.Headers {
+			fs = append(fs, field{fmt.Sprintf("header %q", kv.Name), kv.Value})
+		}
+	}
+	return fs
+}
+
+// commandLine are the fields of a stdio server's command line: the command and its args.
+func commandLine(st *v1alpha1.StdioServer) []field {
+	fs := []field{{"command", st.Command}}
+	for i, a := range st.Args {
+		fs = append(fs, field{fmt.Sprintf("args[%d]", i), a})
+	}
+	return fs
+}
+
+// secretInCommandLine refuses a stdio server whose command or args refer to a key of the
+// Secret: a process's command line is readable by every user of the machine
+// (/proc/<pid>/cmdline), whatever uid the server runs as. A reference the Secret has no key for
+// expands to its default (or fails as missing), which is not the Secret's.
+func secretInCommandLine(s v1alpha1.MCPServer, secret string, keys map[string][]byte) error {
+	if s.Stdio == nil {
+		return nil
+	}
+	for _, f := range commandLine(s.Stdio) {
+		names, err := config.References(f.value)
+		if err != nil {
+			continue // the expansion reports the syntax error
+		}
+		for _, name := range names {
+			if _, ok := keys[name]; ok {
+				return &secretError{fmt.Sprintf("server %q: %s refers to ${%s}, a key of Secret %q: a process's command line is readable by every user of the machine; pass the value in env instead",
+					s.Name, f.where, name, secret)}
+			}
+		}
+	}
+	return nil
+}
+
+// secretVariables are the values a server's ${VAR} references expand to from the project's
+// Secret, once the Secret allows the project and the server keeps them off its command line.
+func secretVariables(secret *corev1.Secret, project string, s v1alpha1.MCPServer) (map[string]string, error) {
+	if consentOf(secret.Annotations, project) != ConsentGranted {
+		return nil, refusal(secret.Name, project, secret.Annotations)
+	}
+	if err := secretInCommandLine(s, secret.Name, secret.Data); err != nil {
+		return nil, err
+	}
+	vars := make(map[string]string, len(secret.Data))
+	for k, v := range secret.Data {
+		vars[k] = string(v)
+	}
+	return vars, nil
+}
+
+// variablesFunc reads a server's variables at each connect attempt, from the Secret as the API
+// server has it (uncached, so the consent checked is the current one). A server without
+// references reads nothing: it runs whatever the Secret says.
+func (r *Reconciler) variablesFunc(obj *v1alpha1.ProjectMCP, s v1alpha1.MCPServer) func(context.Context) (map[string]string, error) {
+	ref := obj.Spec.SecretRef
+	if ref == nil || ref.Name == "" || !usesVariables(s) {
+		return nil
+	}
+	key, project := types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name}, obj.Name
+	return func(ctx context.Context) (map[string]string, error) {
+		secret := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, key, secret); err != nil {
+			return nil, fmt.Errorf("secret %q: %w", key.Name, err)
+		}
+		return secretVariables(secret, project, s)
+	}
+}
+
+// secretKind is a Secret's metadata, as the consent watch caches it.
+func secretKind() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return m
+}
+
+// consentOnly is the consent cache's transform: it keeps a Secret's name, namespace, version
+// and consent annotation, and nothing else. Other annotations may hold the values themselves
+// (kubectl's last-applied-configuration), and the controller keeps no Secret values in memory.
+func consentOnly(in any) (any, error) {
+	m, ok := in.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return in, nil
+	}
+	kept := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
+	if v, ok := m.Annotations[v1alpha1.AnnotationAllowedProjects]; ok {
+		kept.Annotations = map[string]string{v1alpha1.AnnotationAllowedProjects: v}
+	}
+	m.ObjectMeta = kept
+	return m, nil
+}
+
+// newConsentCache is a cache of Secrets' metadata, reduced by consentOnly, added to the
+// manager; a Secret's consent changing wakes the projects that name it.
+func newConsentCache(mgr manager.Manager) (cache.Cache, error) {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+		DefaultTransform: consentOnly,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, mgr.Add(c)
+}
+
+// consentSource enqueues the projects whose spec.secretRef names a Secret that appeared,
+// disappeared or changed its consent annotation.
+func (r *Reconciler) consentSource(c cache.Cache) source.Source {
+	return source.Kind(c, secretKind(), handler.TypedEnqueueRequestsFromMapFunc(r.projectsNaming),
+		predicate.TypedFuncs[*metav1.PartialObjectMetadata]{
+			UpdateFunc: func(e event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool {
+				return e.ObjectOld.Annotations[v1alpha1.AnnotationAllowedProjects] != e.ObjectNew.Annotations[v1alpha1.AnnotationAllowedProjects]
+			},
+		})
+}
+
+// projectsNaming are the projects of a Secret's namespace whose spec.secretRef names it.
+func (r *Reconciler) projectsNaming(ctx context.Context, secret *metav1.PartialObjectMetadata) []reconcile.Request {
+	list := &v1alpha1.ProjectMCPList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(secret.Namespace)); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, p := range list.Items {
+		if ref := p.Spec.SecretRef; ref != nil && ref.Name == secret.Name {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+		}
+	}
+	return reqs
+}
+
+// consent is what the project's Secret says about the project, from the consent cache.
+func (r *Reconciler) consent(ctx context.Context, obj *v1alpha1.ProjectMCP) (Consent, error) {
+	ref := obj.Spec.SecretRef
+	if ref == nil || ref.Name == "" || r.consents == nil {
+		return ConsentNone, nil
+	}
+	m := secretKind()
+	switch err := r.consents.Get(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name}, m); {
+	case apierrors.IsNotFound(err):
+		return ConsentAbsent, nil
+	case err != nil:
+		return ConsentNone, err
+	}
+	return consentOf(m.Annotations, obj.Name), nil
+}
