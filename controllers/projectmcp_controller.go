@@ -77,7 +77,7 @@ type Reconciler struct {
 	MaxToolName int
 
 	reconnects handledReconnects
-	consents   client.Reader // Secrets' consent annotations (newConsentCache); nil: not watched
+	consents   *consentWatch // Secrets' consent annotations; nil: not watched (consent checked at connect only)
 }
 
 // maxConcurrentReconciles is how many projects are reconciled at once. A reconcile spends most
@@ -98,7 +98,7 @@ func (r *Reconciler) setupWithManager(mgr manager.Manager, rec reconcile.Reconci
 	if err := mgr.Add(r.Registry); err != nil {
 		return err
 	}
-	consents, err := newConsentCache(mgr)
+	consents, err := newConsentWatch(mgr)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func (r *Reconciler) setupWithManager(mgr manager.Manager, rec reconcile.Reconci
 		For(&v1alpha1.ProjectMCP{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WatchesRawSource(source.Channel(r.Registry.Events(), wakeUps())).
-		WatchesRawSource(r.consentSource(consents)).
+		WatchesRawSource(consents.source(r.projectsNaming)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles, RateLimiter: retryLimiter()}).
 		Named("projectmcp").
 		Complete(rec)

@@ -148,7 +148,8 @@ func TestSecretConsent(t *testing.T) {
 	collector := v1alpha1.MCPServer{Name: "collector", HTTP: &v1alpha1.HTTPServer{URL: listener + "/mcp?p=${password}",
 		Headers: []v1alpha1.NameValue{{Name: "X-Collected", Value: "${password}"}}}}
 	plain := fixtureServer(t, "plain")
-	inArgs := fixtureServer(t, "inargs", "--label", "${password}")
+	inArgs := fixtureServer(t, "inargs")
+	inArgs.Stdio.Args[1] = "${password}" // --name
 	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: v1alpha1.ProjectMCPSpec{
 		SecretRef: &corev1.LocalObjectReference{Name: "payments-db"},
 		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](0)},
@@ -176,7 +177,7 @@ func TestSecretConsent(t *testing.T) {
 		t.Fatalf("every request of the connection carries the value once consented: %d of %d", with, all)
 	}
 	args := waitStatus(t, key, 10*time.Second, "inargs refused for its args", failedWith("inargs",
-		`server "inargs": args[5] refers to ${password}, a key of Secret "payments-db": a process's command line is readable by every user of the machine; pass the value in env instead`))
+		`server "inargs": args[1] refers to ${password}, a key of Secret "payments-db": a process's command line is readable by every user of the machine; pass the value in env instead`))
 	if _, err := os.Stat(pidFileOf(inArgs)); !os.IsNotExist(err) {
 		t.Fatalf("the server with the secret in its args must never start (pid file: %v)", err)
 	}
@@ -219,4 +220,32 @@ func assertEventNote(t *testing.T, ns, reason, text string) {
 		}
 		return false
 	})
+}
+
+// A stdio server whose args name a key of the Secret is refused before its process starts,
+// even with the Secret's consent; the same value in env reaches it.
+func TestSecretNotInCommandLine(t *testing.T) {
+	ns := newNamespace(t)
+	const password = "pw-cmdline-4Rt9"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns,
+		Annotations: map[string]string{v1alpha1.AnnotationAllowedProjects: "*"}}, StringData: map[string]string{"password": password}}
+	if err := env.Client.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	inArgs := fixtureServer(t, "inargs")
+	inArgs.Stdio.Args[1] = "${password}" // --name
+	inEnv := fixtureServer(t, "inenv")
+	inEnv.Stdio.Env = append(inEnv.Stdio.Env, v1alpha1.NameValue{Name: "DB_PASSWORD", Value: "${password}"})
+	key := create(t, ns, "cmdline", v1alpha1.ProjectMCPSpec{
+		SecretRef: &corev1.LocalObjectReference{Name: "db"},
+		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](0)},
+		Servers:   []v1alpha1.MCPServer{inArgs, inEnv},
+	})
+	waitStatus(t, key, 30*time.Second, "inargs refused, inenv Ready", func(o *v1alpha1.ProjectMCP) bool {
+		return phaseIs("inenv", v1alpha1.PhaseReady)(o) && failedWith("inargs",
+			`server "inargs": args[1] refers to ${password}, a key of Secret "db": a process's command line is readable by every user of the machine; pass the value in env instead`)(o)
+	})
+	if _, err := os.Stat(pidFileOf(inArgs)); !os.IsNotExist(err) {
+		t.Fatalf("the server with the secret in its args must never start (pid file: %v)", err)
+	}
 }

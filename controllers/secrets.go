@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -168,13 +170,6 @@ func (r *Reconciler) variablesFunc(obj *v1alpha1.ProjectMCP, s v1alpha1.MCPServe
 	}
 }
 
-// secretKind is a Secret's metadata, as the consent watch caches it.
-func secretKind() *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	return m
-}
-
 // consentOnly is the consent cache's transform: it keeps a Secret's name, namespace, version
 // and consent annotation, and nothing else. Other annotations may hold the values themselves
 // (kubectl's last-applied-configuration), and the controller keeps no Secret values in memory.
@@ -191,28 +186,70 @@ func consentOnly(in any) (any, error) {
 	return m, nil
 }
 
-// newConsentCache is a cache of Secrets' metadata, reduced by consentOnly, added to the
-// manager; a Secret's consent changing wakes the projects that name it.
-func newConsentCache(mgr manager.Manager) (cache.Cache, error) {
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
-		DefaultTransform: consentOnly,
-	})
+// consentWatch holds Secrets' metadata, reduced by consentOnly: an informer of the metadata
+// API of its own (client-go's, whose watch ends cleanly when the manager stops).
+type consentWatch struct {
+	informer toolscache.SharedIndexInformer
+}
+
+// newConsentWatch starts watching Secrets' metadata with the manager.
+func newConsentWatch(mgr manager.Manager) (*consentWatch, error) {
+	mc, err := metadata.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
 		return nil, err
 	}
-	return c, mgr.Add(c)
+	inf := metadatainformer.NewFilteredMetadataInformer(mc, corev1.SchemeGroupVersion.WithResource("secrets"),
+		metav1.NamespaceAll, 0, toolscache.Indexers{}, nil).Informer()
+	if err := inf.SetTransform(consentOnly); err != nil {
+		return nil, err
+	}
+	w := &consentWatch{informer: inf}
+	return w, mgr.Add(w)
 }
 
-// consentSource enqueues the projects whose spec.secretRef names a Secret that appeared,
-// disappeared or changed its consent annotation.
-func (r *Reconciler) consentSource(c cache.Cache) source.Source {
-	return source.Kind(c, secretKind(), handler.TypedEnqueueRequestsFromMapFunc(r.projectsNaming),
-		predicate.TypedFuncs[*metav1.PartialObjectMetadata]{
+// Start runs the watch until ctx ends (manager.Runnable).
+func (w *consentWatch) Start(ctx context.Context) error {
+	w.informer.Run(ctx.Done())
+	return nil
+}
+
+// consentSyncWait bounds how long a reconcile waits for the first list of Secrets' metadata;
+// past it the reconcile fails and is retried, so that a watch the controller's role forbids
+// does not hold every worker.
+const consentSyncWait = 10 * time.Second
+
+// annotations are a Secret's consent annotation as the watch has it; false when there is no
+// such Secret. It waits for the first list, so that a controller's start does not take every
+// Secret for absent.
+func (w *consentWatch) annotations(ctx context.Context, key types.NamespacedName) (map[string]string, bool, error) {
+	wait, cancel := context.WithTimeout(ctx, consentSyncWait)
+	defer cancel()
+	if !toolscache.WaitForCacheSync(wait.Done(), w.informer.HasSynced) {
+		return nil, false, fmt.Errorf("the Secrets' metadata are not listed yet (the controller needs list and watch on secrets): %w", context.Cause(wait))
+	}
+	obj, ok, err := w.informer.GetStore().GetByKey(key.Namespace + "/" + key.Name)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return nil, false, fmt.Errorf("secret %q: unexpected %T in the metadata watch", key.Name, obj)
+	}
+	return m.Annotations, true, nil
+}
+
+// source enqueues the projects whose spec.secretRef names a Secret that appeared, disappeared
+// or changed its consent annotation.
+func (w *consentWatch) source(projects func(context.Context, *metav1.PartialObjectMetadata) []reconcile.Request) source.Source {
+	return &source.TypedInformer[*metav1.PartialObjectMetadata, reconcile.Request]{
+		Informer: w.informer,
+		Handler:  handler.TypedEnqueueRequestsFromMapFunc(projects),
+		Predicates: []predicate.TypedPredicate[*metav1.PartialObjectMetadata]{predicate.TypedFuncs[*metav1.PartialObjectMetadata]{
 			UpdateFunc: func(e event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool {
 				return e.ObjectOld.Annotations[v1alpha1.AnnotationAllowedProjects] != e.ObjectNew.Annotations[v1alpha1.AnnotationAllowedProjects]
 			},
-		})
+		}},
+	}
 }
 
 // projectsNaming are the projects of a Secret's namespace whose spec.secretRef names it.
@@ -230,18 +267,18 @@ func (r *Reconciler) projectsNaming(ctx context.Context, secret *metav1.PartialO
 	return reqs
 }
 
-// consent is what the project's Secret says about the project, from the consent cache.
+// consent is what the project's Secret says about the project, from the consent watch.
 func (r *Reconciler) consent(ctx context.Context, obj *v1alpha1.ProjectMCP) (Consent, error) {
 	ref := obj.Spec.SecretRef
 	if ref == nil || ref.Name == "" || r.consents == nil {
 		return ConsentNone, nil
 	}
-	m := secretKind()
-	switch err := r.consents.Get(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name}, m); {
-	case apierrors.IsNotFound(err):
-		return ConsentAbsent, nil
+	annotations, found, err := r.consents.annotations(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name})
+	switch {
 	case err != nil:
 		return ConsentNone, err
+	case !found:
+		return ConsentAbsent, nil
 	}
-	return consentOf(m.Annotations, obj.Name), nil
+	return consentOf(annotations, obj.Name), nil
 }

@@ -50,7 +50,8 @@ func TestGeneratedRBACSuffices(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tokens", Namespace: "default"}, StringData: map[string]string{"T": "x"}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tokens", Namespace: "default",
+		Annotations: map[string]string{v1alpha1.AnnotationAllowedProjects: "rbac"}}, StringData: map[string]string{"T": "x"}}
 	env.DeleteOnCleanup(t, secret)
 	if err := env.Client.Create(ctx, secret); err != nil {
 		t.Fatal(err)
