@@ -71,7 +71,9 @@ type ProjectMCPSpec struct {
 	// secretRef names a Secret in the same namespace whose keys feed ${VAR} and
 	// ${VAR:-default} expansion in commands, arguments, env values, URLs and header values.
 	// Expansion happens at connect time, in memory: resolved values never reach spec, status,
-	// events or logs.
+	// events or logs. The Secret serves this ProjectMCP only when its annotation
+	// mcp.dsh.dev/allowed-projects names it (or is "*"), and its keys never expand into a
+	// stdio server's command or args.
 	// +optional
 	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
 
