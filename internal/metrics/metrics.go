@@ -5,8 +5,9 @@
 // gateway's HTTP requests.
 //
 // Labels are bounded. The server label is the server's name in the config (at most 64
-// characters of [A-Za-z0-9_-], the CRD's bound), so its values are bounded by the distinct
-// server names of the configs; every other label has a fixed set of values. The project's
+// characters of [A-Za-z0-9_-], the CRD's bound), so its values are bounded by the server names
+// the configs have now: a label value's series are deleted once no project has a server of that
+// name (UseServer, ForgetServer, ForgetProject); every other label has a fixed set of values. The project's
 // namespace and name (project_namespace, project) are added only when Configure asks for them
 // (--metrics-project-labels): a controller with many projects would otherwise have series for
 // each. The gateway's request counter never has them: its path is the caller's to choose.
@@ -149,9 +150,15 @@ type set struct {
 
 	mu      sync.RWMutex
 	servers map[serverKey]*Server
+	// users are, without project labels, the projects that have a server of each label value
+	// (UseServer): a value's series go with its last user, so that renaming servers does not
+	// grow the series without bound.
+	users map[string]map[projectKey]struct{}
 }
 
 type serverKey struct{ namespace, project, server string }
+
+type projectKey struct{ namespace, project string }
 
 func newSet(projectLabels bool) *set {
 	labels := func(names ...string) []string {
@@ -160,7 +167,7 @@ func newSet(projectLabels bool) *set {
 		}
 		return names
 	}
-	s := &set{projectLabels: projectLabels, servers: map[serverKey]*Server{}}
+	s := &set{projectLabels: projectLabels, servers: map[serverKey]*Server{}, users: map[string]map[projectKey]struct{}{}}
 	s.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "projectmcp_connection_transitions_total",
 		Help: "Phase changes of connections (Connecting, Ready, Disconnected, Failed), by server and from and to phase.",
@@ -407,26 +414,82 @@ func StatusWrite(namespace, project string, err error) error {
 	return err
 }
 
-// ForgetProject drops the series of a deleted project (with project labels; without, the
-// series are shared by every project and stay).
+// UseServer records that a project has a server of this name (the registry calls it when it
+// connects one). Without project labels, a server label's series are shared by the projects
+// that use it and stay until ForgetServer or ForgetProject drops the last of them; with project
+// labels, a project's series are its own and this does nothing.
+func UseServer(namespace, project, server string) {
+	s := current.Load()
+	if s.projectLabels {
+		return
+	}
+	name := serverLabel(server)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.users[name] == nil {
+		s.users[name] = map[projectKey]struct{}{}
+	}
+	s.users[name][projectKey{namespace, project}] = struct{}{}
+}
+
+// ForgetProject drops the series of a deleted project: with project labels, all of its own;
+// without, those of the server labels no other project uses.
 func ForgetProject(namespace, project string) {
-	forget(map[string]string{LabelNamespace: namespace, LabelProject: project}, func(k serverKey) bool {
+	s := current.Load()
+	if !s.projectLabels {
+		s.release(func(p projectKey, _ string) bool { return p == projectKey{namespace, project} })
+		return
+	}
+	s.forget(map[string]string{LabelNamespace: namespace, LabelProject: project}, func(k serverKey) bool {
 		return k.namespace == namespace && k.project == project
 	})
 }
 
-// ForgetServer drops the series of a server removed from a project (with project labels).
+// ForgetServer drops the series of a server removed from a project: with project labels, its
+// own; without, its label's once no other project has a server of that name.
 func ForgetServer(namespace, project, server string) {
-	forget(map[string]string{LabelNamespace: namespace, LabelProject: project, "server": serverLabel(server)}, func(k serverKey) bool {
+	s := current.Load()
+	name := serverLabel(server)
+	if !s.projectLabels {
+		s.release(func(p projectKey, n string) bool { return p == projectKey{namespace, project} && n == name })
+		return
+	}
+	s.forget(map[string]string{LabelNamespace: namespace, LabelProject: project, "server": name}, func(k serverKey) bool {
 		return k.namespace == namespace && k.project == project && k.server == server
 	})
 }
 
-func forget(labels prometheus.Labels, match func(serverKey) bool) {
-	s := current.Load()
-	if !s.projectLabels {
-		return
+// release drops the uses that match (without project labels), then the series and handles of
+// every server label left without a user: the ones just released, and any a late count (a call
+// answered after its server was removed) took up again since.
+func (s *set) release(match func(p projectKey, name string) bool) {
+	s.mu.Lock()
+	unused := map[string]bool{}
+	for name, users := range s.users {
+		for p := range users {
+			if match(p, name) {
+				delete(users, p)
+			}
+		}
+		if len(users) == 0 {
+			delete(s.users, name)
+			unused[name] = true
+		}
 	}
+	for k := range s.servers {
+		if name := serverLabel(k.server); s.users[name] == nil {
+			delete(s.servers, k)
+			unused[name] = true
+		}
+	}
+	s.mu.Unlock()
+	for name := range unused {
+		s.deleteSeries(prometheus.Labels{"server": name})
+	}
+}
+
+// forget drops the handles that match and the series with the labels (with project labels).
+func (s *set) forget(labels prometheus.Labels, match func(serverKey) bool) {
 	s.mu.Lock()
 	for k := range s.servers {
 		if match(k) {
@@ -434,8 +497,13 @@ func forget(labels prometheus.Labels, match func(serverKey) bool) {
 		}
 	}
 	s.mu.Unlock()
-	// A vector without one of the labels (no server label on the project-wide ones) matches
-	// nothing, so a server's forget leaves those alone.
+	s.deleteSeries(labels)
+}
+
+// deleteSeries deletes the series that have the labels. A vector without one of them (no
+// server label on the project-wide ones) matches nothing, so a server's forget leaves those
+// alone.
+func (s *set) deleteSeries(labels prometheus.Labels) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
 	}{s.transitions, s.connectDuration, s.reconnects, s.rebuilds, s.repoints, s.toolCalls, s.toolDuration, s.forwarded,

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +134,74 @@ projectmcp_sessions{revision="2026-07-28"} 0
 `
 	if err := promtest.CollectAndCompare(current.Load().gauges, strings.NewReader(want)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// serverSeries counts the series the controller-runtime registry serves (as /metrics does)
+// with a server label value that starts with prefix.
+func serverSeries(t *testing.T, prefix string) (series int, names map[string]bool) {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = map[string]bool{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "server" && strings.HasPrefix(l.GetValue(), prefix) {
+					series++
+					names[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	return series, names
+}
+
+// Without project labels, a server label's series live as long as some project has a server
+// of that name: renaming servers in a loop leaves the series of the current names only, and a
+// name two projects share stays until both have dropped it.
+func TestServerSeriesBounded(t *testing.T) {
+	count := func(ns, project, server string) {
+		h := ServerOf(ns, project, server)
+		h.Transition("Connecting", "Ready")
+		h.Connected("ok", time.Millisecond)
+		h.ToolCall(OK, time.Millisecond)
+		h.Forwarded("tools/call", Error)
+		h.Reconnecting()
+		h.QueueWaited(time.Millisecond)
+		Repointed(ns, project, server, ReasonConfigChanged)
+		Rebuilt(ns, project, server, ReasonDeadAtMount)
+	}
+	UseServer("ns", "other", "churn-shared")
+	count("ns", "other", "churn-shared")
+	var perName int
+	for i := range 200 {
+		name := fmt.Sprintf("churn-%d", i)
+		UseServer("ns", "p", name)
+		count("ns", "p", name)
+		if i == 0 {
+			perName, _ = serverSeries(t, name)
+		}
+		if i > 0 {
+			ForgetServer("ns", "p", fmt.Sprintf("churn-%d", i-1))
+		}
+	}
+	// A call answered after its server went counts again; the next release drops it.
+	count("ns", "p", "churn-0")
+	UseServer("ns", "p", "churn-shared")
+	ForgetServer("ns", "p", "churn-shared")
+	series, names := serverSeries(t, "churn-")
+	if len(names) != 2 || !names["churn-199"] || !names["churn-shared"] || series != 2*perName {
+		t.Fatalf("want the series of churn-199 and churn-shared only (%d each), got %d series of %v", perName, series, names)
+	}
+	ForgetProject("ns", "p")
+	ForgetProject("ns", "other")
+	if series, names := serverSeries(t, "churn-"); series != 0 {
+		t.Fatalf("the deleted projects' series must go: %d of %v left", series, names)
+	}
+	if perName != 9 {
+		t.Fatalf("a name counted everywhere has a series in each of the 9 per-server metrics, got %d", perName)
 	}
 }

@@ -414,6 +414,7 @@ func (r *Registry) Connect(key types.NamespacedName, hash string, opts conn.Opti
 		return nil
 	}
 	p := r.projectLocked(key)
+	metrics.UseServer(key.Namespace, key.Name, opts.Server.Name) // until Retire or Forget
 	c, old := r.swapLocked(key, p, r.entryLocked(p, opts.Server.Name), hash, opts)
 	if old != nil {
 		// Under r.mu: Shutdown (which sets closed under it) and Forget (which removes the
