@@ -96,8 +96,8 @@ func ConfigHash(s v1alpha1.MCPServer) string {
 // plannedHash is the planner's hash of a server: its ConfigHash and, for a server whose config
 // refers to variables, the consent of the project's Secret, so that granting or withdrawing
 // consent rebuilds exactly the servers that use the Secret.
-func plannedHash(s v1alpha1.MCPServer, consent Consent) string {
-	if consent == ConsentNone || !usesVariables(s) {
+func plannedHash(s v1alpha1.MCPServer, consent secretConsent) string {
+	if consent == consentNone || !usesVariables(s) {
 		return ConfigHash(s)
 	}
 	return ConfigHash(s) + "/" + string(consent)

@@ -208,7 +208,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // desiredOf is the planner's view of a ProjectMCP's spec; handled is the reconnect token
 // carried out last, consent what the project's Secret says about the project.
-func desiredOf(obj *v1alpha1.ProjectMCP, handled string, consent Consent) Desired {
+func desiredOf(obj *v1alpha1.ProjectMCP, handled string, consent secretConsent) Desired {
 	d := Desired{
 		Servers:        map[string]string{},
 		AlwaysDemanded: durationOr(obj.Spec.IdleTimeout, v1alpha1.DefaultIdleTimeout) == 0,

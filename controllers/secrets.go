@@ -30,15 +30,15 @@ import (
 // ProjectMCP need not be allowed to read Secrets, and the controller reads them with its own
 // identity; the annotation is the Secret owner's word that this project may use the values.
 
-// Consent is what a project's Secret says about the project, as the planner sees it: a
+// secretConsent is what a project's Secret says about the project, as the planner sees it: a
 // change of consent rebuilds the connections of the servers that use variables.
-type Consent string
+type secretConsent string
 
 const (
-	ConsentNone    Consent = ""        // no spec.secretRef
-	ConsentGranted Consent = "granted" // the Secret names the project (or "*")
-	ConsentRefused Consent = "refused" // the Secret exists and does not name it
-	ConsentAbsent  Consent = "absent"  // no such Secret
+	consentNone    secretConsent = ""        // no spec.secretRef
+	consentGranted secretConsent = "granted" // the Secret names the project (or "*")
+	consentRefused secretConsent = "refused" // the Secret exists and does not name it
+	consentAbsent  secretConsent = "absent"  // no such Secret
 )
 
 // allowsProject reports whether an allowed-projects annotation value names project: a
@@ -53,11 +53,11 @@ func allowsProject(annotation, project string) bool {
 }
 
 // consentOf is what a Secret's annotations say about project.
-func consentOf(annotations map[string]string, project string) Consent {
+func consentOf(annotations map[string]string, project string) secretConsent {
 	if allowsProject(annotations[v1alpha1.AnnotationAllowedProjects], project) {
-		return ConsentGranted
+		return consentGranted
 	}
-	return ConsentRefused
+	return consentRefused
 }
 
 // secretError is a refusal to use a Secret's values; retrying cannot heal it (a change of the
@@ -139,7 +139,7 @@ func secretInCommandLine(s v1alpha1.MCPServer, secret string, keys map[string][]
 // secretVariables are the values a server's ${VAR} references expand to from the project's
 // Secret, once the Secret allows the project and the server keeps them off its command line.
 func secretVariables(secret *corev1.Secret, project string, s v1alpha1.MCPServer) (map[string]string, error) {
-	if consentOf(secret.Annotations, project) != ConsentGranted {
+	if consentOf(secret.Annotations, project) != consentGranted {
 		return nil, refusal(secret.Name, project, secret.Annotations)
 	}
 	if err := secretInCommandLine(s, secret.Name, secret.Data); err != nil {
@@ -268,17 +268,17 @@ func (r *Reconciler) projectsNaming(ctx context.Context, secret *metav1.PartialO
 }
 
 // consent is what the project's Secret says about the project, from the consent watch.
-func (r *Reconciler) consent(ctx context.Context, obj *v1alpha1.ProjectMCP) (Consent, error) {
+func (r *Reconciler) consent(ctx context.Context, obj *v1alpha1.ProjectMCP) (secretConsent, error) {
 	ref := obj.Spec.SecretRef
 	if ref == nil || ref.Name == "" || r.consents == nil {
-		return ConsentNone, nil
+		return consentNone, nil
 	}
 	annotations, found, err := r.consents.annotations(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name})
 	switch {
 	case err != nil:
-		return ConsentNone, err
+		return consentNone, err
 	case !found:
-		return ConsentAbsent, nil
+		return consentAbsent, nil
 	}
 	return consentOf(annotations, obj.Name), nil
 }

@@ -92,13 +92,13 @@ func TestPlannedHash(t *testing.T) {
 	plain := v1alpha1.MCPServer{Name: "plain", HTTP: &v1alpha1.HTTPServer{URL: "https://x/mcp"}}
 	secretful := v1alpha1.MCPServer{Name: "s", HTTP: &v1alpha1.HTTPServer{URL: "https://x/mcp",
 		Headers: []v1alpha1.NameValue{{Name: "Authorization", Value: "Bearer ${TOKEN}"}}}}
-	for _, c := range []Consent{ConsentNone, ConsentGranted, ConsentRefused, ConsentAbsent} {
+	for _, c := range []secretConsent{consentNone, consentGranted, consentRefused, consentAbsent} {
 		if plannedHash(plain, c) != ConfigHash(plain) {
 			t.Errorf("consent %q changed the hash of a server without variables", c)
 		}
 	}
-	seen := map[string]Consent{}
-	for _, c := range []Consent{ConsentNone, ConsentGranted, ConsentRefused, ConsentAbsent} {
+	seen := map[string]secretConsent{}
+	for _, c := range []secretConsent{consentNone, consentGranted, consentRefused, consentAbsent} {
 		h := plannedHash(secretful, c)
 		if prev, dup := seen[h]; dup {
 			t.Errorf("consent %q and %q give the same hash", prev, c)
