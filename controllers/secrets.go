@@ -170,7 +170,7 @@ func (r *Reconciler) variablesFunc(obj *v1alpha1.ProjectMCP, s v1alpha1.MCPServe
 	}
 }
 
-// consentOnly is the consent cache's transform: it keeps a Secret's name, namespace, version
+// consentOnly is the consent watch's transform: it keeps a Secret's name, namespace, version
 // and consent annotation, and nothing else. Other annotations may hold the values themselves
 // (kubectl's last-applied-configuration), and the controller keeps no Secret values in memory.
 func consentOnly(in any) (any, error) {
