@@ -429,7 +429,7 @@ func TestMirrorPublishesThePathOnlyWhenAsked(t *testing.T) {
 			t.Errorf("PublishPath %v (file missing: %v): spec.project %q, want %q", c.publish, c.missing, obj.Spec.Project, c.want)
 		}
 		if data, _ := json.Marshal(obj); !c.publish && strings.Contains(string(data), dir) {
-			t.Errorf("the object names the folder without PublishPath: %s", data)
+			t.Errorf("the object names the folder without PublishPath: %s", obj.Spec.Project)
 		}
 	}
 }
