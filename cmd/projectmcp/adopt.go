@@ -440,10 +440,10 @@ func adopt(ctx context.Context, g *globalFlags, args []string, format clientForm
 		}
 	}
 	endpoint, why := adoptEndpoint(ctx, g, args, o, stderr)
-	if err := checkEndpoint(endpoint, o.insecureHTTP); endpoint != "" && err != nil {
-		return fmt.Errorf("%s left as it is, its entries not pointed at the project: %w", a.client.shown, err)
-	}
 	if endpoint != "" {
+		if err := checkEndpoint(endpoint, o.insecureHTTP); err != nil {
+			return fmt.Errorf("%s left as it is, its entries not pointed at the project: %w", a.client.shown, err)
+		}
 		if err := a.planClient(format, endpoint, wantsBearer(ctx, o.auth, endpoint, stderr)); err != nil {
 			return err
 		}
