@@ -489,7 +489,7 @@ func adoptEndpoint(ctx context.Context, g *globalFlags, args []string, o adoptOp
 
 // writeDsh writes .dsh/mcp.json whole, so the mirror never reads half of it.
 func writeDsh(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := makeDir(filepath.Dir(path)); err != nil {
 		return err
 	}
 	return writeFileAtomic(path, data, fileMode(path))

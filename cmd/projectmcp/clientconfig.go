@@ -494,7 +494,7 @@ func writeClientConfig(f projectFile, format clientFormat, want []wantEntry, bea
 		return results, err
 	}
 	if !exists {
-		if err := os.MkdirAll(filepath.Dir(f.real), 0o755); err != nil {
+		if err := makeDir(filepath.Dir(f.real)); err != nil {
 			return nil, err
 		}
 	}
@@ -628,6 +628,18 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 		return err
 	}
 	return syncDir(filepath.Dir(path))
+}
+
+// makeDir creates dir (and its missing parents) for a file about to be written into it; a dir
+// it creates is synced into its parent, so that the file written next survives a crash with it.
+func makeDir(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
 }
 
 // writeSynced writes data to f, sets its mode, and syncs and closes it.
