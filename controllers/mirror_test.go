@@ -62,7 +62,8 @@ func TestMirror(t *testing.T) {
 	if key.Name != "my-project" {
 		t.Fatalf("name from the folder: %q", key.Name)
 	}
-	m := &mirror.Mirror{Client: env.Client, Dir: dir, Key: key, Log: ctrlLog("mirror")}
+	// The controller runs on this machine, as with projectmcp dev: the folder's path is published.
+	m := &mirror.Mirror{Client: env.Client, Dir: dir, Key: key, Log: ctrlLog("mirror"), PublishPath: true}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()

@@ -50,7 +50,12 @@ waits up to --wait (with --write, .dsh/mcp.json is written first, so a running
 instead. When there is none (no cluster, or no ProjectMCP yet), adopt writes .dsh/mcp.json
 alone and leaves the client's file; once the project is served, "projectmcp connect --write"
 points the entries at their endpoints (it replaces an entry that defines the very server
-.dsh/mcp.json has).`
+.dsh/mcp.json has). As with connect, the endpoint must be https://, or http:// on this
+machine, unless --allow-insecure-http.
+
+Both files are read and written only inside the project folder: a symlink on the way that
+leads out of it (a .vscode linked to the user's own settings) is refused, naming it and
+where it points; one that stays inside is followed, and stays a link.`
 
 // adoptOptions are the flags of `projectmcp adopt`.
 type adoptOptions struct {
@@ -60,6 +65,8 @@ type adoptOptions struct {
 	endpoint string
 	auth     string
 	wait     time.Duration
+	// insecureHTTP admits a plain http:// endpoint on another machine.
+	insecureHTTP bool
 }
 
 func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
@@ -89,6 +96,10 @@ func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 				return usageErrorf("--auth must be auto, none or bearer, not %q", o.auth)
 			case o.endpoint != "" && !isProjectEndpoint(o.endpoint):
 				return usageErrorf("--endpoint must be a project's endpoint, http(s)://HOST/projects/NAMESPACE/NAME/mcp, not %q", o.endpoint)
+			case o.endpoint != "":
+				if err := checkEndpoint(o.endpoint, o.insecureHTTP); err != nil {
+					return usageErrorf("--endpoint: %v", err)
+				}
 			}
 			return adopt(cmd.Context(), g, args, format, o, stdout, stderr)
 		},
@@ -100,6 +111,7 @@ func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&o.endpoint, "endpoint", "", "the project's endpoint (…/projects/NAMESPACE/NAME/mcp), in place of the ProjectMCP's status.endpoint")
 	fs.DurationVar(&o.wait, "wait", o.wait, "how long to wait for the ProjectMCP's status.endpoint when it exists without one yet")
 	fs.StringVar(&o.auth, "auth", o.auth, `"auto": ask the endpoint whether it checks bearer tokens; "none"; "bearer": add the Authorization header`)
+	fs.BoolVar(&o.insecureHTTP, insecureHTTPFlag, false, insecureHTTPUsage)
 	_ = cmd.RegisterFlagCompletionFunc("client", cobra.FixedCompletions([]string{"claude-code", "vscode", "cursor"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("auth", cobra.FixedCompletions([]string{"auto", "none", "bearer"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("project")
@@ -348,7 +360,7 @@ func readOptional(path string) ([]byte, bool, error) {
 
 // adoption is what adopt changes: both files' contents before and after (nil after: no change).
 type adoption struct {
-	dshPath, clientPath       string
+	dsh, client               projectFile
 	dshBefore, dshAfter       []byte
 	clientBefore, clientAfter []byte
 	dshResults                []dshResult
@@ -360,28 +372,35 @@ type adoption struct {
 // planAdoption reads both files and decides the .dsh/mcp.json side; the client's side needs
 // the endpoint (planClient).
 func planAdoption(project string, format clientFormat) (*adoption, error) {
-	a := &adoption{dshPath: filepath.Join(project, config.DefaultPath), clientPath: filepath.Join(project, format.file)}
-	src, ok, err := readOptional(a.clientPath)
+	a := &adoption{}
+	var err error
+	if a.client, err = projectPath(project, format.file); err != nil {
+		return nil, err
+	}
+	if a.dsh, err = projectPath(project, config.DefaultPath); err != nil {
+		return nil, err
+	}
+	src, ok, err := readOptional(a.client.real)
 	switch {
 	case err != nil:
 		return nil, err
 	case !ok:
-		return nil, fmt.Errorf("%s does not exist: nothing to adopt (--client picks another client's file, --project another folder)", a.clientPath)
+		return nil, fmt.Errorf("%s does not exist: nothing to adopt (--client picks another client's file, --project another folder)", a.client.shown)
 	}
 	a.clientBefore = src
-	entries, err := clientEntries(a.clientPath, format, src)
+	entries, err := clientEntries(a.client.shown, format, src)
 	if err != nil {
 		return nil, err
 	}
-	if a.moves, a.left, err = planMoves(a.clientPath, format, src, entries); err != nil {
+	if a.moves, a.left, err = planMoves(a.client.shown, format, src, entries); err != nil {
 		return nil, err
 	}
-	dsh, dshExists, err := readOptional(a.dshPath)
+	dsh, dshExists, err := readOptional(a.dsh.real)
 	if err != nil {
 		return nil, err
 	}
 	a.dshBefore = dsh
-	a.dshAfter, a.dshResults, err = mergeDsh(a.dshPath, a.clientPath, dsh, dshExists, a.moves)
+	a.dshAfter, a.dshResults, err = mergeDsh(a.dsh.shown, a.client.shown, dsh, dshExists, a.moves)
 	return a, err
 }
 
@@ -401,7 +420,7 @@ func (a *adoption) planClient(format clientFormat, projectEndpoint string, beare
 		want = append(want, wantEntry{name: m.name, entry: e, ours: func([]byte, jsonValue) string { return "moved to " + config.DefaultPath }})
 	}
 	var err error
-	a.clientAfter, a.clientResults, err = mergeClientConfig(a.clientPath, a.clientBefore, true, format, want, bearer, false)
+	a.clientAfter, a.clientResults, err = mergeClientConfig(a.client.shown, a.clientBefore, true, format, want, bearer, false)
 	return err
 }
 
@@ -411,17 +430,20 @@ func adopt(ctx context.Context, g *globalFlags, args []string, format clientForm
 		return err
 	}
 	if len(a.moves) == 0 {
-		fmt.Fprintf(stdout, "%s defines no server directly: nothing to adopt.\n", a.clientPath)
+		fmt.Fprintf(stdout, "%s defines no server directly: nothing to adopt.\n", a.client.shown)
 		return nil
 	}
 	warnLiterals(stderr, a.moves)
 	if o.write && a.dshAfter != nil {
-		if err := writeDsh(a.dshPath, a.dshAfter); err != nil {
+		if err := writeDsh(a.dsh.real, a.dshAfter); err != nil {
 			return err
 		}
 	}
 	endpoint, why := adoptEndpoint(ctx, g, args, o, stderr)
 	if endpoint != "" {
+		if err := checkEndpoint(endpoint, o.insecureHTTP); err != nil {
+			return fmt.Errorf("%s left as it is, its entries not pointed at the project: %w", a.client.shown, err)
+		}
 		if err := a.planClient(format, endpoint, wantsBearer(ctx, o.auth, endpoint, stderr)); err != nil {
 			return err
 		}
@@ -429,14 +451,14 @@ func adopt(ctx context.Context, g *globalFlags, args []string, format clientForm
 	if !o.write {
 		printAdoptionDiff(stdout, a)
 	} else if a.clientAfter != nil {
-		if err := writeFileAtomic(a.clientPath, a.clientAfter, fileMode(a.clientPath)); err != nil {
+		if err := writeFileAtomic(a.client.real, a.clientAfter, fileMode(a.client.real)); err != nil {
 			return err
 		}
 	}
 	reportAdoption(stdout, a, o.write)
 	if endpoint == "" {
 		fmt.Fprintf(stdout, "%s left as it is: %s. Once the project is served (projectmcp dev, or mirror and a controller), "+
-			"\"projectmcp connect --write\" points its entries at their endpoints.\n", a.clientPath, why)
+			"\"projectmcp connect --write\" points its entries at their endpoints.\n", a.client.shown, why)
 	}
 	return nil
 }
@@ -467,7 +489,7 @@ func adoptEndpoint(ctx context.Context, g *globalFlags, args []string, o adoptOp
 
 // writeDsh writes .dsh/mcp.json whole, so the mirror never reads half of it.
 func writeDsh(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := makeDir(filepath.Dir(path)); err != nil {
 		return err
 	}
 	return writeFileAtomic(path, data, fileMode(path))
@@ -483,10 +505,10 @@ func fileMode(path string) fs.FileMode {
 
 func printAdoptionDiff(w io.Writer, a *adoption) {
 	if a.dshAfter != nil {
-		fmt.Fprint(w, lineDiff(a.dshPath, a.dshBefore, a.dshAfter))
+		fmt.Fprint(w, lineDiff(a.dsh.shown, a.dshBefore, a.dshAfter))
 	}
 	if a.clientAfter != nil {
-		fmt.Fprint(w, lineDiff(a.clientPath, a.clientBefore, a.clientAfter))
+		fmt.Fprint(w, lineDiff(a.client.shown, a.clientBefore, a.clientAfter))
 	}
 }
 
@@ -500,11 +522,11 @@ func reportAdoption(w io.Writer, a *adoption, written bool) {
 		case r.outcome == "unchanged":
 			note = " (there already, the same)"
 		}
-		fmt.Fprintf(w, "%s: %s %q%s\n", a.dshPath, r.outcome, r.name, note)
+		fmt.Fprintf(w, "%s: %s %q%s\n", a.dsh.shown, r.outcome, r.name, note)
 	}
-	printResults(w, a.clientPath, a.clientResults)
+	printResults(w, a.client.shown, a.clientResults)
 	for _, name := range a.left {
-		fmt.Fprintf(w, "%s: left %q (it points at projectmcp already)\n", a.clientPath, name)
+		fmt.Fprintf(w, "%s: left %q (it points at projectmcp already)\n", a.client.shown, name)
 	}
 	if !written {
 		fmt.Fprintln(w, "Dry run: nothing written; --write applies it.")

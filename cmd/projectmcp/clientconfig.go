@@ -11,6 +11,9 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
+
+	"github.com/dsh-dev/projectmcp/internal/projectfs"
 )
 
 // An agent's config file is edited as text, not decoded and encoded again: the new entry is
@@ -454,30 +457,48 @@ func decideEntry(exists, equal bool, ours string, force bool) (outcome, why stri
 	return "", "", true
 }
 
-// writeClientConfig merges the entries into the client's config file at path, creating it
-// when there is none, and says what became of each. An entry of a wanted name that differs is
+// projectFile is a file of the project folder that connect and adopt read and write: shown is
+// its name as the user gave it (messages name it so), real the path its reads and writes use,
+// resolved so that no symlink takes them out of the project folder.
+type projectFile struct{ shown, real string }
+
+// projectPath is the file rel of the project folder. A symlink on the way that leads out of
+// the folder is refused rather than followed: the folder is often a cloned repository, whose
+// links can point at any file of the user's (a .vscode linked to the user's own settings). A
+// link that stays inside the folder is followed, so a file shared by two clients is written
+// where it is and stays a link.
+func projectPath(project, rel string) (projectFile, error) {
+	shown := filepath.Join(project, rel)
+	real, err := projectfs.Resolve(project, rel)
+	var link *projectfs.LinkError
+	switch {
+	case errors.As(err, &link):
+		return projectFile{}, fmt.Errorf("%s: refusing to read or write it: %w (%s); make it a real file or directory, or a link that stays in the project", shown, err, project)
+	case err != nil:
+		return projectFile{}, fmt.Errorf("%s: %w", shown, err)
+	}
+	return projectFile{shown: shown, real: real}, nil
+}
+
+// writeClientConfig merges the entries into the client's config file f, creating it when
+// there is none, and says what became of each. An entry of a wanted name that differs is
 // replaced when the wanted entry's ours allows it, or with force; otherwise nothing is written.
-func writeClientConfig(path string, format clientFormat, want []wantEntry, bearer, force bool) ([]entryResult, error) {
-	src, err := os.ReadFile(path)
+func writeClientConfig(f projectFile, format clientFormat, want []wantEntry, bearer, force bool) ([]entryResult, error) {
+	src, err := os.ReadFile(f.real)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	out, results, err := mergeClientConfig(path, src, exists, format, want, bearer, force)
+	out, results, err := mergeClientConfig(f.shown, src, exists, format, want, bearer, force)
 	if err != nil || out == nil {
 		return results, err
 	}
-	perm := fs.FileMode(0o644)
-	if exists {
-		info, err := os.Stat(path)
-		if err != nil {
+	if !exists {
+		if err := makeDir(filepath.Dir(f.real)); err != nil {
 			return nil, err
 		}
-		perm = info.Mode().Perm()
-	} else if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
 	}
-	return results, writeFileAtomic(path, out, perm)
+	return results, writeFileAtomic(f.real, out, fileMode(f.real))
 }
 
 // mergeClientConfig is the client's config file (src, when exists) with the entries merged in,
@@ -591,24 +612,61 @@ func toGeneric(v any) any {
 	return out
 }
 
-// writeFileAtomic replaces path by renaming a finished temporary file over it, so an agent
-// never reads half a file.
+// writeFileAtomic replaces path by renaming a finished temporary file of the same directory
+// over it, so an agent never reads half a file; the file and then the directory are synced,
+// so after a crash the path holds the old content or the new, never an empty file.
 func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
+	if err := writeSynced(tmp, data, perm); err != nil {
 		return err
 	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
+	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	if err := tmp.Close(); err != nil {
+	return syncDir(filepath.Dir(path))
+}
+
+// makeDir creates dir (and its missing parents) for a file about to be written into it; a dir
+// it creates is synced into its parent, so that the file written next survives a crash with it.
+func makeDir(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	return syncDir(filepath.Dir(dir))
+}
+
+// writeSynced writes data to f, sets its mode, and syncs and closes it.
+func writeSynced(f *os.File, data []byte, perm fs.FileMode) error {
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// syncDir makes a rename in dir durable. A file system that cannot sync a directory says
+// EINVAL (or ENOTSUP); the rename then stands as the file system keeps it.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
+		return fmt.Errorf("syncing %s after writing into it: %w", dir, err)
+	}
+	return nil
 }

@@ -34,7 +34,7 @@ func readFile(t *testing.T, path string) string {
 
 // writeOne merges one entry, as connect --aggregate does, and says what became of it.
 func writeOne(path string, format clientFormat, name string, entry serverEntry, bearer, force bool) (string, error) {
-	results, err := writeClientConfig(path, format, []wantEntry{{name: name, entry: entry}}, bearer, force)
+	results, err := writeClientConfig(projectFile{shown: path, real: path}, format, []wantEntry{{name: name, entry: entry}}, bearer, force)
 	if err != nil {
 		return "", err
 	}

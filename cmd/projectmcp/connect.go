@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -155,6 +156,8 @@ type connectOptions struct {
 	wait    time.Duration
 	// aggregate writes one entry at the project's endpoint in place of one per server.
 	aggregate bool
+	// insecureHTTP admits plain http:// endpoints on other machines.
+	insecureHTTP bool
 }
 
 const connectLong = `Prints the entries that point an agent at a project's MCP endpoints, as the client's config
@@ -187,7 +190,20 @@ file, unless --force replaces it.
 When the gateway checks bearer tokens (--gateway-auth=kubernetes; connect finds out by
 asking the endpoint, or --auth says), each entry carries an Authorization header that reads
 the token from the environment (` + "$" + tokenEnv + `; VS Code prompts for it once), never the
-token itself.`
+token itself.
+
+--write reads and writes only inside the project folder: a symlink on the way (.vscode, or
+the file itself) that leads out of it is refused, naming it and where it points, since a
+cloned repository's link can point at any file of yours; one that stays inside is followed,
+and stays a link. The file is replaced whole (a temporary file beside it, synced, renamed
+over it, the directory synced), keeping its mode.
+
+An endpoint must be https://, or plain http:// on this machine (127.0.0.1, ::1, localhost:
+projectmcp dev): over plain http to another machine the agent's bearer token crosses the
+network in cleartext, to whatever host the ProjectMCP's status names. connect refuses such
+an endpoint, naming it, unless --allow-insecure-http says the network between is trusted;
+the gateway serves TLS with the chart's gateway.tls values (the controller's
+--gateway-tls-cert and --gateway-tls-key, with an https --gateway-url).`
 
 func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	o := connectOptions{client: "claude-code", project: ".", entry: defaultEntryName, auth: "auto", wait: defaultEndpointWait}
@@ -239,6 +255,7 @@ func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&o.entry, "entry", o.entry, "with --aggregate: name of the entry in the client's config")
 	fs.DurationVar(&o.wait, "wait", o.wait, "how long to wait for the ProjectMCP's status.endpoint when it exists without one yet (its first reconcile writes it)")
 	fs.StringVar(&o.auth, "auth", o.auth, `"auto": ask the endpoint whether it checks bearer tokens; "none"; "bearer": add the Authorization header`)
+	fs.BoolVar(&o.insecureHTTP, insecureHTTPFlag, false, insecureHTTPUsage)
 	_ = cmd.RegisterFlagCompletionFunc("client", cobra.FixedCompletions(clientNames(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("auth", cobra.FixedCompletions([]string{"auto", "none", "bearer"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("project")
@@ -277,6 +294,9 @@ func connect(ctx context.Context, g *globalFlags, key types.NamespacedName, form
 	if err != nil {
 		return err
 	}
+	if err := checkTargets(key, targets, o.insecureHTTP); err != nil {
+		return err
+	}
 	bearer := wantsBearer(ctx, o.auth, obj.Status.Endpoint, stderr)
 	want := connectWants(format, obj, targets, bearer)
 	if !o.write {
@@ -284,12 +304,15 @@ func connect(ctx context.Context, g *globalFlags, key types.NamespacedName, form
 			return err
 		}
 	} else {
-		path := filepath.Join(o.project, format.file)
-		results, err := writeClientConfig(path, format, want, bearer, o.force)
+		f, err := projectPath(o.project, format.file)
 		if err != nil {
 			return err
 		}
-		printResults(stdout, path, results)
+		results, err := writeClientConfig(f, format, want, bearer, o.force)
+		if err != nil {
+			return err
+		}
+		printResults(stdout, f.shown, results)
 	}
 	if bearer {
 		fmt.Fprintf(stderr, "The gateway checks a Kubernetes bearer token: %s, e.g.\n  export %s=$(kubectl create token SERVICEACCOUNT -n %s)\n"+
@@ -341,6 +364,46 @@ func connectEntries(key types.NamespacedName, obj *v1alpha1.ProjectMCP, aggregat
 		return nil, fmt.Errorf("projectmcp %s has no enabled server to connect (--aggregate points one entry at the project's endpoint)", key)
 	}
 	return out, nil
+}
+
+// insecureHTTPFlag admits, in connect and adopt, an endpoint that is plain http on another
+// machine.
+const (
+	insecureHTTPFlag  = "allow-insecure-http"
+	insecureHTTPUsage = "write entries at a plain http:// endpoint on another machine (the agent's bearer token then crosses the network in cleartext); without it only https:// and http:// on this machine are accepted"
+)
+
+// checkEndpoint is why an agent's entry may not point at endpoint, or nil when it may:
+// https, or http to this machine (dev's gateway), or http anywhere when insecureHTTP says the
+// network is trusted. The endpoint comes from status, which anyone who may write status can
+// point at a host of theirs: over plain http the agent's bearer token goes there readable by
+// every machine on the way.
+func checkEndpoint(endpoint string, insecureHTTP bool) error {
+	u, err := url.Parse(endpoint)
+	switch {
+	case err != nil || u.Host == "":
+		return fmt.Errorf("the endpoint %q is not an http(s) URL with a host", endpoint)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme != "http":
+		return fmt.Errorf("the endpoint %s is not http:// or https://", endpoint)
+	case insecureHTTP || loopbackURL(endpoint):
+		return nil
+	}
+	return fmt.Errorf("the endpoint %s is plain http to another machine: the agent's bearer token would cross the network in cleartext. "+
+		"Serve the gateway over TLS (the chart's gateway.tls values; the controller's --gateway-tls-cert and --gateway-tls-key with an https --gateway-url), "+
+		"or pass --%s if the network between is trusted", endpoint, insecureHTTPFlag)
+}
+
+// checkTargets checks every endpoint connect would write, naming the project and the entry.
+func checkTargets(key types.NamespacedName, targets []endpointEntry, insecureHTTP bool) error {
+	var errs []error
+	for _, t := range targets {
+		if err := checkEndpoint(t.url, insecureHTTP); err != nil {
+			errs = append(errs, fmt.Errorf("projectmcp %s, entry %q: %w", key, t.name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // connectWants are the entries as the client's file holds them, each with the rule that lets

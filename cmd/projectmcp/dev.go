@@ -157,7 +157,8 @@ func dev(ctx context.Context, projectDir, dataDir string, firstRunBound time.Dur
 		return err
 	}
 	key := types.NamespacedName{Namespace: "default", Name: config.NameFor(filepath.Join(abs, config.DefaultPath))}
-	m := &mirror.Mirror{Client: c, Dir: abs, Key: key, Log: ctrl.Log.WithName("mirror")}
+	// The controller is this process: the folder's path in spec.project is its servers' root.
+	m := &mirror.Mirror{Client: c, Dir: abs, Key: key, Log: ctrl.Log.WithName("mirror"), PublishPath: true}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/controlplane"
@@ -78,6 +79,15 @@ func TestDevEndToEnd(t *testing.T) {
 	code, out := sh.run(t, "src/shop", readmeConnectLine)
 	if code != exitOK || !strings.Contains(out, `.mcp.json: created "a" (`+v1alpha1.ServerEndpoint(endpoint, "a")+`)`) {
 		t.Fatalf("%s: exit %d:\n%s", readmeConnectLine, code, out)
+	}
+	// dev's controller is the same process: spec.project names the folder, its servers' root.
+	c, err := (&globalFlags{kubeconfig: kubeconfig}).client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &v1alpha1.ProjectMCP{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: "shop"}, obj); err != nil || obj.Spec.Project != dir {
+		t.Fatalf("spec.project %q (%v), want %q", obj.Spec.Project, err, dir)
 	}
 	printed := printedEntry(t, dev.out.String())
 	if written := readFile(t, filepath.Join(dir, ".mcp.json")); strings.TrimSpace(written) != printed {

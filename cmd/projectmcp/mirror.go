@@ -24,11 +24,23 @@ The object is named after the folder, made a valid object name, unless --name sa
 
 An invalid file never replaces the last good spec: the ConfigSynced condition turns False
 with the parser's message, a Warning event is recorded, and the running connections stay.
-Deleting the file empties the server list; recreating it brings the servers back.`
+Deleting the file empties the server list; recreating it brings the servers back.
+
+The file is read only inside the folder: a .dsh, or a .dsh/mcp.json, that is a symlink
+leading out of it is refused like an invalid file (the condition and the event name the
+link; the log says where it points), since the mirror would publish whatever file it
+reaches into the cluster. A link that stays inside the folder is followed.
+
+spec.project stays empty unless --publish-project-path writes the folder's path into it: a
+controller on this machine (started with "projectmcp controller") gives that folder to the
+servers as their root (within --project-root-base), and to a controller anywhere else the
+path means nothing, while it tells everyone who can read the object your user name and
+directory layout. "projectmcp dev" publishes it, since its controller is the same process.`
 
 func newMirrorCmd(g *globalFlags, stderr io.Writer) *cobra.Command {
 	var projects []string
 	var name string
+	var publishPath bool
 	cmd := &cobra.Command{
 		Use:   "mirror --project DIR...",
 		Short: "Apply project folders' .dsh/mcp.json to ProjectMCPs as they change",
@@ -52,17 +64,18 @@ func newMirrorCmd(g *globalFlags, stderr io.Writer) *cobra.Command {
 			g.setupLogging(&zap.Options{}, cmd.Flags(), stderr, false)
 			ctx, stop := untilSignal()
 			defer stop()
-			return mirrorProjects(ctx, g.kubeconfig, projects, name, ns)
+			return mirrorProjects(ctx, g.kubeconfig, projects, name, ns, publishPath)
 		},
 	}
 	cmd.Flags().StringArrayVar(&projects, "project", nil, "project folder holding .dsh/mcp.json (repeatable)")
 	cmd.Flags().StringVar(&name, "name", "", "object name (default: the folder's name; only with one --project)")
+	cmd.Flags().BoolVar(&publishPath, "publish-project-path", false, "write each folder's absolute path into spec.project, for a controller on this machine to give its servers as their root (without it spec.project stays empty: the path names your user and directories to everyone who reads the object)")
 	_ = cmd.MarkFlagDirname("project")
 	return cmd
 }
 
 // mirrorProjects runs one mirror per directory until ctx ends.
-func mirrorProjects(ctx context.Context, kubeconfig string, dirs []string, name, namespace string) error {
+func mirrorProjects(ctx context.Context, kubeconfig string, dirs []string, name, namespace string, publishPath bool) error {
 	c, err := (&globalFlags{kubeconfig: kubeconfig}).client()
 	if err != nil {
 		return err
@@ -78,7 +91,7 @@ func mirrorProjects(ctx context.Context, kubeconfig string, dirs []string, name,
 		if n == "" {
 			n = config.NameFor(filepath.Join(abs, config.DefaultPath))
 		}
-		m := &mirror.Mirror{Client: c, Dir: abs,
+		m := &mirror.Mirror{Client: c, Dir: abs, PublishPath: publishPath,
 			Key: types.NamespacedName{Namespace: namespace, Name: n}, Log: ctrl.Log.WithName("mirror").WithValues("project", abs)}
 		ctrl.Log.Info("Mirroring", "file", m.Path(), "projectmcp", m.Key.String())
 		wg.Go(func() { errs <- m.Run(ctx) })

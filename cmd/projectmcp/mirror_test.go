@@ -36,7 +36,7 @@ func TestMirrorSeveralProjects(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- mirrorProjects(ctx, env.Kubeconfig, []string{filepath.Join(root, "web-app"), filepath.Join(root, "API")}, "", "default")
+		done <- mirrorProjects(ctx, env.Kubeconfig, []string{filepath.Join(root, "web-app"), filepath.Join(root, "API")}, "", "default", false)
 	}()
 	defer func() {
 		cancel()
@@ -48,7 +48,8 @@ func TestMirrorSeveralProjects(t *testing.T) {
 		obj := &v1alpha1.ProjectMCP{}
 		testutil.EventuallyOK(t, 20*time.Second, "projectmcp "+name+" mirrored", func() error {
 			err := env.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, obj)
-			if err == nil && len(obj.Spec.Servers) == 1 && obj.Spec.Servers[0].Stdio.Command == cmd {
+			// spec.project stays empty: the path is published only with --publish-project-path.
+			if err == nil && len(obj.Spec.Servers) == 1 && obj.Spec.Servers[0].Stdio.Command == cmd && obj.Spec.Project == "" {
 				return nil
 			}
 			return fmt.Errorf("%v %+v", err, obj.Spec)

@@ -367,7 +367,7 @@ func (r *reader) hex4(at pos) (rune, *syntaxError) {
 	}
 	v, err := strconv.ParseUint(string(r.data[r.off:r.off+4]), 16, 32)
 	if err != nil {
-		return 0, &syntaxError{at: at, msg: fmt.Sprintf("invalid \\u escape %q inside a string", r.data[r.off:r.off+4])}
+		return 0, &syntaxError{at: at, msg: "invalid \\u escape inside a string: four hex digits must follow \\u"}
 	}
 	for range 4 {
 		r.advance()

@@ -422,21 +422,27 @@ func (p *parser) url(server string, f member) string {
 	u, err := url.Parse(probe)
 	switch {
 	case err != nil:
-		p.errorf(f.value.at, "\"url\"%s is not a valid URL: %v", in, unwrapURLError(err))
+		p.errorf(f.value.at, "\"url\"%s is not a valid URL: %s", in, urlProblem(err))
 	case u.Scheme != "http" && u.Scheme != "https":
-		p.errorf(f.value.at, "\"url\"%s must start with http:// or https://, not %q", in, shorten(raw))
+		p.errorf(f.value.at, "\"url\"%s must start with http:// or https://", in)
 	case u.Host == "":
 		p.errorf(f.value.at, "\"url\"%s has no host", in)
 	}
 	return raw
 }
 
-func unwrapURLError(err error) error {
+// urlProblem is what is wrong with a URL, without the parts of it net/url quotes (a port, a
+// character, an escape): a URL can hold a credential, and the message reaches status and
+// events, so it names the problem and the file's line and column point at the value.
+func urlProblem(err error) string {
 	if ue, ok := err.(*url.Error); ok {
-		return ue.Err
+		err = ue.Err
 	}
-	return err
+	return quoted.ReplaceAllString(err.Error(), "")
 }
+
+// quoted matches a quoted fragment in an error message, with the space before it.
+var quoted = regexp.MustCompile(` ?"(?:[^"\\]|\\.)*"`)
 
 func (p *parser) toolFilter(n *node, in string) *v1alpha1.ToolFilter {
 	if !p.expectKind(n, kindObject, fmt.Sprintf("\"tools\"%s", in)) {

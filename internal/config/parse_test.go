@@ -124,7 +124,7 @@ func TestParseErrors(t *testing.T) {
 		{"stdio with url", `{"mcpServers": {"a": {"type": "stdio", "url": "http://h"}}}`, `"url"`, `server "a" has type "stdio" but sets "url"`},
 		{"headers on stdio", `{"mcpServers": {"a": {"command": "x", "headers": {}}}}`, `"headers"`, `"headers" does not apply to server "a", whose type is "stdio"`},
 		{"args on http", `{"mcpServers": {"a": {"url": "http://h", "args": []}}}`, `"args"`, `"args" does not apply to server "a", whose type is "http"`},
-		{"url not http", `{"mcpServers": {"a": {"url": "ftp://h/x"}}}`, `"ftp`, `"url" in server "a" must start with http:// or https://, not "ftp://h/x"`},
+		{"url not http", `{"mcpServers": {"a": {"url": "ftp://h/x"}}}`, `"ftp`, `"url" in server "a" must start with http:// or https://`},
 		{"url relative", `{"mcpServers": {"a": {"url": "/mcp"}}}`, `"/mcp"`, `must start with http:// or https://`},
 		{"url unparsable", `{"mcpServers": {"a": {"url": "http://h:port/"}}}`, `"http`, `"url" in server "a" is not a valid URL: invalid port`},
 		{"url without host", `{"mcpServers": {"a": {"url": "http:///mcp"}}}`, `"http`, `has no host`},
@@ -155,7 +155,7 @@ func TestParseErrors(t *testing.T) {
 		{"header value not a string", `{"mcpServers": {"a": {"url": "http://h", "headers": {"X": true}}}}`, `true`, `"headers.X" in server "a" must be a string, not a boolean`},
 		{"header bad name", `{"mcpServers": {"a": {"url": "http://h", "headers": {"X Y": "1"}}}}`, `"X Y"`, `"X Y" is not a valid HTTP header name`},
 		{"header with newline", `{"mcpServers": {"a": {"url": "http://h", "headers": {"X": "a\r\nB: c"}}}}`, `"a\r`, `header "X" must not contain a line break`},
-		{"bad variable reference", `{"mcpServers": {"a": {"command": "x", "args": ["${1X}"]}}}`, `"${1X}"`, `invalid variable reference "${1X}"`},
+		{"bad variable reference", `{"mcpServers": {"a": {"command": "x", "args": ["${1X}"]}}}`, `"${1X}"`, `invalid variable reference at byte 0: a name is a letter`},
 		{"nul in command", `{"mcpServers": {"a": {"command": "x\u0000"}}}`, `"x\u`, `contains a NUL character`},
 		{"negative idle", `{"idleTimeoutMs": -1, "mcpServers": {}}`, `-1`, `"idleTimeoutMs" must not be negative (0 means never reclaim)`},
 		{"negative ready", `{"readyTimeoutMs": -5, "mcpServers": {}}`, `-5`, `"readyTimeoutMs" must not be negative (0 means do not wait)`},
@@ -318,4 +318,33 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("parsing twice differs:\n%s", d)
 		}
 	})
+}
+
+// A value that is refused is named by its key and its line and column, never quoted: the
+// message becomes the mirror's condition and event, and a value can be a secret written
+// literally.
+func TestParseErrorsQuoteNoValues(t *testing.T) {
+	const secret = "s3cretXYZ"
+	for name, src := range map[string]string{
+		"url scheme":             `{"mcpServers": {"a": {"url": "ftp://user:s3cretXYZ@h/x"}}}`,
+		"url without scheme":     `{"mcpServers": {"a": {"url": "s3cretXYZ/mcp"}}}`,
+		"url port":               `{"mcpServers": {"a": {"url": "http://h:s3cretXYZ/mcp"}}}`,
+		"url host":               `{"mcpServers": {"a": {"url": "http://s3cretXYZ h/mcp"}}}`,
+		"url escape":             `{"mcpServers": {"a": {"url": "http://h/%s3cretXYZ"}}}`,
+		"url control character":  `{"mcpServers": {"a": {"url": "http://h/s3cretXYZ\u0001"}}}`,
+		"unterminated reference": `{"mcpServers": {"a": {"command": "x", "args": ["--token=${TOKEN s3cretXYZ"]}}}`,
+		"invalid reference":      `{"mcpServers": {"a": {"command": "x", "env": {"T": "${s3cretXYZ-1}"}}}}`,
+		"reference in a header":  `{"mcpServers": {"a": {"url": "http://h/mcp", "headers": {"Authorization": "Bearer ${s3cretXYZ"}}}}`,
+		"reference in a url":     `{"mcpServers": {"a": {"url": "http://h/mcp?k=${s3cretXYZ"}}}`,
+		"bad escape":             `{"mcpServers": {"a": {"command": "x", "args": ["\us3cr"]}}}`,
+	} {
+		_, err := Parse(DefaultPath, []byte(src))
+		if err == nil {
+			t.Errorf("%s: parsed", name)
+			continue
+		}
+		if msg := err.Error(); strings.Contains(msg, secret) || strings.Contains(msg, "s3cr") || !strings.Contains(msg, DefaultPath+":1:") {
+			t.Errorf("%s: %q quotes the value, or names no line", name, msg)
+		}
+	}
 }

@@ -23,6 +23,8 @@ type reference struct {
 }
 
 // scanReferences returns the references in s, or an error describing the first malformed one.
+// The error says where the reference starts and never quotes it: the value around it may be a
+// secret written literally, and the error reaches status and events.
 func scanReferences(s string) ([]reference, error) {
 	var refs []reference
 	for i := 0; i < len(s); {
@@ -34,7 +36,7 @@ func scanReferences(s string) ([]reference, error) {
 		body := s[start+2:]
 		end := strings.IndexByte(body, '}')
 		if end < 0 {
-			return nil, fmt.Errorf("unterminated variable reference %q: expected ${NAME} or ${NAME:-default}", shorten(s[start:]))
+			return nil, fmt.Errorf("unterminated variable reference at byte %d: expected ${NAME} or ${NAME:-default}", start)
 		}
 		inner := body[:end]
 		ref := reference{start: start, end: start + 2 + end + 1, name: inner}
@@ -42,7 +44,7 @@ func scanReferences(s string) ([]reference, error) {
 			ref.name, ref.def, ref.hasDefault = inner[:k], inner[k+2:], true
 		}
 		if !isVarName(ref.name) {
-			return nil, fmt.Errorf("invalid variable reference %q: a name is a letter or '_' followed by letters, digits or '_'", shorten(s[start:ref.end]))
+			return nil, fmt.Errorf("invalid variable reference at byte %d: a name is a letter or '_' followed by letters, digits or '_'", start)
 		}
 		refs = append(refs, ref)
 		i = ref.end

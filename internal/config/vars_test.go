@@ -23,7 +23,7 @@ func TestExpand(t *testing.T) {
 		"default with colon":      {in: "${MISSING:-http://x:1}", want: "http://x:1"},
 		"missing":                 {in: "x ${NOPE} y", err: `variable "NOPE" is not set and has no default`},
 		"unterminated":            {in: "${TOKEN", err: "unterminated variable reference"},
-		"bad name":                {in: "${A-B}", err: `invalid variable reference "${A-B}"`},
+		"bad name":                {in: "x ${A-B}", err: `invalid variable reference at byte 2: a name is a letter`},
 		"empty name":              {in: "${}", err: "invalid variable reference"},
 	}
 	for name, tc := range cases {

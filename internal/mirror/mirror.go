@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
+	"github.com/dsh-dev/projectmcp/internal/projectfs"
 )
 
 // FieldManager owns what the mirror applies (server-side apply): the spec fields from the file,
@@ -62,6 +64,11 @@ type Mirror struct {
 	// DefaultResync): it repairs an object edited or deleted behind the mirror's back, and a
 	// change the watcher missed.
 	Resync time.Duration
+	// PublishPath writes Dir into spec.project. A controller on this machine gives that folder
+	// to the servers as their root (projectmcp dev, whose controller is the same process); to
+	// any other controller it is a path on a machine it cannot see, which only tells everyone
+	// who reads the object the user's name and directory layout, so spec.project stays empty.
+	PublishPath bool
 }
 
 // Path is the config file the mirror reads.
@@ -234,17 +241,24 @@ func (m *Mirror) Sync(ctx context.Context) error {
 	return m.setCondition(ctx, cond)
 }
 
-// read turns the file into a spec (nil when invalid) and the condition to report.
+// read turns the file into a spec (nil when invalid) and the condition to report. The
+// condition, and the event made of it, go to everyone who may read the object: they name the
+// file by its path in the project, never by its path on this machine.
 func (m *Mirror) read() (*v1alpha1.ProjectMCPSpec, metav1.Condition, error) {
 	cond := metav1.Condition{Type: v1alpha1.ConditionConfigSynced}
-	data, err := readBounded(m.Path())
+	project := ""
+	if m.PublishPath {
+		project = m.Dir
+	}
+	data, err := m.readFile()
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonConfigMissing
 		cond.Message = fmt.Sprintf("%s does not exist: the project has no servers", config.DefaultPath)
-		return &v1alpha1.ProjectMCPSpec{Project: m.Dir}, cond, nil
+		return &v1alpha1.ProjectMCPSpec{Project: project}, cond, nil
 	case err != nil:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonConfigInvalid, err.Error()
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonConfigInvalid
+		cond.Message = readProblem(err) + " (the last valid configuration stays in effect)"
 		return nil, cond, nil
 	}
 	spec, err := config.Parse(config.DefaultPath, data)
@@ -253,10 +267,46 @@ func (m *Mirror) read() (*v1alpha1.ProjectMCPSpec, metav1.Condition, error) {
 		cond.Message = truncate(err.Error()+" (the last valid configuration stays in effect)", 32768)
 		return nil, cond, nil
 	}
-	spec.Project = m.Dir
+	spec.Project = project
 	cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonConfigApplied
 	cond.Message = fmt.Sprintf("%s applied: %d servers", config.DefaultPath, len(spec.Servers))
 	return spec, cond, nil
+}
+
+// readFile reads the config file, refusing a symlink on the way to it that leads out of the
+// project folder (a cloned repository's link to a file of the user's, which the mirror would
+// otherwise publish into the cluster). Where such a link points is logged here, on the user's
+// machine, and not written into the object.
+func (m *Mirror) readFile() ([]byte, error) {
+	path, err := projectfs.Resolve(m.Dir, config.DefaultPath)
+	var link *projectfs.LinkError
+	if errors.As(err, &link) {
+		m.Log.Info("Not reading the config through a symlink", "link", filepath.Join(m.Dir, link.Link), "target", link.Target, "dangling", link.Dangling)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return readBounded(path)
+}
+
+// readProblem says why the config file could not be read, naming it by its path in the
+// project.
+func readProblem(err error) string {
+	var link *projectfs.LinkError
+	var notRegular *projectfs.NotRegularError
+	var pathErr *fs.PathError
+	switch {
+	case errors.As(err, &link) && link.Dangling:
+		return fmt.Sprintf("%s is a symlink to nothing, so %s is not read", link.Link, config.DefaultPath)
+	case errors.As(err, &link):
+		return fmt.Sprintf("%s is a symlink that leads out of the project folder, so %s is not read (the mirror's log says where it points); "+
+			"make it a real file or directory, or a link that stays in the folder", link.Link, config.DefaultPath)
+	case errors.As(err, &notRegular):
+		return err.Error()
+	case errors.As(err, &pathErr):
+		return fmt.Sprintf("%s: %s: %v", config.DefaultPath, pathErr.Op, pathErr.Err)
+	}
+	return fmt.Sprintf("%s could not be read", config.DefaultPath)
 }
 
 func readBounded(path string) ([]byte, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -382,4 +383,141 @@ func TestRetryDelay(t *testing.T) {
 			t.Errorf("retryDelay(%d) = %s, want %s ± 20%%", n, got, want)
 		}
 	}
+}
+
+// getProject reads the mirror's object.
+func getProject(t *testing.T, c client.Client, key types.NamespacedName) *v1alpha1.ProjectMCP {
+	t.Helper()
+	obj := &v1alpha1.ProjectMCP{}
+	if err := c.Get(context.Background(), key, obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// spec.project is the folder's path only when the mirror is told to publish it (dev, whose
+// controller gives it to the servers as their root); otherwise it is empty, and a mirror that
+// stops publishing it takes it away again (it owned the field).
+func TestMirrorPublishesThePathOnlyWhenAsked(t *testing.T) {
+	env := shared.Get(t)
+	key := newKey(t, env)
+	dir := t.TempDir()
+	writeConfig(t, dir, "a")
+	ctx := context.Background()
+	for _, c := range []struct {
+		publish bool
+		missing bool // .dsh/mcp.json deleted: the empty spec the mirror applies then
+		want    string
+	}{
+		{publish: false, want: ""},
+		{publish: true, want: dir},
+		{publish: false, want: ""},
+		{publish: true, missing: true, want: dir},
+		{publish: false, missing: true, want: ""},
+	} {
+		if c.missing {
+			if err := os.RemoveAll(filepath.Join(dir, ".dsh")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := &Mirror{Client: env.Client, Dir: dir, Key: key, Log: logr.Discard(), PublishPath: c.publish}
+		if err := m.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		obj := getProject(t, env.Client, key)
+		if obj.Spec.Project != c.want {
+			t.Errorf("PublishPath %v (file missing: %v): spec.project %q, want %q", c.publish, c.missing, obj.Spec.Project, c.want)
+		}
+		if data, _ := json.Marshal(obj); !c.publish && strings.Contains(string(data), dir) {
+			t.Errorf("the object names the folder without PublishPath: %s", obj.Spec.Project)
+		}
+	}
+}
+
+// mirrorEvents are the notes of the Warning events on the object.
+func mirrorEvents(t *testing.T, c client.Client, key types.NamespacedName) []string {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := c.List(context.Background(), list, client.InNamespace(key.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range list.Items {
+		if ev.Regarding.Name == key.Name {
+			out = append(out, ev.Note)
+		}
+	}
+	return out
+}
+
+// A .dsh/mcp.json, or a .dsh, that is a symlink out of the project folder is not read: the
+// last good spec stays, ConfigSynced turns False and a Warning event names the link, neither
+// saying where it points (a path of the user's machine); a link that stays in the folder is
+// followed.
+func TestMirrorRefusesSymlinksOutOfTheProject(t *testing.T) {
+	env := shared.Get(t)
+	key := newKey(t, env)
+	base := t.TempDir()
+	dir := filepath.Join(base, "repo")
+	outside := filepath.Join(base, "private")
+	writeConfig(t, dir, "a")
+	writeConfig(t, outside, "stolen")
+	m := &Mirror{Client: env.Client, Dir: dir, Key: key, Log: logr.Discard()}
+	ctx := context.Background()
+	if err := m.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitServers(t, env.Client, key, time.Second, "a")
+
+	file := filepath.Join(dir, ".dsh", "mcp.json")
+	refused := func(link string) {
+		t.Helper()
+		if err := m.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		obj := getProject(t, env.Client, key)
+		if len(obj.Spec.Servers) != 1 || obj.Spec.Servers[0].Name != "a" {
+			t.Fatalf("the last good spec was replaced: %+v", obj.Spec.Servers)
+		}
+		want := link + " is a symlink that leads out of the project folder, so .dsh/mcp.json is not read"
+		c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionConfigSynced)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonConfigInvalid || !strings.Contains(c.Message, want) {
+			t.Fatalf("ConfigSynced %+v, want False with %q", c, want)
+		}
+		notes := mirrorEvents(t, env.Client, key)
+		if !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, want) }) {
+			t.Fatalf("no event with %q: %q", want, notes)
+		}
+		if data, _ := json.Marshal(obj); strings.Contains(string(data), base) || strings.Contains(strings.Join(notes, "\n"), base) {
+			t.Fatalf("the object or an event names a path of this machine: %s %q", data, notes)
+		}
+	}
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, ".dsh", "mcp.json"), file); err != nil {
+		t.Fatal(err)
+	}
+	refused(".dsh/mcp.json")
+
+	if err := os.RemoveAll(filepath.Join(dir, ".dsh")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..", "private", ".dsh"), filepath.Join(dir, ".dsh")); err != nil {
+		t.Fatal(err)
+	}
+	refused(".dsh")
+
+	// A link inside the folder (a ConfigMap's ..data, a file shared by two tools) is followed.
+	if err := os.Remove(filepath.Join(dir, ".dsh")); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, filepath.Join(dir, "config"), "b")
+	if err := os.Symlink(filepath.Join("config", ".dsh"), filepath.Join(dir, ".dsh")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitServers(t, env.Client, key, time.Second, "b")
 }
