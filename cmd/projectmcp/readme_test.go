@@ -486,6 +486,7 @@ func TestReadmeAnnotations(t *testing.T) {
 		v1alpha1.AnnotationReconnectRequestedAt: true,
 		v1alpha1.AnnotationReconnectServers:     true,
 		v1alpha1.Finalizer:                      true,
+		v1alpha1.AnnotationAllowedProjects:      true,
 	}
 	for _, a := range []string{v1alpha1.AnnotationReconnectRequestedAt, v1alpha1.AnnotationReconnectServers} {
 		if !strings.Contains(text, "`"+a) {
