@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"syscall"
@@ -159,7 +158,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.StringArrayVar(&f.allowCommands, "allow-command", f.allowCommands, "glob of a stdio command servers may run (repeatable); with none, stdio servers are refused in a cluster")
 	all.BoolVar(&f.allowAny, "allow-any-command", f.allowAny, "run any stdio command (the default outside a cluster, where the controller runs as the user)")
 	all.StringArrayVar(&f.serverEnv, "server-env", f.serverEnv, "name of a variable of the controller's environment that stdio servers also get (repeatable; they always get PATH, LANG, TMPDIR and a HOME of their own)")
-	all.StringVar(&f.serverUID, "server-uid", f.serverUID, "run stdio servers as this user id (the controller must run as root)")
+	all.StringVar(&f.serverUID, "server-uid", f.serverUID, "run stdio servers as this user id (the controller needs CAP_SETUID, CAP_SETGID, CAP_KILL and CAP_CHOWN, e.g. uid 0 with all other capabilities dropped)")
 	all.StringVar(&f.serverGID, "server-gid", f.serverGID, "run stdio servers with this group id (default: --server-uid's value)")
 	all.StringArrayVar(&f.allowURLs, "allow-url", f.allowURLs, "URL pattern (https://*.example.com, http://10.0.0.5:*/mcp) or address range (10.0.0.0/8) HTTP and SSE servers may reach (repeatable); with none, any but loopback and link-local")
 	all.StringArrayVar(&f.denyURLs, "deny-url", f.denyURLs, "URL pattern or address range HTTP and SSE servers may not reach (repeatable)")
@@ -221,10 +220,10 @@ func (f *controllerFlags) isolation() (conn.Isolation, error) {
 			return iso, fmt.Errorf("--server-gid %q: not a numeric group id", f.serverGID)
 		}
 	}
-	if os.Geteuid() != 0 {
-		return iso, fmt.Errorf("--server-uid needs the controller to run as root (it runs as uid %d)", os.Geteuid())
-	}
 	iso.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	if err := iso.CheckCapabilities(); err != nil {
+		return iso, fmt.Errorf("--server-uid: %w", err)
+	}
 	return iso, nil
 }
 

@@ -22,7 +22,7 @@ type Isolation struct {
 	// empty (mode 0700, owned by Credential's user) before it starts and removed when it ends.
 	Home string
 	// Credential, when not nil, is the user and groups stdio servers run as; the controller
-	// needs to run as root for it.
+	// needs NeededCapabilities for it (CheckCapabilities), not root as such.
 	Credential *syscall.Credential
 	// Egress, when not nil, is where HTTP and SSE servers may be reached; nil admits any URL.
 	Egress *Egress
@@ -78,6 +78,11 @@ func (iso *Isolation) makeHome(server string) (string, func(), error) {
 	}
 	remove := func() { _ = os.RemoveAll(dir) }
 	if cred := iso.Credential; cred != nil {
+		remove = func() {
+			// What the server left is its user's, possibly unwritable to the controller's.
+			_ = reclaim(dir)
+			_ = os.RemoveAll(dir)
+		}
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			remove()
 			return "", nil, fmt.Errorf("handing the server's HOME to uid %d: %w", cred.Uid, err)
