@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"github.com/dsh-dev/projectmcp/internal/testenv"
 )
@@ -375,4 +376,126 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 	if out, err := apply("broken", broken); err == nil || !strings.Contains(out, "interval") {
 		t.Errorf("a ServiceMonitor with interval %q was accepted: %v\n%s", "every so often", err, out)
 	}
+}
+
+// By default the chart and config/default keep stdio servers apart from the controller: the
+// controller runs as uid 0 with SETUID, SETGID, KILL and CHOWN alone and starts its servers as
+// uid:gid 65532 (--server-uid, --server-gid); its token is not automounted but projected at
+// the usual path, readable by its owner alone. serverUser and serviceAccount.projectedToken
+// turn that off, back to the image's user with the token automounted.
+func TestChartServersApart(t *testing.T) {
+	out, err := exec.Command("kubectl", "kustomize", filepath.Join(root(t), "config", "default")).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/default: %v", err)
+	}
+	kustomized, err := DecodeObjects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart, _ := render(t)
+	custom, _ := render(t, "--set", "serverUser.uid=1000,serverUser.gid=2000,serviceAccount.projectedToken.expirationSeconds=7200")
+	for _, tc := range []struct {
+		name     string
+		objs     []*unstructured.Unstructured
+		uid, gid string
+		expiry   int64
+	}{{"chart", chart, "65532", "65532", 3607}, {"config/default", kustomized, "65532", "65532", 3607}, {"chart, other uid", custom, "1000", "2000", 7200}} {
+		for _, p := range CheckInstall(tc.objs, imageOf(t, "static")) {
+			t.Errorf("%s: %s", tc.name, p)
+		}
+		dep, c, err := Controller(tc.objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := dep.Spec.Template.Spec
+		if sc := pod.SecurityContext; sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.RunAsGroup == nil || *sc.RunAsGroup != 0 {
+			t.Errorf("%s: pod securityContext %+v, want uid and gid 0", tc.name, sc)
+		}
+		caps := c.SecurityContext.Capabilities
+		if !slices.Equal(caps.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(caps.Add, ServerCapabilities) {
+			t.Errorf("%s: capabilities %+v, want drop ALL, add %v", tc.name, caps, ServerCapabilities)
+		}
+		if uid, _ := FlagValue(c.Args, "server-uid"); uid != tc.uid {
+			t.Errorf("%s: --server-uid=%q, want %s", tc.name, uid, tc.uid)
+		}
+		if gid, _ := FlagValue(c.Args, "server-gid"); gid != tc.gid {
+			t.Errorf("%s: --server-gid=%q, want %s", tc.name, gid, tc.gid)
+		}
+		if a := pod.AutomountServiceAccountToken; a == nil || *a {
+			t.Errorf("%s: automountServiceAccountToken %v, want false", tc.name, a)
+		}
+		vol := tokenVolume(pod, c)
+		if vol == nil || *vol.Projected.DefaultMode != 0o400 || vol.Projected.Sources[0].ServiceAccountToken == nil ||
+			*vol.Projected.Sources[0].ServiceAccountToken.ExpirationSeconds != tc.expiry {
+			t.Errorf("%s: token volume %+v, want a projected token of mode 0400 expiring after %d s", tc.name, vol, tc.expiry)
+		}
+		checkArgsParse(t, imageBinary(t), c.Args)
+	}
+
+	off, _ := render(t, "--set", "serverUser.enabled=false,serviceAccount.projectedToken.enabled=false")
+	for _, p := range CheckInstall(off, imageOf(t, "static")) {
+		t.Errorf("off: %s", p)
+	}
+	dep, c, err := Controller(off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := dep.Spec.Template.Spec
+	if _, ok := FlagValue(c.Args, "server-uid"); ok || pod.AutomountServiceAccountToken != nil || tokenVolume(pod, c) != nil ||
+		len(c.SecurityContext.Capabilities.Add) != 0 || *pod.SecurityContext.RunAsUser != 65532 {
+		t.Errorf("off: args %q, automount %v, capabilities %+v, runAsUser %d", c.Args, pod.AutomountServiceAccountToken,
+			c.SecurityContext.Capabilities, *pod.SecurityContext.RunAsUser)
+	}
+	for _, set := range []string{"serverUser.uid=0", "serverUser.gid=0"} {
+		if out, err := helm(t, "template", "projectmcp", chartDir, "--set", set); err == nil || !strings.Contains(out, "/serverUser/") {
+			t.Errorf("--set %s: %v, want a refusal naming serverUser:\n%s", set, err, out)
+		}
+	}
+
+	// CheckInstall refuses what would hand servers the token or leave the controller unable to
+	// switch users.
+	for _, tc := range []struct {
+		name  string
+		spoil func(*corev1.PodSpec, *corev1.Container)
+		want  string
+	}{
+		{"token readable by all", func(p *corev1.PodSpec, _ *corev1.Container) {
+			p.Volumes[len(p.Volumes)-1].Projected.DefaultMode = ptr.To[int32](0o644)
+		}, "readable by others than its owner"},
+		{"no KILL", func(_ *corev1.PodSpec, c *corev1.Container) {
+			c.SecurityContext.Capabilities.Add = []corev1.Capability{"SETUID", "SETGID", "CHOWN"}
+		}, "want exactly [SETUID SETGID KILL CHOWN]"},
+		{"servers as root", func(_ *corev1.PodSpec, c *corev1.Container) {
+			c.Args = append(c.Args, "--server-uid=0")
+		}, `--server-uid="0"`},
+		{"controller not root", func(p *corev1.PodSpec, _ *corev1.Container) {
+			p.SecurityContext.RunAsUser = ptr.To[int64](65532)
+		}, "runs as uid 0"},
+		{"token not mounted", func(_ *corev1.PodSpec, c *corev1.Container) {
+			c.VolumeMounts = c.VolumeMounts[:len(c.VolumeMounts)-1]
+		}, "nothing is mounted read-only at " + TokenPath},
+	} {
+		objs, _ := render(t)
+		dep, c, err := Controller(objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.spoil(&dep.Spec.Template.Spec, c)
+		pod := dep.Spec.Template.Spec
+		if problems := strings.Join(append(checkUsers(pod, c, imageOf(t, "static")), checkToken(pod, c)...), "\n"); !strings.Contains(problems, tc.want) {
+			t.Errorf("%s: problems %q, want one with %q", tc.name, problems, tc.want)
+		}
+	}
+}
+
+// tokenVolume is the volume mounted at TokenPath, nil if none is or it is not projected.
+func tokenVolume(pod corev1.PodSpec, c *corev1.Container) *corev1.Volume {
+	for _, m := range c.VolumeMounts {
+		for i, v := range pod.Volumes {
+			if m.MountPath == TokenPath && v.Name == m.Name && v.Projected != nil {
+				return &pod.Volumes[i]
+			}
+		}
+	}
+	return nil
 }
