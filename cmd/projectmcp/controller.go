@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"syscall"
@@ -57,6 +59,8 @@ type controllerFlags struct {
 	gatewayAddr    string
 	gatewayURL     string
 	gatewayAuth    string
+	gatewayTLSCert string
+	gatewayTLSKey  string
 	sessionTimeout time.Duration
 	statelessIdle  time.Duration
 	maxBodyBytes   int64
@@ -137,7 +141,9 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.DurationVar(&f.healthInterval, "health-interval", f.healthInterval, "how often an idle connection is probed")
 	all.DurationVar(&f.relistInterval, "relist-interval", f.relistInterval, "backstop tools/list interval")
 	all.StringVar(&f.gatewayAddr, "gateway-bind-address", f.gatewayAddr, `address of the per-project MCP endpoints ("0" disables the gateway)`)
-	all.StringVar(&f.gatewayURL, "gateway-url", f.gatewayURL, "URL clients reach the gateway at, written to status.endpoint (default: http://<bind address>)")
+	all.StringVar(&f.gatewayURL, "gateway-url", f.gatewayURL, "URL clients reach the gateway at, written to status.endpoint (default: http://<bind address>, https:// when the gateway serves TLS)")
+	all.StringVar(&f.gatewayTLSCert, "gateway-tls-cert", f.gatewayTLSCert, "PEM certificate (chain) file the gateway serves HTTPS with, reread when it changes (with --gateway-tls-key)")
+	all.StringVar(&f.gatewayTLSKey, "gateway-tls-key", f.gatewayTLSKey, "PEM private key file of --gateway-tls-cert, reread when it changes")
 	all.StringVar(&f.gatewayAuth, "gateway-auth", f.gatewayAuth, `"local": loopback callers only; "kubernetes": bearer token checked by TokenReview, verb "use" on the ProjectMCP checked by SubjectAccessReview`)
 	all.DurationVar(&f.sessionTimeout, "session-timeout", f.sessionTimeout, "release a session that sent no request for this long")
 	all.DurationVar(&f.statelessIdle, "stateless-session-idle", f.statelessIdle, "release a stateless (2026-07-28) session that sent no request for this long")
@@ -443,8 +449,13 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 		MaxSessionsPerPrincipal: f.maxPerUser, MaxSubscriptionsPerSession: f.maxSubsEach, MaxToolName: f.maxToolName,
 		Objects: mgr.GetClient(), Live: mgr.GetAPIReader(),
 	}
-	if opts.BaseURL == "" {
-		opts.BaseURL = "http://" + bound
+	tlsConfig, err := f.gatewayTLS()
+	if err != nil {
+		return nil, err
+	}
+	opts.TLS = tlsConfig
+	if opts.BaseURL, err = gatewayBaseURL(f.gatewayURL, bound, tlsConfig != nil); err != nil {
+		return nil, err
 	}
 	switch f.gatewayAuth {
 	case "local":
@@ -466,6 +477,43 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 		return nil, fmt.Errorf("--gateway-auth must be local or kubernetes, not %q", f.gatewayAuth)
 	}
 	return gateway.New(opts), nil
+}
+
+// gatewayTLS is the gateway's TLS configuration from --gateway-tls-cert and --gateway-tls-key,
+// nil when neither is set; the files are loaded once here, so that a bad one stops the start.
+func (f *controllerFlags) gatewayTLS() (*tls.Config, error) {
+	switch {
+	case f.gatewayTLSCert == "" && f.gatewayTLSKey == "":
+		return nil, nil
+	case f.gatewayTLSCert == "" || f.gatewayTLSKey == "":
+		return nil, errors.New("--gateway-tls-cert and --gateway-tls-key go together")
+	}
+	files, err := gateway.LoadCertFiles(f.gatewayTLSCert, f.gatewayTLSKey, ctrl.Log.WithName("gateway"))
+	if err != nil {
+		return nil, fmt.Errorf("--gateway-tls-cert, --gateway-tls-key: %w", err)
+	}
+	return files.TLSConfig(), nil
+}
+
+// gatewayBaseURL is the URL written to status.endpoint: --gateway-url, or the bound address
+// with the scheme the gateway serves. A URL whose scheme is not the one served is refused,
+// since clients would send their tokens in the clear or fail every request.
+func gatewayBaseURL(flag, bound string, tls bool) (string, error) {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	if flag == "" {
+		return scheme + "://" + bound, nil
+	}
+	u, err := url.Parse(flag)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", fmt.Errorf("--gateway-url %q: want an http:// or https:// URL with a host", flag)
+	}
+	if tls && u.Scheme != "https" {
+		return "", fmt.Errorf("--gateway-url %q: the gateway serves HTTPS (--gateway-tls-cert), so the URL must be https://", flag)
+	}
+	return flag, nil
 }
 
 const controllerLong = `Runs the reconciler, the connection registry and the gateway against the kubeconfig's
