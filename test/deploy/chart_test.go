@@ -181,7 +181,7 @@ func TestChartAllFeatures(t *testing.T) {
 		"--session-timeout=1h", "--call-timeout=10m", "--zap-log-level=debug", "--connect-timeout=1m",
 		"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s",
 		"--gateway-bind-address=:9484", "--metrics-bind-address=:9090", "--metrics-project-labels", "--health-probe-bind-address=:9081",
-		"--gateway-auth=kubernetes"} {
+		"--gateway-auth=kubernetes", "--gateway-tls-cert=/etc/projectmcp/gateway-tls/tls.crt", "--gateway-tls-key=/etc/projectmcp/gateway-tls/tls.key"} {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("args lack %s: %q", arg, c.Args)
 		}
@@ -282,7 +282,7 @@ func TestChartOptionalPartsOff(t *testing.T) {
 	if dep.Spec.Template.Spec.ServiceAccountName != "existing" {
 		t.Errorf("serviceAccountName %q", dep.Spec.Template.Spec.ServiceAccountName)
 	}
-	for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ServiceMonitor"} {
+	for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ServiceMonitor", "Certificate"} {
 		if n := len(OfKind(objs, kind)); n != 0 {
 			t.Errorf("%d %s rendered", n, kind)
 		}
@@ -498,4 +498,69 @@ func tokenVolume(pod corev1.PodSpec, c *corev1.Container) *corev1.Volume {
 		}
 	}
 	return nil
+}
+
+// gateway.tls.secretName serves the gateway over HTTPS from that Secret, mounted read-only with
+// the key for the controller alone; gateway.tls.certManager.issuerRef adds a cert-manager
+// Certificate for the gateway Service's names into the Secret. Either makes the default
+// status.endpoint https://. Without them nothing of TLS is rendered (TestChartOptionalPartsOff).
+func TestChartGatewayTLS(t *testing.T) {
+	for _, tc := range []struct {
+		name, set, secret string
+		certificate       bool
+	}{
+		{"a Secret", "gateway.tls.secretName=gw-tls", "gw-tls", false},
+		{"cert-manager", "gateway.tls.certManager.issuerRef.name=internal-ca,gateway.tls.certManager.issuerRef.kind=ClusterIssuer," +
+			"gateway.tls.certManager.dnsNames[0]=mcp.example.com,gateway.tls.certManager.renewBefore=240h", "projectmcp-gateway-tls", true},
+		{"cert-manager into a named Secret", "gateway.tls.secretName=gw-tls,gateway.tls.certManager.issuerRef.name=internal-ca", "gw-tls", true},
+	} {
+		objs, _ := render(t, "--set", tc.set)
+		for _, p := range CheckInstall(objs, imageOf(t, "static")) {
+			t.Errorf("%s: %s", tc.name, p)
+		}
+		dep, c, err := Controller(objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u, _ := FlagValue(c.Args, "gateway-url"); u != "https://projectmcp-gateway.projectmcp-system.svc:8484" {
+			t.Errorf("%s: --gateway-url=%s, want the Service's https:// address", tc.name, u)
+		}
+		var secret *corev1.SecretVolumeSource
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			if v.Name == "gateway-tls" {
+				secret = v.Secret
+			}
+		}
+		if secret == nil || secret.SecretName != tc.secret || *secret.DefaultMode != 0o400 {
+			t.Errorf("%s: volume gateway-tls %+v, want Secret %s of mode 0400", tc.name, secret, tc.secret)
+		}
+		checkArgsParse(t, imageBinary(t), c.Args)
+		cert := Find(objs, "Certificate", "projectmcp-gateway")
+		if (cert != nil) != tc.certificate {
+			t.Fatalf("%s: Certificate %v, want one: %v", tc.name, cert, tc.certificate)
+		}
+		if cert == nil {
+			continue
+		}
+		name, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+		dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+		issuer, _, _ := unstructured.NestedStringMap(cert.Object, "spec", "issuerRef")
+		if name != tc.secret || !slices.Contains(dns, "projectmcp-gateway.projectmcp-system.svc") || issuer["name"] != "internal-ca" {
+			t.Errorf("%s: Certificate secretName %q, dnsNames %q, issuerRef %v", tc.name, name, dns, issuer)
+		}
+		if strings.Contains(tc.set, "mcp.example.com") && (!slices.Contains(dns, "mcp.example.com") || issuer["kind"] != "ClusterIssuer") {
+			t.Errorf("%s: dnsNames %q, issuerRef %v: the values' extra name and kind are missing", tc.name, dns, issuer)
+		}
+	}
+
+	// With servers sharing the controller's uid the key is no more the controller's than
+	// anything else, and CheckInstall does not ask for 0400 then.
+	objs, _ := render(t, "--set", "gateway.tls.secretName=gw-tls,serverUser.enabled=false,serviceAccount.projectedToken.enabled=false")
+	for _, p := range CheckInstall(objs, imageOf(t, "static")) {
+		t.Errorf("servers not apart: %s", p)
+	}
+	if out, err := helm(t, "template", "projectmcp", chartDir, "--set", "gateway.tls.certManager.issuerRef.kind=ClusterIssuer"); err == nil ||
+		!strings.Contains(out, "/gateway/tls/certManager/issuerRef") {
+		t.Errorf("an issuerRef without a name: %v, want a refusal naming it:\n%s", err, out)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,6 +182,7 @@ func CheckInstall(objs []*unstructured.Unstructured, img Image) []string {
 
 	problems = append(problems, checkUsers(pod, c, img)...)
 	problems = append(problems, checkToken(pod, c)...)
+	problems = append(problems, checkGatewayTLS(pod, c)...)
 	if csc := c.SecurityContext; csc == nil || csc.ReadOnlyRootFilesystem == nil || !*csc.ReadOnlyRootFilesystem ||
 		csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation {
 		bad("container securityContext: want readOnlyRootFilesystem true and allowPrivilegeEscalation false")
@@ -288,8 +290,12 @@ func CheckInstall(objs []*unstructured.Unstructured, img Image) []string {
 	if !strings.HasSuffix(u.Hostname(), ".svc") {
 		return problems
 	}
-	if want := fmt.Sprintf("%s.%s.svc", gateway.Name, gateway.Namespace); u.Hostname() != want || u.Scheme != "http" {
-		bad("--gateway-url=%s: the gateway Service is http://%s", gwURL, want)
+	scheme := "http"
+	if _, tls := FlagValue(c.Args, "gateway-tls-cert"); tls {
+		scheme = "https"
+	}
+	if want := fmt.Sprintf("%s.%s.svc", gateway.Name, gateway.Namespace); u.Hostname() != want || u.Scheme != scheme {
+		bad("--gateway-url=%s: the gateway Service is %s://%s", gwURL, scheme, want)
 	}
 	found := false
 	for _, p := range gateway.Spec.Ports {
@@ -401,4 +407,39 @@ func checkToken(pod corev1.PodSpec, c *corev1.Container) []string {
 		problems = append(problems, fmt.Sprintf("volume %q: want token (the API server's audience), ca.crt of kube-root-ca.crt and namespace; token %v, ca.crt %v, namespace %v", vol.Name, token, ca, namespace))
 	}
 	return problems
+}
+
+// checkGatewayTLS checks that --gateway-tls-cert and --gateway-tls-key, when given, name files
+// of one Secret mounted read-only, the key readable by its owner alone when servers run as
+// another user (--server-uid).
+func checkGatewayTLS(pod corev1.PodSpec, c *corev1.Container) []string {
+	cert, hasCert := FlagValue(c.Args, "gateway-tls-cert")
+	key, hasKey := FlagValue(c.Args, "gateway-tls-key")
+	if !hasCert && !hasKey {
+		return nil
+	}
+	if !hasCert || !hasKey || filepath.Dir(cert) != filepath.Dir(key) {
+		return []string{fmt.Sprintf("--gateway-tls-cert=%q and --gateway-tls-key=%q: want both, in one directory", cert, key)}
+	}
+	for _, m := range c.VolumeMounts {
+		if m.MountPath != filepath.Dir(cert) {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			switch {
+			case v.Secret == nil || !m.ReadOnly:
+				return []string{fmt.Sprintf("volume %q at %s: want a Secret mounted read-only", v.Name, m.MountPath)}
+			case filepath.Base(cert) != "tls.crt" || filepath.Base(key) != "tls.key":
+				return []string{fmt.Sprintf("--gateway-tls-cert=%s, --gateway-tls-key=%s: a kubernetes.io/tls Secret holds tls.crt and tls.key", cert, key)}
+			}
+			if _, apart := FlagValue(c.Args, "server-uid"); apart && (v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o077 != 0) {
+				return []string{fmt.Sprintf("volume %q: the gateway's key must be readable by the controller alone, not by its servers", v.Name)}
+			}
+			return nil
+		}
+	}
+	return []string{fmt.Sprintf("--gateway-tls-cert=%s: no volume is mounted at %s", cert, filepath.Dir(cert))}
 }
