@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -72,7 +73,14 @@ func (iso *Isolation) makeHome(server string) (string, func(), error) {
 	if iso.Home != "" {
 		return iso.Home, func() {}, nil
 	}
-	dir, err := os.MkdirTemp("", "projectmcp-home-"+server+"-")
+	parent := "" // the temporary directory
+	if iso.Credential != nil {
+		var err error
+		if parent, err = otherUsersHomes(); err != nil {
+			return "", nil, fmt.Errorf("creating the server's HOME: %w", err)
+		}
+	}
+	dir, err := os.MkdirTemp(parent, "projectmcp-home-"+server+"-")
 	if err != nil {
 		return "", nil, fmt.Errorf("creating the server's HOME: %w", err)
 	}
@@ -89,6 +97,39 @@ func (iso *Isolation) makeHome(server string) (string, func(), error) {
 		}
 	}
 	return filepath.Clean(dir), remove, nil
+}
+
+// homesOfOtherUsers is the directory the HOMEs of servers run as another user are made in.
+var homesOfOtherUsers struct {
+	sync.Mutex
+	dir string
+}
+
+// otherUsersHomes is the directory, the controller's with mode 0711 in the temporary
+// directory, that HOMEs of servers run as another user are made in: a server enters its own
+// HOME but can neither list the others nor rename, replace or remove its HOME's entry, so the
+// controller's chown and removal by path reach the directory it made. (The temporary directory
+// itself may be writable by every user without the sticky bit, as a Kubernetes emptyDir is.)
+// It is made once per process, and again if it went.
+func otherUsersHomes() (string, error) {
+	h := &homesOfOtherUsers
+	h.Lock()
+	defer h.Unlock()
+	if h.dir != "" {
+		if fi, err := os.Lstat(h.dir); err == nil && fi.IsDir() {
+			return h.dir, nil
+		}
+	}
+	dir, err := os.MkdirTemp("", "projectmcp-homes-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		_ = os.Remove(dir)
+		return "", err
+	}
+	h.dir = dir
+	return dir, nil
 }
 
 // ValidEnvName reports whether name can be passed through as an environment variable: not

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,11 +87,18 @@ func (s *suite) tryRead(t *testing.T, name, token string) fixture.TryReadReport 
 	if err != nil {
 		t.Fatal(err)
 	}
+	home := ""
 	for _, kv := range strings.Split(env, "\n") {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "KUBERNETES_") || strings.Contains(strings.ToUpper(name), "TOKEN") {
+		key, value, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(key, "KUBERNETES_") || strings.Contains(strings.ToUpper(key), "TOKEN") {
 			t.Errorf("the server's environment holds %s", kv)
 		}
+		if key == "HOME" {
+			home = value
+		}
+	}
+	if !slices.Contains(homes(t, name), home) {
+		t.Errorf("the server's HOME %q is not among the HOMEs the fault looks for: %q", home, homes(t, name))
 	}
 	_ = cs.Close()
 	s.remove(t, key)
@@ -156,9 +164,13 @@ func environOf(c *controller) string {
 // homes are the HOME directories left of the server name.
 func homes(t *testing.T, server string) []string {
 	t.Helper()
-	found, err := filepath.Glob(filepath.Join(os.TempDir(), "projectmcp-home-"+server+"-*"))
-	if err != nil {
-		t.Fatal(err)
+	var found []string
+	for _, pattern := range []string{"projectmcp-home-" + server + "-*", filepath.Join("projectmcp-homes-*", "projectmcp-home-"+server+"-*")} {
+		matches, err := filepath.Glob(filepath.Join(os.TempDir(), pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found = append(found, matches...)
 	}
 	return found
 }
