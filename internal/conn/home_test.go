@@ -43,11 +43,10 @@ func TestServerHomeRemovedWithoutDACOverride(t *testing.T) {
 		how    string
 		remove bool
 	}{{"reclaim", true}, {"plain", false}} {
-		home, _, err := iso.makeHome("cache")
+		home, remove, err := iso.makeHome("cache")
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = os.Remove(filepath.Dir(home)) }) // once empty
 		parent, err := os.Stat(filepath.Dir(home))
 		if err != nil || parent.Mode().Perm() != 0o711 || parent.Sys().(*syscall.Stat_t).Uid != 0 {
 			t.Fatalf("the HOME's parent %s: %v %v, want the controller's, mode 0711", filepath.Dir(home), parent, err)
@@ -59,8 +58,10 @@ func TestServerHomeRemovedWithoutDACOverride(t *testing.T) {
 		if removed := err == nil; removed != tc.remove {
 			t.Errorf("%s: HOME removed %v (%v %s), want %v", tc.how, removed, err, out, tc.remove)
 		}
-		_ = reclaim(home) // what the plain removal left
-		_ = os.RemoveAll(home)
+		remove() // what the plain removal left, and the HOMEs' directory once empty
+		if _, err := os.Lstat(filepath.Dir(home)); !os.IsNotExist(err) {
+			t.Errorf("%s: the HOMEs' directory outlives its last HOME: %v", tc.how, err)
+		}
 	}
 }
 
