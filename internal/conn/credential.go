@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -39,9 +40,16 @@ func (iso *Isolation) NeededCapabilities() []Capability {
 }
 
 // CheckCapabilities refuses a Credential the controller cannot switch to: it names every
-// needed capability missing from the process's effective set (/proc/self/status, CapEff).
+// needed capability missing from the process's effective set (/proc/self/status, CapEff;
+// outside Linux, it asks for root).
 func (iso *Isolation) CheckCapabilities() error {
 	if iso.Credential == nil {
+		return nil
+	}
+	if runtime.GOOS != "linux" { // no capability sets to read: root alone may switch users
+		if os.Geteuid() != 0 {
+			return fmt.Errorf("running stdio servers as uid %d needs the controller to run as root (it runs as uid %d)", iso.Credential.Uid, os.Geteuid())
+		}
 		return nil
 	}
 	status, err := os.ReadFile("/proc/self/status")
