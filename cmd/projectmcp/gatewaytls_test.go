@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,6 +97,9 @@ func TestGatewayTLS(t *testing.T) {
 	}
 	if strings.Contains(p.out.String(), "BEGIN") {
 		t.Errorf("the controller's output holds PEM text")
+	}
+	if code := p.stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+		t.Errorf("the controller exited %d on SIGTERM", code)
 	}
 }
 
