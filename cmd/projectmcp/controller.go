@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
+	"net/url"
 	"slices"
 	"strconv"
 	"syscall"
@@ -59,6 +60,8 @@ type controllerFlags struct {
 	gatewayAddr    string
 	gatewayURL     string
 	gatewayAuth    string
+	gatewayTLSCert string
+	gatewayTLSKey  string
 	sessionTimeout time.Duration
 	statelessIdle  time.Duration
 	maxBodyBytes   int64
@@ -141,7 +144,9 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.DurationVar(&f.healthInterval, "health-interval", f.healthInterval, "how often an idle connection is probed")
 	all.DurationVar(&f.relistInterval, "relist-interval", f.relistInterval, "backstop tools/list interval")
 	all.StringVar(&f.gatewayAddr, "gateway-bind-address", f.gatewayAddr, `address of the per-project MCP endpoints ("0" disables the gateway)`)
-	all.StringVar(&f.gatewayURL, "gateway-url", f.gatewayURL, "URL clients reach the gateway at, written to status.endpoint (default: http://<bind address>)")
+	all.StringVar(&f.gatewayURL, "gateway-url", f.gatewayURL, "URL clients reach the gateway at, written to status.endpoint (default: http://<bind address>, https:// when the gateway serves TLS)")
+	all.StringVar(&f.gatewayTLSCert, "gateway-tls-cert", f.gatewayTLSCert, "PEM certificate (chain) file the gateway serves HTTPS with, reread when it changes (with --gateway-tls-key)")
+	all.StringVar(&f.gatewayTLSKey, "gateway-tls-key", f.gatewayTLSKey, "PEM private key file of --gateway-tls-cert, reread when it changes")
 	all.StringVar(&f.gatewayAuth, "gateway-auth", f.gatewayAuth, `"local": loopback callers only; "kubernetes": bearer token checked by TokenReview, verb "use" on the ProjectMCP checked by SubjectAccessReview`)
 	all.DurationVar(&f.sessionTimeout, "session-timeout", f.sessionTimeout, "release a session that sent no request for this long")
 	all.DurationVar(&f.statelessIdle, "stateless-session-idle", f.statelessIdle, "release a stateless (2026-07-28) session that sent no request for this long")
@@ -164,7 +169,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.StringArrayVar(&f.allowCommands, "allow-command", f.allowCommands, "glob of a stdio command servers may run (repeatable); with none, stdio servers are refused in a cluster")
 	all.BoolVar(&f.allowAny, "allow-any-command", f.allowAny, "run any stdio command (the default outside a cluster, where the controller runs as the user)")
 	all.StringArrayVar(&f.serverEnv, "server-env", f.serverEnv, "name of a variable of the controller's environment that stdio servers also get (repeatable; they always get PATH, LANG, TMPDIR and a HOME of their own)")
-	all.StringVar(&f.serverUID, "server-uid", f.serverUID, "run stdio servers as this user id (the controller must run as root)")
+	all.StringVar(&f.serverUID, "server-uid", f.serverUID, "run stdio servers as this user id (the controller needs CAP_SETUID, CAP_SETGID, CAP_KILL and CAP_CHOWN, e.g. uid 0 with all other capabilities dropped)")
 	all.StringVar(&f.serverGID, "server-gid", f.serverGID, "run stdio servers with this group id (default: --server-uid's value)")
 	all.StringArrayVar(&f.allowURLs, "allow-url", f.allowURLs, "URL pattern (https://*.example.com, http://10.0.0.5:*/mcp) or address range (10.0.0.0/8) HTTP and SSE servers may reach (repeatable); with none, any but loopback, link-local and cloud metadata services (also when carried in NAT64 or 6to4 addresses)")
 	all.StringArrayVar(&f.denyURLs, "deny-url", f.denyURLs, "URL pattern or address range HTTP and SSE servers may not reach (repeatable)")
@@ -226,10 +231,10 @@ func (f *controllerFlags) isolation() (conn.Isolation, error) {
 			return iso, fmt.Errorf("--server-gid %q: not a numeric group id", f.serverGID)
 		}
 	}
-	if os.Geteuid() != 0 {
-		return iso, fmt.Errorf("--server-uid needs the controller to run as root (it runs as uid %d)", os.Geteuid())
-	}
 	iso.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	if err := iso.CheckCapabilities(); err != nil {
+		return iso, fmt.Errorf("--server-uid: %w", err)
+	}
 	return iso, nil
 }
 
@@ -449,8 +454,13 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 		MaxSessionsPerPrincipal: f.maxPerUser, MaxSubscriptionsPerSession: f.maxSubsEach, MaxToolName: f.maxToolName,
 		Objects: mgr.GetClient(), Live: mgr.GetAPIReader(),
 	}
-	if opts.BaseURL == "" {
-		opts.BaseURL = "http://" + bound
+	tlsConfig, err := f.gatewayTLS()
+	if err != nil {
+		return nil, err
+	}
+	opts.TLS = tlsConfig
+	if opts.BaseURL, err = gatewayBaseURL(f.gatewayURL, bound, tlsConfig != nil); err != nil {
+		return nil, err
 	}
 	switch f.gatewayAuth {
 	case "local":
@@ -481,6 +491,43 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 		return nil, errors.New("--audit-arguments needs --audit-log")
 	}
 	return gateway.New(opts), nil
+}
+
+// gatewayTLS is the gateway's TLS configuration from --gateway-tls-cert and --gateway-tls-key,
+// nil when neither is set; the files are loaded once here, so that a bad one stops the start.
+func (f *controllerFlags) gatewayTLS() (*tls.Config, error) {
+	switch {
+	case f.gatewayTLSCert == "" && f.gatewayTLSKey == "":
+		return nil, nil
+	case f.gatewayTLSCert == "" || f.gatewayTLSKey == "":
+		return nil, errors.New("--gateway-tls-cert and --gateway-tls-key go together")
+	}
+	files, err := gateway.LoadCertFiles(f.gatewayTLSCert, f.gatewayTLSKey, ctrl.Log.WithName("gateway"))
+	if err != nil {
+		return nil, fmt.Errorf("--gateway-tls-cert, --gateway-tls-key: %w", err)
+	}
+	return files.TLSConfig(), nil
+}
+
+// gatewayBaseURL is the URL written to status.endpoint: --gateway-url, or the bound address
+// with the scheme the gateway serves. A URL whose scheme is not the one served is refused,
+// since clients would send their tokens in the clear or fail every request.
+func gatewayBaseURL(flag, bound string, tls bool) (string, error) {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	if flag == "" {
+		return scheme + "://" + bound, nil
+	}
+	u, err := url.Parse(flag)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", fmt.Errorf("--gateway-url %q: want an http:// or https:// URL with a host", flag)
+	}
+	if tls && u.Scheme != "https" {
+		return "", fmt.Errorf("--gateway-url %q: the gateway serves HTTPS (--gateway-tls-cert), so the URL must be https://", flag)
+	}
+	return flag, nil
 }
 
 const controllerLong = `Runs the reconciler, the connection registry and the gateway against the kubeconfig's

@@ -85,7 +85,7 @@ func newDevCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the control plane's data and kubeconfig here (default: a temporary directory, removed on exit)")
 	// Leader election means nothing for one local process; dev's endpoint is for this machine.
 	f.bind(cmd.Flags(), "leader-elect", "leader-election-namespace", "leader-elect-lease-duration",
-		"leader-elect-renew-deadline", "leader-elect-retry-period", "gateway-auth")
+		"leader-elect-renew-deadline", "leader-elect-retry-period", "gateway-auth", "gateway-tls-cert", "gateway-tls-key")
 	return cmd
 }
 

@@ -2,11 +2,16 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // parseControllerFlags parses args as `projectmcp controller` would.
@@ -84,5 +89,65 @@ func TestEgressFlags(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), tc[0]+": ") || !strings.Contains(err.Error(), tc[1]) {
 			t.Errorf("%q: error %v, want one naming the flag and the value", tc, err)
 		}
+	}
+}
+
+// --server-uid needs the capabilities to switch users, not root as such: a controller whose
+// bounding set lacks CAP_KILL is refused with an error naming CAP_KILL, and one with the four
+// capabilities the chart grants gets past the check. Run as root, through setpriv (which
+// narrows the capabilities a root process keeps across exec).
+func TestServerUIDNeedsCapabilities(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and setpriv to run the controller with fewer capabilities")
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		caps, want, notWant string
+	}{
+		{"+setuid,+setgid,+chown", "it lacks CAP_KILL", ""},
+		{"+setuid,+kill", "it lacks CAP_SETGID, CAP_CHOWN", ""},
+		{"+setuid,+setgid,+kill,+chown", "", "--server-uid"},
+	} {
+		cmd := exec.Command(setpriv, "--bounding-set", "-all,"+tc.caps, "--", os.Args[0], "controller",
+			"--kubeconfig", kubeconfig, "--leader-elect=false", "--gateway-bind-address", "0",
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--server-uid", "65532")
+		cmd.Env = append(os.Environ(), mainEnvVar+"=1")
+		out, _ := startAndStopSoon(cmd)
+		if tc.want != "" && !strings.Contains(out, tc.want) {
+			t.Errorf("bounding set %s: output %q, want %q", tc.caps, out, tc.want)
+		}
+		if tc.notWant != "" && strings.Contains(out, tc.notWant) {
+			t.Errorf("bounding set %s: refused: %q", tc.caps, out)
+		}
+	}
+}
+
+// startAndStopSoon runs cmd for at most two seconds (a controller that got past its checks
+// runs on) and returns its output.
+func startAndStopSoon(cmd *exec.Cmd) (string, error) {
+	var out testutil.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return out.String(), err
+	case <-time.After(2 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		return out.String(), nil
 	}
 }

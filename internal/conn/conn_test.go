@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 		fixture.Main()
 		return
 	}
+	if how := os.Getenv(removeHomeEnv); how != "" {
+		removeHomeMain(how)
+	}
 	if size := os.Getenv(hostileEnv); size != "" {
 		hostileStdio(size)
 		return

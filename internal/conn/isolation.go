@@ -1,11 +1,14 @@
 package conn
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -22,7 +25,7 @@ type Isolation struct {
 	// empty (mode 0700, owned by Credential's user) before it starts and removed when it ends.
 	Home string
 	// Credential, when not nil, is the user and groups stdio servers run as; the controller
-	// needs to run as root for it.
+	// needs NeededCapabilities for it (CheckCapabilities), not root as such.
 	Credential *syscall.Credential
 	// Egress, when not nil, is where HTTP and SSE servers may be reached; nil admits any URL.
 	Egress *Egress
@@ -72,18 +75,87 @@ func (iso *Isolation) makeHome(server string) (string, func(), error) {
 	if iso.Home != "" {
 		return iso.Home, func() {}, nil
 	}
-	dir, err := os.MkdirTemp("", "projectmcp-home-"+server+"-")
+	prefix := "projectmcp-home-" + server + "-"
+	cred := iso.Credential
+	if cred == nil {
+		dir, err := os.MkdirTemp("", prefix)
+		if err != nil {
+			return "", nil, fmt.Errorf("creating the server's HOME: %w", err)
+		}
+		return filepath.Clean(dir), func() { _ = os.RemoveAll(dir) }, nil
+	}
+	dir, err := otherUsersHomes.make(prefix)
 	if err != nil {
 		return "", nil, fmt.Errorf("creating the server's HOME: %w", err)
 	}
-	remove := func() { _ = os.RemoveAll(dir) }
-	if cred := iso.Credential; cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			remove()
-			return "", nil, fmt.Errorf("handing the server's HOME to uid %d: %w", cred.Uid, err)
-		}
+	var once sync.Once // the count of HOMEs is right only if each goes once
+	remove := func() {
+		once.Do(func() {
+			// What the server left is its user's, possibly unwritable to the controller's.
+			_ = reclaim(dir)
+			_ = os.RemoveAll(dir)
+			otherUsersHomes.release()
+		})
+	}
+	if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+		remove()
+		return "", nil, fmt.Errorf("handing the server's HOME to uid %d: %w", cred.Uid, err)
 	}
 	return filepath.Clean(dir), remove, nil
+}
+
+// otherUsersHomes holds the HOMEs of servers run as another user.
+var otherUsersHomes homesDir
+
+// homesDir is a directory of the controller's, mode 0711 in the temporary directory, that
+// HOMEs are made in: a server enters its own HOME but can neither list the others nor rename,
+// replace or remove its HOME's entry, so the controller's chown and removal by path reach the
+// directory it made. (The temporary directory itself may be writable by every user without
+// the sticky bit, as a Kubernetes emptyDir is.) It exists while it holds a HOME.
+type homesDir struct {
+	mu    sync.Mutex
+	dir   string
+	homes int
+}
+
+// make makes a HOME named prefix and a random suffix, and the directory first if need be
+// (again if another hand, a cleaner of the temporary directory, removed it).
+func (h *homesDir) make(prefix string) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		if h.dir == "" {
+			dir, err := os.MkdirTemp("", "projectmcp-homes-")
+			if err != nil {
+				return "", err
+			}
+			if err := os.Chmod(dir, 0o711); err != nil {
+				_ = os.Remove(dir)
+				return "", err
+			}
+			h.dir = dir
+		}
+		home, err := os.MkdirTemp(h.dir, prefix)
+		if errors.Is(err, fs.ErrNotExist) && attempt == 0 {
+			h.dir = ""
+			continue
+		}
+		if err == nil {
+			h.homes++
+		}
+		return home, err
+	}
+}
+
+// release is called once a HOME made here was removed; the last one takes the directory with
+// it (left in place if something else is in it).
+func (h *homesDir) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.homes--; h.homes == 0 {
+		_ = os.Remove(h.dir)
+		h.dir = ""
+	}
 }
 
 // ValidEnvName reports whether name can be passed through as an environment variable: not

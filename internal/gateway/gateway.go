@@ -15,6 +15,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -113,6 +114,9 @@ type Options struct {
 	// (toolname.Project's budget; zero: toolname.DefaultBudget). The reconciler must get the
 	// same value, so that status names the tools sessions see.
 	MaxToolName int
+	// TLS, when not nil, makes the gateway serve HTTPS with it (CertFiles.TLSConfig); BaseURL
+	// is then an https:// URL.
+	TLS *tls.Config
 	// Clock times stateless sessions' inactivity (default: real).
 	Clock clock.WithTicker
 	Log   logr.Logger
@@ -484,8 +488,13 @@ func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 	if g.opts.Auth == nil {
 		srv.ConnContext = peerContext // local mode: whose process is calling (peer.go)
 	}
+	serve := func() error { return srv.Serve(ln) }
+	if g.opts.TLS != nil {
+		srv.TLSConfig = g.opts.TLS
+		serve = func() error { return srv.ServeTLS(ln, "", "") } // the certificate comes from TLS
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- serve() }()
 	close(g.serving)
 	select {
 	case err := <-errc:

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"github.com/dsh-dev/projectmcp/internal/testenv"
 )
@@ -180,7 +181,7 @@ func TestChartAllFeatures(t *testing.T) {
 		"--session-timeout=1h", "--call-timeout=10m", "--zap-log-level=debug", "--connect-timeout=1m",
 		"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s",
 		"--gateway-bind-address=:9484", "--metrics-bind-address=:9090", "--metrics-project-labels", "--health-probe-bind-address=:9081",
-		"--gateway-auth=kubernetes"} {
+		"--gateway-auth=kubernetes", "--gateway-tls-cert=/etc/projectmcp/gateway-tls/tls.crt", "--gateway-tls-key=/etc/projectmcp/gateway-tls/tls.key"} {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("args lack %s: %q", arg, c.Args)
 		}
@@ -281,7 +282,7 @@ func TestChartOptionalPartsOff(t *testing.T) {
 	if dep.Spec.Template.Spec.ServiceAccountName != "existing" {
 		t.Errorf("serviceAccountName %q", dep.Spec.Template.Spec.ServiceAccountName)
 	}
-	for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ServiceMonitor"} {
+	for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ServiceMonitor", "Certificate"} {
 		if n := len(OfKind(objs, kind)); n != 0 {
 			t.Errorf("%d %s rendered", n, kind)
 		}
@@ -374,5 +375,192 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 	broken := strings.Replace(manifests, "interval: 15s", "interval: every so often", 1)
 	if out, err := apply("broken", broken); err == nil || !strings.Contains(out, "interval") {
 		t.Errorf("a ServiceMonitor with interval %q was accepted: %v\n%s", "every so often", err, out)
+	}
+}
+
+// By default the chart and config/default keep stdio servers apart from the controller: the
+// controller runs as uid 0 with SETUID, SETGID, KILL and CHOWN alone and starts its servers as
+// uid:gid 65532 (--server-uid, --server-gid); its token is not automounted but projected at
+// the usual path, readable by its owner alone. serverUser and serviceAccount.projectedToken
+// turn that off, back to the image's user with the token automounted.
+func TestChartServersApart(t *testing.T) {
+	out, err := exec.Command("kubectl", "kustomize", filepath.Join(root(t), "config", "default")).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/default: %v", err)
+	}
+	kustomized, err := DecodeObjects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart, _ := render(t)
+	custom, _ := render(t, "--set", "serverUser.uid=1000,serverUser.gid=2000,serviceAccount.projectedToken.expirationSeconds=7200")
+	for _, tc := range []struct {
+		name     string
+		objs     []*unstructured.Unstructured
+		uid, gid string
+		expiry   int64
+	}{{"chart", chart, "65532", "65532", 3607}, {"config/default", kustomized, "65532", "65532", 3607}, {"chart, other uid", custom, "1000", "2000", 7200}} {
+		for _, p := range CheckInstall(tc.objs, imageOf(t, "static")) {
+			t.Errorf("%s: %s", tc.name, p)
+		}
+		dep, c, err := Controller(tc.objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := dep.Spec.Template.Spec
+		if sc := pod.SecurityContext; sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.RunAsGroup == nil || *sc.RunAsGroup != 0 {
+			t.Errorf("%s: pod securityContext %+v, want uid and gid 0", tc.name, sc)
+		}
+		caps := c.SecurityContext.Capabilities
+		if !slices.Equal(caps.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(caps.Add, ServerCapabilities) {
+			t.Errorf("%s: capabilities %+v, want drop ALL, add %v", tc.name, caps, ServerCapabilities)
+		}
+		if uid, _ := FlagValue(c.Args, "server-uid"); uid != tc.uid {
+			t.Errorf("%s: --server-uid=%q, want %s", tc.name, uid, tc.uid)
+		}
+		if gid, _ := FlagValue(c.Args, "server-gid"); gid != tc.gid {
+			t.Errorf("%s: --server-gid=%q, want %s", tc.name, gid, tc.gid)
+		}
+		if a := pod.AutomountServiceAccountToken; a == nil || *a {
+			t.Errorf("%s: automountServiceAccountToken %v, want false", tc.name, a)
+		}
+		vol := tokenVolume(pod, c)
+		if vol == nil || *vol.Projected.DefaultMode != 0o400 || vol.Projected.Sources[0].ServiceAccountToken == nil ||
+			*vol.Projected.Sources[0].ServiceAccountToken.ExpirationSeconds != tc.expiry {
+			t.Errorf("%s: token volume %+v, want a projected token of mode 0400 expiring after %d s", tc.name, vol, tc.expiry)
+		}
+		checkArgsParse(t, imageBinary(t), c.Args)
+	}
+
+	off, _ := render(t, "--set", "serverUser.enabled=false,serviceAccount.projectedToken.enabled=false")
+	for _, p := range CheckInstall(off, imageOf(t, "static")) {
+		t.Errorf("off: %s", p)
+	}
+	dep, c, err := Controller(off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := dep.Spec.Template.Spec
+	if _, ok := FlagValue(c.Args, "server-uid"); ok || pod.AutomountServiceAccountToken != nil || tokenVolume(pod, c) != nil ||
+		len(c.SecurityContext.Capabilities.Add) != 0 || *pod.SecurityContext.RunAsUser != 65532 {
+		t.Errorf("off: args %q, automount %v, capabilities %+v, runAsUser %d", c.Args, pod.AutomountServiceAccountToken,
+			c.SecurityContext.Capabilities, *pod.SecurityContext.RunAsUser)
+	}
+	for _, set := range []string{"serverUser.uid=0", "serverUser.gid=0"} {
+		if out, err := helm(t, "template", "projectmcp", chartDir, "--set", set); err == nil || !strings.Contains(out, "/serverUser/") {
+			t.Errorf("--set %s: %v, want a refusal naming serverUser:\n%s", set, err, out)
+		}
+	}
+
+	// CheckInstall refuses what would hand servers the token or leave the controller unable to
+	// switch users.
+	for _, tc := range []struct {
+		name  string
+		spoil func(*corev1.PodSpec, *corev1.Container)
+		want  string
+	}{
+		{"token readable by all", func(p *corev1.PodSpec, _ *corev1.Container) {
+			p.Volumes[len(p.Volumes)-1].Projected.DefaultMode = ptr.To[int32](0o644)
+		}, "readable by others than its owner"},
+		{"no KILL", func(_ *corev1.PodSpec, c *corev1.Container) {
+			c.SecurityContext.Capabilities.Add = []corev1.Capability{"SETUID", "SETGID", "CHOWN"}
+		}, "want exactly [SETUID SETGID KILL CHOWN]"},
+		{"servers as root", func(_ *corev1.PodSpec, c *corev1.Container) {
+			c.Args = append(c.Args, "--server-uid=0")
+		}, `--server-uid="0"`},
+		{"controller not root", func(p *corev1.PodSpec, _ *corev1.Container) {
+			p.SecurityContext.RunAsUser = ptr.To[int64](65532)
+		}, "runs as uid 0"},
+		{"token not mounted", func(_ *corev1.PodSpec, c *corev1.Container) {
+			c.VolumeMounts = c.VolumeMounts[:len(c.VolumeMounts)-1]
+		}, "nothing is mounted read-only at " + TokenPath},
+	} {
+		objs, _ := render(t)
+		dep, c, err := Controller(objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.spoil(&dep.Spec.Template.Spec, c)
+		pod := dep.Spec.Template.Spec
+		if problems := strings.Join(append(checkUsers(pod, c, imageOf(t, "static")), checkToken(pod, c)...), "\n"); !strings.Contains(problems, tc.want) {
+			t.Errorf("%s: problems %q, want one with %q", tc.name, problems, tc.want)
+		}
+	}
+}
+
+// tokenVolume is the volume mounted at TokenPath, nil if none is or it is not projected.
+func tokenVolume(pod corev1.PodSpec, c *corev1.Container) *corev1.Volume {
+	for _, m := range c.VolumeMounts {
+		for i, v := range pod.Volumes {
+			if m.MountPath == TokenPath && v.Name == m.Name && v.Projected != nil {
+				return &pod.Volumes[i]
+			}
+		}
+	}
+	return nil
+}
+
+// gateway.tls.secretName serves the gateway over HTTPS from that Secret, mounted read-only with
+// the key for the controller alone; gateway.tls.certManager.issuerRef adds a cert-manager
+// Certificate for the gateway Service's names into the Secret. Either makes the default
+// status.endpoint https://. Without them nothing of TLS is rendered (TestChartOptionalPartsOff).
+func TestChartGatewayTLS(t *testing.T) {
+	for _, tc := range []struct {
+		name, set, secret string
+		certificate       bool
+	}{
+		{"a Secret", "gateway.tls.secretName=gw-tls", "gw-tls", false},
+		{"cert-manager", "gateway.tls.certManager.issuerRef.name=internal-ca,gateway.tls.certManager.issuerRef.kind=ClusterIssuer," +
+			"gateway.tls.certManager.dnsNames[0]=mcp.example.com,gateway.tls.certManager.renewBefore=240h", "projectmcp-gateway-tls", true},
+		{"cert-manager into a named Secret", "gateway.tls.secretName=gw-tls,gateway.tls.certManager.issuerRef.name=internal-ca", "gw-tls", true},
+	} {
+		objs, _ := render(t, "--set", tc.set)
+		for _, p := range CheckInstall(objs, imageOf(t, "static")) {
+			t.Errorf("%s: %s", tc.name, p)
+		}
+		dep, c, err := Controller(objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u, _ := FlagValue(c.Args, "gateway-url"); u != "https://projectmcp-gateway.projectmcp-system.svc:8484" {
+			t.Errorf("%s: --gateway-url=%s, want the Service's https:// address", tc.name, u)
+		}
+		var secret *corev1.SecretVolumeSource
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			if v.Name == "gateway-tls" {
+				secret = v.Secret
+			}
+		}
+		if secret == nil || secret.SecretName != tc.secret || *secret.DefaultMode != 0o400 {
+			t.Errorf("%s: volume gateway-tls %+v, want Secret %s of mode 0400", tc.name, secret, tc.secret)
+		}
+		checkArgsParse(t, imageBinary(t), c.Args)
+		cert := Find(objs, "Certificate", "projectmcp-gateway")
+		if (cert != nil) != tc.certificate {
+			t.Fatalf("%s: Certificate %v, want one: %v", tc.name, cert, tc.certificate)
+		}
+		if cert == nil {
+			continue
+		}
+		name, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+		dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+		issuer, _, _ := unstructured.NestedStringMap(cert.Object, "spec", "issuerRef")
+		if name != tc.secret || !slices.Contains(dns, "projectmcp-gateway.projectmcp-system.svc") || issuer["name"] != "internal-ca" {
+			t.Errorf("%s: Certificate secretName %q, dnsNames %q, issuerRef %v", tc.name, name, dns, issuer)
+		}
+		if strings.Contains(tc.set, "mcp.example.com") && (!slices.Contains(dns, "mcp.example.com") || issuer["kind"] != "ClusterIssuer") {
+			t.Errorf("%s: dnsNames %q, issuerRef %v: the values' extra name and kind are missing", tc.name, dns, issuer)
+		}
+	}
+
+	// With servers sharing the controller's uid the key is no more the controller's than
+	// anything else, and CheckInstall does not ask for 0400 then.
+	objs, _ := render(t, "--set", "gateway.tls.secretName=gw-tls,serverUser.enabled=false,serviceAccount.projectedToken.enabled=false")
+	for _, p := range CheckInstall(objs, imageOf(t, "static")) {
+		t.Errorf("servers not apart: %s", p)
+	}
+	if out, err := helm(t, "template", "projectmcp", chartDir, "--set", "gateway.tls.certManager.issuerRef.kind=ClusterIssuer"); err == nil ||
+		!strings.Contains(out, "/gateway/tls/certManager/issuerRef") {
+		t.Errorf("an issuerRef without a name: %v, want a refusal naming it:\n%s", err, out)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -154,7 +155,9 @@ func Controller(objs []*unstructured.Unstructured) (*appsv1.Deployment, *corev1.
 
 // CheckInstall checks that an install (config/manager or the rendered chart) runs the image as
 // built: no command (the entrypoint is the binary) and `controller` as the first argument; the
-// image's uid and gid, non-root, a read-only root filesystem with emptyDirs on HOME and /tmp;
+// image's uid and gid, non-root, or with --server-uid uid 0 keeping ServerCapabilities alone
+// (checkUsers); a token not automounted projected at TokenPath, owner-only (checkToken); a
+// read-only root filesystem with emptyDirs on HOME and /tmp;
 // each bind-address flag's port declared under the name the probes and Services use; the
 // probes on /healthz and /readyz; one Service in front of the gateway port, and an
 // in-cluster --gateway-url naming it. It returns every mismatch found.
@@ -177,15 +180,9 @@ func CheckInstall(objs []*unstructured.Unstructured, img Image) []string {
 		bad("image %s: entrypoint %q is not the copied binary %s", img.Stage, img.Entrypoint, img.Binary)
 	}
 
-	sc := pod.SecurityContext
-	switch {
-	case sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot:
-		bad("pod securityContext: runAsNonRoot must be true")
-	case sc.RunAsUser == nil || *sc.RunAsUser != img.UID:
-		bad("pod securityContext: runAsUser must be the image's uid %d", img.UID)
-	case sc.RunAsGroup == nil || *sc.RunAsGroup != img.GID:
-		bad("pod securityContext: runAsGroup must be the image's gid %d", img.GID)
-	}
+	problems = append(problems, checkUsers(pod, c, img)...)
+	problems = append(problems, checkToken(pod, c)...)
+	problems = append(problems, checkGatewayTLS(pod, c)...)
 	if csc := c.SecurityContext; csc == nil || csc.ReadOnlyRootFilesystem == nil || !*csc.ReadOnlyRootFilesystem ||
 		csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation {
 		bad("container securityContext: want readOnlyRootFilesystem true and allowPrivilegeEscalation false")
@@ -293,8 +290,12 @@ func CheckInstall(objs []*unstructured.Unstructured, img Image) []string {
 	if !strings.HasSuffix(u.Hostname(), ".svc") {
 		return problems
 	}
-	if want := fmt.Sprintf("%s.%s.svc", gateway.Name, gateway.Namespace); u.Hostname() != want || u.Scheme != "http" {
-		bad("--gateway-url=%s: the gateway Service is http://%s", gwURL, want)
+	scheme := "http"
+	if _, tls := FlagValue(c.Args, "gateway-tls-cert"); tls {
+		scheme = "https"
+	}
+	if want := fmt.Sprintf("%s.%s.svc", gateway.Name, gateway.Namespace); u.Hostname() != want || u.Scheme != scheme {
+		bad("--gateway-url=%s: the gateway Service is %s://%s", gwURL, scheme, want)
 	}
 	found := false
 	for _, p := range gateway.Spec.Ports {
@@ -304,4 +305,141 @@ func CheckInstall(objs []*unstructured.Unstructured, img Image) []string {
 		bad("--gateway-url=%s: Service %s has no port %s to the gateway", gwURL, gateway.Name, u.Port())
 	}
 	return problems
+}
+
+// ServerCapabilities are the capabilities a controller starting its stdio servers as another
+// user keeps (internal/conn's NeededCapabilities), all others dropped.
+var ServerCapabilities = []corev1.Capability{"SETUID", "SETGID", "KILL", "CHOWN"}
+
+// TokenPath is where client-go's in-cluster configuration reads the ServiceAccount's token,
+// CA and namespace.
+const TokenPath = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// checkUsers checks who the controller runs as. With --server-uid: uid 0 with
+// ServerCapabilities alone, servers as a uid other than 0 and the image's own; without it: the
+// image's non-root user with no capability.
+func checkUsers(pod corev1.PodSpec, c *corev1.Container, img Image) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	sc := pod.SecurityContext
+	if sc == nil {
+		return []string{"no pod securityContext"}
+	}
+	var caps *corev1.Capabilities
+	if c.SecurityContext != nil {
+		caps = c.SecurityContext.Capabilities
+	}
+	if caps == nil || !slices.Equal(caps.Drop, []corev1.Capability{"ALL"}) {
+		bad("container securityContext: capabilities must drop ALL")
+	}
+	uid, apart := FlagValue(c.Args, "server-uid")
+	if !apart {
+		switch {
+		case sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot:
+			bad("pod securityContext: runAsNonRoot must be true")
+		case sc.RunAsUser == nil || *sc.RunAsUser != img.UID:
+			bad("pod securityContext: runAsUser must be the image's uid %d", img.UID)
+		case sc.RunAsGroup == nil || *sc.RunAsGroup != img.GID:
+			bad("pod securityContext: runAsGroup must be the image's gid %d", img.GID)
+		}
+		if caps != nil && len(caps.Add) > 0 {
+			bad("container securityContext: capabilities %v added, but no --server-uid needs them", caps.Add)
+		}
+		return problems
+	}
+	if sc.RunAsUser == nil || *sc.RunAsUser != 0 || (sc.RunAsNonRoot != nil && *sc.RunAsNonRoot) {
+		bad("pod securityContext: with --server-uid the controller runs as uid 0 (runAsUser 0, runAsNonRoot not true)")
+	}
+	if caps != nil && !slices.Equal(caps.Add, ServerCapabilities) {
+		bad("container securityContext: with --server-uid capabilities add %v, want exactly %v", caps.Add, ServerCapabilities)
+	}
+	gid, _ := FlagValue(c.Args, "server-gid")
+	for flag, v := range map[string]string{"--server-uid": uid, "--server-gid": gid} {
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n <= 0 {
+			bad("%s=%q: want a user id other than 0", flag, v)
+		}
+	}
+	return problems
+}
+
+// checkToken checks that a token not automounted is mounted at TokenPath, as a projected
+// volume with the token, the cluster's CA and the namespace, the token readable by its owner
+// alone.
+func checkToken(pod corev1.PodSpec, c *corev1.Container) []string {
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		return nil
+	}
+	var mount *corev1.VolumeMount
+	for i, m := range c.VolumeMounts {
+		if m.MountPath == TokenPath {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if mount == nil || !mount.ReadOnly {
+		return []string{"automountServiceAccountToken is false, but nothing is mounted read-only at " + TokenPath}
+	}
+	var vol *corev1.Volume
+	for i, v := range pod.Volumes {
+		if v.Name == mount.Name {
+			vol = &pod.Volumes[i]
+		}
+	}
+	if vol == nil || vol.Projected == nil || vol.Projected.DefaultMode == nil {
+		return []string{fmt.Sprintf("volume %q at %s: want a projected volume with a defaultMode", mount.Name, TokenPath)}
+	}
+	var problems []string
+	if mode := *vol.Projected.DefaultMode; mode&0o077 != 0 {
+		problems = append(problems, fmt.Sprintf("volume %q: the token's mode %#o is readable by others than its owner", vol.Name, mode))
+	}
+	var token, ca, namespace bool
+	for _, src := range vol.Projected.Sources {
+		switch {
+		case src.ServiceAccountToken != nil:
+			token = src.ServiceAccountToken.Path == "token" && src.ServiceAccountToken.Audience == ""
+		case src.ConfigMap != nil:
+			ca = src.ConfigMap.Name == "kube-root-ca.crt" && len(src.ConfigMap.Items) == 1 && src.ConfigMap.Items[0].Path == "ca.crt"
+		case src.DownwardAPI != nil:
+			namespace = len(src.DownwardAPI.Items) == 1 && src.DownwardAPI.Items[0].Path == "namespace" &&
+				src.DownwardAPI.Items[0].FieldRef != nil && src.DownwardAPI.Items[0].FieldRef.FieldPath == "metadata.namespace"
+		}
+	}
+	if !token || !ca || !namespace {
+		problems = append(problems, fmt.Sprintf("volume %q: want token (the API server's audience), ca.crt of kube-root-ca.crt and namespace; token %v, ca.crt %v, namespace %v", vol.Name, token, ca, namespace))
+	}
+	return problems
+}
+
+// checkGatewayTLS checks that --gateway-tls-cert and --gateway-tls-key, when given, name files
+// of one Secret mounted read-only, the key readable by its owner alone when servers run as
+// another user (--server-uid).
+func checkGatewayTLS(pod corev1.PodSpec, c *corev1.Container) []string {
+	cert, hasCert := FlagValue(c.Args, "gateway-tls-cert")
+	key, hasKey := FlagValue(c.Args, "gateway-tls-key")
+	if !hasCert && !hasKey {
+		return nil
+	}
+	if !hasCert || !hasKey || filepath.Dir(cert) != filepath.Dir(key) {
+		return []string{fmt.Sprintf("--gateway-tls-cert=%q and --gateway-tls-key=%q: want both, in one directory", cert, key)}
+	}
+	for _, m := range c.VolumeMounts {
+		if m.MountPath != filepath.Dir(cert) {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			switch {
+			case v.Secret == nil || !m.ReadOnly:
+				return []string{fmt.Sprintf("volume %q at %s: want a Secret mounted read-only", v.Name, m.MountPath)}
+			case filepath.Base(cert) != "tls.crt" || filepath.Base(key) != "tls.key":
+				return []string{fmt.Sprintf("--gateway-tls-cert=%s, --gateway-tls-key=%s: a kubernetes.io/tls Secret holds tls.crt and tls.key", cert, key)}
+			}
+			if _, apart := FlagValue(c.Args, "server-uid"); apart && (v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o077 != 0) {
+				return []string{fmt.Sprintf("volume %q: the gateway's key must be readable by the controller alone, not by its servers", v.Name)}
+			}
+			return nil
+		}
+	}
+	return []string{fmt.Sprintf("--gateway-tls-cert=%s: no volume is mounted at %s", cert, filepath.Dir(cert))}
 }

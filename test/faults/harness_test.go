@@ -424,12 +424,23 @@ type controller struct {
 // through the proxy, and short timeouts so that faults resolve in seconds.
 func (s *suite) startController(t *testing.T) *controller {
 	t.Helper()
+	return s.startControllerAs(t, controllerRun{})
+}
+
+// controllerRun is how a controller is run besides the suite's flags: under a wrapper command
+// (such as setpriv, which execs it in place), with more environment and more flags.
+type controllerRun struct{ wrap, env, args []string }
+
+func (s *suite) startControllerAs(t *testing.T, run controllerRun) *controller {
+	t.Helper()
 	c := &controller{exited: make(chan struct{}), addrs: s.addrs}
-	c.cmd = exec.Command(s.bin, "controller", "--kubeconfig", s.kubeconfig, "--leader-elect=false",
+	argv := slices.Concat(run.wrap, []string{s.bin, "controller", "--kubeconfig", s.kubeconfig, "--leader-elect=false",
 		"--metrics-bind-address", c.addrs.metrics, "--health-probe-bind-address", c.addrs.probe,
 		"--pprof-bind-address", c.addrs.pprof, "--gateway-bind-address", c.addrs.gateway,
 		"--gateway-auth", "kubernetes", "--allow-url", "127.0.0.1/32",
-		"--connect-timeout", "5s", "--call-timeout", "5s", "--health-interval", "2s", "-v")
+		"--connect-timeout", "5s", "--call-timeout", "5s", "--health-interval", "2s", "-v"}, run.args)
+	c.cmd = exec.Command(argv[0], argv[1:]...)
+	c.cmd.Env = append(os.Environ(), run.env...)
 	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)

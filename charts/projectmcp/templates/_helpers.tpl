@@ -42,7 +42,20 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/* The URL written to status.endpoint: gateway.url, else the gateway Service's address. */}}
 {{- define "projectmcp.gatewayURL" -}}
-{{- default (printf "http://%s-gateway.%s.svc:%v" (include "projectmcp.fullname" .) .Release.Namespace .Values.gateway.port) .Values.gateway.url -}}
+{{- $scheme := ternary "https" "http" (ne (include "projectmcp.gatewayTLSSecret" .) "") -}}
+{{- default (printf "%s://%s-gateway.%s.svc:%v" $scheme (include "projectmcp.fullname" .) .Release.Namespace .Values.gateway.port) .Values.gateway.url -}}
+{{- end -}}
+
+{{/*
+The Secret the gateway serves TLS with: gateway.tls.secretName, else with a cert-manager
+issuer <fullname>-gateway-tls; empty when the gateway serves plain HTTP.
+*/}}
+{{- define "projectmcp.gatewayTLSSecret" -}}
+{{- if .Values.gateway.tls.certManager.issuerRef -}}
+{{- default (printf "%s-gateway-tls" (include "projectmcp.fullname" .)) .Values.gateway.tls.secretName -}}
+{{- else -}}
+{{- .Values.gateway.tls.secretName -}}
+{{- end -}}
 {{- end -}}
 
 {{/* A map as k1=v1,k2=v2 (keys sorted), the form of OTEL_RESOURCE_ATTRIBUTES. */}}
