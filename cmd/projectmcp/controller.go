@@ -12,11 +12,13 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/time/rate"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -62,6 +64,10 @@ type controllerFlags struct {
 	gatewayAuth    string
 	gatewayTLSCert string
 	gatewayTLSKey  string
+	audiences      []string
+	reviewTTL      time.Duration
+	newTokenRate   float64
+	sourceRate     float64
 	sessionTimeout time.Duration
 	statelessIdle  time.Duration
 	maxBodyBytes   int64
@@ -107,6 +113,9 @@ func defaultControllerFlags() controllerFlags {
 		relistInterval: time.Minute,
 		gatewayAddr:    "127.0.0.1:8484",
 		gatewayAuth:    "local",
+		reviewTTL:      30 * time.Second,
+		newTokenRate:   gateway.DefaultNewTokenRate,
+		sourceRate:     gateway.DefaultSourceRate,
 		sessionTimeout: 30 * time.Minute,
 		statelessIdle:  10 * time.Minute,
 		maxBodyBytes:   4 << 20,
@@ -148,6 +157,10 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.StringVar(&f.gatewayTLSCert, "gateway-tls-cert", f.gatewayTLSCert, "PEM certificate (chain) file the gateway serves HTTPS with, reread when it changes (with --gateway-tls-key)")
 	all.StringVar(&f.gatewayTLSKey, "gateway-tls-key", f.gatewayTLSKey, "PEM private key file of --gateway-tls-cert, reread when it changes")
 	all.StringVar(&f.gatewayAuth, "gateway-auth", f.gatewayAuth, `"local": loopback callers only; "kubernetes": bearer token checked by TokenReview, verb "use" on the ProjectMCP checked by SubjectAccessReview`)
+	all.StringSliceVar(&f.audiences, "gateway-audience", f.audiences, "audience a bearer token must be for, with --gateway-auth kubernetes (repeatable or comma-separated): set one such as projectmcp and mint tokens with \"kubectl create token <sa> --audience projectmcp\", so tokens for the gateway cannot call the API server (default: the API server's own audiences)")
+	all.DurationVar(&f.reviewTTL, "gateway-review-ttl", f.reviewTTL, "how long the gateway trusts a token review or an access review before asking again: the longest a revoked token or a removed RoleBinding keeps working")
+	all.Float64Var(&f.newTokenRate, "gateway-new-token-reviews", f.newTokenRate, "TokenReviews a second of tokens the gateway has not seen, all callers together (burst twice as many); past it such a request gets 429 at once")
+	all.Float64Var(&f.sourceRate, "gateway-new-token-reviews-per-source", f.sourceRate, "TokenReviews a second of tokens the gateway has not seen, per caller address (an IPv6 caller's /64; burst four times as many); behind a proxy every caller has the proxy's address")
 	all.DurationVar(&f.sessionTimeout, "session-timeout", f.sessionTimeout, "release a session that sent no request for this long")
 	all.DurationVar(&f.statelessIdle, "stateless-session-idle", f.statelessIdle, "release a stateless (2026-07-28) session that sent no request for this long")
 	all.Int64Var(&f.maxBodyBytes, "max-request-bytes", f.maxBodyBytes, "largest request body the gateway accepts")
@@ -477,7 +490,11 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 		if err != nil {
 			return nil, err
 		}
-		opts.Auth = &gateway.KubernetesAuth{Client: cs}
+		auth, err := f.kubernetesAuth(cs)
+		if err != nil {
+			return nil, err
+		}
+		opts.Auth = auth
 	default:
 		return nil, fmt.Errorf("--gateway-auth must be local or kubernetes, not %q", f.gatewayAuth)
 	}
@@ -528,6 +545,26 @@ func gatewayBaseURL(flag, bound string, tls bool) (string, error) {
 		return "", fmt.Errorf("--gateway-url %q: the gateway serves HTTPS (--gateway-tls-cert), so the URL must be https://", flag)
 	}
 	return flag, nil
+}
+
+// kubernetesAuth is the gateway's TokenReview and SubjectAccessReview checker, from the
+// --gateway-* review flags; an error names the flag that is wrong.
+func (f *controllerFlags) kubernetesAuth(cs kubernetes.Interface) (*gateway.KubernetesAuth, error) {
+	for _, aud := range f.audiences {
+		if strings.TrimSpace(aud) == "" || strings.TrimSpace(aud) != aud {
+			return nil, usageErrorf("--gateway-audience: %q is not an audience (empty, or with spaces around it)", aud)
+		}
+	}
+	switch {
+	case f.reviewTTL < 0:
+		return nil, usageErrorf("--gateway-review-ttl must not be negative (0: the default), not %s", f.reviewTTL)
+	case f.newTokenRate < 0:
+		return nil, usageErrorf("--gateway-new-token-reviews must not be negative (0: the default), not %g", f.newTokenRate)
+	case f.sourceRate < 0:
+		return nil, usageErrorf("--gateway-new-token-reviews-per-source must not be negative (0: the default), not %g", f.sourceRate)
+	}
+	return &gateway.KubernetesAuth{Client: cs, TTL: f.reviewTTL, Audiences: f.audiences,
+		NewTokenRate: rate.Limit(f.newTokenRate), SourceRate: rate.Limit(f.sourceRate)}, nil
 }
 
 const controllerLong = `Runs the reconciler, the connection registry and the gateway against the kubeconfig's

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,18 +81,25 @@ func isLoopback(host string) bool {
 }
 
 // KubernetesAuth authenticates a bearer token with a TokenReview and authorizes the user with
-// a SubjectAccessReview for verb "use" on the ProjectMCP. Both verdicts are cached, keyed by a
-// hash of the token (never the token), in bounded LRU caches (apimachinery's), so a session's
-// requests do not each cost two API calls and a token is reviewed once whatever paths it asks
-// for.
+// SubjectAccessReviews (verb "use" on the ProjectMCP for a project's endpoint). Verdicts are
+// cached, keyed by a hash of the token (never the token), in bounded LRU caches (apimachinery's),
+// so a session's requests do not each cost two API calls and a token is reviewed once whatever
+// paths it asks for.
 //
-// Two rules keep one caller from hurting the others:
+// Four rules keep one caller from hurting the others:
+//   - a token the gateway does not know costs a TokenReview only within two budgets, one for
+//     all callers (NewTokenRate) and one per source address (SourceRate): past either, 429 at
+//     once, so a flood of made-up tokens neither reaches the API server nor queues other users'
+//     reviews behind it. A token known to be valid (fresh or stale) is never charged;
+//   - invalid tokens are remembered in a small cache of their own, so a flood of them never
+//     evicts a valid user's verdict;
 //   - each user may cause at most ReviewRate new access reviews a second (burst ReviewBurst),
 //     and have at most maxReviewsInFlight waiting at once: a user spraying project paths gets
 //     429 for the rest, and every other user's reviews and the controller's own API calls go on;
-//   - a verdict is fresh for TTL, and is kept up to MaxStale after that: when a review cannot be
-//     made (the API server is unreachable, or the user is over its review rate), the last
-//     verdict stands, so live sessions keep working through an API server outage.
+//   - every review is bounded by ReviewTimeout, and a verdict is fresh for TTL and kept up to
+//     MaxStale after that: when a review cannot be made (the API server is unreachable or slow,
+//     or the user is over its review rate), the last verdict stands, so live sessions keep
+//     working through an API server outage.
 type KubernetesAuth struct {
 	Client kubernetes.Interface
 	TTL    time.Duration
@@ -101,26 +110,57 @@ type KubernetesAuth struct {
 	// a second, burst 100).
 	ReviewRate  rate.Limit
 	ReviewBurst int
-	Clock       clock.PassiveClock // default: real
+	// NewTokenRate and NewTokenBurst bound the TokenReviews of tokens the gateway does not
+	// know, all callers together (default 50 a second, burst 100).
+	NewTokenRate  rate.Limit
+	NewTokenBurst int
+	// SourceRate and SourceBurst bound them per source: the caller's IP address, an IPv6
+	// caller's /64 (default 5 a second, burst 20).
+	SourceRate  rate.Limit
+	SourceBurst int
+	// ReviewTimeout bounds each TokenReview and SubjectAccessReview (default 5 s).
+	ReviewTimeout time.Duration
+	// Audiences, when set, are the audiences the gateway accepts: a TokenReview asks for them
+	// and a token for none of them is not valid. Empty: the API server's own audiences.
+	Audiences []string
+	Clock     clock.PassiveClock // default: real
 
 	once      sync.Once
-	mu        sync.Mutex            // makes budget's get-or-add atomic
-	users     *cache.LRUExpireCache // token hash → userEntry
+	mu        sync.Mutex            // makes the get-or-add of limiters and sources atomic
+	users     *cache.LRUExpireCache // token hash → userEntry, valid tokens only
+	invalid   *cache.LRUExpireCache // token hash → struct{}: tokens the API server refused
 	decisions *cache.LRUExpireCache // decisionKey → decision
 	limiters  *cache.LRUExpireCache // user name → *reviewBudget
 	items     *cache.LRUExpireCache // itemKey → itemVerdict (rbac.go)
+	sources   *cache.LRUExpireCache // source → *rate.Limiter
+	newTokens *rate.Limiter
 }
 
-// maxAuthEntries bounds each cache.
+// maxAuthEntries bounds each cache of valid verdicts and budgets.
 const maxAuthEntries = 4096
 
+// maxInvalidEntries bounds the cache of invalid tokens: it only saves reviews of a client that
+// keeps sending the same bad token, and anyone can fill it.
+const maxInvalidEntries = 512
+
+// Access is what a SubjectAccessReview asks: may the user do Verb on Resource (optionally its
+// Subresource, optionally the object Name) in Namespace, in the mcp.dsh.dev API group.
+type Access struct {
+	Namespace, Name, Resource, Subresource, Verb string
+}
+
+// useAccess is the access a project's endpoint needs.
+func useAccess(key types.NamespacedName) Access {
+	return Access{Namespace: key.Namespace, Name: key.Name, Resource: "projectmcps", Verb: UseVerb}
+}
+
 type decisionKey struct {
-	token   [32]byte
-	project types.NamespacedName
+	token  [32]byte
+	access Access
 }
 
 type userEntry struct {
-	user  *authnv1.UserInfo // nil: the token is not valid
+	user  *authnv1.UserInfo
 	fresh time.Time
 }
 
@@ -136,27 +176,52 @@ func (a *KubernetesAuth) init() {
 		if a.Clock == nil {
 			a.Clock = clock.RealClock{}
 		}
-		if a.TTL <= 0 {
-			a.TTL = 30 * time.Second
-		}
-		if a.MaxStale <= 0 {
-			a.MaxStale = 10 * time.Minute
-		}
-		if a.ReviewRate <= 0 {
-			a.ReviewRate = 20
-		}
-		if a.ReviewBurst <= 0 {
-			a.ReviewBurst = 100
-		}
+		a.TTL = orDefault(a.TTL, 30*time.Second)
+		a.MaxStale = orDefault(a.MaxStale, 10*time.Minute)
+		a.ReviewTimeout = orDefault(a.ReviewTimeout, 5*time.Second)
+		a.ReviewRate = orDefault(a.ReviewRate, 20)
+		a.ReviewBurst = orDefault(a.ReviewBurst, 100)
+		a.NewTokenRate = orDefault(a.NewTokenRate, DefaultNewTokenRate)
+		a.NewTokenBurst = orDefault(a.NewTokenBurst, max(1, 2*int(a.NewTokenRate)))
+		a.SourceRate = orDefault(a.SourceRate, DefaultSourceRate)
+		a.SourceBurst = orDefault(a.SourceBurst, max(1, 4*int(a.SourceRate)))
 		a.users = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
+		a.invalid = cache.NewLRUExpireCacheWithClock(maxInvalidEntries, a.Clock)
 		a.decisions = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
 		a.limiters = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
 		a.items = cache.NewLRUExpireCacheWithClock(maxItemEntries, a.Clock)
+		a.sources = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
+		a.newTokens = rate.NewLimiter(a.NewTokenRate, a.NewTokenBurst)
 	})
 }
 
-// Authorize implements Authorizer.
+// DefaultNewTokenRate and DefaultSourceRate are the default budgets, a second, of reviews of
+// tokens the gateway does not know: all callers together, and per source.
+const (
+	DefaultNewTokenRate = 50
+	DefaultSourceRate   = 5
+)
+
+// orDefault is v, or def when v is not positive.
+func orDefault[T int | time.Duration | rate.Limit](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// Authorize implements Authorizer: the request's user must be allowed verb "use" on the
+// project.
 func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key types.NamespacedName) (string, int, string) {
+	return a.Check(ctx, r, useAccess(key))
+}
+
+// Check answers whether the request's bearer token is a user allowed the access: the
+// principal and 0, else an HTTP status (401, 403, 429 or 500) and a message. The token is
+// reviewed within the budgets for new tokens, the access within the user's review budget, each
+// review within ReviewTimeout; verdicts are cached per token and access, and a stale one answers
+// when no review can be made.
+func (a *KubernetesAuth) Check(ctx context.Context, r *http.Request, acc Access) (string, int, string) {
 	a.init()
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
@@ -164,7 +229,7 @@ func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key typ
 	}
 	sum := sha256.Sum256([]byte(token))
 	now := a.Clock.Now()
-	dk := decisionKey{sum, key}
+	dk := decisionKey{sum, acc}
 	var stale *decision
 	if v, ok := a.decisions.Get(dk); ok {
 		d := v.(decision)
@@ -173,14 +238,14 @@ func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key typ
 		}
 		stale = &d
 	}
-	u, status := a.user(ctx, token, sum, now)
+	u, status, msg := a.user(ctx, token, sum, sourceOf(r.RemoteAddr), now)
 	switch {
+	case status == http.StatusUnauthorized:
+		return "", status, msg
 	case status != 0 && stale != nil:
-		return stale.principal, stale.status, stale.message // the API server cannot answer: keep the last verdict
+		return stale.principal, stale.status, stale.message // no review could be made: keep the last verdict
 	case status != 0:
-		return "", status, "token review failed"
-	case u == nil:
-		return "", http.StatusUnauthorized, "the bearer token is not valid"
+		return "", status, msg
 	}
 	principal := Principal(u)
 	b := a.budget(u.Username)
@@ -191,7 +256,7 @@ func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key typ
 		return "", http.StatusTooManyRequests, fmt.Sprintf("%s asked for too many projects at once (more than %d access reviews in flight or %g a second); retry",
 			u.Username, maxReviewsInFlight, float64(a.ReviewRate))
 	}
-	status, msg := a.authorize(ctx, u, key)
+	status, msg = a.authorize(ctx, u, acc)
 	b.done()
 	if status == http.StatusInternalServerError {
 		if stale != nil {
@@ -203,26 +268,88 @@ func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key typ
 	return principal, status, msg
 }
 
-// user returns who a token is (nil: not valid), from the cache or a TokenReview; a stale entry
-// answers when the review fails. status is 500 when there is no answer at all.
-func (a *KubernetesAuth) user(ctx context.Context, token string, sum [32]byte, now time.Time) (*authnv1.UserInfo, int) {
+// user returns who a token is, from the caches or a TokenReview; a stale entry answers when the
+// review fails. A token the caches do not know is reviewed only within the new-token budgets.
+// status is 401 for a token that is not valid, 429 past a budget, 500 when there is no answer.
+func (a *KubernetesAuth) user(ctx context.Context, token string, sum [32]byte, source string, now time.Time) (*authnv1.UserInfo, int, string) {
 	var stale *userEntry
 	if v, ok := a.users.Get(sum); ok {
 		e := v.(userEntry)
 		if now.Before(e.fresh) {
-			return e.user, 0
+			return e.user, 0, ""
 		}
 		stale = &e
 	}
-	user, status := a.authenticate(ctx, token)
-	if status == http.StatusInternalServerError {
-		if stale != nil {
-			return stale.user, 0
+	if stale == nil {
+		if _, ok := a.invalid.Get(sum); ok {
+			return nil, http.StatusUnauthorized, invalidToken
 		}
-		return nil, status
+		if !a.admit(source, now) {
+			return nil, http.StatusTooManyRequests, "too many new tokens to review, from this address or from all callers; retry"
+		}
+	}
+	user, err := a.authenticate(ctx, token)
+	switch {
+	case err != nil && stale != nil:
+		return stale.user, 0, ""
+	case err != nil:
+		return nil, http.StatusInternalServerError, "token review failed"
+	case user == nil:
+		a.users.Remove(sum)
+		a.invalid.Add(sum, struct{}{}, a.TTL)
+		return nil, http.StatusUnauthorized, invalidToken
 	}
 	a.users.Add(sum, userEntry{user, now.Add(a.TTL)}, a.TTL+a.MaxStale)
-	return user, 0
+	return user, 0, ""
+}
+
+const invalidToken = "the bearer token is not valid"
+
+// admit takes one review of a new token from the source's budget and from the budget of all
+// callers; false, with nothing taken, when either is spent.
+func (a *KubernetesAuth) admit(source string, now time.Time) bool {
+	r := a.sourceBudget(source).ReserveN(now, 1)
+	if !r.OK() || r.DelayFrom(now) > 0 {
+		r.CancelAt(now)
+		return false
+	}
+	if !a.newTokens.AllowN(now, 1) {
+		r.CancelAt(now)
+		return false
+	}
+	return true
+}
+
+// sourceBudget is the new-token budget of one source.
+func (a *KubernetesAuth) sourceBudget(source string) *rate.Limiter {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if v, ok := a.sources.Get(source); ok {
+		return v.(*rate.Limiter)
+	}
+	l := rate.NewLimiter(a.SourceRate, a.SourceBurst)
+	a.sources.Add(source, l, time.Hour)
+	return l
+}
+
+// sourceOf names the source of a request by its remote address (the TCP peer, never a header a
+// client could set): the IP address, or for IPv6 its /64, which one host usually holds whole.
+// An address that is not IP (a Unix socket) is its own source.
+func sourceOf(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap()
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, _ := ip.WithZone("").Prefix(64)
+	return p.String()
 }
 
 // maxReviewsInFlight bounds one user's access reviews waiting on the API server at once: a
@@ -262,22 +389,41 @@ func (a *KubernetesAuth) budget(user string) *reviewBudget {
 	return b
 }
 
-// authenticate asks a TokenReview who the token is: the user, nil for an invalid token, or
-// 500 when the review itself failed.
-func (a *KubernetesAuth) authenticate(ctx context.Context, token string) (*authnv1.UserInfo, int) {
+// authenticate asks a TokenReview who the token is, within ReviewTimeout: the user, nil for a
+// token that is not valid (or not for one of Audiences), or the error of the review itself.
+func (a *KubernetesAuth) authenticate(ctx context.Context, token string) (*authnv1.UserInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.ReviewTimeout)
+	defer cancel()
 	tr, err := a.Client.AuthenticationV1().TokenReviews().Create(ctx,
-		&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: a.Audiences}}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, http.StatusInternalServerError
+		return nil, err
 	}
-	if !tr.Status.Authenticated {
-		return nil, 0
+	if !tr.Status.Authenticated || !audienceMatches(a.Audiences, tr.Status.Audiences) {
+		return nil, nil
 	}
-	return &tr.Status.User, 0
+	return &tr.Status.User, nil
 }
 
-// authorize asks a SubjectAccessReview whether the user may use the project.
-func (a *KubernetesAuth) authorize(ctx context.Context, u *authnv1.UserInfo, key types.NamespacedName) (int, string) {
+// audienceMatches reports whether a reviewed token is for one of the wanted audiences (any,
+// when none is wanted: the API server checked its own).
+func audienceMatches(want, got []string) bool {
+	if len(want) == 0 {
+		return true
+	}
+	for _, g := range got {
+		if slices.Contains(want, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// authorize asks a SubjectAccessReview, within ReviewTimeout, whether the user has the access:
+// 0, 403 with a message naming what was refused, or 500 when the review failed.
+func (a *KubernetesAuth) authorize(ctx context.Context, u *authnv1.UserInfo, acc Access) (int, string) {
+	ctx, cancel := context.WithTimeout(ctx, a.ReviewTimeout)
+	defer cancel()
 	extra := map[string]authzv1.ExtraValue{}
 	for k, v := range u.Extra {
 		extra[k] = authzv1.ExtraValue(v)
@@ -285,15 +431,28 @@ func (a *KubernetesAuth) authorize(ctx context.Context, u *authnv1.UserInfo, key
 	sar, err := a.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: u.Username, Groups: u.Groups, UID: u.UID, Extra: extra,
 		ResourceAttributes: &authzv1.ResourceAttributes{
-			Namespace: key.Namespace, Name: key.Name, Verb: UseVerb,
-			Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Resource: "projectmcps",
+			Namespace: acc.Namespace, Name: acc.Name, Verb: acc.Verb, Subresource: acc.Subresource,
+			Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Resource: acc.Resource,
 		},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		return http.StatusInternalServerError, "access review failed"
 	}
 	if !sar.Status.Allowed {
-		return http.StatusForbidden, fmt.Sprintf("%s may not %s projectmcp %s", u.Username, UseVerb, key)
+		return http.StatusForbidden, fmt.Sprintf("%s may not %s %s", u.Username, acc.Verb, acc)
 	}
 	return 0, ""
+}
+
+// String names what an access is about, as a denial says it: "projectmcps ns/name",
+// "projectmcps/tools ns/name", "projectmcps in ns".
+func (acc Access) String() string {
+	what := acc.Resource
+	if acc.Subresource != "" {
+		what += "/" + acc.Subresource
+	}
+	if acc.Name == "" {
+		return what + " in " + acc.Namespace
+	}
+	return what + " " + acc.Namespace + "/" + acc.Name
 }

@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
+	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -26,7 +28,10 @@ const lookupTimeout = 5 * time.Second
 // A request that names a session (Mcp-Session-Id) gets 404 at once: sessions live in the
 // registry's project, so an unknown project has none, and the spec tells the client to
 // re-initialize, which is the request that waits.
-func (g *Gateway) awaitProject(r *http.Request, key types.NamespacedName) (*project, int, string) {
+//
+// Confirming a miss against the API server is bounded (see lookup): past a principal's budget
+// of confirmations the request gets 429 without one.
+func (g *Gateway) awaitProject(r *http.Request, principal string, key types.NamespacedName) (*project, int, string) {
 	notFound := fmt.Sprintf("no ProjectMCP %s", key)
 	if g.opts.Objects == nil {
 		return nil, http.StatusNotFound, notFound
@@ -34,10 +39,12 @@ func (g *Gateway) awaitProject(r *http.Request, key types.NamespacedName) (*proj
 	if r.Header.Get("Mcp-Session-Id") != "" {
 		return nil, http.StatusNotFound, "session not found"
 	}
-	obj, err := g.lookup(r.Context(), key)
+	obj, err := g.lookup(r.Context(), principal, key)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, http.StatusNotFound, notFound
+	case errors.Is(err, errTooManyConfirmations):
+		return nil, http.StatusTooManyRequests, fmt.Sprintf("no ProjectMCP %s in the gateway's cache, and too many projects asked for that it could not find; retry", key)
 	case err != nil:
 		g.opts.Log.Info("Reading a ProjectMCP for a session failed", "projectmcp", key.String(), "error", err.Error())
 		return nil, http.StatusServiceUnavailable, fmt.Sprintf("ProjectMCP %s could not be read; retry", key)
@@ -60,14 +67,52 @@ func (g *Gateway) awaitProject(r *http.Request, key types.NamespacedName) (*proj
 }
 
 // lookup reads a ProjectMCP from the cache, and confirms a miss against the API server: an
-// object created a moment ago may not have reached the cache yet.
-func (g *Gateway) lookup(ctx context.Context, key types.NamespacedName) (*v1alpha1.ProjectMCP, error) {
+// object created a moment ago may not have reached the cache yet. A confirmed miss is
+// remembered for missTTL, so a project that does not exist costs one live read per missTTL
+// however often it is asked for, and each principal may cause confirmRate live reads a second
+// (burst confirmBurst): past it, errTooManyConfirmations and no read.
+func (g *Gateway) lookup(ctx context.Context, principal string, key types.NamespacedName) (*v1alpha1.ProjectMCP, error) {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	obj := &v1alpha1.ProjectMCP{}
 	err := g.opts.Objects.Get(ctx, key, obj)
-	if apierrors.IsNotFound(err) && g.opts.Live != nil {
-		err = g.opts.Live.Get(ctx, key, obj)
+	if !apierrors.IsNotFound(err) || g.opts.Live == nil {
+		return obj, err
+	}
+	if _, ok := g.misses.Get(key); ok {
+		return obj, err
+	}
+	if !g.confirmations(principal).AllowN(g.opts.Clock.Now(), 1) {
+		return obj, errTooManyConfirmations
+	}
+	err = g.opts.Live.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		g.misses.Add(key, struct{}{}, missTTL)
 	}
 	return obj, err
+}
+
+// missTTL is how long a miss confirmed against the API server answers for its project. An
+// object created meanwhile is still found as soon as the cache has it.
+const missTTL = 3 * time.Second
+
+// confirmRate and confirmBurst bound the live reads one principal may cause: a few projects
+// created a moment ago, not a loop over names that do not exist.
+const (
+	confirmRate  = 2
+	confirmBurst = 10
+)
+
+var errTooManyConfirmations = errors.New("too many confirmations of missing projects")
+
+// confirmations is the principal's budget of live reads.
+func (g *Gateway) confirmations(principal string) *rate.Limiter {
+	g.confirmMu.Lock()
+	defer g.confirmMu.Unlock()
+	if v, ok := g.confirmers.Get(principal); ok {
+		return v.(*rate.Limiter)
+	}
+	l := rate.NewLimiter(confirmRate, confirmBurst)
+	g.confirmers.Add(principal, l, time.Hour)
+	return l
 }

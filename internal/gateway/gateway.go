@@ -28,6 +28,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -134,6 +135,11 @@ type Gateway struct {
 	projects map[types.NamespacedName]*project
 	pending  map[types.NamespacedName]bool
 	closed   bool
+
+	// Confirmations of missing projects against the API server (await.go).
+	misses     *cache.LRUExpireCache // project key → struct{}: confirmed missing
+	confirmMu  sync.Mutex            // makes confirmations' get-or-add atomic
+	confirmers *cache.LRUExpireCache // principal → *rate.Limiter
 }
 
 // New makes a gateway and subscribes it to the registry's changes.
@@ -172,6 +178,9 @@ func New(opts Options) *Gateway {
 		serving:  make(chan struct{}),
 		projects: map[types.NamespacedName]*project{},
 		pending:  map[types.NamespacedName]bool{},
+
+		misses:     cache.NewLRUExpireCacheWithClock(maxAuthEntries, opts.Clock),
+		confirmers: cache.NewLRUExpireCacheWithClock(maxAuthEntries, opts.Clock),
 	}
 	g.mux.HandleFunc("/projects/{namespace}/{name}/mcp", g.serveProject)
 	g.mux.HandleFunc("/projects/{namespace}/{name}/servers/{server}/mcp", g.serveProject)
@@ -344,7 +353,7 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	principal, status, msg := g.authorize(r, key)
 	noteAuth(w, g.opts.Auth == nil, status)
 	if status != 0 {
-		http.Error(w, msg, status)
+		refuse(w, msg, status)
 		return
 	}
 	r.Header.Set(principalHeader, principal) // whatever the client sent in it is overwritten
@@ -356,11 +365,8 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	if p == nil {
 		var status int
 		var msg string
-		if p, status, msg = g.awaitProject(r, key); p == nil {
-			if status == http.StatusServiceUnavailable {
-				w.Header().Set("Retry-After", "1")
-			}
-			http.Error(w, msg, status)
+		if p, status, msg = g.awaitProject(r, principal, key); p == nil {
+			refuse(w, msg, status)
 			return
 		}
 	}
@@ -378,6 +384,14 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(tracing.FromHeaders(r.Context(), r.Header)) // a session's traceparent
 	p.serveHTTP(w, r)
+}
+
+// refuse answers a request with an error status; 429 and 503 say when to retry.
+func refuse(w http.ResponseWriter, msg string, status int) {
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	http.Error(w, msg, status)
 }
 
 // BodyReadTimeout bounds reading one request's body. A client that sends its body slowly, or

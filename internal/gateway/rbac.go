@@ -181,8 +181,8 @@ func (a *KubernetesAuth) Permit(ctx context.Context, header http.Header, key typ
 		return out
 	}
 	sum := sha256.Sum256([]byte(token))
-	u, status := a.user(ctx, token, sum, a.Clock.Now())
-	if status != 0 || u == nil {
+	u, status, _ := a.user(ctx, token, sum, sourceOf(header.Get(remoteHeader)), a.Clock.Now())
+	if status != 0 {
 		return out
 	}
 	names := make([][]string, len(items))
