@@ -3,8 +3,10 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +16,9 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -215,5 +219,108 @@ func TestKubernetesAuthReviewsInFlightBounded(t *testing.T) {
 		if status := <-results; status != http.StatusForbidden {
 			t.Fatalf("a review in flight: %d", status)
 		}
+	}
+}
+
+// A source is the caller's IP address; IPv6 callers of one /64 are one source; a port or an
+// IPv4-mapped form changes nothing.
+func TestSourceOf(t *testing.T) {
+	for _, tc := range []struct{ addr, want string }{
+		{"192.0.2.7:1234", "192.0.2.7"},
+		{"192.0.2.7:9", "192.0.2.7"},
+		{"[::ffff:192.0.2.7]:80", "192.0.2.7"},
+		{"[2001:db8:1:2:aaaa::1]:443", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:2:bbbb::9]:443", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:3::1]:443", "2001:db8:1:3::/64"},
+		{"[fe80::1%eth0]:80", "fe80::/64"},
+		{"@", "@"},
+		{"", ""},
+	} {
+		if got := sourceOf(tc.addr); got != tc.want {
+			t.Errorf("sourceOf(%q) = %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+}
+
+// With audiences configured a reviewed token must be for one of them; without, any token the
+// API server accepted is.
+func TestAudienceMatches(t *testing.T) {
+	for _, tc := range []struct {
+		want, got []string
+		ok        bool
+	}{
+		{nil, nil, true},
+		{nil, []string{"https://kubernetes.default.svc"}, true},
+		{[]string{"projectmcp"}, []string{"projectmcp"}, true},
+		{[]string{"projectmcp", "other"}, []string{"other"}, true},
+		{[]string{"projectmcp"}, nil, false},
+		{[]string{"projectmcp"}, []string{"https://kubernetes.default.svc"}, false},
+	} {
+		if got := audienceMatches(tc.want, tc.got); got != tc.ok {
+			t.Errorf("audienceMatches(%q, %q) = %v, want %v", tc.want, tc.got, got, tc.ok)
+		}
+	}
+}
+
+// An access names what it is about in a denial.
+func TestAccessString(t *testing.T) {
+	for _, tc := range []struct {
+		acc  Access
+		want string
+	}{
+		{useAccess(types.NamespacedName{Namespace: "ns", Name: "web"}), "projectmcps ns/web"},
+		{Access{Namespace: "ns", Name: "web", Resource: "projectmcps", Subresource: "tools", Verb: "call"}, "projectmcps/tools ns/web"},
+		{Access{Namespace: "ns", Resource: "projectmcps", Verb: "list"}, "projectmcps in ns"},
+	} {
+		if got := tc.acc.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.acc, got, tc.want)
+		}
+	}
+}
+
+// hungAPIServer is an API server that authenticates every token and never answers an access
+// review, or with hangTokens, never answers a token review either: it answers when the client
+// gives up.
+func hungAPIServer(t *testing.T, hangTokens bool) kubernetes.Interface {
+	t.Helper()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if strings.HasSuffix(r.URL.Path, "/tokenreviews") && !hangTokens {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":true,"user":{"username":"alice"}}}`)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // before Close, which waits for the handlers
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// A token review and an access review the API server does not answer fail after
+// ReviewTimeout (500), not when the client's request ends.
+func TestKubernetesAuthReviewDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		hangTokens bool
+	}{{"token review", true}, {"access review", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &KubernetesAuth{Client: hungAPIServer(t, tc.hangTokens), ReviewTimeout: 200 * time.Millisecond}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // the client's patience
+			defer cancel()
+			start := time.Now()
+			_, status, msg := a.Authorize(ctx, bearerRequest("good"), types.NamespacedName{Namespace: "ns", Name: "allowed"})
+			if took := time.Since(start); status != http.StatusInternalServerError || took > 3*time.Second {
+				t.Fatalf("a review the API server does not answer: %d %q after %s, want 500 within ReviewTimeout", status, msg, took.Round(time.Millisecond))
+			}
+		})
 	}
 }
