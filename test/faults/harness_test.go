@@ -421,7 +421,8 @@ type controller struct {
 }
 
 // startController runs `projectmcp controller` with kubernetes gateway auth, its API traffic
-// through the proxy, and short timeouts so that faults resolve in seconds.
+// through the proxy, and short timeouts so that faults resolve in seconds (reviews too: the
+// bystander's token is reviewed again every 2 s).
 func (s *suite) startController(t *testing.T) *controller {
 	t.Helper()
 	return s.startControllerAs(t, controllerRun{})
@@ -437,7 +438,7 @@ func (s *suite) startControllerAs(t *testing.T, run controllerRun) *controller {
 	argv := slices.Concat(run.wrap, []string{s.bin, "controller", "--kubeconfig", s.kubeconfig, "--leader-elect=false",
 		"--metrics-bind-address", c.addrs.metrics, "--health-probe-bind-address", c.addrs.probe,
 		"--pprof-bind-address", c.addrs.pprof, "--gateway-bind-address", c.addrs.gateway,
-		"--gateway-auth", "kubernetes", "--allow-url", "127.0.0.1/32",
+		"--gateway-auth", "kubernetes", "--gateway-review-ttl", "2s", "--allow-url", "127.0.0.1/32",
 		"--connect-timeout", "5s", "--call-timeout", "5s", "--health-interval", "2s", "-v"}, run.args)
 	c.cmd = exec.Command(argv[0], argv[1:]...)
 	c.cmd.Env = append(os.Environ(), run.env...)
