@@ -83,9 +83,11 @@ func newDevCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	cmd.Flags().StringVar(&project, "project", ".", "project directory holding .dsh/mcp.json")
 	cmd.Flags().DurationVar(&firstRunBound, "first-run-timeout", firstRunBound, "how long to wait for every enabled server's first connect before printing the endpoint (0: print it once it serves)")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the control plane's data and kubeconfig here (default: a temporary directory, removed on exit)")
-	// Leader election means nothing for one local process; dev's endpoint is for this machine.
+	// Leader election means nothing for one local process; dev's endpoint is for this machine,
+	// so there are no tokens to review.
 	f.bind(cmd.Flags(), "leader-elect", "leader-election-namespace", "leader-elect-lease-duration",
-		"leader-elect-renew-deadline", "leader-elect-retry-period", "gateway-auth", "gateway-tls-cert", "gateway-tls-key")
+		"leader-elect-renew-deadline", "leader-elect-retry-period", "gateway-auth", "gateway-tls-cert", "gateway-tls-key",
+		"gateway-audience", "gateway-review-ttl", "gateway-new-token-reviews", "gateway-new-token-reviews-per-source")
 	return cmd
 }
 
