@@ -222,6 +222,41 @@ func TestGatewayInvalidTokensKeepValidCached(t *testing.T) {
 	}
 }
 
+// A valid token whose verdict is stale is reviewed again once, however many of its requests
+// arrive at once: the others take the last verdict meanwhile.
+func TestGatewayStaleTokenReviewedOnce(t *testing.T) {
+	env := apiServer(t)
+	good := agentToken(t, env)
+	var reqs requestCounter
+	cs, err := kubernetes.NewForConfig(reqs.wrap(env.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := &gateway.KubernetesAuth{Client: cs, Clock: clk, TTL: 30 * time.Second, ReviewRate: 1e9, ReviewBurst: 1 << 20}
+	ctx := context.Background()
+	if _, status, msg := a.Authorize(ctx, authRequest(good, "192.0.2.1:1"), types.NamespacedName{Namespace: authNamespace, Name: "p"}); status != 0 {
+		t.Fatalf("the valid token: %d %s", status, msg)
+	}
+	clk.Step(31 * time.Second)
+	reviews := reqs.get(http.MethodPost, tokenReviewsPath)
+	const concurrent = 50
+	var refused atomic.Int32
+	var wg sync.WaitGroup
+	for range concurrent {
+		wg.Go(func() {
+			// The project's verdict is stale too: each request needs its token's user.
+			if _, status, _ := a.Authorize(ctx, authRequest(good, "192.0.2.1:1"), types.NamespacedName{Namespace: authNamespace, Name: "p"}); status != 0 {
+				refused.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := reqs.get(http.MethodPost, tokenReviewsPath) - reviews; n != 1 || refused.Load() != 0 {
+		t.Fatalf("%d requests of a stale token at once: %d refused, %d TokenReviews, want 0 and 1", concurrent, refused.Load(), n)
+	}
+}
+
 // startGateway runs the gateway the flags describe (on a free loopback port) on a manager of
 // its own, with no reconciler, against the API server, its API requests counted, until the
 // test ends.

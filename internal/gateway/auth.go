@@ -126,7 +126,7 @@ type KubernetesAuth struct {
 	Clock     clock.PassiveClock // default: real
 
 	once      sync.Once
-	mu        sync.Mutex            // makes the get-or-add of limiters and sources atomic
+	mu        sync.Mutex            // makes the get-or-add of limiters, sources and stale users atomic
 	users     *cache.LRUExpireCache // token hash → userEntry, valid tokens only
 	invalid   *cache.LRUExpireCache // token hash → struct{}: tokens the API server refused
 	decisions *cache.LRUExpireCache // decisionKey → decision
@@ -160,8 +160,9 @@ type decisionKey struct {
 }
 
 type userEntry struct {
-	user  *authnv1.UserInfo
-	fresh time.Time
+	user    *authnv1.UserInfo
+	fresh   time.Time
+	expires time.Time // when it leaves the cache, stale or not
 }
 
 type decision struct {
@@ -272,26 +273,20 @@ func (a *KubernetesAuth) Check(ctx context.Context, r *http.Request, acc Access)
 // review fails. A token the caches do not know is reviewed only within the new-token budgets.
 // status is 401 for a token that is not valid, 429 past a budget, 500 when there is no answer.
 func (a *KubernetesAuth) user(ctx context.Context, token string, sum [32]byte, source string, now time.Time) (*authnv1.UserInfo, int, string) {
-	var stale *userEntry
-	if v, ok := a.users.Get(sum); ok {
-		e := v.(userEntry)
-		if now.Before(e.fresh) {
-			return e.user, 0, ""
-		}
-		stale = &e
-	}
-	if stale == nil {
-		if _, ok := a.invalid.Get(sum); ok {
-			return nil, http.StatusUnauthorized, invalidToken
-		}
-		if !a.admit(source, now) {
-			return nil, http.StatusTooManyRequests, "too many new tokens to review, from this address or from all callers; retry"
-		}
+	e, fresh, known := a.knownUser(sum, now)
+	switch {
+	case fresh:
+		return e.user, 0, ""
+	case known: // stale: reviewed again, uncharged
+	case a.isInvalid(sum):
+		return nil, http.StatusUnauthorized, invalidToken
+	case !a.admit(source, now):
+		return nil, http.StatusTooManyRequests, "too many new tokens to review, from this address or from all callers; retry"
 	}
 	user, err := a.authenticate(ctx, token)
 	switch {
-	case err != nil && stale != nil:
-		return stale.user, 0, ""
+	case err != nil && known:
+		return e.user, 0, ""
 	case err != nil:
 		return nil, http.StatusInternalServerError, "token review failed"
 	case user == nil:
@@ -299,11 +294,38 @@ func (a *KubernetesAuth) user(ctx context.Context, token string, sum [32]byte, s
 		a.invalid.Add(sum, struct{}{}, a.TTL)
 		return nil, http.StatusUnauthorized, invalidToken
 	}
-	a.users.Add(sum, userEntry{user, now.Add(a.TTL)}, a.TTL+a.MaxStale)
+	a.users.Add(sum, userEntry{user, now.Add(a.TTL), now.Add(a.TTL + a.MaxStale)}, a.TTL+a.MaxStale)
 	return user, 0, ""
 }
 
+// knownUser looks a valid token up: its entry, whether it is fresh, whether there is one. The
+// request that finds an entry stale reviews it again, and the token's other requests meanwhile
+// (up to ReviewTimeout) take the last verdict, so a stale token costs one TokenReview however
+// many requests it has in flight.
+func (a *KubernetesAuth) knownUser(sum [32]byte, now time.Time) (e userEntry, fresh, known bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	v, ok := a.users.Get(sum)
+	if !ok {
+		return userEntry{}, false, false
+	}
+	e = v.(userEntry)
+	if now.Before(e.fresh) {
+		return e, true, true
+	}
+	if left := e.expires.Sub(now); left > 0 {
+		a.users.Add(sum, userEntry{e.user, now.Add(a.ReviewTimeout), e.expires}, left)
+	}
+	return e, false, true
+}
+
 const invalidToken = "the bearer token is not valid"
+
+// isInvalid reports whether the API server refused the token lately.
+func (a *KubernetesAuth) isInvalid(sum [32]byte) bool {
+	_, ok := a.invalid.Get(sum)
+	return ok
+}
 
 // admit takes one review of a new token from the source's budget and from the budget of all
 // callers; false, with nothing taken, when either is spent.
