@@ -81,10 +81,10 @@ func isLoopback(host string) bool {
 }
 
 // KubernetesAuth authenticates a bearer token with a TokenReview and authorizes the user with
-// SubjectAccessReviews (verb "use" on the ProjectMCP for a project's endpoint). Verdicts are
-// cached, keyed by a hash of the token (never the token), in bounded LRU caches (apimachinery's),
-// so a session's requests do not each cost two API calls and a token is reviewed once whatever
-// paths it asks for.
+// a SubjectAccessReview for verb "use" on the ProjectMCP. Both verdicts are cached, keyed by a
+// hash of the token (never the token), in bounded LRU caches (apimachinery's), so a session's
+// requests do not each cost two API calls and a token is reviewed once whatever paths it asks
+// for.
 //
 // Four rules keep one caller from hurting the others:
 //   - a token the gateway does not know costs a TokenReview only within two budgets, one for
@@ -143,20 +143,9 @@ const maxAuthEntries = 4096
 // keeps sending the same bad token, and anyone can fill it.
 const maxInvalidEntries = 512
 
-// Access is what a SubjectAccessReview asks: may the user do Verb on Resource (optionally its
-// Subresource, optionally the object Name) in Namespace, in the mcp.dsh.dev API group.
-type Access struct {
-	Namespace, Name, Resource, Subresource, Verb string
-}
-
-// useAccess is the access a project's endpoint needs.
-func useAccess(key types.NamespacedName) Access {
-	return Access{Namespace: key.Namespace, Name: key.Name, Resource: "projectmcps", Verb: UseVerb}
-}
-
 type decisionKey struct {
-	token  [32]byte
-	access Access
+	token   [32]byte
+	project types.NamespacedName
 }
 
 type userEntry struct {
@@ -211,18 +200,8 @@ func orDefault[T int | time.Duration | rate.Limit](v, def T) T {
 	return v
 }
 
-// Authorize implements Authorizer: the request's user must be allowed verb "use" on the
-// project.
+// Authorize implements Authorizer.
 func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key types.NamespacedName) (string, int, string) {
-	return a.Check(ctx, r, useAccess(key))
-}
-
-// Check answers whether the request's bearer token is a user allowed the access: the
-// principal and 0, else an HTTP status (401, 403, 429 or 500) and a message. The token is
-// reviewed within the budgets for new tokens, the access within the user's review budget, each
-// review within ReviewTimeout; verdicts are cached per token and access, and a stale one answers
-// when no review can be made.
-func (a *KubernetesAuth) Check(ctx context.Context, r *http.Request, acc Access) (string, int, string) {
 	a.init()
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
@@ -230,7 +209,7 @@ func (a *KubernetesAuth) Check(ctx context.Context, r *http.Request, acc Access)
 	}
 	sum := sha256.Sum256([]byte(token))
 	now := a.Clock.Now()
-	dk := decisionKey{sum, acc}
+	dk := decisionKey{sum, key}
 	var stale *decision
 	if v, ok := a.decisions.Get(dk); ok {
 		d := v.(decision)
@@ -257,7 +236,7 @@ func (a *KubernetesAuth) Check(ctx context.Context, r *http.Request, acc Access)
 		return "", http.StatusTooManyRequests, fmt.Sprintf("%s asked for too many projects at once (more than %d access reviews in flight or %g a second); retry",
 			u.Username, maxReviewsInFlight, float64(a.ReviewRate))
 	}
-	status, msg = a.authorize(ctx, u, acc)
+	status, msg = a.authorize(ctx, u, key)
 	b.done()
 	if status == http.StatusInternalServerError {
 		if stale != nil {
@@ -441,40 +420,33 @@ func audienceMatches(want, got []string) bool {
 	return false
 }
 
-// authorize asks a SubjectAccessReview, within ReviewTimeout, whether the user has the access:
-// 0, 403 with a message naming what was refused, or 500 when the review failed.
-func (a *KubernetesAuth) authorize(ctx context.Context, u *authnv1.UserInfo, acc Access) (int, string) {
-	ctx, cancel := context.WithTimeout(ctx, a.ReviewTimeout)
-	defer cancel()
-	extra := map[string]authzv1.ExtraValue{}
-	for k, v := range u.Extra {
-		extra[k] = authzv1.ExtraValue(v)
-	}
-	sar, err := a.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
-		User: u.Username, Groups: u.Groups, UID: u.UID, Extra: extra,
-		ResourceAttributes: &authzv1.ResourceAttributes{
-			Namespace: acc.Namespace, Name: acc.Name, Verb: acc.Verb, Subresource: acc.Subresource,
-			Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Resource: acc.Resource,
-		},
-	}}, metav1.CreateOptions{})
-	if err != nil {
+// authorize asks a SubjectAccessReview whether the user may use the project: 0, 403 naming
+// what was refused, or 500 when the review failed.
+func (a *KubernetesAuth) authorize(ctx context.Context, u *authnv1.UserInfo, key types.NamespacedName) (int, string) {
+	allowed, err := a.accessReview(ctx, u, authzv1.ResourceAttributes{
+		Namespace: key.Namespace, Name: key.Name, Verb: UseVerb,
+		Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Resource: "projectmcps",
+	})
+	switch {
+	case err != nil:
 		return http.StatusInternalServerError, "access review failed"
-	}
-	if !sar.Status.Allowed {
-		return http.StatusForbidden, fmt.Sprintf("%s may not %s %s", u.Username, acc.Verb, acc)
+	case !allowed:
+		return http.StatusForbidden, fmt.Sprintf("%s may not %s projectmcp %s", u.Username, UseVerb, key)
 	}
 	return 0, ""
 }
 
-// String names what an access is about, as a denial says it: "projectmcps ns/name",
-// "projectmcps/tools ns/name", "projectmcps in ns".
-func (acc Access) String() string {
-	what := acc.Resource
-	if acc.Subresource != "" {
-		what += "/" + acc.Subresource
+// accessReview asks one SubjectAccessReview, within ReviewTimeout, whether the user may do
+// what attrs say. Every access review of the gateway goes through it, so none waits on a slow
+// API server for longer.
+func (a *KubernetesAuth) accessReview(ctx context.Context, u *authnv1.UserInfo, attrs authzv1.ResourceAttributes) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.ReviewTimeout)
+	defer cancel()
+	sar, err := a.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+		User: u.Username, Groups: u.Groups, UID: u.UID, Extra: extraOf(u), ResourceAttributes: &attrs,
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
 	}
-	if acc.Name == "" {
-		return what + " in " + acc.Namespace
-	}
-	return what + " " + acc.Namespace + "/" + acc.Name
+	return sar.Status.Allowed, nil
 }

@@ -262,22 +262,6 @@ func TestAudienceMatches(t *testing.T) {
 	}
 }
 
-// An access names what it is about in a denial.
-func TestAccessString(t *testing.T) {
-	for _, tc := range []struct {
-		acc  Access
-		want string
-	}{
-		{useAccess(types.NamespacedName{Namespace: "ns", Name: "web"}), "projectmcps ns/web"},
-		{Access{Namespace: "ns", Name: "web", Resource: "projectmcps", Subresource: "tools", Verb: "call"}, "projectmcps/tools ns/web"},
-		{Access{Namespace: "ns", Resource: "projectmcps", Verb: "list"}, "projectmcps in ns"},
-	} {
-		if got := tc.acc.String(); got != tc.want {
-			t.Errorf("%+v: %q, want %q", tc.acc, got, tc.want)
-		}
-	}
-}
-
 // hungAPIServer is an API server that authenticates every token and never answers an access
 // review, or with hangTokens, never answers a token review either: it answers when the client
 // gives up.
@@ -305,8 +289,8 @@ func hungAPIServer(t *testing.T, hangTokens bool) kubernetes.Interface {
 	return cs
 }
 
-// A token review and an access review the API server does not answer fail after
-// ReviewTimeout (500), not when the client's request ends.
+// A token review, an access review and an item review the API server does not answer fail
+// after ReviewTimeout (500, or the item refused), not when the client's request ends.
 func TestKubernetesAuthReviewDeadline(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -323,4 +307,16 @@ func TestKubernetesAuthReviewDeadline(t *testing.T) {
 			}
 		})
 	}
+	t.Run("item review", func(t *testing.T) {
+		a := &KubernetesAuth{Client: hungAPIServer(t, false), ReviewTimeout: 200 * time.Millisecond}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		start := time.Now()
+		// Three levels of names (the project's, the server's, the tool's), asked one after another.
+		ok := a.Permit(ctx, bearerRequest("good").Header, types.NamespacedName{Namespace: "ns", Name: "shop"},
+			[]Item{{Resource: ResourceTools, Server: "s", Name: "t"}})
+		if took := time.Since(start); ok[0] || took > 3*time.Second {
+			t.Fatalf("item reviews the API server does not answer: permitted %v after %s, want refused within 3 × ReviewTimeout", ok[0], took.Round(time.Millisecond))
+		}
+	})
 }

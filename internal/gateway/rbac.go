@@ -13,7 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -254,17 +253,10 @@ func (a *KubernetesAuth) review(ctx context.Context, u *authnv1.UserInfo, sum [3
 
 // reviewItem asks a SubjectAccessReview whether the user may call the named item.
 func (a *KubernetesAuth) reviewItem(ctx context.Context, u *authnv1.UserInfo, namespace, resource, name string) (bool, error) {
-	sar, err := a.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
-		User: u.Username, Groups: u.Groups, UID: u.UID, Extra: extraOf(u),
-		ResourceAttributes: &authzv1.ResourceAttributes{
-			Namespace: namespace, Name: name, Verb: ItemVerb,
-			Group: v1alpha1.GroupVersion.Group, Resource: resource,
-		},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		return false, err
-	}
-	return sar.Status.Allowed, nil
+	return a.accessReview(ctx, u, authzv1.ResourceAttributes{
+		Namespace: namespace, Name: name, Verb: ItemVerb,
+		Group: v1alpha1.GroupVersion.Group, Resource: resource,
+	})
 }
 
 // extraOf is a user's extra attributes as a SubjectAccessReview carries them.
