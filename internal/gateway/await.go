@@ -44,7 +44,7 @@ func (g *Gateway) awaitProject(r *http.Request, principal string, key types.Name
 	case apierrors.IsNotFound(err):
 		return nil, http.StatusNotFound, notFound
 	case errors.Is(err, errTooManyConfirmations):
-		return nil, http.StatusTooManyRequests, fmt.Sprintf("no ProjectMCP %s in the gateway's cache, and too many projects asked for that it could not find; retry", key)
+		return nil, http.StatusTooManyRequests, fmt.Sprintf("ProjectMCP %s is not in the gateway's cache, and this caller asked for too many missing projects to confirm it against the API server now; retry", key)
 	case err != nil:
 		g.opts.Log.Info("Reading a ProjectMCP for a session failed", "projectmcp", key.String(), "error", err.Error())
 		return nil, http.StatusServiceUnavailable, fmt.Sprintf("ProjectMCP %s could not be read; retry", key)
@@ -102,6 +102,9 @@ const (
 	confirmRate  = 2
 	confirmBurst = 10
 )
+
+// maxConfirmEntries bounds the confirmed misses remembered and the principals' budgets.
+const maxConfirmEntries = 4096
 
 var errTooManyConfirmations = errors.New("too many confirmations of missing projects")
 

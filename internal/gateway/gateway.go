@@ -179,8 +179,8 @@ func New(opts Options) *Gateway {
 		projects: map[types.NamespacedName]*project{},
 		pending:  map[types.NamespacedName]bool{},
 
-		misses:     cache.NewLRUExpireCacheWithClock(maxAuthEntries, opts.Clock),
-		confirmers: cache.NewLRUExpireCacheWithClock(maxAuthEntries, opts.Clock),
+		misses:     cache.NewLRUExpireCacheWithClock(maxConfirmEntries, opts.Clock),
+		confirmers: cache.NewLRUExpireCacheWithClock(maxConfirmEntries, opts.Clock),
 	}
 	g.mux.HandleFunc("/projects/{namespace}/{name}/mcp", g.serveProject)
 	g.mux.HandleFunc("/projects/{namespace}/{name}/servers/{server}/mcp", g.serveProject)
