@@ -115,6 +115,11 @@ func TestGatewayToolRBAC(t *testing.T) {
 				for _, tool := range probes {
 					checkCall(t, view, tool, slices.Contains(want, tool))
 				}
+				// A name no list holds goes to the server only on a wildcard grant: the
+				// gateway reviews the catalog's names, never ones a caller makes up.
+				if !slices.Contains(id.tools, "a__pids") {
+					checkCall(t, view, "made_up_tool", false)
+				}
 			})
 		}
 	}

@@ -350,7 +350,7 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	params := *req.Params
 	params.Ref = &up
 	o := originOf(req)
-	o.item = completionItem(server, raw, ref)
+	o.item = p.completionItem(server, raw, ref)
 	res, err := forward(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (*mcp.CompleteResult, error) { return c.Complete(ctx, &params) })
 	if err != nil {
 		return nil, protocolError(err)

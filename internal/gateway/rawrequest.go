@@ -67,7 +67,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 			return pathSDK
 		}
 		server, name, raw = pr.server, params.Name, pr.raw
-		item = Item{Resource: ResourcePrompts, Server: server, Name: raw}
+		item = Item{Resource: ResourcePrompts, Server: server, Name: raw, Unlisted: pr.unlisted}
 		members["name"], _ = json.Marshal(pr.raw)
 	case "resources/read":
 		var params mcp.ReadResourceParams
@@ -88,7 +88,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 		if server, raw = p.completionTarget(params.Ref); server == "" {
 			return pathSDK
 		}
-		item = completionItem(server, raw, params.Ref)
+		item = p.completionItem(server, raw, params.Ref)
 		if params.Ref.Type == "ref/prompt" {
 			var ref map[string]json.RawMessage
 			if conn.DecodeExact(members["ref"], &ref) != nil {

@@ -51,6 +51,10 @@ type Item struct {
 	// Template is the resource template a URI is read through ("" for none): a grant of the
 	// template grants the URIs it matches.
 	Template string
+	// Unlisted: no list holds the item (a name a per-server endpoint sends to its server as it
+	// is, a URI read through a template). Only the wildcards and the template grant it, so the
+	// names the gateway reviews are the catalog's, never ones a caller makes up.
+	Unlisted bool
 }
 
 // The item resources.
@@ -64,12 +68,12 @@ const (
 // the project's wildcard, the server's, the item's own (and a resource's template).
 func ResourceNames(project string, it Item) []string {
 	names := []string{project + "/*", project + "/" + it.Server + "__*"}
-	switch it.Resource {
-	case ResourceResources:
+	switch {
+	case it.Template != "":
+		names = append(names, project+"/"+it.Template)
+	case it.Unlisted:
+	case it.Resource == ResourceResources:
 		names = append(names, project+"/"+it.Name)
-		if it.Template != "" && it.Template != it.Name {
-			names = append(names, project+"/"+it.Template)
-		}
 	default:
 		names = append(names, project+"/"+it.Server+"__"+it.Name)
 	}

@@ -17,10 +17,15 @@ func TestResourceNames(t *testing.T) {
 			[]string{"shop/*", "shop/a__*", "shop/a__greet"}},
 		{Item{Resource: ResourceResources, Server: "fs", Name: "file:///etc/hosts"},
 			[]string{"shop/*", "shop/fs__*", "shop/file:///etc/hosts"}},
-		{Item{Resource: ResourceResources, Server: "fs", Name: "file:///x/1", Template: "file:///x/{id}"},
-			[]string{"shop/*", "shop/fs__*", "shop/file:///x/1", "shop/file:///x/{id}"}},
-		{Item{Resource: ResourceResources, Server: "fs", Name: "file:///x/{id}", Template: "file:///x/{id}"}, // a template listed
+		{Item{Resource: ResourceResources, Server: "fs", Name: "file:///x/{id}"}, // a template, as listed
 			[]string{"shop/*", "shop/fs__*", "shop/file:///x/{id}"}},
+		// A URI read through a template is granted by the template: the reviewed names are
+		// the catalog's, whatever URIs a caller makes up.
+		{Item{Resource: ResourceResources, Server: "fs", Name: "file:///x/1", Template: "file:///x/{id}", Unlisted: true},
+			[]string{"shop/*", "shop/fs__*", "shop/file:///x/{id}"}},
+		// Names no list holds (a per-server endpoint passes them on): the wildcards alone.
+		{Item{Resource: ResourceTools, Server: "a", Name: "made_up_1", Unlisted: true}, []string{"shop/*", "shop/a__*"}},
+		{Item{Resource: ResourceResources, Server: "a", Name: "secret://x", Unlisted: true}, []string{"shop/*", "shop/a__*"}},
 	} {
 		if got := ResourceNames("shop", tc.item); !slices.Equal(got, tc.want) {
 			t.Errorf("ResourceNames(%+v) = %q, want %q", tc.item, got, tc.want)

@@ -96,18 +96,19 @@ func (p *project) owner(uri string) (string, bool) {
 	return r.sole, r.sole != ""
 }
 
-// resourceItem is a URI of server as RBAC names it, with the template it is read through when
-// no list holds it.
+// resourceItem is a URI of server as RBAC names it: a listed one by itself, another by the
+// template it is read through, if any (rbac.go's Item.Unlisted).
 func (p *project) resourceItem(server, uri string) Item {
 	it := Item{Resource: ResourceResources, Server: server, Name: uri}
 	r := p.current()
 	if _, ok := r.resources[uri]; ok {
 		return it
 	}
+	it.Unlisted = true
 	for _, m := range r.matchers {
 		if m.server == server && m.re.MatchString(uri) {
 			it.Template = m.template
-			return it
+			break
 		}
 	}
 	return it
@@ -115,11 +116,15 @@ func (p *project) resourceItem(server, uri string) Item {
 
 // completionItem is what a completion's reference uses, as RBAC names it: a prompt by the
 // server's own name, a resource or template by its URI.
-func completionItem(server, raw string, ref *mcp.CompleteReference) Item {
+func (p *project) completionItem(server, raw string, ref *mcp.CompleteReference) Item {
+	r := p.current()
 	if ref.Type == "ref/prompt" {
-		return Item{Resource: ResourcePrompts, Server: server, Name: raw}
+		_, listed := r.prompts[ref.Name]
+		return Item{Resource: ResourcePrompts, Server: server, Name: raw, Unlisted: !listed}
 	}
-	return Item{Resource: ResourceResources, Server: server, Name: ref.URI}
+	_, template := r.templates[ref.URI]
+	_, resource := r.resources[ref.URI]
+	return Item{Resource: ResourceResources, Server: server, Name: ref.URI, Unlisted: !template && !resource}
 }
 
 // completionTarget is the server a completion's reference routes to ("" for none) and, for a

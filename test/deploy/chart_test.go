@@ -181,7 +181,8 @@ func TestChartAllFeatures(t *testing.T) {
 		"--session-timeout=1h", "--call-timeout=10m", "--zap-log-level=debug", "--connect-timeout=1m",
 		"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s",
 		"--gateway-bind-address=:9484", "--metrics-bind-address=:9090", "--metrics-project-labels", "--health-probe-bind-address=:9081",
-		"--gateway-auth=kubernetes", "--gateway-tls-cert=/etc/projectmcp/gateway-tls/tls.crt", "--gateway-tls-key=/etc/projectmcp/gateway-tls/tls.key"} {
+		"--gateway-auth=kubernetes", "--gateway-tls-cert=/etc/projectmcp/gateway-tls/tls.crt", "--gateway-tls-key=/etc/projectmcp/gateway-tls/tls.key",
+		"--gateway-audience=projectmcp", "--gateway-audience=mcp.example.com"} {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("args lack %s: %q", arg, c.Args)
 		}
@@ -215,6 +216,9 @@ func TestChartAllFeatures(t *testing.T) {
 		pod.Spec.PriorityClassName != "system-cluster-critical" || len(pod.Spec.ImagePullSecrets) != 1 ||
 		c.Resources.Limits.Memory().String() != "1Gi" || c.Resources.Requests.Cpu().String() != "200m" {
 		t.Errorf("pod template: %+v", pod)
+	}
+	if Find(objs, "ClusterRole", "projectmcp-example-readonly") == nil {
+		t.Error("the example ClusterRole for RBAC tool authorization is missing")
 	}
 	if sa := Find(objs, "ServiceAccount", "mcp-controller"); sa == nil || sa.GetAnnotations()["example.com/role"] != "mcp" {
 		t.Errorf("ServiceAccount mcp-controller: %v", sa)
