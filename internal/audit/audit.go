@@ -71,6 +71,9 @@ func (l *Log) Write(r Record) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
+		if l.onDrop != nil {
+			l.onDrop() // a request that outlived the gateway's shutdown
+		}
 		return
 	}
 	select {

@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -103,28 +103,36 @@ func capNames(caps []Capability) string {
 	return strings.Join(names, ", ")
 }
 
-// reclaim gives dir and every directory below it back to the controller's user (mode 0700),
-// top down, so that a controller with CAP_CHOWN but without CAP_DAC_OVERRIDE can remove what a
-// server of another user left there. Each directory is the controller's before its entries are
-// read: from then on the server can no longer change them, so no entry is swapped under the
-// walk. Symbolic links are never followed.
-func reclaim(dir string) error {
-	if err := os.Lchown(dir, os.Geteuid(), os.Getegid()); err != nil {
+// reclaim gives the directory name in root, and every directory below it, back to the
+// controller's user (mode 0700), top down, so that a controller with CAP_CHOWN but without
+// CAP_DAC_OVERRIDE can remove what a server of another user left there. Each directory is the
+// controller's before its entries are read, and is worked on through the directory above it
+// (os.Root): a link is never followed, and one swapped in meanwhile leads nowhere outside root.
+func reclaim(root *os.Root, name string) error {
+	if err := root.Lchown(name, os.Geteuid(), os.Getegid()); err != nil {
 		return err
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
+	if info, err := root.Lstat(name); err != nil || !info.IsDir() {
+		return err // a file or a link goes with its directory's write permission
+	}
+	dir, err := root.OpenRoot(name)
+	if err != nil {
 		return err
 	}
-	entries, err := os.ReadDir(dir)
+	defer dir.Close()
+	if err := dir.Chmod(".", 0o700); err != nil {
+		return err
+	}
+	entries, err := fs.ReadDir(dir.FS(), ".")
 	if err != nil {
 		return err
 	}
 	var first error
 	for _, e := range entries {
 		if !e.IsDir() {
-			continue // a file or a link goes with its directory's write permission
+			continue
 		}
-		if err := reclaim(filepath.Join(dir, e.Name())); err != nil && first == nil {
+		if err := reclaim(dir, e.Name()); err != nil && first == nil {
 			first = err
 		}
 	}

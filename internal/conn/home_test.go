@@ -16,10 +16,14 @@ const removeHomeEnv = "PROJECTMCP_TEST_REMOVE_HOME"
 // removeHomeMain is the test binary run with removeHomeEnv: it exits 0 once the HOME is gone.
 func removeHomeMain(how string) {
 	mode, dir, _ := strings.Cut(how, ":")
-	if mode == "reclaim" {
-		_ = reclaim(dir)
+	root, err := os.OpenRoot(filepath.Dir(dir))
+	if err != nil {
+		os.Exit(2)
 	}
-	_ = os.RemoveAll(dir)
+	if mode == "reclaim" {
+		_ = reclaim(root, filepath.Base(dir))
+	}
+	_ = root.RemoveAll(filepath.Base(dir))
 	if _, err := os.Lstat(dir); err == nil {
 		os.Exit(1)
 	}
@@ -83,5 +87,52 @@ func fillAs(t *testing.T, home string, uid int) {
 	}
 	if err := os.Chmod(inner, 0o500); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A server run as another user may replace the entry of the HOMEs' directory in a temporary
+// directory that every user may write to (a Kubernetes emptyDir has no sticky bit) with a link
+// to a directory of its own, holding a link named as its HOME that points anywhere. Taking the
+// HOME back and removing it then touches nothing outside the directory the controller made:
+// the victim keeps its mode and its entries, and the real HOME goes.
+func TestServerHomeSwapLeadsNowhere(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to hand a HOME to another user")
+	}
+	const nobody = 65534
+	iso := &Isolation{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	home, remove, err := iso.makeHome("swap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := t.TempDir()
+	if err := os.Mkdir(filepath.Join(victim, "keep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The server's moves: the HOMEs' directory aside, a link in its place to a directory of
+	// its own, in which its HOME's name links to the victim.
+	homes, moved, own := filepath.Dir(home), filepath.Dir(home)+"-moved", t.TempDir()
+	if err := os.Rename(homes, moved); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(homes); _ = os.RemoveAll(moved) })
+	if err := os.Symlink(own, homes); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(own, filepath.Base(home))); err != nil {
+		t.Fatal(err)
+	}
+	remove()
+	for _, p := range []string{victim, filepath.Join(victim, "keep")} {
+		st, err := os.Stat(p)
+		if err != nil || st.Mode().Perm() != 0o755 {
+			t.Errorf("%s after the HOME's removal: %v %v, want it untouched (0755)", p, st, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(moved, filepath.Base(home))); !os.IsNotExist(err) {
+		t.Errorf("the real HOME outlived its removal: %v", err)
 	}
 }

@@ -1,6 +1,8 @@
 package conn
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -84,7 +86,7 @@ func (iso *Isolation) makeHome(server string) (string, func(), error) {
 		}
 		return filepath.Clean(dir), func() { _ = os.RemoveAll(dir) }, nil
 	}
-	dir, err := otherUsersHomes.make(prefix)
+	home, name, root, err := otherUsersHomes.make(prefix)
 	if err != nil {
 		return "", nil, fmt.Errorf("creating the server's HOME: %w", err)
 	}
@@ -92,16 +94,16 @@ func (iso *Isolation) makeHome(server string) (string, func(), error) {
 	remove := func() {
 		once.Do(func() {
 			// What the server left is its user's, possibly unwritable to the controller's.
-			_ = reclaim(dir)
-			_ = os.RemoveAll(dir)
+			_ = reclaim(root, name)
+			_ = root.RemoveAll(name)
 			otherUsersHomes.release()
 		})
 	}
-	if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+	if err := root.Lchown(name, int(cred.Uid), int(cred.Gid)); err != nil {
 		remove()
 		return "", nil, fmt.Errorf("handing the server's HOME to uid %d: %w", cred.Uid, err)
 	}
-	return filepath.Clean(dir), remove, nil
+	return home, remove, nil
 }
 
 // otherUsersHomes holds the HOMEs of servers run as another user.
@@ -109,53 +111,91 @@ var otherUsersHomes homesDir
 
 // homesDir is a directory of the controller's, mode 0711 in the temporary directory, that
 // HOMEs are made in: a server enters its own HOME but can neither list the others nor rename,
-// replace or remove its HOME's entry, so the controller's chown and removal by path reach the
-// directory it made. (The temporary directory itself may be writable by every user without
-// the sticky bit, as a Kubernetes emptyDir is.) It exists while it holds a HOME.
+// replace or remove its HOME's entry. The directory's own entry it can replace (the temporary
+// directory may be writable by every user without the sticky bit, as a Kubernetes emptyDir
+// is), so the controller works on HOMEs through the directory it opened (an os.Root), never
+// by their paths: what it chowns, chmods and removes is in the directory it made, whatever
+// its name comes to point at, and a link in a HOME never leads it out. It exists while it
+// holds a HOME.
 type homesDir struct {
 	mu    sync.Mutex
-	dir   string
+	dir   string   // its path, for the servers' HOME variables
+	root  *os.Root // the directory itself
 	homes int
 }
 
 // make makes a HOME named prefix and a random suffix, and the directory first if need be
-// (again if another hand, a cleaner of the temporary directory, removed it).
-func (h *homesDir) make(prefix string) (string, error) {
+// (again if another hand, a cleaner of the temporary directory, removed it). It returns the
+// HOME's path, its name in the directory and the directory.
+func (h *homesDir) make(prefix string) (home, name string, root *os.Root, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for attempt := 0; ; attempt++ {
-		if h.dir == "" {
-			dir, err := os.MkdirTemp("", "projectmcp-homes-")
-			if err != nil {
-				return "", err
+	for attempt := 0; attempt < 8; attempt++ {
+		if h.root == nil {
+			if err := h.open(); err != nil {
+				return "", "", nil, err
 			}
-			if err := os.Chmod(dir, 0o711); err != nil {
-				_ = os.Remove(dir)
-				return "", err
-			}
-			h.dir = dir
 		}
-		home, err := os.MkdirTemp(h.dir, prefix)
-		if errors.Is(err, fs.ErrNotExist) && attempt == 0 {
-			h.dir = ""
+		name = prefix + randomSuffix()
+		err = h.root.Mkdir(name, 0o700)
+		switch {
+		case errors.Is(err, fs.ErrNotExist): // the directory is gone: make another
+			h.root.Close()
+			h.root, h.dir = nil, ""
 			continue
+		case errors.Is(err, fs.ErrExist):
+			continue
+		case err != nil:
+			return "", "", nil, err
 		}
-		if err == nil {
-			h.homes++
-		}
-		return home, err
+		h.homes++
+		return filepath.Join(h.dir, name), name, h.root, nil
 	}
+	return "", "", nil, fmt.Errorf("no free name for a HOME in %s", h.dir)
+}
+
+// open makes the directory and opens it. Callers hold h.mu.
+func (h *homesDir) open() error {
+	dir, err := os.MkdirTemp("", "projectmcp-homes-")
+	if err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err == nil {
+		err = root.Chmod(".", 0o711)
+	}
+	if err != nil {
+		if root != nil {
+			root.Close()
+		}
+		_ = os.Remove(dir)
+		return err
+	}
+	h.dir, h.root = filepath.Clean(dir), root
+	return nil
+}
+
+func randomSuffix() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand never fails
+	return hex.EncodeToString(b)
 }
 
 // release is called once a HOME made here was removed; the last one takes the directory with
-// it (left in place if something else is in it).
+// it (left in place if something else is in it, or if its name now points elsewhere).
 func (h *homesDir) release() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.homes--; h.homes == 0 {
-		_ = os.Remove(h.dir)
-		h.dir = ""
+	if h.homes--; h.homes > 0 {
+		return
 	}
+	if at, err := os.Lstat(h.dir); err == nil {
+		if own, err := h.root.Stat("."); err == nil && os.SameFile(at, own) {
+			_ = os.Remove(h.dir)
+		}
+	}
+	h.root.Close()
+	h.root, h.dir = nil, ""
 }
 
 // ValidEnvName reports whether name can be passed through as an environment variable: not

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
@@ -132,8 +133,10 @@ type KubernetesAuth struct {
 	decisions *cache.LRUExpireCache // decisionKey → decision
 	limiters  *cache.LRUExpireCache // user name → *reviewBudget
 	items     *cache.LRUExpireCache // itemKey → itemVerdict (rbac.go)
-	sources   *cache.LRUExpireCache // source → *rate.Limiter
-	newTokens *rate.Limiter
+	// itemFlights runs one review per item key at a time (rbac.go's verdict).
+	itemFlights singleflight.Group
+	sources     *cache.LRUExpireCache // source → *rate.Limiter
+	newTokens   *rate.Limiter
 }
 
 // maxAuthEntries bounds each cache of valid verdicts and budgets.

@@ -206,7 +206,7 @@ func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no server of this project lists the resource %q", uri)}
 	}
 	o := p.subscriber(req)
-	o.item = p.resourceItem(server, uri)
+	o.method, o.item = "resources/subscribe", p.resourceItem(server, uri) // for a listen's subscription too
 	id := o.session
 	if claimed, err := p.claimSubscription(id, uri); !claimed {
 		return err

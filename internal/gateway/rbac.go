@@ -69,6 +69,9 @@ const (
 func ResourceNames(project string, it Item) []string {
 	names := []string{project + "/*", project + "/" + it.Server + "__*"}
 	switch {
+	case it.Resource == ResourceResources && !hasScheme(it.Template+it.Name):
+		// Not a URI (a server may list anything): only the wildcards grant it, so that no
+		// listed "URI" such as "github__*" reads as a wildcard of another's.
 	case it.Template != "":
 		names = append(names, project+"/"+it.Template)
 	case it.Unlisted:
@@ -78,6 +81,22 @@ func ResourceNames(project string, it Item) []string {
 		names = append(names, project+"/"+it.Server+"__"+it.Name)
 	}
 	return names
+}
+
+// hasScheme reports whether s begins with a URI scheme and its colon (RFC 3986: a letter, then
+// letters, digits, "+", "-" or ".").
+func hasScheme(s string) bool {
+	scheme, _, ok := strings.Cut(s, ":")
+	if !ok || scheme == "" {
+		return false
+	}
+	for i, c := range scheme {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return true
 }
 
 // ItemAuthorizer is an Authorizer that also decides which of a project's items a caller may
@@ -131,14 +150,15 @@ func (d *deniedItem) Error() string {
 }
 
 // itemMethods are the methods that use an item: each must name it (origin.item), or it is
-// refused on an RBAC project.
+// refused on an RBAC project. Any request that names an item is checked, whatever its method
+// (a subscription a listen stream opens carries the listen's origin).
 var itemMethods = map[string]bool{
 	"tools/call": true, "prompts/get": true, "resources/read": true, "resources/subscribe": true, "completion/complete": true,
 }
 
 // admit refuses a request whose item the caller may not use.
 func (p *project) admit(ctx context.Context, o origin) error {
-	if !itemMethods[o.method] {
+	if o.item.Resource == "" && !itemMethods[o.method] {
 		return nil
 	}
 	if _, on := p.rbacOn(); !on {
@@ -213,7 +233,7 @@ func (a *KubernetesAuth) Permit(ctx context.Context, header http.Header, key typ
 }
 
 // review fills in, for each resource and name of ask, whether the user is granted it: from
-// the cache, else by a SubjectAccessReview (at most reviewConcurrency at once).
+// the cache, else by a SubjectAccessReview (at most reviewConcurrency at once for one caller).
 func (a *KubernetesAuth) review(ctx context.Context, u *authnv1.UserInfo, sum [32]byte, key types.NamespacedName, ask map[[2]string]bool) {
 	now := a.Clock.Now()
 	var mu sync.Mutex
@@ -222,30 +242,17 @@ func (a *KubernetesAuth) review(ctx context.Context, u *authnv1.UserInfo, sum [3
 	slots := make(chan struct{}, reviewConcurrency)
 	for rn := range ask {
 		ik := itemKey{sum, key, rn[0], rn[1]}
-		var stale *itemVerdict
-		if v, ok := a.items.Get(ik); ok {
-			iv := v.(itemVerdict)
-			if now.Before(iv.fresh) {
-				mu.Lock()
-				got[rn] = iv.allowed
-				mu.Unlock()
-				continue
-			}
-			stale = &iv
+		if v, ok := a.items.Get(ik); ok && now.Before(v.(itemVerdict).fresh) {
+			mu.Lock()
+			got[rn] = v.(itemVerdict).allowed
+			mu.Unlock()
+			continue
 		}
 		wg.Add(1)
 		slots <- struct{}{}
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			allowed, err := a.reviewItem(ctx, u, key.Namespace, rn[0], rn[1])
-			switch {
-			case err != nil && stale != nil:
-				allowed = stale.allowed // the API server cannot answer: the last verdict stands
-			case err != nil:
-				allowed = false
-			default:
-				a.items.Add(ik, itemVerdict{allowed, now.Add(a.TTL)}, a.TTL+a.MaxStale)
-			}
+			allowed := a.verdict(ctx, u, ik)
 			mu.Lock()
 			got[rn] = allowed
 			mu.Unlock()
@@ -253,6 +260,42 @@ func (a *KubernetesAuth) review(ctx context.Context, u *authnv1.UserInfo, sum [3
 	}
 	wg.Wait()
 	maps.Copy(ask, got)
+}
+
+// verdict is whether the user is granted ik, reviewed once however many requests ask at once:
+// while a stale verdict is reviewed again, the others take it (as knownUser does for tokens);
+// with none, they wait for the one review. A review that fails keeps the stale verdict, or
+// denies.
+func (a *KubernetesAuth) verdict(ctx context.Context, u *authnv1.UserInfo, ik itemKey) bool {
+	now := a.Clock.Now()
+	a.mu.Lock()
+	v, ok := a.items.Get(ik)
+	var stale *itemVerdict
+	if ok {
+		iv := v.(itemVerdict)
+		if now.Before(iv.fresh) {
+			a.mu.Unlock()
+			return iv.allowed
+		}
+		stale = &iv
+		a.items.Add(ik, itemVerdict{iv.allowed, now.Add(a.ReviewTimeout)}, a.ReviewTimeout+a.MaxStale) // the claim
+	}
+	a.mu.Unlock()
+	flight := fmt.Sprintf("%x/%s/%s/%s", ik.token, ik.project, ik.resource, ik.name)
+	res, err, _ := a.itemFlights.Do(flight, func() (any, error) {
+		allowed, err := a.reviewItem(ctx, u, ik.project.Namespace, ik.resource, ik.name)
+		if err == nil {
+			a.items.Add(ik, itemVerdict{allowed, a.Clock.Now().Add(a.TTL)}, a.TTL+a.MaxStale)
+		}
+		return allowed, err
+	})
+	switch {
+	case err != nil && stale != nil:
+		return stale.allowed // the API server cannot answer: the last verdict stands
+	case err != nil:
+		return false
+	}
+	return res.(bool)
 }
 
 // reviewItem asks a SubjectAccessReview whether the user may call the named item.

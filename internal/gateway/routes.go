@@ -122,9 +122,10 @@ func (p *project) completionItem(server, raw string, ref *mcp.CompleteReference)
 		_, listed := r.prompts[ref.Name]
 		return Item{Resource: ResourcePrompts, Server: server, Name: raw, Unlisted: !listed}
 	}
-	_, template := r.templates[ref.URI]
-	_, resource := r.resources[ref.URI]
-	return Item{Resource: ResourceResources, Server: server, Name: ref.URI, Unlisted: !template && !resource}
+	if _, template := r.templates[ref.URI]; template {
+		return Item{Resource: ResourceResources, Server: server, Name: ref.URI}
+	}
+	return p.resourceItem(server, ref.URI) // as resources/read names it
 }
 
 // completionTarget is the server a completion's reference routes to ("" for none) and, for a

@@ -5,27 +5,36 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 )
 
 // CertFiles serves the certificate and key of two PEM files, reloaded when either changes
 // (cert-manager and the kubelet replace a Secret's files as the certificate is renewed): every
-// handshake checks whether the files were replaced or rewritten, and reads them again if so. A pair that fails to load keeps the last good one in service.
+// handshake checks, at most once a CheckInterval, whether the files were replaced or rewritten,
+// and reads them again if so; a flood of handshakes costs no more file system calls than one.
+// A pair that fails to load keeps the last good one in service.
 type CertFiles struct {
 	certPath, keyPath string
 	log               logr.Logger
 
-	mu    sync.Mutex
-	stamp [2]os.FileInfo
-	cert  *tls.Certificate
+	every time.Duration // how often handshakes look at the files (CheckInterval)
+
+	mu      sync.Mutex
+	checked time.Time // when a handshake last looked
+	stamp   [2]os.FileInfo
+	cert    *tls.Certificate
 	// failing is set while the files cannot be loaded (said once, until they can again).
 	failing bool
 }
 
+// CheckInterval is how often handshakes look whether the certificate files changed.
+const CheckInterval = time.Second
+
 // LoadCertFiles loads the pair once, so that a bad file is refused at startup with its path.
 func LoadCertFiles(certPath, keyPath string, log logr.Logger) (*CertFiles, error) {
-	c := &CertFiles{certPath: certPath, keyPath: keyPath, log: log}
+	c := &CertFiles{certPath: certPath, keyPath: keyPath, log: log, every: CheckInterval}
 	stamp, err := c.stamps()
 	if err == nil {
 		err = c.load(stamp)
@@ -45,6 +54,11 @@ func (c *CertFiles) TLSConfig() *tls.Config {
 func (c *CertFiles) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := time.Now()
+	if now.Sub(c.checked) < c.every {
+		return c.cert, nil
+	}
+	c.checked = now
 	stamp, err := c.stamps()
 	if err == nil && changed(c.stamp, stamp) {
 		if err = c.load(stamp); err != nil {

@@ -482,10 +482,12 @@ func (s *set) release(match func(p projectKey, name string) bool) {
 			unused[name] = true
 		}
 	}
-	s.mu.Unlock()
+	// Under the lock: a UseServer of a name between its release and the deletion would
+	// otherwise lose the series it has just begun.
 	for name := range unused {
 		s.deleteSeries(prometheus.Labels{"server": name})
 	}
+	s.mu.Unlock()
 }
 
 // forget drops the handles that match and the series with the labels (with project labels).
