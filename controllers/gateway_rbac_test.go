@@ -124,6 +124,14 @@ func TestGatewayToolRBAC(t *testing.T) {
 		}
 	}
 
+	// Subscriptions, on both revisions (2026-07-28: in a subscriptions/listen stream): reader
+	// hears of b's readme, granted it, and never of a's.
+	for _, revision := range []string{"2025-11-25", ""} {
+		t.Run("subscriptions/"+revisionName(revision), func(t *testing.T) {
+			checkSubscriptions(t, project, ids[2].token, all, revision)
+		})
+	}
+
 	// kubectl auth can-i asks what the gateway asks: an item is granted when it says yes for
 	// one of the item's names (its own, its server's wildcard, the project's).
 	kubectl, err := exec.LookPath("kubectl")
@@ -265,6 +273,9 @@ func checkItems(t *testing.T, s *mcp.ClientSession, id *rbacIdentity) {
 		readme := "fixture://" + server + "/readme"
 		_, err = s.ReadResource(ctx, &mcp.ReadResourceParams{URI: readme})
 		agree(t, "resources/read "+readme, err, slices.Contains(id.resources, readme))
+		_, err = s.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: server + "__greet"},
+			Argument: mcp.CompleteParamsArgument{Name: "name", Value: "A"}})
+		agree(t, "completion/complete of "+server+"__greet", err, slices.Contains(id.prompts, server+"__greet"))
 		item := "fixture://" + server + "/items/7"
 		_, err = s.ReadResource(ctx, &mcp.ReadResourceParams{URI: item})
 		agree(t, "resources/read "+item, err, slices.Contains(id.resources, "fixture://"+server+"/items/{id}"))
@@ -354,4 +365,65 @@ func sortedCopy(s []string) []string {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// checkSubscriptions subscribes a session of token (granted fixture://b/readme, not a's) to
+// both readmes, has toucher touch a's and then b's, and checks that only b's update arrives.
+func checkSubscriptions(t *testing.T, url, token string, toucher *mcp.ClientSession, revision string) {
+	t.Helper()
+	updated := make(chan string, 16)
+	header := http.Header{"Authorization": {"Bearer " + token}}
+	if revision == "" {
+		header.Set(gateway.SessionHeader, "rbac-subscriber")
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "rbac-subscriber", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { updated <- req.Params.URI },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: headerRT{header}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: revision})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Subscribe(ctx, &mcp.SubscribeParams{URI: "fixture://a/readme"})
+	if revision != "" {
+		agree(t, "resources/subscribe fixture://a/readme", err, false)
+	}
+	if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: "fixture://b/readme"}); err != nil {
+		t.Fatalf("subscribing to the granted fixture://b/readme: %v", err)
+	}
+	touch := func(server string) {
+		t.Helper()
+		uri := "fixture://" + server + "/readme"
+		if _, err := toucher.CallTool(ctx, &mcp.CallToolParams{Name: server + "__touch_resource", Arguments: map[string]any{"uri": uri}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The subscriptions are in place once b's update comes through.
+	eventually(t, 15*time.Second, "b's update", func() bool {
+		touch("b")
+		select {
+		case uri := <-updated:
+			if uri != "fixture://b/readme" {
+				t.Fatalf("update of %s, not granted", uri)
+			}
+			return true
+		case <-time.After(300 * time.Millisecond):
+			return false
+		}
+	})
+	// a's update, were it relayed, would come before b's second one.
+	touch("a")
+	time.Sleep(500 * time.Millisecond)
+	touch("b")
+	select {
+	case uri := <-updated:
+		if uri != "fixture://b/readme" {
+			t.Fatalf("update of %s, whose subscription RBAC does not grant", uri)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("b's second update never came")
+	}
 }

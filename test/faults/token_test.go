@@ -65,6 +65,30 @@ func (s *suite) tokenRead(t *testing.T) {
 			outcome(before.Paths[oldEnviron]), serverUID, outcome(after.Paths[token]), outcome(after.Paths[environ]))
 		testutil.Eventually(t, 30*time.Second, "the servers' HOMEs removed", func() bool { return len(homes(t, "tokenapart")) == 0 })
 		s.restartController(t, controllerRun{})
+		s.warm(t)
+	})
+}
+
+// warm waits, after the controller was restarted, until the bystander's calls go through again
+// on both its servers and the controller's goroutines hold still: the next fault's baseline is
+// then that of a controller at work, not of one still starting.
+func (s *suite) warm(t *testing.T) {
+	t.Helper()
+	s.load.mu.Lock()
+	from := s.load.w.ok
+	s.load.mu.Unlock()
+	testutil.Eventually(t, 30*time.Second, "the bystander calling again", func() bool {
+		s.load.mu.Lock()
+		defer s.load.mu.Unlock()
+		return s.load.w.ok >= from+4 // each of its two tools twice
+	})
+	last := s.ctl.usage(t, false).goroutines
+	testutil.Eventually(t, 30*time.Second, "the controller's goroutines steady", func() bool {
+		time.Sleep(time.Second)
+		now := s.ctl.usage(t, false).goroutines
+		steady := now-last <= 2 && last-now <= 2
+		last = now
+		return steady
 	})
 }
 
