@@ -69,7 +69,18 @@ type Mirror struct {
 	// any other controller it is a path on a machine it cannot see, which only tells everyone
 	// who reads the object the user's name and directory layout, so spec.project stays empty.
 	PublishPath bool
+	// MissingGrace is how long a file that was there must stay missing before the project's
+	// servers go (default DefaultMissingGrace).
+	MissingGrace time.Duration
+
+	seen bool // the last read found the file (Run's goroutine alone)
 }
+
+// DefaultMissingGrace is how long a file that disappears must stay gone before it counts as
+// removed: an editor's unlink-then-write, a branch switch or a remounting volume leave it
+// missing for a moment, and taking that for "no servers" would retire every connection (and
+// end every session's calls) only to make them all again.
+const DefaultMissingGrace = 2 * time.Second
 
 // Path is the config file the mirror reads.
 func (m *Mirror) Path() string { return filepath.Join(m.Dir, config.DefaultPath) }
@@ -229,7 +240,7 @@ func (ws *watches) relevant(ev fsnotify.Event) bool {
 // Sync reads the file once and applies it: a valid file becomes the spec, a missing file an
 // empty server list, an invalid file only a ConfigSynced=False condition.
 func (m *Mirror) Sync(ctx context.Context) error {
-	spec, cond, err := m.read()
+	spec, cond, err := m.read(ctx)
 	if err != nil {
 		return err
 	}
@@ -244,13 +255,19 @@ func (m *Mirror) Sync(ctx context.Context) error {
 // read turns the file into a spec (nil when invalid) and the condition to report. The
 // condition, and the event made of it, go to everyone who may read the object: they name the
 // file by its path in the project, never by its path on this machine.
-func (m *Mirror) read() (*v1alpha1.ProjectMCPSpec, metav1.Condition, error) {
+func (m *Mirror) read(ctx context.Context) (*v1alpha1.ProjectMCPSpec, metav1.Condition, error) {
 	cond := metav1.Condition{Type: v1alpha1.ConditionConfigSynced}
 	project := ""
 	if m.PublishPath {
 		project = m.Dir
 	}
 	data, err := m.readFile()
+	if errors.Is(err, os.ErrNotExist) && m.seen {
+		if data, err = m.readAgain(ctx); ctx.Err() != nil {
+			return nil, cond, ctx.Err()
+		}
+	}
+	m.seen = err == nil
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonConfigMissing
@@ -271,6 +288,22 @@ func (m *Mirror) read() (*v1alpha1.ProjectMCPSpec, metav1.Condition, error) {
 	cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonConfigApplied
 	cond.Message = fmt.Sprintf("%s applied: %d servers", config.DefaultPath, len(spec.Servers))
 	return spec, cond, nil
+}
+
+// readAgain reads the file once more after the grace, for a file that was there a moment ago.
+func (m *Mirror) readAgain(ctx context.Context) ([]byte, error) {
+	grace := m.MissingGrace
+	if grace <= 0 {
+		grace = DefaultMissingGrace
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+	}
+	return m.readFile()
 }
 
 // readFile reads the config file, refusing a symlink on the way to it that leads out of the

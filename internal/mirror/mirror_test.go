@@ -521,3 +521,55 @@ func TestMirrorRefusesSymlinksOutOfTheProject(t *testing.T) {
 	}
 	waitServers(t, env.Client, key, time.Second, "b")
 }
+
+// A file that disappears for a moment (an editor's unlink-then-write, a branch switch) does not
+// retire the project's servers: the spec never goes empty while the file is back within the
+// grace, and a file that stays gone does empty it.
+func TestMirrorMissingForAMomentKeepsTheServers(t *testing.T) {
+	env := shared.Get(t)
+	key := newKey(t, env)
+	dir := t.TempDir()
+	writeConfig(t, dir, "a")
+	run(t, &Mirror{Client: env.Client, Dir: dir, Key: key, Log: logr.Discard(), MissingGrace: time.Second})
+	waitServers(t, env.Client, key, 30*time.Second, "a")
+
+	emptied := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // every spec the object has meanwhile
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			obj := &v1alpha1.ProjectMCP{}
+			if err := env.Client.Get(context.Background(), key, obj); err == nil && len(obj.Spec.Servers) == 0 {
+				select {
+				case emptied <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	path := filepath.Join(dir, ".dsh", "mcp.json")
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	writeConfig(t, dir, "a")
+	time.Sleep(2 * time.Second) // past the grace and a sync
+	close(stop)
+	<-done
+	select {
+	case <-emptied:
+		t.Fatal("the spec went empty while the file was missing for 300 ms")
+	default:
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	waitServers(t, env.Client, key, 10*time.Second) // gone for good: no servers
+}
