@@ -189,6 +189,9 @@ type itemKey struct {
 type itemVerdict struct {
 	allowed bool
 	fresh   time.Time
+	// expires is when the review's verdict goes, however often it is claimed meanwhile: a
+	// verdict no review could renew never outlives MaxStale.
+	expires time.Time
 }
 
 // Permit implements ItemAuthorizer: for each item, whether RBAC grants the token's user the
@@ -278,14 +281,17 @@ func (a *KubernetesAuth) verdict(ctx context.Context, u *authnv1.UserInfo, ik it
 			return iv.allowed
 		}
 		stale = &iv
-		a.items.Add(ik, itemVerdict{iv.allowed, now.Add(a.ReviewTimeout)}, a.ReviewTimeout+a.MaxStale) // the claim
+		if left := iv.expires.Sub(now); left > 0 { // the claim
+			a.items.Add(ik, itemVerdict{iv.allowed, now.Add(a.ReviewTimeout), iv.expires}, left)
+		}
 	}
 	a.mu.Unlock()
 	flight := fmt.Sprintf("%x/%s/%s/%s", ik.token, ik.project, ik.resource, ik.name)
 	res, err, _ := a.itemFlights.Do(flight, func() (any, error) {
 		allowed, err := a.reviewItem(ctx, u, ik.project.Namespace, ik.resource, ik.name)
 		if err == nil {
-			a.items.Add(ik, itemVerdict{allowed, a.Clock.Now().Add(a.TTL)}, a.TTL+a.MaxStale)
+			now := a.Clock.Now()
+			a.items.Add(ik, itemVerdict{allowed, now.Add(a.TTL), now.Add(a.TTL + a.MaxStale)}, a.TTL+a.MaxStale)
 		}
 		return allowed, err
 	})

@@ -1,9 +1,24 @@
 package gateway
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	authzv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestResourceNames(t *testing.T) {
@@ -55,5 +70,80 @@ func TestHasScheme(t *testing.T) {
 		if got := hasScheme(s); got != want {
 			t.Errorf("hasScheme(%q) = %v", s, got)
 		}
+	}
+}
+
+// itemAPIServer is an API server over HTTP, so that reviews run at once (the fake clientset
+// runs one at a time): TokenReviews say "good" is alice; SubjectAccessReviews grant tool echo of
+// server a in project p by its own name, each after a moment, and fail while down. It counts
+// the SubjectAccessReviews.
+func itemAPIServer(t *testing.T, down *atomic.Bool) (kubernetes.Interface, *atomic.Int32) {
+	t.Helper()
+	var reviews atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/tokenreviews") {
+			_, _ = io.Copy(io.Discard, r.Body)
+			fmt.Fprint(w, `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":true,"user":{"username":"alice"}}}`)
+			return
+		}
+		reviews.Add(1)
+		var sar authzv1.SubjectAccessReview
+		if err := json.NewDecoder(r.Body).Decode(&sar); err != nil || down.Load() {
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // long enough for the requests of a burst to meet
+		ra := sar.Spec.ResourceAttributes
+		sar.Status.Allowed = ra.Group == "mcp.dsh.dev" && ra.Verb == ItemVerb && ra.Resource == "tools" && ra.Name == "p/a__echo"
+		_ = json.NewEncoder(w).Encode(&sar)
+	}))
+	t.Cleanup(srv.Close)
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs, &reviews
+}
+
+var echo = []Item{{Resource: ResourceTools, Server: "a", Name: "echo"}, {Resource: ResourceTools, Server: "a", Name: "fail"}}
+
+func permits(a *KubernetesAuth) []bool {
+	return a.Permit(context.Background(), http.Header{"Authorization": {"Bearer good"}}, types.NamespacedName{Namespace: "ns", Name: "p"}, echo)
+}
+
+// Many requests at once cost one review per name; while the API server is down a verdict past
+// its TTL stands, however often it is claimed, until MaxStale after its review, and never longer.
+func TestPermitReviewsOnceAndStaysStaleNoLonger(t *testing.T) {
+	var down atomic.Bool
+	cs, reviews := itemAPIServer(t, &down)
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := &KubernetesAuth{Client: cs, Clock: clk, TTL: 30 * time.Second, MaxStale: 5 * time.Minute}
+	// The token first (a Permit of nothing reviews it alone), so that the burst meets at the
+	// item reviews.
+	a.Permit(context.Background(), http.Header{"Authorization": {"Bearer good"}}, types.NamespacedName{Namespace: "ns", Name: "p"}, nil)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if got := permits(a); !slices.Equal(got, []bool{true, false}) {
+				t.Errorf("permits %v, want echo alone", got)
+			}
+		})
+	}
+	wg.Wait()
+	// p/* and p/a__* once each, then p/a__echo and p/a__fail: four names.
+	if n := reviews.Load(); n != 4 {
+		t.Fatalf("20 requests at once cost %d reviews, want 4 (one per name)", n)
+	}
+	down.Store(true)
+	for elapsed := time.Duration(0); elapsed < 5*time.Minute; elapsed += 20 * time.Second {
+		clk.Step(20 * time.Second)
+		if got := permits(a); !slices.Equal(got, []bool{true, false}) {
+			t.Fatalf("%s into the outage: %v, want the last verdicts", elapsed+20*time.Second, got)
+		}
+	}
+	clk.Step(time.Minute) // past TTL + MaxStale of the last review
+	if got := permits(a); !slices.Equal(got, []bool{false, false}) {
+		t.Fatalf("past MaxStale: %v, want nothing permitted", got)
 	}
 }
