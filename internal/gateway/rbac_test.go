@@ -77,7 +77,7 @@ func TestHasScheme(t *testing.T) {
 // runs one at a time): TokenReviews say "good" is alice; SubjectAccessReviews grant tool echo of
 // server a in project p by its own name, each after a moment, and fail while down. It counts
 // the SubjectAccessReviews.
-func itemAPIServer(t *testing.T, down *atomic.Bool) (kubernetes.Interface, *atomic.Int32) {
+func itemAPIServer(t testing.TB, down *atomic.Bool) (kubernetes.Interface, *atomic.Int32) {
 	t.Helper()
 	var reviews atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -145,5 +145,31 @@ func TestPermitReviewsOnceAndStaysStaleNoLonger(t *testing.T) {
 	clk.Step(time.Minute) // past TTL + MaxStale of the last review
 	if got := permits(a); !slices.Equal(got, []bool{false, false}) {
 		t.Fatalf("past MaxStale: %v, want nothing permitted", got)
+	}
+}
+
+// The cost of the decisions of an RBAC project once the verdicts are cached: a tools/list of
+// 100 tools granted one by one (each checked at its three names), and one call.
+func BenchmarkPermitCached(b *testing.B) {
+	var down atomic.Bool
+	cs, _ := itemAPIServer(b, &down)
+	a := &KubernetesAuth{Client: cs}
+	items := make([]Item, 100)
+	for i := range items {
+		items[i] = Item{Resource: ResourceTools, Server: "a", Name: fmt.Sprintf("tool_%d", i)}
+	}
+	header := http.Header{"Authorization": {"Bearer good"}}
+	key := types.NamespacedName{Namespace: "ns", Name: "p"}
+	a.Permit(context.Background(), header, key, items) // the reviews, once
+	for _, bc := range []struct {
+		name  string
+		items []Item
+	}{{"list-100", items}, {"call", items[:1]}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				a.Permit(context.Background(), header, key, bc.items)
+			}
+		})
 	}
 }
