@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -120,7 +121,8 @@ func runConformance(t *testing.T, node, dir, url, requirements string) []check {
 		"--requirements", requirements, "--output-dir", out, "--timeout", "20000")
 	cmd.Dir = out
 	log, err := cmd.CombinedOutput()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok { // failing checks exit non-zero
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) { // failing checks exit non-zero
 		t.Fatalf("conformance suite: %v\n%s", err, log)
 	}
 	checks, err := readChecks(out)

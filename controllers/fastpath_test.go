@@ -102,8 +102,7 @@ func TestGatewayCallsEveryUpstream(t *testing.T) {
 					// reshaped; a 2026-07-28 session calling a 2025-11-25 server goes through
 					// the SDK.
 					path := "raw"
-					switch {
-					case revision == "2026-07-28" && !up.newest:
+					if revision == "2026-07-28" && !up.newest {
 						path = "revision"
 					}
 					exact := revision == "2025-11-25" && (!up.newest || path == "raw")

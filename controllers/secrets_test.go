@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -79,7 +80,8 @@ func TestSecretVariables(t *testing.T) {
 			if vars != nil || strings.Contains(err.Error(), value) {
 				t.Fatalf("a refusal returns no values and names none: %v, %v", vars, err)
 			}
-			if p, ok := err.(conn.PermanentError); !ok || !p.Permanent() {
+			var p conn.PermanentError
+			if !errors.As(err, &p) || !p.Permanent() {
 				t.Fatalf("a refusal is permanent (no reconnects): %T", err)
 			}
 		})

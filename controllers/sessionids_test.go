@@ -318,7 +318,7 @@ func spansOf(rec *tracetest.SpanRecorder, ref string, t *testing.T) string {
 	write := func(s sdktrace.ReadOnlySpan) {
 		fmt.Fprintf(&b, "%s status=%q", s.Name(), s.Status().Description)
 		for _, kv := range s.Attributes() {
-			fmt.Fprintf(&b, " %s=%q", kv.Key, kv.Value.Emit())
+			fmt.Fprintf(&b, " %s=%q", kv.Key, kv.Value.String())
 			if s.Name() == "projectmcp.mount" && kv.Key == "projectmcp.session" && kv.Value.AsString() == ref {
 				mounted = true
 			}
@@ -326,7 +326,7 @@ func spansOf(rec *tracetest.SpanRecorder, ref string, t *testing.T) string {
 		for _, e := range s.Events() {
 			fmt.Fprintf(&b, " event %s", e.Name)
 			for _, kv := range e.Attributes {
-				fmt.Fprintf(&b, " %s=%q", kv.Key, kv.Value.Emit())
+				fmt.Fprintf(&b, " %s=%q", kv.Key, kv.Value.String())
 			}
 		}
 		b.WriteString("\n")

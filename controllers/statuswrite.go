@@ -145,7 +145,7 @@ func adoptStatusFields(entries []metav1.ManagedFieldsEntry, apiVersion string) (
 	if err != nil {
 		return nil, false, err
 	}
-	kept[own].FieldsV1 = &metav1.FieldsV1{Raw: data}
+	kept[own].FieldsV1 = metav1.NewFieldsV1(string(data))
 	return kept, true, nil
 }
 
@@ -155,7 +155,7 @@ func fieldSet(e metav1.ManagedFieldsEntry) (*fieldpath.Set, error) {
 	if e.FieldsV1 == nil {
 		return set, nil
 	}
-	if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+	if err := set.FromJSON(bytes.NewReader(e.FieldsV1.GetRawBytes())); err != nil {
 		return nil, err
 	}
 	return set, nil

@@ -187,7 +187,7 @@ func statusManagers(t testing.TB, obj *v1alpha1.ProjectMCP) map[string]string {
 		if _, dup := out[name]; dup {
 			t.Fatalf("two status entries of %s", name)
 		}
-		out[name] = string(e.FieldsV1.Raw)
+		out[name] = e.FieldsV1.GetRawString()
 	}
 	return out
 }
@@ -353,7 +353,7 @@ func TestAdoptStatusFields(t *testing.T) {
 	const gv = "mcp.dsh.dev/v1alpha1"
 	entry := func(manager string, op metav1.ManagedFieldsOperationType, subresource, fields string) metav1.ManagedFieldsEntry {
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: gv, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}, Subresource: subresource}
+			FieldsV1: metav1.NewFieldsV1(fields), Subresource: subresource}
 	}
 	spec := entry("kubectl", metav1.ManagedFieldsOperationUpdate, "", `{"f:spec":{"f:project":{}}}`)
 	mirrored := entry(mirror.FieldManager, metav1.ManagedFieldsOperationApply, "status", `{"f:status":{"f:conditions":{"k:{\"type\":\"ConfigSynced\"}":{".":{},"f:type":{}}}}}`)
@@ -377,7 +377,7 @@ func TestAdoptStatusFields(t *testing.T) {
 			if len(got) != 3 || got[0].Manager != spec.Manager || got[1].Manager != mirror.FieldManager || got[2].Manager != FieldManager {
 				t.Fatalf("entries: %+v", got)
 			}
-			if string(got[0].FieldsV1.Raw) != string(spec.FieldsV1.Raw) || string(got[1].FieldsV1.Raw) != string(mirrored.FieldsV1.Raw) {
+			if got[0].FieldsV1.GetRawString() != spec.FieldsV1.GetRawString() || got[1].FieldsV1.GetRawString() != mirrored.FieldsV1.GetRawString() {
 				t.Fatal("other entries must stay as they were")
 			}
 			fields, err := fieldSet(got[2])
@@ -390,14 +390,14 @@ func TestAdoptStatusFields(t *testing.T) {
 				fieldpath.MakePathOrDie("status", "servers", fieldpath.KeyByFields("name", "gone")),
 			} {
 				if !fields.Has(p) {
-					t.Errorf("%s not adopted: %s", p, got[2].FieldsV1.Raw)
+					t.Errorf("%s not adopted: %s", p, got[2].FieldsV1.GetRawString())
 				}
 			}
-			if strings.Contains(string(got[2].FieldsV1.Raw), "ConfigSynced") {
-				t.Errorf("the mirror's condition adopted: %s", got[2].FieldsV1.Raw)
+			if strings.Contains(got[2].FieldsV1.GetRawString(), "ConfigSynced") {
+				t.Errorf("the mirror's condition adopted: %s", got[2].FieldsV1.GetRawString())
 			}
 			if applied := len(in) == 4; applied && !fields.Has(fieldpath.MakePathOrDie("status", "toolCount")) {
-				t.Errorf("what the reconciler owned before is lost: %s", got[2].FieldsV1.Raw)
+				t.Errorf("what the reconciler owned before is lost: %s", got[2].FieldsV1.GetRawString())
 			}
 		})
 	}

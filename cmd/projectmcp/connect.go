@@ -268,7 +268,7 @@ func connectTarget(g *globalFlags, project string, args []string) (types.Namespa
 	if err != nil {
 		return types.NamespacedName{}, err
 	}
-	name := ""
+	var name string
 	if len(args) > 0 {
 		name = args[0]
 	} else {

@@ -78,7 +78,7 @@ func TestRenderBadInput(t *testing.T) {
 		"bad namespace":  {[]string{"render", "--namespace", "a.b", example}, 1, `invalid namespace "a.b"`},
 		"no file":        {[]string{"render"}, 2, "projectmcp render: missing argument FILE\nUsage: projectmcp render FILE [flags]"},
 		"two files":      {[]string{"render", example, example}, 2, `projectmcp render: unexpected argument "` + example + `": render takes FILE`},
-		"unknown flag":   {[]string{"render", example, "--nmae", "x"}, 2, "projectmcp render: unknown flag: --nmae\n"},
+		"unknown flag":   {[]string{"render", example, "--nmae", "x"}, 2, "projectmcp render: unknown flag: --nmae\n"}, //nolint:misspell // a misspelt flag is the case under test
 		"no flag value":  {[]string{"render", example, "--name"}, 2, "projectmcp render: flag needs an argument: --name\n"},
 		"unknown cmd":    {[]string{"rendr"}, 2, `projectmcp: unknown command "rendr" (did you mean "render"?)`},
 		"no cmd":         {nil, 2, "projectmcp: a command is required"},

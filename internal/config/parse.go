@@ -435,7 +435,7 @@ func (p *parser) url(server string, f member) string {
 // character, an escape): a URL can hold a credential, and the message reaches status and
 // events, so it names the problem and the file's line and column point at the value.
 func urlProblem(err error) string {
-	if ue, ok := err.(*url.Error); ok {
+	if ue, ok := err.(*url.Error); ok { //nolint:errorlint // only the *url.Error url.Parse returns is unwrapped; a wrapping error keeps its words
 		err = ue.Err
 	}
 	return quoted.ReplaceAllString(err.Error(), "")

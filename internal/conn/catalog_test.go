@@ -45,8 +45,7 @@ func TestInternSharesEqualCatalogs(t *testing.T) {
 			t.Fatalf("a different catalog was interned as %v", a.tools)
 		}
 	}
-	digest := a.digest
-	a, b = nil, nil
+	digest := a.digest // a and b are not read again: nothing holds the catalog from here on
 	deadline := time.Now().Add(10 * time.Second)
 	for interned(digest) {
 		if time.Now().After(deadline) {

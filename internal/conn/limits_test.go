@@ -404,7 +404,7 @@ func TestLargeMessageWithinBoundPasses(t *testing.T) {
 func TestListPagesBounded(t *testing.T) {
 	h := &hostile{tools: func(w io.Writer, cursor string) {
 		var n int
-		fmt.Sscan(strings.TrimPrefix(cursor, "c"), &n)
+		_, _ = fmt.Sscan(strings.TrimPrefix(cursor, "c"), &n)
 		fmt.Fprintf(w, `{"tools":[],"nextCursor":"c%d"}`, n+1)
 	}}
 	c := start(t, Options{Server: h.start(t), MaxListPages: 50, Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}})
@@ -436,7 +436,7 @@ func TestListPagesBounded(t *testing.T) {
 func TestMillionToolsBounded(t *testing.T) {
 	paged := func(w io.Writer, cursor string) {
 		var page int
-		fmt.Sscan(strings.TrimPrefix(cursor, "p"), &page)
+		_, _ = fmt.Sscan(strings.TrimPrefix(cursor, "p"), &page)
 		io.WriteString(w, `{"tools":[`)
 		for i := range 1000 {
 			if i > 0 {
@@ -497,7 +497,7 @@ func TestSchemaBounded(t *testing.T) {
 	schemaTools := func(size int64) func(w io.Writer, _ string) {
 		return func(w io.Writer, _ string) {
 			io.WriteString(w, `{"tools":[{"name":"small","inputSchema":{"type":"object"}},{"name":"wide","inputSchema":{"type":"object","description":"`)
-			filler(w, size, nil)
+			_ = filler(w, size, nil)
 			io.WriteString(w, `"}}]}`)
 		}
 	}
@@ -534,14 +534,14 @@ func TestSchemaBounded(t *testing.T) {
 func TestListBytesBounded(t *testing.T) {
 	h := &hostile{tools: func(w io.Writer, cursor string) {
 		var page int
-		fmt.Sscan(strings.TrimPrefix(cursor, "p"), &page)
+		_, _ = fmt.Sscan(strings.TrimPrefix(cursor, "p"), &page)
 		io.WriteString(w, `{"tools":[`)
 		for i := range 100 {
 			if i > 0 {
 				io.WriteString(w, ",")
 			}
 			fmt.Fprintf(w, `{"name":"t%d_%d","description":"`, page, i)
-			filler(w, 10<<10, nil)
+			_ = filler(w, 10<<10, nil)
 			io.WriteString(w, `","inputSchema":{"type":"object"}}`)
 		}
 		fmt.Fprintf(w, `],"nextCursor":"p%d"}`, page+1)

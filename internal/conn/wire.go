@@ -499,14 +499,3 @@ func (c *Conn) wireOf(s *mcp.ClientSession) *wire {
 	}
 	return c.wire
 }
-
-// notify sends a notification raw.
-func (w *wire) notify(method string, params []byte) {
-	if w.stdin != nil {
-		_, _ = w.stdin.write(append(request("", method, params), '\n'))
-		return
-	}
-	ctx, stop := context.WithTimeout(context.Background(), cancelNoticeTimeout)
-	defer stop()
-	w.send(ctx, request("", method, params), method)
-}

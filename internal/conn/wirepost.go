@@ -88,7 +88,7 @@ func (w *wire) sessionHeaders(h http.Header) {
 // comes first in its params (the gateway writes it so: callMembers), and then only it is read,
 // not the arguments after it.
 func nameOf(method string, params json.RawMessage) string {
-	key := ""
+	var key string
 	switch method {
 	case "tools/call", "prompts/get":
 		key = "name"

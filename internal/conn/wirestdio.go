@@ -85,7 +85,6 @@ func (w *wire) splitLong(r *bufio.Reader, first []byte, sdk io.Writer) (readErr,
 			why = listMessage(what, items)
 		}
 		if why != "" {
-			line = nil
 			for errors.Is(err, bufio.ErrBufferFull) {
 				more, err = r.ReadSlice('\n')
 				top.feed(more)

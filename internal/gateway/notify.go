@@ -203,7 +203,9 @@ func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	uri := req.Params.URI
 	server, ok := p.owner(uri)
 	if !ok {
-		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no server of this project lists the resource %q", uri)}
+		// The SDK's own code for a missing resource, which its compatibility setting can make
+		// -32002 rather than jsonrpc.CodeInvalidParams.
+		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no server of this project lists the resource %q", uri)} //nolint:staticcheck // see above
 	}
 	o := p.subscriber(req)
 	o.method, o.item = "resources/subscribe", p.resourceItem(server, uri) // for a listen's subscription too

@@ -46,7 +46,7 @@ func TestServerHandleDoesNotAllocate(t *testing.T) {
 func TestStatusWriteResults(t *testing.T) {
 	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "projectmcps"}, "p", errors.New("changed"))
 	for _, err := range []error{nil, nil, conflict, errors.New("down")} {
-		if got := StatusWrite("ns", "p", err); got != err {
+		if got := StatusWrite("ns", "p", err); got != err { //nolint:errorlint // StatusWrite must return the very error it is given
 			t.Fatalf("StatusWrite must return its error: %v", got)
 		}
 	}

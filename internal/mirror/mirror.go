@@ -282,7 +282,7 @@ func (m *Mirror) read(ctx context.Context) (*v1alpha1.ProjectMCPSpec, metav1.Con
 	if err != nil {
 		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonConfigInvalid
 		cond.Message = truncate(err.Error()+" (the last valid configuration stays in effect)", 32768)
-		return nil, cond, nil
+		return nil, cond, nil //nolint:nilerr // an invalid configuration is reported in the condition; the mirror goes on
 	}
 	spec.Project = project
 	cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonConfigApplied

@@ -154,7 +154,7 @@ func checkProperties(t *testing.T, budget int) {
 			if kept := p.server + Separator + p.raw; valid(p.raw) && len(kept) <= budget && name != kept {
 				t.Fatalf("round %d: %q fits in %d but became %q", round, kept, budget, name)
 			}
-			part := name[:strings.Index(name, Separator)]
+			part, _, _ := strings.Cut(name, Separator)
 			if part != p.server && part != serverPart(p.server, budget) {
 				t.Fatalf("round %d: %q/%q gives %q, whose server part is neither the server nor its shortened part", round, p.server, p.raw, name)
 			}

@@ -9,6 +9,7 @@ package deploy
 import (
 	"bytes"
 	"debug/elf"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,7 +125,8 @@ func checkArgsParse(t testing.TB, bin string, args []string) {
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			return ee.ExitCode(), out.String()
 		} else if err != nil {
 			t.Fatal(err)

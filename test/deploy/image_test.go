@@ -115,9 +115,9 @@ func versionAtLeast(have, want string) bool {
 	for i := range w {
 		var hv, wv int
 		if i < len(h) {
-			fmt.Sscan(h[i], &hv)
+			_, _ = fmt.Sscan(h[i], &hv)
 		}
-		fmt.Sscan(w[i], &wv)
+		_, _ = fmt.Sscan(w[i], &wv)
 		if hv != wv {
 			return hv > wv
 		}

@@ -357,7 +357,7 @@ func (s *suite) stalledFlood(t *testing.T, key types.NamespacedName, count, size
 	}
 	resp = post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	resp.Body.Close()
-	flood := post(sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"s__flood","arguments":{"count":%d,"bytes":%d},"_meta":{"progressToken":"stalled"}}}`, count, size))
+	flood := post(sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"s__flood","arguments":{"count":%d,"bytes":%d},"_meta":{"progressToken":"stalled"}}}`, count, size)) //nolint:bodyclose // the returned func closes it, when the fault is over
 	if flood.StatusCode != http.StatusOK {
 		t.Fatalf("the flood call: status %d", flood.StatusCode)
 	}

@@ -273,7 +273,6 @@ func runStage(b *testing.B, bins binaries, kind string, n, per int, profileDir s
 type readyWatch struct {
 	mu    sync.Mutex
 	ready map[string]time.Time
-	err   error
 }
 
 func isReady(o *v1alpha1.ProjectMCP) bool {
