@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -297,9 +298,10 @@ func (r *route) dialer() *net.Dialer {
 // is POSTed to, which may be any URL. Redirects come here too. A refused request is never
 // sent: no connection is opened for it.
 type sameOrigin struct {
-	base   http.RoundTripper
-	origin string  // originOf the server's URL
-	egress *Egress // nil: no policy
+	base    http.RoundTripper
+	origin  string  // originOf the server's URL
+	egress  *Egress // nil: no policy
+	refused *atomic.Pointer[refusedRequest]
 }
 
 func (t sameOrigin) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -307,7 +309,11 @@ func (t sameOrigin) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Body != nil {
 			req.Body.Close() // a RoundTripper closes the body, even on error
 		}
-		return nil, &refusedRequest{msg}
+		r := &refusedRequest{msg}
+		if t.refused != nil {
+			t.refused.CompareAndSwap(nil, r)
+		}
+		return nil, r
 	}
 	return t.base.RoundTrip(req)
 }

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,6 +41,20 @@ type endpoint struct {
 	transport mcp.Transport
 	proc      *process // stdio only
 	release   func()   // remote only: gives back the shared HTTP transport (once)
+	// refused is the first request sameOrigin did not send (remote only): the cause of a
+	// connect that fails after it, whatever the SDK makes of the failed request.
+	refused *atomic.Pointer[refusedRequest]
+}
+
+// refusal is the first request refused on the way to the server, or nil.
+func (e *endpoint) refusal() error {
+	if e.refused == nil {
+		return nil
+	}
+	if r := e.refused.Load(); r != nil {
+		return r
+	}
+	return nil
 }
 
 func (e *endpoint) pid() int {
@@ -132,12 +147,14 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 	bounded := &boundedBodies{base: base, limit: c.opts.MaxMessageBytes, items: c.opts.MaxListItems, c: c}
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
 	// The configured headers are added below sameOrigin, so that they reach only the server.
+	refused := &atomic.Pointer[refusedRequest]{}
 	client := &http.Client{Transport: sameOrigin{
-		base:   &headerTransport{base: mcpResponses{bounded}, headers: headers},
-		origin: originOf(u),
-		egress: egress,
+		base:    &headerTransport{base: mcpResponses{bounded}, headers: headers},
+		origin:  originOf(u),
+		egress:  egress,
+		refused: refused,
 	}}
-	ep := &endpoint{release: release}
+	ep := &endpoint{release: release, refused: refused}
 	// No event longer than the bound reaches the SDK (boundedBodies); its own (smaller) default
 	// bound would fail the whole connection on an event the bound allows.
 	maxEvent := sdkBound(c.opts.MaxMessageBytes)

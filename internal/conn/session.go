@@ -110,6 +110,9 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	if exitErr := ep.exitError(); exitErr != nil {
 		err = fmt.Errorf("%w (%v)", exitErr, err)
 	}
+	if refused := ep.refusal(); refused != nil { // what the SDK reports may be only its aftermath
+		err = fmt.Errorf("%w (%v)", refused, err)
+	}
 	return false, err
 }
 
