@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,7 +54,7 @@ func TestLogWritesLines(t *testing.T) {
 // A log that cannot be opened says which flag named it.
 func TestOpenNamesTheFlag(t *testing.T) {
 	_, err := Open(filepath.Join(t.TempDir(), "missing", "audit.log"), nil)
-	if err == nil || err.Error()[:12] != "--audit-log:" {
+	if err == nil || !strings.HasPrefix(err.Error(), "--audit-log:") {
 		t.Fatalf("error %v", err)
 	}
 }

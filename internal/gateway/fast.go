@@ -316,7 +316,7 @@ func (p *project) callFast(w http.ResponseWriter, r *http.Request, env fastEnvel
 	defer cancel()
 
 	o := origin{method: "tools/call", session: fc.id, caller: fc.caller, name: params.Name, raw: tool.raw, meta: params.Meta.trace(), caps: fc.caps,
-		header: r.Header, item: Item{Resource: ResourceTools, Server: tool.server, Name: tool.raw, Unlisted: tool.unlisted}, args: args}
+		header: r.Header, traced: true, item: Item{Resource: ResourceTools, Server: tool.server, Name: tool.raw, Unlisted: tool.unlisted}, args: args}
 	logs := fc.stateless && params.Meta.LogLevel != ""
 	send := func(ctx context.Context, put func(relayed)) (conn.RawResult, error) {
 		if logs {

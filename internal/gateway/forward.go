@@ -31,9 +31,13 @@ type origin struct {
 	caller    conn.Caller
 	// name and raw: the projected and the server's own name of the tool or prompt called.
 	name, raw string
-	// header: the HTTP headers the request came with, for its trace context (the SDK's
-	// handlers do not run in the HTTP request's context).
+	// header: the HTTP headers the request came with: its token and principal (rbac.go,
+	// audit.go) and, unless traced, its trace context.
 	header http.Header
+	// traced: the context already carries the request's trace context, as the fast paths' do
+	// (they run in the HTTP request's context, where serveProject read it); the SDK's handlers
+	// do not.
+	traced bool
 	// meta reads the request's own _meta, whose trace context (SEP-414) comes before the
 	// headers'; nil when it has none.
 	meta func(key string) string
@@ -84,7 +88,7 @@ func forward[T any](ctx context.Context, p *project, o origin, server string, do
 	if o.meta != nil {
 		ctx = tracing.FromMeta(ctx, o.meta)
 	}
-	if o.header != nil && !trace.SpanContextFromContext(ctx).IsValid() {
+	if o.header != nil && !o.traced && !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = tracing.FromHeaders(ctx, o.header)
 	}
 	if o.caps != nil {

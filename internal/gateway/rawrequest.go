@@ -113,7 +113,7 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 
 	ctx, cancel := p.track(r, fc, env.ID)
 	defer cancel()
-	o := origin{method: env.Method, session: fc.id, caller: fc.caller, meta: meta.trace(), caps: fc.caps, header: r.Header, item: item,
+	o := origin{method: env.Method, session: fc.id, caller: fc.caller, meta: meta.trace(), caps: fc.caps, header: r.Header, traced: true, item: item,
 		args: members["arguments"]}
 	if env.Method == "prompts/get" {
 		o.name, o.raw = name, raw

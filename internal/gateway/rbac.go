@@ -118,20 +118,6 @@ func (p *project) rbacOn() (ItemAuthorizer, bool) {
 	return ia, true
 }
 
-// permitted filters items to those the caller may use; all of them when the project does not
-// authorize items per identity.
-func (p *project) permitted(ctx context.Context, header http.Header, items []Item) []bool {
-	ok := make([]bool, len(items))
-	ia, on := p.rbacOn()
-	if !on {
-		for i := range ok {
-			ok[i] = true
-		}
-		return ok
-	}
-	return ia.Permit(ctx, header, p.key, items)
-}
-
 // deniedItem is a use of an item RBAC does not grant the caller.
 type deniedItem struct {
 	project string
@@ -161,13 +147,14 @@ func (p *project) admit(ctx context.Context, o origin) error {
 	if o.item.Resource == "" && !itemMethods[o.method] {
 		return nil
 	}
-	if _, on := p.rbacOn(); !on {
+	ia, on := p.rbacOn()
+	if !on {
 		return nil
 	}
 	if o.item.Resource == "" {
 		return fmt.Errorf("projectmcp: %s names no tool, prompt or resource the project's RBAC policy can check", o.method)
 	}
-	if !p.permitted(ctx, o.header, []Item{o.item})[0] {
+	if !ia.Permit(ctx, o.header, p.key, []Item{o.item})[0] {
 		return &deniedItem{project: p.key.Name, item: o.item}
 	}
 	return nil
@@ -331,7 +318,8 @@ func (p *project) itemsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if err != nil || res == nil {
 			return res, err
 		}
-		if _, on := p.rbacOn(); !on {
+		ia, on := p.rbacOn()
+		if !on {
 			return res, nil
 		}
 		var header http.Header
@@ -341,15 +329,15 @@ func (p *project) itemsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		r := p.current()
 		switch l := res.(type) {
 		case *mcp.ListToolsResult:
-			l.Tools = keep(ctx, p, header, l.Tools, func(t *mcp.Tool) Item { return r.itemOf(ResourceTools, r.tools, t.Name) })
+			l.Tools = keep(ctx, ia, p.key, header, l.Tools, func(t *mcp.Tool) Item { return r.itemOf(ResourceTools, r.tools, t.Name) })
 		case *mcp.ListPromptsResult:
-			l.Prompts = keep(ctx, p, header, l.Prompts, func(pr *mcp.Prompt) Item { return r.itemOf(ResourcePrompts, r.prompts, pr.Name) })
+			l.Prompts = keep(ctx, ia, p.key, header, l.Prompts, func(pr *mcp.Prompt) Item { return r.itemOf(ResourcePrompts, r.prompts, pr.Name) })
 		case *mcp.ListResourcesResult:
-			l.Resources = keep(ctx, p, header, l.Resources, func(res *mcp.Resource) Item {
+			l.Resources = keep(ctx, ia, p.key, header, l.Resources, func(res *mcp.Resource) Item {
 				return Item{Resource: ResourceResources, Server: r.resources[res.URI].server, Name: res.URI}
 			})
 		case *mcp.ListResourceTemplatesResult:
-			l.ResourceTemplates = keep(ctx, p, header, l.ResourceTemplates, func(t *mcp.ResourceTemplate) Item {
+			l.ResourceTemplates = keep(ctx, ia, p.key, header, l.ResourceTemplates, func(t *mcp.ResourceTemplate) Item {
 				return Item{Resource: ResourceResources, Server: r.templates[t.URITemplate].server, Name: t.URITemplate}
 			})
 		}
@@ -365,12 +353,12 @@ func (r *routes) itemOf(resource string, set map[string]projected, name string) 
 
 // keep is page without the items the caller may not use. An item of no server (the routes
 // changed since the SDK's page was made) is withheld.
-func keep[T any](ctx context.Context, p *project, header http.Header, page []*T, itemOf func(*T) Item) []*T {
+func keep[T any](ctx context.Context, ia ItemAuthorizer, key types.NamespacedName, header http.Header, page []*T, itemOf func(*T) Item) []*T {
 	items := make([]Item, len(page))
 	for i, it := range page {
 		items[i] = itemOf(it)
 	}
-	ok := p.permitted(ctx, header, items)
+	ok := ia.Permit(ctx, header, key, items)
 	out := make([]*T, 0, len(page))
 	for i, it := range page {
 		if ok[i] && items[i].Server != "" {

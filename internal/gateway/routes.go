@@ -88,12 +88,20 @@ func (p *project) owner(uri string) (string, bool) {
 	if res, ok := r.resources[uri]; ok {
 		return res.server, true
 	}
-	for _, m := range r.matchers {
-		if m.re.MatchString(uri) {
-			return m.server, true
-		}
+	if m, ok := r.match(uri); ok {
+		return m.server, true
 	}
 	return r.sole, r.sole != ""
+}
+
+// match is the first template (in template order) that matches uri.
+func (r *routes) match(uri string) (templateMatcher, bool) {
+	for _, m := range r.matchers {
+		if m.re.MatchString(uri) {
+			return m, true
+		}
+	}
+	return templateMatcher{}, false
 }
 
 // resourceItem is a URI of server as RBAC names it: a listed one by itself, another by the
@@ -105,11 +113,8 @@ func (p *project) resourceItem(server, uri string) Item {
 		return it
 	}
 	it.Unlisted = true
-	for _, m := range r.matchers {
-		if m.server == server && m.re.MatchString(uri) {
-			it.Template = m.template
-			break
-		}
+	if m, ok := r.match(uri); ok && m.server == server { // the template owner() routed it by
+		it.Template = m.template
 	}
 	return it
 }
