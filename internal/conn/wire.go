@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
@@ -488,6 +489,25 @@ func (c *Conn) Forward(ctx context.Context, method string, members []byte, onPro
 		}
 		return res, err
 	})
+}
+
+// Takes reports, before anything is sent, whether Forward can take a request of a caller
+// taking results in rev on the connection's current session: nil, ErrOtherRevision or
+// ErrNotRaw (what Forward would answer), or ErrUnavailable while no session is Ready. The
+// session can change between Takes and Forward (a reconnect), so Forward checks again.
+func (c *Conn) Takes(rev Revision) error {
+	c.mu.Lock()
+	s, w, phase := c.session, c.wire, c.state.Phase
+	c.mu.Unlock()
+	switch {
+	case s == nil || w == nil || phase != v1alpha1.PhaseReady:
+		return ErrUnavailable
+	case !rev.admits(s.InitializeResult().ProtocolVersion):
+		return ErrOtherRevision
+	case !w.raw():
+		return ErrNotRaw
+	}
+	return nil
 }
 
 // wireOf is the wire of session s, or nil once s is no longer the connection's session.

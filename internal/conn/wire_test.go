@@ -84,6 +84,21 @@ func TestForwardEveryTransport(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := start(t, Options{Server: tc.server(t)})
 			waitPhase(t, c, v1alpha1.PhaseReady)
+			// Takes says beforehand what Forward answers.
+			wantTakes := map[Revision]error{AnyRevision: nil, Newest: nil, LegacyExact: nil}
+			if tc.newest {
+				wantTakes[LegacyExact] = ErrOtherRevision
+			} else {
+				wantTakes[Newest] = ErrOtherRevision
+			}
+			for rev, want := range wantTakes {
+				if !tc.raw && want == nil {
+					want = ErrNotRaw
+				}
+				if got := c.Takes(rev); !errors.Is(got, want) || (want == nil) != (got == nil) {
+					t.Fatalf("Takes(%d) = %v, want %v", rev, got, want)
+				}
+			}
 			res, err := forwardEcho(t, c, "raw", AnyRevision)
 			if !tc.raw {
 				if !errors.Is(err, ErrNotRaw) {
@@ -114,6 +129,14 @@ func TestForwardEveryTransport(t *testing.T) {
 				t.Fatalf("a server speaking the newest revision=%v: for a 2026-07-28 caller %v", tc.newest, newestErr)
 			}
 		})
+	}
+}
+
+// Takes answers ErrUnavailable while no session is Ready.
+func TestTakesBeforeReady(t *testing.T) {
+	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "never", Stdio: &v1alpha1.StdioServer{Command: "/nonexistent/mcp-server"}}})
+	if err := c.Takes(AnyRevision); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Takes before Ready: %v", err)
 	}
 }
 
