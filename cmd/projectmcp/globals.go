@@ -37,8 +37,8 @@ func (g *globalFlags) bind(fs *pflag.FlagSet) {
 // restConfig is the configuration for the cluster --kubeconfig names, else $KUBECONFIG, the
 // in-cluster config or ~/.kube/config. Either way the client does not throttle itself (the API
 // server's priority and fairness does), as controller-runtime's own loader sets it: client-go's
-// default of 5 requests per second, which a --kubeconfig file used to get, held 1,000 new
-// projects' finalizer and status writes for minutes (the scale benchmark).
+// default of 5 requests per second would hold 1,000 new projects' finalizer and status writes
+// for minutes (the scale benchmark).
 func (g *globalFlags) restConfig() (*rest.Config, error) {
 	if g.kubeconfig == "" {
 		return ctrl.GetConfig()

@@ -7,10 +7,9 @@ import (
 
 var (
 	// ItemDenials counts uses an RBAC policy refused.
-	ItemDenials = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "projectmcp_gateway_item_denials_total",
-		Help: "Uses of a tool, prompt or resource refused by a project's RBAC policy (spec.toolAuthorization: RBAC), by resource (tools, prompts, resources).",
-	}, []string{"resource"})
+	ItemDenials = counterVec("projectmcp_gateway_item_denials_total",
+		"Uses of a tool, prompt or resource refused by a project's RBAC policy (spec.toolAuthorization: RBAC), by resource (tools, prompts, resources).",
+		[]string{"resource"})
 	auditDropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "projectmcp_audit_records_dropped_total",
 		Help: "Audit records dropped because the audit log could not keep up (--audit-log).",

@@ -168,61 +168,45 @@ func newSet(projectLabels bool) *set {
 		return names
 	}
 	s := &set{projectLabels: projectLabels, servers: map[serverKey]*Server{}, users: map[string]map[projectKey]struct{}{}}
-	s.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "projectmcp_connection_transitions_total",
-		Help: "Phase changes of connections (Connecting, Ready, Disconnected, Failed), by server and from and to phase.",
-	}, labels("server", "from", "to"))
-	s.connectDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "projectmcp_connect_duration_seconds",
-		Help:    "How long connect attempts took (start to initialized and listed, or failed), by server and outcome (ok, error, timeout).",
-		Buckets: connectBuckets,
-	}, labels("server", "outcome"))
-	s.reconnects = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "projectmcp_reconnect_attempts_total",
-		Help: "Reconnect attempts of connections that dropped or failed to connect, by server.",
-	}, labels("server"))
-	s.rebuilds = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "projectmcp_rebuilds_total",
-		Help: "Connections torn down and built again with the same config, by server and reason (ReconnectRequested, DeadAtMount).",
-	}, labels("server", "reason"))
-	s.repoints = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "projectmcp_repoints_total",
-		Help: "Connections replaced by one with a changed config, by server and reason (ConfigChanged).",
-	}, labels("server", "reason"))
-	s.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "projectmcp_tool_calls_total",
-		Help: "Tool calls forwarded to servers, by server and outcome (ok, tool_error, error, unavailable, timeout, cancelled).",
-	}, labels("server", "outcome"))
-	s.toolDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "projectmcp_tool_call_duration_seconds",
-		Help:    "How long forwarded tool calls took, whatever their outcome, by server.",
-		Buckets: callBuckets,
-	}, labels("server"))
-	s.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "projectmcp_forwarded_requests_total",
-		Help: "Requests forwarded from agent sessions to MCP servers, by server, method and result.",
-	}, labels("server", "method", "result"))
-	s.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "projectmcp_queue_wait_seconds",
-		Help:    "How long sessions' requests that had to wait for their turn on a connection (--max-calls-per-session, --max-calls-per-server) waited, by server.",
-		Buckets: callBuckets,
-	}, labels("server"))
-	s.mountWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "projectmcp_mount_wait_seconds",
-		Help:    "How long a new session's mount waited for its servers to be ready.",
-		Buckets: mountBuckets,
-	}, labels())
+	s.transitions = counterVec("projectmcp_connection_transitions_total",
+		"Phase changes of connections (Connecting, Ready, Disconnected, Failed), by server and from and to phase.",
+		labels("server", "from", "to"))
+	s.connectDuration = histogramVec("projectmcp_connect_duration_seconds",
+		"How long connect attempts took (start to initialized and listed, or failed), by server and outcome (ok, error, timeout).",
+		connectBuckets, labels("server", "outcome"))
+	s.reconnects = counterVec("projectmcp_reconnect_attempts_total",
+		"Reconnect attempts of connections that dropped or failed to connect, by server.",
+		labels("server"))
+	s.rebuilds = counterVec("projectmcp_rebuilds_total",
+		"Connections torn down and built again with the same config, by server and reason (ReconnectRequested, DeadAtMount).",
+		labels("server", "reason"))
+	s.repoints = counterVec("projectmcp_repoints_total",
+		"Connections replaced by one with a changed config, by server and reason (ConfigChanged).",
+		labels("server", "reason"))
+	s.toolCalls = counterVec("projectmcp_tool_calls_total",
+		"Tool calls forwarded to servers, by server and outcome (ok, tool_error, error, unavailable, timeout, cancelled).",
+		labels("server", "outcome"))
+	s.toolDuration = histogramVec("projectmcp_tool_call_duration_seconds",
+		"How long forwarded tool calls took, whatever their outcome, by server.",
+		callBuckets, labels("server"))
+	s.forwarded = counterVec("projectmcp_forwarded_requests_total",
+		"Requests forwarded from agent sessions to MCP servers, by server, method and result.",
+		labels("server", "method", "result"))
+	s.queueWait = histogramVec("projectmcp_queue_wait_seconds",
+		"How long sessions' requests that had to wait for their turn on a connection (--max-calls-per-session, --max-calls-per-server) waited, by server.",
+		callBuckets, labels("server"))
+	s.mountWait = histogramVec("projectmcp_mount_wait_seconds",
+		"How long a new session's mount waited for its servers to be ready.",
+		mountBuckets, labels())
 	if !projectLabels {
 		s.mountWait.WithLabelValues() // one series, there from the start
 	}
-	s.listChanged = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "projectmcp_list_changed_sent_total",
-		Help: "list_changed notifications sent to agent sessions, by kind (tools, prompts, resources).",
-	}, labels("kind"))
-	s.statusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "projectmcp_status_writes_total",
-		Help: "ProjectMCP status writes, by result (ok, conflict, error).",
-	}, labels("result"))
+	s.listChanged = counterVec("projectmcp_list_changed_sent_total",
+		"list_changed notifications sent to agent sessions, by kind (tools, prompts, resources).",
+		labels("kind"))
+	s.statusWrites = counterVec("projectmcp_status_writes_total",
+		"ProjectMCP status writes, by result (ok, conflict, error).",
+		labels("result"))
 	s.gauges = gauges{
 		connections: prometheus.NewDesc("projectmcp_connections", "Live MCP connections, by server and phase.", labels("server", "phase"), nil),
 		waiting: prometheus.NewDesc("projectmcp_requests_waiting", "Sessions' requests waiting for their turn on a connection (--max-calls-per-session, --max-calls-per-server), by server.",
@@ -647,4 +631,14 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(g.sessions, prometheus.GaugeValue, float64(n), g.set.values(k[0], k[1], k[2])...)
 		}
 	}
+}
+
+// counterVec and histogramVec declare a metric by its name, help and labels: the options the
+// metrics here set, and nothing else.
+func counterVec(name, help string, labels []string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func histogramVec(name, help string, buckets []float64, labels []string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 }
