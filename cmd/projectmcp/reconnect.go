@@ -25,7 +25,7 @@ rebuilt servers have left Connecting, and prints each server's phase.`
 func newReconnectCmd(g *globalFlags, stdout io.Writer) *cobra.Command {
 	var servers []string
 	var wait time.Duration
-	cmd := &cobra.Command{
+	cmd := onProject(g, &cobra.Command{
 		Use:   "reconnect NAME",
 		Short: "Rebuild a project's connections now (all, or --server S)",
 		Long:  reconnectLong,
@@ -34,16 +34,9 @@ func newReconnectCmd(g *globalFlags, stdout io.Writer) *cobra.Command {
 
   # rebuild one server's and wait until it is handled
   projectmcp reconnect shop --server memory --wait 30s`,
-		Args:              positional([]string{"NAME"}),
-		ValidArgsFunction: completeProjects(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := g.target()
-			if err != nil {
-				return err
-			}
-			return reconnect(cmd.Context(), c, types.NamespacedName{Namespace: ns, Name: args[0]}, servers, wait, stdout)
-		},
-	}
+	}, func(ctx context.Context, c client.Client, key types.NamespacedName) error {
+		return reconnect(ctx, c, key, servers, wait, stdout)
+	})
 	cmd.Flags().StringArrayVar(&servers, "server", nil, "rebuild only this server (repeatable; default: every server)")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "wait this long for the controller to handle the request (0: do not wait)")
 	return cmd
@@ -97,6 +90,22 @@ func summary(obj *v1alpha1.ProjectMCP) string {
 		parts = append(parts, fmt.Sprintf("%s %s (connection %s, %d tools)", s.Name, s.Phase, s.Connection, s.ToolCount))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// onProject makes cmd a command about one ProjectMCP, named by its one argument in the
+// namespace the global flags choose (completed from the cluster): run gets the client and the
+// project's key.
+func onProject(g *globalFlags, cmd *cobra.Command, run func(ctx context.Context, c client.Client, key types.NamespacedName) error) *cobra.Command {
+	cmd.Args = positional([]string{"NAME"})
+	cmd.ValidArgsFunction = completeProjects(g)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		c, ns, err := g.target()
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), c, types.NamespacedName{Namespace: ns, Name: args[0]})
+	}
+	return cmd
 }
 
 // completeProjects completes a NAME argument with the ProjectMCPs in the namespace.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -9,12 +10,13 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
 
 func newStatusCmd(g *globalFlags, stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
+	return onProject(g, &cobra.Command{
 		Use:   "status NAME",
 		Short: "Show a project's servers, connections, tools and sessions",
 		Long: `Prints a project's state for people without kubectl: the endpoint and conditions, one row
@@ -22,21 +24,14 @@ per server (phase, connection, tools, sessions, requests waiting for their turn 
 last error), then the sessions.`,
 		Example: `  projectmcp status shop
   projectmcp status web -n team-a --kubeconfig ~/.kube/prod`,
-		Args:              positional([]string{"NAME"}),
-		ValidArgsFunction: completeProjects(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := g.target()
-			if err != nil {
-				return err
-			}
-			obj := &v1alpha1.ProjectMCP{}
-			if err := c.Get(cmd.Context(), types.NamespacedName{Namespace: ns, Name: args[0]}, obj); err != nil {
-				return err
-			}
-			printStatus(stdout, obj)
-			return nil
-		},
-	}
+	}, func(ctx context.Context, c client.Client, key types.NamespacedName) error {
+		obj := &v1alpha1.ProjectMCP{}
+		if err := c.Get(ctx, key, obj); err != nil {
+			return err
+		}
+		printStatus(stdout, obj)
+		return nil
+	})
 }
 
 func printStatus(w io.Writer, obj *v1alpha1.ProjectMCP) {
