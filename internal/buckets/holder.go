@@ -1,0 +1,456 @@
+package buckets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Config configures a Holder.
+type Config struct {
+	// Client reads and writes the Leases; it should not be a cache (a stale read delays a
+	// takeover by a tick, and a write needs the Lease's current version anyway).
+	Client    client.Client
+	Namespace string
+	// Identity names this replica in the Leases; unique among the replicas (pod name and a
+	// random suffix).
+	Identity string
+	// Address is this replica's gateway address (host:port), written on the Leases it holds.
+	Address string
+	Buckets int
+	// LeaseDuration, RenewDeadline and RetryPeriod are leader election's: how long a Lease
+	// not renewed stays its holder's, how long the holder keeps trying to renew before it
+	// stops serving the bucket, and how often it renews and others try to take it.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Acquired is called when the replica starts serving bucket k, with the Lease's
+	// transitions as the epoch (every new holder increments it). It must not block.
+	Acquired func(k int, epoch int64)
+	// Release is called when the replica stops serving bucket k: it is being handed off
+	// (rebalance, Stop) or was lost (not renewed in time). It returns once the bucket's
+	// projects are stopped; ctx ends when the Lease may already be another's (a loss) or the
+	// handoff's bound (HandoffTimeout) has passed.
+	Release func(ctx context.Context, k int)
+	// HandoffTimeout bounds one Release of a bucket handed off (default 30 s).
+	HandoffTimeout time.Duration
+	Clock          clock.WithTicker
+	Log            logr.Logger
+}
+
+// Holder takes, renews and hands off bucket Leases. Run it once; Serving and Owner are safe
+// for concurrent use.
+type Holder struct {
+	cfg Config
+
+	// Owned by the run goroutine.
+	held     map[int]*holding
+	observed map[string]observation // Lease name → when its record last changed, as seen here
+	ticks    int
+
+	serving atomic.Pointer[map[int]int64]  // the buckets served now → epoch
+	owners  atomic.Pointer[map[int]string] // every held bucket → its holder's address
+	handoff sync.WaitGroup                 // Release calls of buckets handed off
+	ready   chan struct{}                  // closed after the first tick's moves
+	readyOn sync.Once
+}
+
+// holding is one bucket the replica holds.
+type holding struct {
+	lease    *coordinationv1.Lease
+	renewed  time.Time     // when a renewal last succeeded
+	draining bool          // Release runs: the Lease is kept (renewed) until it returns
+	released chan struct{} // closed when that Release has returned
+	epoch    int64
+}
+
+// observation is when a Lease's record was last seen to change (its resource version), by
+// this replica's clock: expiry is judged by that, not by the holder's clock, as leader
+// election does.
+type observation struct {
+	version string
+	at      time.Time
+}
+
+// New makes a Holder; Run starts it.
+func New(cfg Config) (*Holder, error) {
+	switch {
+	case cfg.Buckets < 1:
+		return nil, fmt.Errorf("buckets: %d buckets: want at least 1", cfg.Buckets)
+	case cfg.LeaseDuration <= cfg.RenewDeadline || cfg.RenewDeadline <= cfg.RetryPeriod || cfg.RetryPeriod <= 0:
+		return nil, fmt.Errorf("buckets: want lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
+			cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod)
+	case cfg.Identity == "":
+		return nil, errors.New("buckets: no identity")
+	}
+	if cfg.HandoffTimeout <= 0 {
+		cfg.HandoffTimeout = 30 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Acquired == nil {
+		cfg.Acquired = func(int, int64) {}
+	}
+	if cfg.Release == nil {
+		cfg.Release = func(context.Context, int) {}
+	}
+	h := &Holder{cfg: cfg, held: map[int]*holding{}, observed: map[string]observation{}, ready: make(chan struct{})}
+	h.publish()
+	return h, nil
+}
+
+// Serving reports whether this replica serves bucket k now, and the epoch it serves it in.
+func (h *Holder) Serving(k int) (epoch int64, ok bool) {
+	epoch, ok = (*h.serving.Load())[k]
+	return epoch, ok
+}
+
+// Owner is the address of the replica holding bucket k, as last seen; false when nobody
+// holds it (or its holder has no address).
+func (h *Holder) Owner(k int) (string, bool) {
+	addr, ok := (*h.owners.Load())[k]
+	return addr, ok && addr != ""
+}
+
+// Held is how many buckets this replica serves now.
+func (h *Holder) Held() int { return len(*h.serving.Load()) }
+
+// Settled is closed once the Holder has made its first moves: the buckets it could take at
+// start are taken (readiness waits for it).
+func (h *Holder) Settled() <-chan struct{} { return h.ready }
+
+// Run takes and keeps buckets until ctx ends, then hands every held bucket off (each Release
+// returns before its Lease is released) and deletes the replica's own Lease.
+func (h *Holder) Run(ctx context.Context) {
+	t := h.cfg.Clock.NewTicker(h.cfg.RetryPeriod)
+	defer t.Stop()
+	for {
+		h.tick(ctx)
+		select {
+		case <-ctx.Done():
+			h.stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// tick is one round: renew what is held, count the replicas, and move toward the fair share.
+func (h *Holder) tick(ctx context.Context) {
+	now := h.cfg.Clock.Now()
+	leases, err := h.list(ctx)
+	if err != nil {
+		h.cfg.Log.Info("listing the bucket Leases failed", "error", err.Error())
+	}
+	h.renewReplica(ctx, leases)
+	h.collect(ctx, leases, now)
+	h.renewHeld(ctx, leases, now)
+	h.releaseDrained(ctx)
+	h.ticks++
+	// The first tick only announces the replica: moving at once, before the others have seen
+	// it (or it them), would take every bucket at a start of several replicas and hand most
+	// of them off a tick later.
+	if err == nil && ctx.Err() == nil && h.ticks > 1 {
+		v := h.view(leases, now)
+		m := plan(v)
+		for _, k := range m.release {
+			h.handOff(k)
+		}
+		for _, k := range m.take {
+			h.take(ctx, k, leases[LeaseName(k)], now)
+		}
+		h.readyOn.Do(func() { close(h.ready) })
+	}
+	h.publishOwners(leases, now)
+	h.publish()
+}
+
+// list reads the namespace's Leases, by name.
+func (h *Holder) list(ctx context.Context) (map[string]*coordinationv1.Lease, error) {
+	var list coordinationv1.LeaseList
+	if err := h.cfg.Client.List(ctx, &list, client.InNamespace(h.cfg.Namespace)); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*coordinationv1.Lease, len(list.Items))
+	for i := range list.Items {
+		l := &list.Items[i]
+		out[l.Name] = l
+		if o, ok := h.observed[l.Name]; !ok || o.version != l.ResourceVersion {
+			h.observed[l.Name] = observation{version: l.ResourceVersion, at: h.cfg.Clock.Now()}
+		}
+	}
+	return out, nil
+}
+
+// live reports whether a Lease is held: it names a holder, and its record changed less than
+// its duration ago (by this replica's clock).
+func (h *Holder) live(l *coordinationv1.Lease, now time.Time) bool {
+	if l == nil || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
+		return false
+	}
+	d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
+	return now.Sub(h.observed[l.Name].at) < d
+}
+
+// view is what plan decides over.
+func (h *Holder) view(leases map[string]*coordinationv1.Lease, now time.Time) view {
+	v := view{me: h.cfg.Identity, buckets: h.cfg.Buckets, holders: map[int]string{}, mine: map[int]bool{}}
+	for name, l := range leases {
+		switch {
+		case l.Labels[LabelReplica] == "true" && name != ReplicaPrefix+h.cfg.Identity && h.live(l, now):
+			v.replicas++
+		case l.Labels[LabelBucket] != "":
+			k, err := strconv.Atoi(l.Labels[LabelBucket])
+			if err == nil && k >= 0 && k < h.cfg.Buckets && name == LeaseName(k) && h.live(l, now) {
+				v.holders[k] = *l.Spec.HolderIdentity
+			}
+		}
+	}
+	v.replicas++ // this one
+	for k, b := range h.held {
+		v.holders[k] = h.cfg.Identity
+		if b.draining {
+			v.draining++
+		} else {
+			v.mine[k] = true
+		}
+	}
+	return v
+}
+
+// renewReplica keeps the replica's own Lease, by which the others count it.
+func (h *Holder) renewReplica(ctx context.Context, leases map[string]*coordinationv1.Lease) {
+	name := ReplicaPrefix + h.cfg.Identity
+	l := leases[name]
+	if l == nil {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.cfg.Namespace,
+			Labels: map[string]string{LabelReplica: "true"}}}
+		h.stamp(l, false)
+		if err := h.cfg.Client.Create(ctx, l); err != nil && !apierrors.IsAlreadyExists(err) {
+			h.cfg.Log.Info("creating the replica Lease failed", "error", err.Error())
+		}
+		return
+	}
+	h.stamp(l, false)
+	if err := h.cfg.Client.Update(ctx, l); err != nil {
+		h.cfg.Log.Info("renewing the replica Lease failed", "error", err.Error())
+	}
+}
+
+// collect deletes the replica Leases of replicas gone (not renewed for their duration), so
+// that restarts, each with an identity of its own, leave nothing behind. The version
+// precondition spares a Lease renewed meanwhile.
+func (h *Holder) collect(ctx context.Context, leases map[string]*coordinationv1.Lease, now time.Time) {
+	for name, l := range leases {
+		if l.Labels[LabelReplica] != "true" || name == ReplicaPrefix+h.cfg.Identity || h.live(l, now) {
+			continue
+		}
+		err := h.cfg.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: ptr.To(l.ResourceVersion)})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			h.cfg.Log.Info("deleting the Lease of a replica gone failed", "lease", name, "error", err.Error())
+		}
+	}
+}
+
+// stamp makes l this replica's, renewed now; acquire also counts a transition.
+func (h *Holder) stamp(l *coordinationv1.Lease, acquire bool) {
+	now := metav1.NewMicroTime(h.cfg.Clock.Now())
+	if ptr.Deref(l.Spec.HolderIdentity, "") != h.cfg.Identity || acquire {
+		l.Spec.AcquireTime = &now
+	}
+	if acquire {
+		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+	}
+	l.Spec.HolderIdentity = ptr.To(h.cfg.Identity)
+	l.Spec.LeaseDurationSeconds = ptr.To(int32((h.cfg.LeaseDuration + time.Second - 1) / time.Second))
+	l.Spec.RenewTime = &now
+	if h.cfg.Address != "" {
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[AnnotationAddress] = h.cfg.Address
+	}
+}
+
+// renewHeld renews every held bucket. A bucket whose Lease is another's now, or that could not
+// be renewed for the renew deadline, is lost: it stops being served at once, before the Lease
+// can expire for the others.
+func (h *Holder) renewHeld(ctx context.Context, leases map[string]*coordinationv1.Lease, now time.Time) {
+	for k, b := range h.held {
+		l := leases[LeaseName(k)]
+		if leases != nil && l == nil {
+			h.lose(k, "its Lease is gone")
+			continue
+		}
+		if l != nil && (ptr.Deref(l.Spec.HolderIdentity, "") != h.cfg.Identity || ptr.Deref(l.Spec.LeaseTransitions, 0) != int32(b.epoch)) {
+			h.lose(k, "another replica holds its Lease")
+			continue
+		}
+		if l != nil && ctx.Err() == nil {
+			l = l.DeepCopy()
+			h.stamp(l, false)
+			if err := h.cfg.Client.Update(ctx, l); err == nil {
+				b.lease, b.renewed = l, now
+				continue
+			}
+		}
+		if now.Sub(b.renewed) >= h.cfg.RenewDeadline {
+			h.lose(k, "its Lease was not renewed within the renew deadline")
+		}
+	}
+}
+
+// take tries to become bucket k's holder: creating its Lease, or updating one nobody holds;
+// the API server's version check lets only one replica win.
+func (h *Holder) take(ctx context.Context, k int, l *coordinationv1.Lease, now time.Time) {
+	var err error
+	if l == nil {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName(k), Namespace: h.cfg.Namespace,
+			Labels: map[string]string{LabelBucket: strconv.Itoa(k)}}}
+		h.stamp(l, true)
+		err = h.cfg.Client.Create(ctx, l)
+	} else {
+		l = l.DeepCopy()
+		h.stamp(l, true)
+		err = h.cfg.Client.Update(ctx, l)
+	}
+	if err != nil {
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			h.cfg.Log.Info("taking a bucket failed", "bucket", k, "error", err.Error())
+		}
+		return
+	}
+	epoch := int64(ptr.Deref(l.Spec.LeaseTransitions, 0))
+	h.held[k] = &holding{lease: l, renewed: now, epoch: epoch}
+	h.publish()
+	h.cfg.Log.V(1).Info("took a bucket", "bucket", k, "epoch", epoch)
+	h.cfg.Acquired(k, epoch)
+}
+
+// handOff stops serving bucket k and releases its Lease once Release has returned; until then
+// the Lease is renewed, so nobody else starts its projects.
+func (h *Holder) handOff(k int) {
+	b := h.held[k]
+	b.draining = true
+	b.released = make(chan struct{})
+	h.publish()
+	h.handoff.Add(1)
+	go func() {
+		defer h.handoff.Done()
+		defer close(b.released)
+		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.HandoffTimeout)
+		defer cancel()
+		h.cfg.Release(ctx, k)
+	}()
+}
+
+// lose forgets bucket k without touching its Lease, and stops its projects within what is
+// left of the Lease's duration.
+func (h *Holder) lose(k int, why string) {
+	b := h.held[k]
+	delete(h.held, k)
+	h.publish()
+	h.cfg.Log.Info("lost a bucket", "bucket", k, "why", why)
+	if b.draining {
+		return // its Release runs already
+	}
+	left := h.cfg.LeaseDuration - h.cfg.Clock.Since(b.renewed)
+	h.handoff.Add(1)
+	go func() {
+		defer h.handoff.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), max(left, 0))
+		defer cancel()
+		h.cfg.Release(ctx, k)
+	}()
+}
+
+// releaseDrained releases the Leases of buckets whose Release has returned.
+func (h *Holder) releaseDrained(ctx context.Context) {
+	for k, b := range h.held {
+		if !b.draining {
+			continue
+		}
+		select {
+		case <-b.released:
+		default:
+			continue
+		}
+		h.releaseLease(ctx, b.lease)
+		delete(h.held, k)
+	}
+}
+
+// releaseLease gives a Lease up at once: no holder, and a duration of one second, as
+// leader election's release does.
+func (h *Holder) releaseLease(ctx context.Context, l *coordinationv1.Lease) {
+	l = l.DeepCopy()
+	l.Spec.HolderIdentity = nil
+	l.Spec.LeaseDurationSeconds = ptr.To[int32](1)
+	now := metav1.NewMicroTime(h.cfg.Clock.Now())
+	l.Spec.RenewTime = &now
+	if err := h.cfg.Client.Update(ctx, l); err != nil {
+		h.cfg.Log.Info("releasing a bucket Lease failed; it expires instead", "lease", l.Name, "error", err.Error())
+	}
+}
+
+// stop hands every bucket off, releases their Leases and deletes the replica Lease.
+func (h *Holder) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.HandoffTimeout+h.cfg.RenewDeadline)
+	defer cancel()
+	for k, b := range h.held {
+		if !b.draining {
+			h.handOff(k)
+		}
+	}
+	h.handoff.Wait()
+	h.releaseDrained(ctx)
+	h.publish()
+	replica := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: ReplicaPrefix + h.cfg.Identity, Namespace: h.cfg.Namespace}}
+	if err := h.cfg.Client.Delete(ctx, replica); err != nil && !apierrors.IsNotFound(err) {
+		h.cfg.Log.Info("deleting the replica Lease failed; it expires instead", "error", err.Error())
+	}
+}
+
+// publish makes the served buckets visible to Serving.
+func (h *Holder) publish() {
+	serving := make(map[int]int64, len(h.held))
+	for k, b := range h.held {
+		if !b.draining {
+			serving[k] = b.epoch
+		}
+	}
+	h.serving.Store(&serving)
+	if h.owners.Load() == nil {
+		h.owners.Store(&map[int]string{})
+	}
+}
+
+// publishOwners makes the holders' addresses visible to Owner.
+func (h *Holder) publishOwners(leases map[string]*coordinationv1.Lease, now time.Time) {
+	if leases == nil {
+		return
+	}
+	owners := map[int]string{}
+	for k := range h.cfg.Buckets {
+		if l := leases[LeaseName(k)]; h.live(l, now) && !h.isDraining(k) {
+			owners[k] = l.Annotations[AnnotationAddress]
+		}
+	}
+	h.owners.Store(&owners)
+}
+
+func (h *Holder) isDraining(k int) bool {
+	b, ok := h.held[k]
+	return ok && b.draining
+}
