@@ -31,8 +31,8 @@ func TestPlan(t *testing.T) {
 		return out
 	}
 	cases := map[string]struct {
-		v            view
-		take, releas int
+		v             view
+		take, release int
 	}{
 		"alone: takes every bucket": {
 			v:    view{me: "a", buckets: 8, replicas: 1, holders: map[int]string{}, mine: held()},
@@ -50,8 +50,8 @@ func TestPlan(t *testing.T) {
 			v: view{me: "b", buckets: 8, replicas: 2, holders: holders("a", span(0, 8)...), mine: held()},
 		},
 		"the first, seeing the second: gives up its surplus": {
-			v:      view{me: "a", buckets: 8, replicas: 2, holders: holders("a", span(0, 8)...), mine: held(span(0, 8)...)},
-			releas: 4,
+			v:       view{me: "a", buckets: 8, replicas: 2, holders: holders("a", span(0, 8)...), mine: held(span(0, 8)...)},
+			release: 4,
 		},
 		"at its share: nothing": {
 			v: view{me: "a", buckets: 8, replicas: 2, holders: holders("a", 0, 1, 2, 3), mine: held(0, 1, 2, 3)},
@@ -60,7 +60,7 @@ func TestPlan(t *testing.T) {
 			v: view{me: "a", buckets: 8, replicas: 2, holders: holders("a", span(0, 8)...), mine: held(0, 1, 2, 3), draining: 4},
 		},
 		"handing off, with free buckets: takes none past the share": {
-			v: view{me: "a", buckets: 8, replicas: 2, holders: holders("a", 0, 1, 2), mine: held(0, 1), draining: 1},
+			v:    view{me: "a", buckets: 8, replicas: 2, holders: holders("a", 0, 1, 2), mine: held(0, 1), draining: 1},
 			take: 1,
 		},
 		"a replica gone: takes its buckets": {
@@ -75,8 +75,8 @@ func TestPlan(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			m := plan(tc.v)
-			if len(m.take) != tc.take || len(m.release) != tc.releas {
-				t.Fatalf("take %v, release %v; want %d and %d", m.take, m.release, tc.take, tc.releas)
+			if len(m.take) != tc.take || len(m.release) != tc.release {
+				t.Fatalf("take %v, release %v; want %d and %d", m.take, m.release, tc.take, tc.release)
 			}
 			for _, k := range m.take {
 				if _, ok := tc.v.holders[k]; ok {

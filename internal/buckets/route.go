@@ -1,0 +1,135 @@
+package buckets
+
+import (
+	"context"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// HeaderProxiedBy is set on a request one replica proxies to another (the sender's identity):
+// a replica never proxies such a request again, so a stale view of the Leases cannot make a
+// loop.
+const HeaderProxiedBy = "X-ProjectMCP-Proxied-By"
+
+// Ownership is what the Router asks of a Holder.
+type Ownership interface {
+	Serving(k int) (epoch int64, ok bool)
+	Owner(k int) (address string, ok bool)
+}
+
+// Router sends each project request to the replica serving the project's bucket: here (Next),
+// or proxied, streaming, to the holder of the bucket's Lease. A request for a bucket nobody
+// serves is answered 503 with Retry-After. Requests that name no project go to Next.
+type Router struct {
+	Ownership Ownership
+	// BucketOf is the bucket of a project (Of, with the project's pin label).
+	BucketOf func(types.NamespacedName) int
+	Next     http.Handler
+	// Identity is this replica's (HeaderProxiedBy); Scheme the owners' gateway scheme.
+	Identity string
+	Scheme   string
+	// Transport carries proxied requests (nil: http.DefaultTransport).
+	Transport http.RoundTripper
+	// RetryAfter is what a 503 tells the client to wait (default: 1 s).
+	RetryAfter time.Duration
+	// Proxied is called once per proxied request (metrics); may be nil.
+	Proxied func()
+
+	once  sync.Once
+	proxy *httputil.ReverseProxy
+}
+
+// ProjectOf is the project a gateway path names (/projects/<namespace>/<name>/...), if any.
+func ProjectOf(path string) (types.NamespacedName, bool) {
+	rest, ok := strings.CutPrefix(path, "/projects/")
+	if !ok {
+		return types.NamespacedName{}, false
+	}
+	ns, rest, ok := strings.Cut(rest, "/")
+	if !ok || ns == "" {
+		return types.NamespacedName{}, false
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	if name == "" {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, true
+}
+
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key, ok := ProjectOf(r.URL.Path)
+	if !ok {
+		rt.Next.ServeHTTP(w, r)
+		return
+	}
+	k := rt.BucketOf(key)
+	if _, serving := rt.Ownership.Serving(k); serving {
+		rt.Next.ServeHTTP(w, r)
+		return
+	}
+	owner, known := rt.Ownership.Owner(k)
+	if !known || r.Header.Get(HeaderProxiedBy) != "" {
+		rt.unavailable(w, k)
+		return
+	}
+	if rt.Proxied != nil {
+		rt.Proxied()
+	}
+	rt.reverseProxy().ServeHTTP(w, withOwner(r, owner))
+}
+
+// unavailable answers a request whose project no replica serves now: its bucket is between
+// holders (a handoff, or a replica gone whose Lease has not expired yet).
+func (rt *Router) unavailable(w http.ResponseWriter, k int) {
+	after := rt.RetryAfter
+	if after <= 0 {
+		after = time.Second
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(max(after.Round(time.Second), time.Second)/time.Second)))
+	http.Error(w, "the project's bucket ("+LeaseName(k)+") has no replica serving it now: it is moving between replicas; retry", http.StatusServiceUnavailable)
+}
+
+type ownerKey struct{}
+
+// withOwner carries the owner's address to the proxy's Rewrite.
+func withOwner(r *http.Request, owner string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner))
+}
+
+func ownerFrom(ctx context.Context) string {
+	owner, _ := ctx.Value(ownerKey{}).(string)
+	return owner
+}
+
+func (rt *Router) reverseProxy() *httputil.ReverseProxy {
+	rt.once.Do(rt.newProxy)
+	return rt.proxy
+}
+
+func (rt *Router) newProxy() {
+	scheme := rt.Scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	rt.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = scheme
+			pr.Out.URL.Host = ownerFrom(pr.In.Context())
+			pr.Out.Host = pr.In.Host // the owner checks Host as the client sent it (DNS rebinding)
+			pr.SetXForwarded()
+			pr.Out.Header.Set(HeaderProxiedBy, rt.Identity)
+		},
+		Transport:     rt.Transport,
+		FlushInterval: -1, // SSE streams and long calls: every write goes through at once
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "the replica serving this project could not be reached: "+err.Error(), http.StatusBadGateway)
+		},
+	}
+}

@@ -1,0 +1,174 @@
+package buckets
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// fixedOwnership serves the buckets in serving and knows the owners in owners.
+type fixedOwnership struct {
+	serving map[int]bool
+	owners  map[int]string
+}
+
+func (f fixedOwnership) Serving(k int) (int64, bool) { return 1, f.serving[k] }
+func (f fixedOwnership) Owner(k int) (string, bool) {
+	addr, ok := f.owners[k]
+	return addr, ok
+}
+
+func TestProjectOf(t *testing.T) {
+	cases := map[string]string{
+		"/projects/ns/p/mcp":              "ns/p",
+		"/projects/ns/p/servers/s/mcp":    "ns/p",
+		"/projects/ns/p":                  "ns/p",
+		"/projects/ns/":                   "",
+		"/projects//p/mcp":                "",
+		"/healthz":                        "",
+		"/projectsx/ns/p/mcp":             "",
+		"/projects/team-a/shop/mcp?x=1":   "team-a/shop",
+		"/projects/ns/p/servers/s/mcp/xx": "ns/p",
+	}
+	for path, want := range cases {
+		key, ok := ProjectOf(strings.SplitN(path, "?", 2)[0])
+		got := ""
+		if ok {
+			got = key.String()
+		}
+		if got != want {
+			t.Errorf("ProjectOf(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// A request for a project another replica serves reaches that replica's gateway as the client
+// sent it (method, path, query, body, Host), streamed both ways and cancelled with the
+// client; one for a bucket nobody serves, or one proxied already, is a 503 with Retry-After.
+func TestRouterProxiesToTheOwner(t *testing.T) {
+	release := make(chan struct{})
+	cancelled := make(chan struct{})
+	owner := httptest.NewServer(&Router{
+		Ownership: fixedOwnership{serving: map[int]bool{0: true}},
+		BucketOf:  func(types.NamespacedName) int { return 0 },
+		Identity:  "owner",
+		Next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: "+r.Method+" "+r.URL.RequestURI()+" "+string(body)+" host="+r.Host+" by="+r.Header.Get(HeaderProxiedBy)+"\n\n")
+			w.(http.Flusher).Flush()
+			if r.URL.Query().Has("hold") {
+				<-r.Context().Done()
+				close(cancelled)
+				return
+			}
+			select {
+			case <-release:
+				_, _ = io.WriteString(w, "data: done\n\n")
+			case <-r.Context().Done():
+			}
+		}),
+	})
+	defer owner.Close()
+	ownerAddr := strings.TrimPrefix(owner.URL, "http://")
+
+	proxied := 0
+	front := httptest.NewServer(&Router{
+		Ownership: fixedOwnership{serving: map[int]bool{}, owners: map[int]string{0: ownerAddr}},
+		BucketOf: func(key types.NamespacedName) int {
+			if key.Name == "orphan" {
+				return 1
+			}
+			return 0
+		},
+		Identity: "front",
+		Proxied:  func() { proxied++ },
+		Next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, "front's own")
+		}),
+	})
+	defer front.Close()
+
+	// Streamed: the first event arrives while the owner's handler still runs.
+	req, _ := http.NewRequest(http.MethodPost, front.URL+"/projects/ns/p/mcp?q=1", strings.NewReader(`{"x":1}`))
+	req.Host = "gateway.example:8080"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(resp.Body)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `data: POST /projects/ns/p/mcp?q=1 {"x":1} host=gateway.example:8080 by=front` + "\n"; line != want {
+		t.Fatalf("the owner saw %q, want %q", line, want)
+	}
+	close(release)
+	rest, _ := io.ReadAll(r)
+	resp.Body.Close()
+	if !strings.Contains(string(rest), "data: done") || proxied != 1 {
+		t.Fatalf("the rest of the stream: %q (proxied %d)", rest, proxied)
+	}
+
+	// Cancelled: a client that gives up ends the owner's request.
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, front.URL+"/projects/ns/p/mcp?hold", nil)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = bufio.NewReader(resp.Body).ReadString('\n')
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the owner's request went on after the client gave up")
+	}
+
+	for name, req := range map[string]*http.Request{
+		"a bucket nobody holds": mustRequest(t, front.URL+"/projects/ns/orphan/mcp", ""),
+		"a request proxied already (a stale view would loop)": mustRequest(t, front.URL+"/projects/ns/p/mcp", "elsewhere"),
+	} {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(body), "projectmcp-bucket-") {
+			t.Fatalf("%s: %d Retry-After=%q %s", name, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+	}
+
+	// Not a project's path: served here.
+	resp, err = http.Get(front.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "front's own" {
+		t.Fatalf("/healthz: %q", body)
+	}
+}
+
+func mustRequest(t *testing.T, url, proxiedBy string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if proxiedBy != "" {
+		req.Header.Set(HeaderProxiedBy, proxiedBy)
+	}
+	return req
+}
