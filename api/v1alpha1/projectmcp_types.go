@@ -365,6 +365,32 @@ type ProjectMCPStatus struct {
 	// at first.
 	// +optional
 	LastHandledReconnectAt string `json:"lastHandledReconnectAt,omitempty"`
+
+	// owner is the replica serving the project: the holder of its bucket's Lease, and the
+	// epoch it holds it in. Only the holder writes status, and the API server refuses a write
+	// from an earlier epoch of the same Lease, so a replica that lost the bucket cannot
+	// overwrite what the next holder wrote.
+	// +optional
+	Owner *ProjectOwner `json:"owner,omitempty"`
+}
+
+// ProjectOwner names the replica that serves a project and fences its status writes.
+// +kubebuilder:validation:XValidation:rule="self.bucket != oldSelf.bucket || self.epoch >= oldSelf.epoch",message="status.owner.epoch must not go back within a bucket: the write comes from a replica that no longer holds the project's bucket"
+type ProjectOwner struct {
+	// replica is the identity of the replica holding the bucket's Lease.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Replica string `json:"replica"`
+	// bucket is the project's bucket: its Lease is projectmcp-bucket-<bucket>.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Bucket int32 `json:"bucket"`
+	// epoch grows with every new holder of the bucket's Lease: the Lease's creation time in
+	// seconds times 10⁶ plus its transitions, so that a Lease made again counts on from the
+	// one before.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Epoch int64 `json:"epoch"`
 }
 
 // ServerStatus is the observed state of one server's connection. Whether a connection exists

@@ -34,8 +34,8 @@ type Config struct {
 	// not renewed stays its holder's, how long the holder keeps trying to renew before it
 	// stops serving the bucket, and how often it renews and others try to take it.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// Acquired is called when the replica starts serving bucket k, with the Lease's
-	// transitions as the epoch (every new holder increments it). It must not block.
+	// Acquired is called when the replica starts serving bucket k, in the epoch EpochOf
+	// gives. It must not block.
 	Acquired func(k int, epoch int64)
 	// Release is called when the replica stops serving bucket k: it is being handed off
 	// (rebalance, Stop) or was lost (not renewed in time). It returns once the bucket's
@@ -108,6 +108,13 @@ func New(cfg Config) (*Holder, error) {
 	h := &Holder{cfg: cfg, held: map[int]*holding{}, observed: map[string]observation{}, ready: make(chan struct{})}
 	h.publish()
 	return h, nil
+}
+
+// EpochOf is the epoch a bucket Lease's holder serves it in: the Lease's creation time in
+// seconds times 10⁶ plus its transitions. Every new holder's is higher than the last one's,
+// also when the Lease was deleted and made again (status.owner's fencing rule relies on it).
+func EpochOf(l *coordinationv1.Lease) int64 {
+	return l.CreationTimestamp.Unix()*1_000_000 + int64(ptr.Deref(l.Spec.LeaseTransitions, 0))
 }
 
 // Serving reports whether this replica serves bucket k now, and the epoch it serves it in.
@@ -293,7 +300,7 @@ func (h *Holder) renewHeld(ctx context.Context, leases map[string]*coordinationv
 			h.lose(k, "its Lease is gone")
 			continue
 		}
-		if l != nil && (ptr.Deref(l.Spec.HolderIdentity, "") != h.cfg.Identity || ptr.Deref(l.Spec.LeaseTransitions, 0) != int32(b.epoch)) {
+		if l != nil && (ptr.Deref(l.Spec.HolderIdentity, "") != h.cfg.Identity || EpochOf(l) != b.epoch) {
 			h.lose(k, "another replica holds its Lease")
 			continue
 		}
@@ -331,7 +338,7 @@ func (h *Holder) take(ctx context.Context, k int, l *coordinationv1.Lease, now t
 		}
 		return
 	}
-	epoch := int64(ptr.Deref(l.Spec.LeaseTransitions, 0))
+	epoch := EpochOf(l)
 	h.held[k] = &holding{lease: l, renewed: now, epoch: epoch}
 	h.publish()
 	h.cfg.Log.V(1).Info("took a bucket", "bucket", k, "epoch", epoch)

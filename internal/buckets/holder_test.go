@@ -34,12 +34,16 @@ type ledger struct {
 	mu      sync.Mutex
 	serving map[int]string // bucket → the replica serving it (from Acquired to Release's start)
 	busy    map[int]string // bucket → the replica whose Release runs
-	moves   int
+	epochs  map[int]int64  // bucket → the epoch it was last taken in
 }
 
-func (l *ledger) acquired(who string, k int) {
+func (l *ledger) acquired(who string, k int, epoch int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if epoch <= l.epochs[k] {
+		l.t.Errorf("%s took bucket %d in epoch %d, after epoch %d", who, k, epoch, l.epochs[k])
+	}
+	l.epochs[k] = epoch
 	if other, ok := l.serving[k]; ok {
 		l.t.Errorf("%s took bucket %d while %s serves it", who, k, other)
 	}
@@ -47,7 +51,6 @@ func (l *ledger) acquired(who string, k int) {
 		l.t.Errorf("%s took bucket %d while %s still stops its projects", who, k, other)
 	}
 	l.serving[k] = who
-	l.moves++
 }
 
 func (l *ledger) release(who string, k int, stop func()) {
@@ -98,7 +101,7 @@ func startReplica(t *testing.T, c client.Client, ns, name string, l *ledger) *re
 	h, err := New(Config{
 		Client: cutClient{Client: c, cut: cut}, Namespace: ns, Identity: name, Address: name + ":8080",
 		Buckets: testBuckets, LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry,
-		Acquired: func(k int, epoch int64) { l.acquired(name, k) },
+		Acquired: func(k int, epoch int64) { l.acquired(name, k, epoch) },
 		Release: func(ctx context.Context, k int) {
 			l.release(name, k, func() {
 				select { // stopping a bucket's projects takes a moment
@@ -201,7 +204,7 @@ func TestHoldersShareHandOffAndFailOver(t *testing.T) {
 	if err := e.Client.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
-	l := &ledger{t: t, serving: map[int]string{}, busy: map[int]string{}}
+	l := &ledger{t: t, serving: map[int]string{}, busy: map[int]string{}, epochs: map[int]int64{}}
 	a := startReplica(t, e.Client, ns.Name, "a", l)
 	waitFor(t, 10*time.Second, "one replica holds every bucket"+spread(a), func() bool { return a.h.Held() == testBuckets })
 	select {

@@ -135,7 +135,7 @@ func TestRouterProxiesToTheOwner(t *testing.T) {
 	}
 
 	for name, req := range map[string]*http.Request{
-		"a bucket nobody holds": mustRequest(t, front.URL+"/projects/ns/orphan/mcp", ""),
+		"a bucket nobody holds":                               mustRequest(t, front.URL+"/projects/ns/orphan/mcp", ""),
 		"a request proxied already (a stale view would loop)": mustRequest(t, front.URL+"/projects/ns/p/mcp", "elsewhere"),
 	} {
 		resp, err := http.DefaultClient.Do(req)

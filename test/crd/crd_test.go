@@ -387,3 +387,50 @@ func TestKustomizeDefaultApplies(t *testing.T) {
 		}
 	}
 }
+
+// status.owner fences status writes: within a bucket the epoch never goes back, so a replica
+// that lost the project's bucket cannot overwrite the next holder's status. A project pinned
+// to another bucket starts that bucket's count.
+func TestOwnerEpochFencesStatus(t *testing.T) {
+	ns := namespace(t)
+	obj := &v1alpha1.ProjectMCP{
+		ObjectMeta: metav1.ObjectMeta{Name: "fenced", Namespace: ns},
+		Spec:       v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{{Name: "a", Stdio: &v1alpha1.StdioServer{Command: "x"}}}},
+	}
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	write := func(replica string, bucket int32, epoch int64) error {
+		obj.Status.Owner = &v1alpha1.ProjectOwner{Replica: replica, Bucket: bucket, Epoch: epoch}
+		err := env.Client.Status().Update(ctx, obj)
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Fatal(err)
+		}
+		return err
+	}
+	for _, step := range []struct {
+		replica string
+		bucket  int32
+		epoch   int64
+		refused bool
+	}{
+		{"a", 3, 4, false},
+		{"b", 3, 5, false}, // the next holder
+		{"a", 3, 4, true},  // the one before it, late
+		{"b", 3, 5, false}, // the holder again, same epoch
+		{"c", 9, 1, false}, // pinned to another bucket: its own count
+		{"c", 9, 0, true},
+	} {
+		err := write(step.replica, step.bucket, step.epoch)
+		if refused := err != nil; refused != step.refused {
+			t.Fatalf("%s writing epoch %d of bucket %d: refused=%v (%v), want %v", step.replica, step.epoch, step.bucket, refused, err, step.refused)
+		}
+		if err != nil && !strings.Contains(err.Error(), "no longer holds the project's bucket") {
+			t.Fatalf("the refusal does not say why: %v", err)
+		}
+	}
+	if got := obj.Status.Owner; got == nil || got.Replica != "c" || got.Epoch != 1 {
+		t.Fatalf("status.owner after the writes: %+v", got)
+	}
+}
