@@ -16,6 +16,8 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dsh-dev/projectmcp/internal/metrics"
 )
 
 // Config configures a Holder.
@@ -341,6 +343,7 @@ func (h *Holder) take(ctx context.Context, k int, l *coordinationv1.Lease, now t
 	epoch := EpochOf(l)
 	h.held[k] = &holding{lease: l, renewed: now, epoch: epoch}
 	h.publish()
+	metrics.BucketMoves.WithLabelValues("taken").Inc()
 	h.cfg.Log.V(1).Info("took a bucket", "bucket", k, "epoch", epoch)
 	h.cfg.Acquired(k, epoch)
 }
@@ -352,6 +355,7 @@ func (h *Holder) handOff(k int) {
 	b.draining = true
 	b.released = make(chan struct{})
 	h.publish()
+	metrics.BucketMoves.WithLabelValues("handed_off").Inc()
 	h.handoff.Add(1)
 	go func() {
 		defer h.handoff.Done()
@@ -368,6 +372,7 @@ func (h *Holder) lose(k int, why string) {
 	b := h.held[k]
 	delete(h.held, k)
 	h.publish()
+	metrics.BucketMoves.WithLabelValues("lost").Inc()
 	h.cfg.Log.Info("lost a bucket", "bucket", k, "why", why)
 	if b.draining {
 		return // its Release runs already
@@ -438,6 +443,7 @@ func (h *Holder) publish() {
 		}
 	}
 	h.serving.Store(&serving)
+	metrics.BucketsHeld.Set(float64(len(serving)))
 	if h.owners.Load() == nil {
 		h.owners.Store(&map[int]string{})
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dsh-dev/projectmcp/internal/metrics"
 )
 
 // HeaderProxiedBy is set on a request one replica proxies to another (the sender's identity):
@@ -38,8 +40,6 @@ type Router struct {
 	Transport http.RoundTripper
 	// RetryAfter is what a 503 tells the client to wait (default: 1 s).
 	RetryAfter time.Duration
-	// Proxied is called once per proxied request (metrics); may be nil.
-	Proxied func()
 
 	once  sync.Once
 	proxy *httputil.ReverseProxy
@@ -78,15 +78,14 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.unavailable(w, k)
 		return
 	}
-	if rt.Proxied != nil {
-		rt.Proxied()
-	}
+	metrics.ProxiedRequests.WithLabelValues("proxied").Inc()
 	rt.reverseProxy().ServeHTTP(w, withOwner(r, owner))
 }
 
 // unavailable answers a request whose project no replica serves now: its bucket is between
 // holders (a handoff, or a replica gone whose Lease has not expired yet).
 func (rt *Router) unavailable(w http.ResponseWriter, k int) {
+	metrics.ProxiedRequests.WithLabelValues("unserved").Inc()
 	after := rt.RetryAfter
 	if after <= 0 {
 		after = time.Second
