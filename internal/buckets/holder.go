@@ -456,14 +456,16 @@ func (h *Holder) publishOwners(leases map[string]*coordinationv1.Lease, now time
 	}
 	owners := map[int]string{}
 	for k := range h.cfg.Buckets {
-		if l := leases[LeaseName(k)]; h.live(l, now) && !h.isDraining(k) {
-			owners[k] = l.Annotations[AnnotationAddress]
+		l := leases[LeaseName(k)]
+		if !h.live(l, now) {
+			continue
 		}
+		// A Lease naming this replica is an owner only while the replica serves the bucket:
+		// not while it hands it off, nor after it lost it (a request would come back here).
+		if b, mine := h.held[k]; *l.Spec.HolderIdentity == h.cfg.Identity && (!mine || b.draining) {
+			continue
+		}
+		owners[k] = l.Annotations[AnnotationAddress]
 	}
 	h.owners.Store(&owners)
-}
-
-func (h *Holder) isDraining(k int) bool {
-	b, ok := h.held[k]
-	return ok && b.draining
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 )
 
-// HeaderProxiedBy is set on a request one replica proxies to another (the sender's identity):
-// a replica never proxies such a request again, so a stale view of the Leases cannot make a
-// loop.
+// HeaderProxiedBy is added to a request each time a replica proxies it to another (the
+// sender's identity): it counts the hops (maxHops), so a stale view of the Leases cannot make
+// a loop.
 const HeaderProxiedBy = "X-ProjectMCP-Proxied-By"
 
 // Ownership is what the Router asks of a Holder.
@@ -40,6 +40,9 @@ type Router struct {
 	Transport http.RoundTripper
 	// RetryAfter is what a 503 tells the client to wait (default: 1 s).
 	RetryAfter time.Duration
+	// Wait is how long a request for a bucket between holders waits for the next one before
+	// it is answered 503 (0: not at all).
+	Wait time.Duration
 
 	once  sync.Once
 	proxy *httputil.ReverseProxy
@@ -69,17 +72,54 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := rt.BucketOf(key)
-	if _, serving := rt.Ownership.Serving(k); serving {
-		rt.Next.ServeHTTP(w, r)
-		return
+	hops := hopsOf(r)
+	var wait *time.Timer
+	for {
+		if _, serving := rt.Ownership.Serving(k); serving {
+			rt.Next.ServeHTTP(w, r)
+			return
+		}
+		if owner, known := rt.Ownership.Owner(k); known && hops < maxHops {
+			metrics.ProxiedRequests.WithLabelValues("proxied").Inc()
+			rt.reverseProxy().ServeHTTP(w, withOwner(r, owner))
+			return
+		}
+		// The bucket is between holders: wait a little for the next one, as a call waits
+		// for a connection being swapped, before telling the client to come back.
+		if wait == nil {
+			wait = time.NewTimer(rt.Wait)
+			defer wait.Stop()
+		}
+		select {
+		case <-wait.C:
+			rt.unavailable(w, k)
+			return
+		case <-r.Context().Done():
+			return
+		case <-time.After(ownerPoll):
+		}
 	}
-	owner, known := rt.Ownership.Owner(k)
-	if !known || r.Header.Get(HeaderProxiedBy) != "" {
-		rt.unavailable(w, k)
-		return
+}
+
+// maxHops bounds how often a request is proxied: once by the replica it reached, once more by
+// a replica that was handing the bucket off when it arrived. A third replica serves it or
+// answers 503, so views of the Leases that disagree for a moment cannot make a loop.
+const maxHops = 2
+
+// ownerPoll is how often a request waiting for its bucket's next holder looks again.
+const ownerPoll = 25 * time.Millisecond
+
+// hopsOf is how many replicas have proxied r.
+func hopsOf(r *http.Request) int {
+	n := 0
+	for _, v := range r.Header.Values(HeaderProxiedBy) {
+		for _, id := range strings.Split(v, ",") {
+			if strings.TrimSpace(id) != "" {
+				n++
+			}
+		}
 	}
-	metrics.ProxiedRequests.WithLabelValues("proxied").Inc()
-	rt.reverseProxy().ServeHTTP(w, withOwner(r, owner))
+	return n
 }
 
 // unavailable answers a request whose project no replica serves now: its bucket is between
@@ -122,7 +162,7 @@ func (rt *Router) newProxy() {
 			pr.Out.URL.Host = ownerFrom(pr.In.Context())
 			pr.Out.Host = pr.In.Host // the owner checks Host as the client sent it (DNS rebinding)
 			pr.SetXForwarded()
-			pr.Out.Header.Set(HeaderProxiedBy, rt.Identity)
+			pr.Out.Header.Add(HeaderProxiedBy, rt.Identity)
 		},
 		Transport:     rt.Transport,
 		FlushInterval: -1, // SSE streams and long calls: every write goes through at once

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,8 +139,8 @@ func TestRouterProxiesToTheOwner(t *testing.T) {
 	}
 
 	for name, req := range map[string]*http.Request{
-		"a bucket nobody holds":                               mustRequest(t, front.URL+"/projects/ns/orphan/mcp", ""),
-		"a request proxied already (a stale view would loop)": mustRequest(t, front.URL+"/projects/ns/p/mcp", "elsewhere"),
+		"a bucket nobody holds": mustRequest(t, front.URL+"/projects/ns/orphan/mcp", ""),
+		"a request proxied twice already (views that disagree would loop)": mustRequest(t, front.URL+"/projects/ns/p/mcp", "x, y"),
 	} {
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -152,8 +153,18 @@ func TestRouterProxiesToTheOwner(t *testing.T) {
 		}
 	}
 
-	if got := testutil.ToFloat64(metrics.ProxiedRequests.WithLabelValues("proxied")) - proxied; got != 2 {
-		t.Fatalf("counted %v requests proxied; want 2", got)
+	// Proxied once already (by a replica handing the bucket off): proxied on, the hop added.
+	resp, err = http.DefaultClient.Do(mustRequest(t, front.URL+"/projects/ns/p/mcp", "draining"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "by=draining") {
+		t.Fatalf("a request proxied once: %d %s", resp.StatusCode, body)
+	}
+	if got := testutil.ToFloat64(metrics.ProxiedRequests.WithLabelValues("proxied")) - proxied; got != 3 {
+		t.Fatalf("counted %v requests proxied; want 3", got)
 	}
 	if got := testutil.ToFloat64(metrics.ProxiedRequests.WithLabelValues("unserved")) - unserved; got != 2 {
 		t.Fatalf("counted %v requests unserved; want 2", got)
@@ -164,7 +175,7 @@ func TestRouterProxiesToTheOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if string(body) != "front's own" {
 		t.Fatalf("/healthz: %q", body)
@@ -181,4 +192,42 @@ func mustRequest(t *testing.T, url, proxiedBy string) *http.Request {
 		req.Header.Set(HeaderProxiedBy, proxiedBy)
 	}
 	return req
+}
+
+// changingOwnership has no holder for bucket 0 until its owner is set.
+type changingOwnership struct{ owner atomic.Pointer[string] }
+
+func (c *changingOwnership) Serving(int) (int64, bool) { return 0, false }
+func (c *changingOwnership) Owner(int) (string, bool) {
+	if o := c.owner.Load(); o != nil {
+		return *o, true
+	}
+	return "", false
+}
+
+// A request for a bucket between holders waits for the next one (here 300 ms) within Wait,
+// rather than failing: a handoff costs a session no failed call.
+func TestRouterWaitsForTheNextHolder(t *testing.T) {
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "served by the next holder")
+	}))
+	defer owner.Close()
+	own := &changingOwnership{}
+	front := httptest.NewServer(&Router{Ownership: own, BucketOf: func(types.NamespacedName) int { return 0 },
+		Identity: "front", Wait: 10 * time.Second, Next: http.NotFoundHandler()})
+	defer front.Close()
+	time.AfterFunc(300*time.Millisecond, func() {
+		addr := strings.TrimPrefix(owner.URL, "http://")
+		own.owner.Store(&addr)
+	})
+	start := time.Now()
+	resp, err := http.Get(front.URL + "/projects/ns/p/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "served by the next holder" || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("after %s: %d %s", time.Since(start), resp.StatusCode, body)
+	}
 }
