@@ -36,7 +36,8 @@ type Router struct {
 	// Identity is this replica's (HeaderProxiedBy); Scheme the owners' gateway scheme.
 	Identity string
 	Scheme   string
-	// Transport carries proxied requests (nil: http.DefaultTransport).
+	// Transport carries proxied requests (nil: a transport of the Router's own, like
+	// http.DefaultTransport but not shared with the rest of the process).
 	Transport http.RoundTripper
 	// RetryAfter is what a 503 tells the client to wait (default: 1 s).
 	RetryAfter time.Duration
@@ -156,6 +157,10 @@ func (rt *Router) newProxy() {
 	if scheme == "" {
 		scheme = "http"
 	}
+	transport := rt.Transport
+	if transport == nil {
+		transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
 	rt.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = scheme
@@ -164,7 +169,7 @@ func (rt *Router) newProxy() {
 			pr.SetXForwarded()
 			pr.Out.Header.Add(HeaderProxiedBy, rt.Identity)
 		},
-		Transport:     rt.Transport,
+		Transport:     transport,
 		FlushInterval: -1, // SSE streams and long calls: every write goes through at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			w.Header().Set("Retry-After", "1")
