@@ -1,4 +1,4 @@
-package controllers
+package controllers_test
 
 import (
 	"context"
@@ -14,133 +14,35 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
-
-// agent is an MCP client session against the gateway, as an agent host would open one.
-type agent struct {
-	session *mcp.ClientSession
-	changed chan struct{} // one value per list_changed received
-}
-
-// connectAgent connects a Go SDK client to a project's endpoint. version "2025-11-25" makes a
-// stateful client; "" the SDK's default (2026-07-28, stateless).
-func connectAgent(t testing.TB, key types.NamespacedName, version string, header http.Header) *agent {
-	t.Helper()
-	obj := waitStatus(t, key, 30*time.Second, "an endpoint", func(o *v1alpha1.ProjectMCP) bool { return o.Status.Endpoint != "" })
-	a := &agent{changed: make(chan struct{}, 64)}
-	client := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1.0"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { a.changed <- struct{}{} },
-	})
-	hc := &http.Client{Transport: headerRT{header}}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var err error
-	a.session, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: obj.Status.Endpoint, HTTPClient: hc},
-		&mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		t.Fatalf("connect to %s: %v", obj.Status.Endpoint, err)
-	}
-	t.Cleanup(func() { _ = a.session.Close() })
-	return a
-}
-
-type headerRT struct{ h http.Header }
-
-func (r headerRT) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	for k, v := range r.h {
-		req.Header[k] = v
-	}
-	return http.DefaultTransport.RoundTrip(req)
-}
-
-func (a *agent) tools(t testing.TB) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var names []string
-	for tool, err := range a.session.Tools(ctx, nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, tool.Name)
-	}
-	return names
-}
-
-func (a *agent) call(t testing.TB, tool string, args map[string]any) *mcp.CallToolResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := a.session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", tool, err)
-	}
-	return res
-}
-
-func text(res *mcp.CallToolResult) string {
-	if res == nil || len(res.Content) == 0 {
-		return ""
-	}
-	if tc, ok := res.Content[0].(*mcp.TextContent); ok {
-		return tc.Text
-	}
-	return ""
-}
-
-// waitTools waits (through list_changed notifications) until the tool list satisfies cond.
-func (a *agent) waitTools(t testing.TB, what string, cond func([]string) bool) []string {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		names := a.tools(t)
-		if cond(names) {
-			return names
-		}
-		select {
-		case <-a.changed:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s; tools %v", what, names)
-		}
-	}
-}
-
-func has(name string) func([]string) bool {
-	return func(names []string) bool { return slices.Contains(names, name) }
-}
-
-func hasNot(name string) func([]string) bool {
-	return func(names []string) bool { return !slices.Contains(names, name) }
-}
 
 // The first tools/list of a new session already holds a server that was still connecting
 // (within readyTimeout); a server slower than readyTimeout arrives later with list_changed.
 func TestGatewayMountWaitsForReadiness(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "ready", v1alpha1.ProjectMCPSpec{
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "ready", v1alpha1.ProjectMCPSpec{
 		ReadyTimeout: &metav1.Duration{Duration: 1500 * time.Millisecond},
 		Servers: []v1alpha1.MCPServer{ // the suite's connect timeout is 5 s
-			fixtureServer(t, "slow", "--init-delay", "700ms"),
-			fixtureServer(t, "late", "--init-delay", "4s"),
+			harness.FixtureServer(t, "slow", "--init-delay", "700ms"),
+			harness.FixtureServer(t, "late", "--init-delay", "4s"),
 		},
 	})
 	start := time.Now()
-	a := connectAgent(t, key, "2025-11-25", nil)
-	first := a.tools(t)
+	a := harness.ConnectAgent(t, key, "2025-11-25", nil)
+	first := a.Tools(t)
 	if !slices.Contains(first, "slow__echo") {
 		t.Fatalf("the first tools/list must hold the slow server's tools: %v", first)
 	}
 	if slices.Contains(first, "late__echo") || time.Since(start) > 3500*time.Millisecond {
 		t.Fatalf("a server slower than readyTimeout must not hold the session up (%s): %v", time.Since(start), first)
 	}
-	a.waitTools(t, "the late server's tools", has("late__echo"))
-	if got := text(a.call(t, "late__echo", map[string]any{"text": "finally"})); got != "finally" {
+	a.WaitTools(t, "the late server's tools", harness.Has("late__echo"))
+	if got := harness.Text(a.Call(t, "late__echo", map[string]any{"text": "finally"})); got != "finally" {
 		t.Fatalf("late__echo = %q", got)
 	}
 }
@@ -148,47 +50,47 @@ func TestGatewayMountWaitsForReadiness(t *testing.T) {
 // Calls pass through unchanged both ways; config edits, retire, death and budget exhaustion
 // reach the live session as list_changed; names never change.
 func TestGatewayLiveSession(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	broken := filepath.Join(t.TempDir(), "broken") // while it exists, a restarts fail
-	a0 := fixtureServer(t, "a", "--fail-if-exists", broken)
-	key := create(t, ns, "live", v1alpha1.ProjectMCPSpec{
+	a0 := harness.FixtureServer(t, "a", "--fail-if-exists", broken)
+	key := harness.Create(t, ns, "live", v1alpha1.ProjectMCPSpec{
 		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](1),
 			InitialBackoff: &metav1.Duration{Duration: 3 * time.Second}, MaxBackoff: &metav1.Duration{Duration: 3 * time.Second}},
 		Servers: []v1alpha1.MCPServer{a0},
 	})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	ag := connectAgent(t, key, "2025-11-25", nil)
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	ag := harness.ConnectAgent(t, key, "2025-11-25", nil)
 
-	res := ag.call(t, "a__echo", map[string]any{"text": "round trip"})
-	if text(res) != "round trip" || res.IsError || res.Meta != nil {
+	res := ag.Call(t, "a__echo", map[string]any{"text": "round trip"})
+	if harness.Text(res) != "round trip" || res.IsError || res.Meta != nil {
 		t.Fatalf("echo: %+v", res)
 	}
 	if sc, _ := res.StructuredContent.(map[string]any); sc["text"] != "round trip" {
 		t.Fatalf("structuredContent must pass through: %#v", res.StructuredContent)
 	}
-	if res := ag.call(t, "a__fail", map[string]any{"message": "nope"}); !res.IsError || text(res) != "nope" {
+	if res := ag.Call(t, "a__fail", map[string]any{"message": "nope"}); !res.IsError || harness.Text(res) != "nope" {
 		t.Fatalf("a tool error must come back as isError: %+v", res)
 	}
 
 	// Config edit: a new server's tools arrive, the old names stay.
-	update(t, key, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = append(o.Spec.Servers, fixtureServer(t, "b")) })
-	names := ag.waitTools(t, "b's tools", has("b__echo"))
+	harness.Update(t, key, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = append(o.Spec.Servers, harness.FixtureServer(t, "b")) })
+	names := ag.WaitTools(t, "b's tools", harness.Has("b__echo"))
 	if !slices.Contains(names, "a__echo") {
 		t.Fatalf("a's tools must stay: %v", names)
 	}
-	if got := text(ag.call(t, "b__echo", map[string]any{"text": "new"})); got != "new" {
+	if got := harness.Text(ag.Call(t, "b__echo", map[string]any{"text": "new"})); got != "new" {
 		t.Fatalf("b__echo = %q", got)
 	}
 	// Upstream list_changed reaches the session.
-	ag.call(t, "a__add_tool", map[string]any{"name": "extra"})
-	ag.waitTools(t, "a's new tool", has("a__extra"))
+	ag.Call(t, "a__add_tool", map[string]any{"name": "extra"})
+	ag.WaitTools(t, "a's new tool", harness.Has("a__extra"))
 
 	// Retire: b's tools go, and a call on one is an MCP error, not a crash.
-	update(t, key, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = o.Spec.Servers[:1] })
-	ag.waitTools(t, "b's tools gone", hasNot("b__echo"))
+	harness.Update(t, key, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = o.Spec.Servers[:1] })
+	ag.WaitTools(t, "b's tools gone", harness.HasNot("b__echo"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if res, err := ag.session.CallTool(ctx, &mcp.CallToolParams{Name: "b__echo", Arguments: map[string]any{"text": "x"}}); err == nil && !res.IsError {
+	if res, err := ag.Session.CallTool(ctx, &mcp.CallToolParams{Name: "b__echo", Arguments: map[string]any{"text": "x"}}); err == nil && !res.IsError {
 		t.Fatal("a call on a retired tool must fail")
 	}
 
@@ -196,35 +98,35 @@ func TestGatewayLiveSession(t *testing.T) {
 	if err := os.WriteFile(broken, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_ = syscall.Kill(readPIDs(t, a0).PID, syscall.SIGKILL)
-	waitStatus(t, key, 10*time.Second, "Disconnected", phaseIs("a", v1alpha1.PhaseDisconnected))
-	if !slices.Contains(ag.tools(t), "a__echo") {
+	_ = syscall.Kill(harness.ReadPIDs(t, a0).PID, syscall.SIGKILL)
+	harness.WaitStatus(t, key, 10*time.Second, "Disconnected", harness.PhaseIs("a", v1alpha1.PhaseDisconnected))
+	if !slices.Contains(ag.Tools(t), "a__echo") {
 		t.Fatal("tools must stay listed while the server is disconnected")
 	}
 	start := time.Now()
-	res = ag.call(t, "a__echo", map[string]any{"text": "x"})
-	if !res.IsError || !strings.Contains(text(res), `"a"`) || time.Since(start) > 2*time.Second {
-		t.Fatalf("a call while disconnected must fail at once naming the server: %+v after %s", text(res), time.Since(start))
+	res = ag.Call(t, "a__echo", map[string]any{"text": "x"})
+	if !res.IsError || !strings.Contains(harness.Text(res), `"a"`) || time.Since(start) > 2*time.Second {
+		t.Fatalf("a call while disconnected must fail at once naming the server: %+v after %s", harness.Text(res), time.Since(start))
 	}
 	// Budget spent: the tools are withdrawn.
-	ag.waitTools(t, "a's tools withdrawn", hasNot("a__echo"))
+	ag.WaitTools(t, "a's tools withdrawn", harness.HasNot("a__echo"))
 }
 
 // DELETE releases the session's slots; two sessions share one connection (one process).
 func TestGatewaySessionsShareAndRelease(t *testing.T) {
-	ns := newNamespace(t)
-	srv := fixtureServer(t, "a")
-	key := create(t, ns, "share", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	one := connectAgent(t, key, "2025-11-25", nil)
-	two := connectAgent(t, key, "", http.Header{gateway.SessionHeader: {"agent-two"}}) // stateless
-	pid1 := text(one.call(t, "a__pids", nil))
-	pid2 := text(two.call(t, "a__pids", nil))
+	ns := harness.NewNamespace(t)
+	srv := harness.FixtureServer(t, "a")
+	key := harness.Create(t, ns, "share", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	one := harness.ConnectAgent(t, key, "2025-11-25", nil)
+	two := harness.ConnectAgent(t, key, "", http.Header{gateway.SessionHeader: {"agent-two"}}) // stateless
+	pid1 := harness.Text(one.Call(t, "a__pids", nil))
+	pid2 := harness.Text(two.Call(t, "a__pids", nil))
 	if pid1 != pid2 {
 		t.Fatalf("two sessions must share one server process: %s vs %s", pid1, pid2)
 	}
-	obj := waitStatus(t, key, 10*time.Second, "2 sessions", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 2 })
-	s, _ := serverStatusOf(obj, "a")
+	obj := harness.WaitStatus(t, key, 10*time.Second, "2 sessions", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 2 })
+	s, _ := harness.ServerStatusOf(obj, "a")
 	if s.Sessions != 2 {
 		t.Fatalf("server a must count 2 slots: %+v", s)
 	}
@@ -232,8 +134,8 @@ func TestGatewaySessionsShareAndRelease(t *testing.T) {
 	// from status cannot be sent back as an Mcp-Session-Id.
 	ids := []string{obj.Status.Sessions[0].ID, obj.Status.Sessions[1].ID}
 	for _, id := range ids {
-		if !regexp.MustCompile(`^s-[0-9a-f]{16}$`).MatchString(id) || id == one.session.ID() || strings.Contains(id, "agent-two") {
-			t.Fatalf("status must name each session by its hash, never its id: %v (session id %s)", ids, one.session.ID())
+		if !regexp.MustCompile(`^s-[0-9a-f]{16}$`).MatchString(id) || id == one.Session.ID() || strings.Contains(id, "agent-two") {
+			t.Fatalf("status must name each session by its hash, never its id: %v (session id %s)", ids, one.Session.ID())
 		}
 	}
 	if ids[0] == ids[1] {
@@ -244,20 +146,20 @@ func TestGatewaySessionsShareAndRelease(t *testing.T) {
 			t.Fatalf("binding %+v", b)
 		}
 	}
-	_ = one.session.Close() // DELETE
-	waitStatus(t, key, 10*time.Second, "1 session after DELETE", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 1 })
+	_ = one.Session.Close() // DELETE
+	harness.WaitStatus(t, key, 10*time.Second, "1 session after DELETE", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 1 })
 	// The stateless session expires after its inactivity window (2 s in this suite).
-	waitStatus(t, key, 15*time.Second, "0 sessions after stateless expiry", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
+	harness.WaitStatus(t, key, 15*time.Second, "0 sessions after stateless expiry", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
 }
 
 // Progress notifications flow from the upstream to the session that called; one upstream
 // change is one list_changed (no storms); a stateless (2026-07-28) session gets list_changed
 // through subscriptions/listen.
 func TestGatewayProgressAndNotifications(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "notify", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	obj := waitStatus(t, key, 30*time.Second, "an endpoint", func(o *v1alpha1.ProjectMCP) bool { return o.Status.Endpoint != "" })
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "notify", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	obj := harness.WaitStatus(t, key, 30*time.Second, "an endpoint", func(o *v1alpha1.ProjectMCP) bool { return o.Status.Endpoint != "" })
 
 	progress := make(chan *mcp.ProgressNotificationParams, 32)
 	changed := make(chan struct{}, 32)
@@ -284,10 +186,10 @@ func TestGatewayProgressAndNotifications(t *testing.T) {
 		t.Fatalf("progress must carry the caller's token, got %v", p.ProgressToken)
 	}
 
-	stateless := connectAgent(t, key, "", http.Header{gateway.SessionHeader: {"listener"}})
-	stateless.tools(t)
+	stateless := harness.ConnectAgent(t, key, "", http.Header{gateway.SessionHeader: {"listener"}})
+	stateless.Tools(t)
 	drain(changed)
-	drain(stateless.changed)
+	drain(stateless.Changed)
 	if res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "a__add_tool", Arguments: map[string]any{"name": "once"}}); err != nil || res.IsError {
 		t.Fatalf("add_tool: %v %+v", err, res)
 	}
@@ -297,7 +199,7 @@ func TestGatewayProgressAndNotifications(t *testing.T) {
 		t.Fatal("no list_changed for the stateful session")
 	}
 	select {
-	case <-stateless.changed:
+	case <-stateless.Changed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no list_changed for the stateless session")
 	}
@@ -309,14 +211,14 @@ func TestGatewayProgressAndNotifications(t *testing.T) {
 
 // Deleting the ProjectMCP ends its sessions and its endpoint answers 404.
 func TestGatewayProjectDeleted(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "gone", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
-	ag := connectAgent(t, key, "2025-11-25", nil)
-	ag.tools(t)
-	deleteAndWait(t, key)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "gone", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
+	ag := harness.ConnectAgent(t, key, "2025-11-25", nil)
+	ag.Tools(t)
+	harness.DeleteAndWait(t, key)
 	done := make(chan error, 1)
-	go func() { done <- ag.session.Wait() }()
+	go func() { done <- ag.Session.Wait() }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
