@@ -1,4 +1,4 @@
-package controllers_test
+package gateway_test
 
 import (
 	"bufio"

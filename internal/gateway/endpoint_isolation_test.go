@@ -1,7 +1,7 @@
 // Per-session isolation over shared connections: what one session (or identity) does stays
 // with it.
 
-package controllers_test
+package gateway_test
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package controllers_test
+package gateway_test
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 
 // Gateway benchmarks, run side by side in one process:
 //
-//	go test ./controllers -run '^$' -bench Gateway -benchtime 2000x
+//	go test ./internal/gateway -run '^$' -bench Gateway -benchtime 2000x
 
 func connectURL(b testing.TB, url string) *mcp.ClientSession {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
