@@ -247,7 +247,7 @@ func TestGatewayStatelessResourceSubscription(t *testing.T) {
 	}
 }
 
-// A call that a disconnect no longer ends (its client may resume it) ends with its session: a
+// A call that a disconnect does not end (its client may resume it) ends with its session: a
 // session deleted while its call runs has the call cancelled at the server, not left to run
 // on to --call-timeout.
 func TestGatewaySessionEndCancelsItsCalls(t *testing.T) {
