@@ -1,4 +1,4 @@
-package controllers
+package controllers_test
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
 // The lifecycle benchmarks time what an agent waits for, end to end through the real API
@@ -24,16 +25,16 @@ func reportLatencies(b *testing.B, d []time.Duration) {
 
 // BenchmarkCreateReady: from creating a ProjectMCP with three fixture servers to Ready.
 func BenchmarkCreateReady(b *testing.B) {
-	ns := newNamespace(b)
+	ns := harness.NewNamespace(b)
 	var d []time.Duration
 	for i := 0; b.Loop(); i++ {
 		start := time.Now()
-		key := create(b, ns, fmt.Sprintf("p%d", i), v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
-			fixtureServer(b, "a"), fixtureServer(b, "b"), fixtureServer(b, "c"),
+		key := harness.Create(b, ns, fmt.Sprintf("p%d", i), v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+			harness.FixtureServer(b, "a"), harness.FixtureServer(b, "b"), harness.FixtureServer(b, "c"),
 		}})
-		waitStatus(b, key, 30*time.Second, "Ready", isReady)
+		harness.WaitStatus(b, key, 30*time.Second, "Ready", harness.IsReady)
 		d = append(d, time.Since(start))
-		deleteAndWait(b, key)
+		harness.DeleteAndWait(b, key)
 	}
 	reportLatencies(b, d)
 }
@@ -55,16 +56,16 @@ func BenchmarkRebuild(b *testing.B) {
 // benchReplacement times edits that replace server a's connection until status shows the new
 // connection Ready.
 func benchReplacement(b *testing.B, name string, edit func(*v1alpha1.ProjectMCP, int)) {
-	ns := newNamespace(b)
-	key := create(b, ns, name, v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(b, "a")}})
-	waitStatus(b, key, 30*time.Second, "Ready", isReady)
+	ns := harness.NewNamespace(b)
+	key := harness.Create(b, ns, name, v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(b, "a")}})
+	harness.WaitStatus(b, key, 30*time.Second, "Ready", harness.IsReady)
 	var d []time.Duration
 	for i := 0; b.Loop(); i++ {
-		old, _ := serverStatusOf(get(b, key), "a")
+		old, _ := harness.ServerStatusOf(harness.Get(b, key), "a")
 		start := time.Now()
-		update(b, key, func(o *v1alpha1.ProjectMCP) { edit(o, i) })
-		waitStatus(b, key, 30*time.Second, "a new connection", func(o *v1alpha1.ProjectMCP) bool {
-			s, _ := serverStatusOf(o, "a")
+		harness.Update(b, key, func(o *v1alpha1.ProjectMCP) { edit(o, i) })
+		harness.WaitStatus(b, key, 30*time.Second, "a new connection", func(o *v1alpha1.ProjectMCP) bool {
+			s, _ := harness.ServerStatusOf(o, "a")
 			return s.Phase == v1alpha1.PhaseReady && s.Connection != old.Connection
 		})
 		d = append(d, time.Since(start))

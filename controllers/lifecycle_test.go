@@ -1,4 +1,4 @@
-package controllers
+package controllers_test
 
 import (
 	"context"
@@ -26,11 +26,13 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // callEcho calls a server's echo tool through a mounted session's slot.
 func callEcho(ctx context.Context, key types.NamespacedName, session, server, text string) (string, error) {
-	c := ctl.registry.Lookup(key, session, server)
+	c := harness.Ctl.Registry.Lookup(key, session, server)
 	if c == nil {
 		return "", conn.ErrUnavailable
 	}
@@ -48,27 +50,27 @@ func callEcho(ctx context.Context, key types.NamespacedName, session, server, te
 
 func mount(t testing.TB, key types.NamespacedName, id string) {
 	t.Helper()
-	if _, err := ctl.registry.Mount(context.Background(), key, id, "test/1.0"); err != nil {
+	if _, err := harness.Ctl.Registry.Mount(context.Background(), key, id, "test/1.0"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ctl.registry.Release(key, id) })
+	t.Cleanup(func() { harness.Ctl.Registry.Release(key, id) })
 }
 
 // create: a new ProjectMCP reaches Ready with every server's tools listed under projected
 // names, and kubectl shows them.
 func TestCreateReachesReady(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	start := time.Now()
-	key := create(t, ns, "three", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
-		fixtureServer(t, "alpha"), fixtureServer(t, "beta"), fixtureServer(t, "gamma", "--extra-tools", "30", "--page-size", "7"),
+	key := harness.Create(t, ns, "three", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		harness.FixtureServer(t, "alpha"), harness.FixtureServer(t, "beta"), harness.FixtureServer(t, "gamma", "--extra-tools", "30", "--page-size", "7"),
 	}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 	t.Logf("3 servers Ready in %s", time.Since(start))
 	if obj.Status.ReadyServers != "3/3" {
 		t.Fatalf("readyServers = %q", obj.Status.ReadyServers)
 	}
-	alpha, _ := serverStatusOf(obj, "alpha")
-	gamma, _ := serverStatusOf(obj, "gamma")
+	alpha, _ := harness.ServerStatusOf(obj, "alpha")
+	gamma, _ := harness.ServerStatusOf(obj, "gamma")
 	if !slices.Contains(alpha.Tools, "alpha__echo") || alpha.Connection == "" || alpha.ConfigHash == "" {
 		t.Fatalf("alpha status lacks its tools or connection: %+v", alpha)
 	}
@@ -85,7 +87,7 @@ func TestCreateReachesReady(t *testing.T) {
 	// three).
 	assertEvent(t, ns, v1alpha1.EventCreated)
 	evs := &eventsv1.EventList{}
-	if err := env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
+	if err := harness.Env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	var created []string
@@ -99,7 +101,7 @@ func TestCreateReachesReady(t *testing.T) {
 		t.Fatalf("want one Created event naming every server, got %q", created)
 	}
 	if kubectl, err := exec.LookPath("kubectl"); err == nil {
-		out, err := exec.Command(kubectl, "--kubeconfig", env.Kubeconfig, "get", "projectmcp", "-n", ns, "three", "--no-headers").CombinedOutput()
+		out, err := exec.Command(kubectl, "--kubeconfig", harness.Env.Kubeconfig, "get", "projectmcp", "-n", ns, "three", "--no-headers").CombinedOutput()
 		if err != nil {
 			t.Fatalf("kubectl: %v\n%s", err, out)
 		}
@@ -118,24 +120,24 @@ func jsonNumber(n int32) string {
 // repoint: editing a server's config while a session is mounted moves the session's slot to a
 // new connection, keeps the tool names, and ends the old process.
 func TestRepointKeepsNamesAndSlots(t *testing.T) {
-	ns := newNamespace(t)
-	srv := fixtureServer(t, "alpha")
-	key := create(t, ns, "repoint", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
-	before := waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	old, _ := serverStatusOf(before, "alpha")
-	oldPID := readPIDs(t, srv).PID
+	ns := harness.NewNamespace(t)
+	srv := harness.FixtureServer(t, "alpha")
+	key := harness.Create(t, ns, "repoint", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
+	before := harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	old, _ := harness.ServerStatusOf(before, "alpha")
+	oldPID := harness.ReadPIDs(t, srv).PID
 	mount(t, key, "s1")
 
 	start := time.Now()
-	update(t, key, func(o *v1alpha1.ProjectMCP) {
+	harness.Update(t, key, func(o *v1alpha1.ProjectMCP) {
 		o.Spec.Servers[0].Stdio.Args = append(o.Spec.Servers[0].Stdio.Args, "--init-delay", "10ms")
 	})
-	after := waitStatus(t, key, 30*time.Second, "a new connection", func(o *v1alpha1.ProjectMCP) bool {
-		s, _ := serverStatusOf(o, "alpha")
-		return isReady(o) && s.Connection != old.Connection && s.Connection != ""
+	after := harness.WaitStatus(t, key, 30*time.Second, "a new connection", func(o *v1alpha1.ProjectMCP) bool {
+		s, _ := harness.ServerStatusOf(o, "alpha")
+		return harness.IsReady(o) && s.Connection != old.Connection && s.Connection != ""
 	})
 	t.Logf("repoint took %s", time.Since(start))
-	now, _ := serverStatusOf(after, "alpha")
+	now, _ := harness.ServerStatusOf(after, "alpha")
 	if !slices.Equal(now.Tools, old.Tools) || now.ConfigHash == old.ConfigHash {
 		t.Fatalf("tool names changed or hash did not: %v → %v", old, now)
 	}
@@ -145,7 +147,7 @@ func TestRepointKeepsNamesAndSlots(t *testing.T) {
 	if now.Sessions != 1 {
 		t.Fatalf("the slot's reference must move with it: sessions = %d", now.Sessions)
 	}
-	eventually(t, 10*time.Second, "the old process to exit", func() bool { return !proctest.Alive(oldPID) })
+	testutil.Eventually(t, 10*time.Second, "the old process to exit", func() bool { return !proctest.Alive(oldPID) })
 	if got, err := callEcho(context.Background(), key, "s1", "alpha", "hi"); err != nil || got != "hi" {
 		t.Fatalf("call after repoint = %q, %v", got, err)
 	}
@@ -153,26 +155,26 @@ func TestRepointKeepsNamesAndSlots(t *testing.T) {
 
 // retire: removing a server drops its slots and ends the process and its grandchild.
 func TestRetireEndsProcessGroup(t *testing.T) {
-	ns := newNamespace(t)
-	keep, gone := fixtureServer(t, "keep"), fixtureServer(t, "gone", "--grandchild")
-	key := create(t, ns, "retire", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{keep, gone}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	pids := readPIDs(t, gone)
+	ns := harness.NewNamespace(t)
+	keep, gone := harness.FixtureServer(t, "keep"), harness.FixtureServer(t, "gone", "--grandchild")
+	key := harness.Create(t, ns, "retire", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{keep, gone}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	pids := harness.ReadPIDs(t, gone)
 	if !proctest.Alive(pids.PID) || !proctest.Alive(pids.Grandchild) {
 		t.Fatalf("fixture and grandchild must be running: %+v", pids)
 	}
 	mount(t, key, "s1")
-	update(t, key, func(o *v1alpha1.ProjectMCP) {
+	harness.Update(t, key, func(o *v1alpha1.ProjectMCP) {
 		o.Spec.Servers = slices.DeleteFunc(o.Spec.Servers, func(s v1alpha1.MCPServer) bool { return s.Name == "gone" })
 	})
-	waitStatus(t, key, 30*time.Second, "the server to leave status", func(o *v1alpha1.ProjectMCP) bool {
-		_, ok := serverStatusOf(o, "gone")
+	harness.WaitStatus(t, key, 30*time.Second, "the server to leave status", func(o *v1alpha1.ProjectMCP) bool {
+		_, ok := harness.ServerStatusOf(o, "gone")
 		return !ok && o.Status.ObservedGeneration == o.Generation
 	})
-	eventually(t, 10*time.Second, "the process and its grandchild to exit", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the process and its grandchild to exit", func() bool {
 		return !proctest.Alive(pids.PID) && !proctest.Alive(pids.Grandchild)
 	})
-	if ctl.registry.Lookup(key, "s1", "gone") != nil {
+	if harness.Ctl.Registry.Lookup(key, "s1", "gone") != nil {
 		t.Fatal("the session's slot for the retired server must be dropped")
 	}
 }
@@ -180,45 +182,45 @@ func TestRetireEndsProcessGroup(t *testing.T) {
 // idle: releasing the last session does not tear the connection down; the idle timer does;
 // idleTimeout 0 never does.
 func TestIdleReclaim(t *testing.T) {
-	ns := newNamespace(t)
-	shortSrv := fixtureServer(t, "a")
-	short := create(t, ns, "short", v1alpha1.ProjectMCPSpec{
+	ns := harness.NewNamespace(t)
+	shortSrv := harness.FixtureServer(t, "a")
+	short := harness.Create(t, ns, "short", v1alpha1.ProjectMCPSpec{
 		IdleTimeout: &metav1.Duration{Duration: 1500 * time.Millisecond},
 		Servers:     []v1alpha1.MCPServer{shortSrv},
 	})
-	never := create(t, ns, "never", v1alpha1.ProjectMCPSpec{
+	never := harness.Create(t, ns, "never", v1alpha1.ProjectMCPSpec{
 		IdleTimeout: &metav1.Duration{},
-		Servers:     []v1alpha1.MCPServer{fixtureServer(t, "a")},
+		Servers:     []v1alpha1.MCPServer{harness.FixtureServer(t, "a")},
 	})
-	waitStatus(t, short, 30*time.Second, "Ready", isReady)
-	waitStatus(t, never, 30*time.Second, "Ready", isReady)
+	harness.WaitStatus(t, short, 30*time.Second, "Ready", harness.IsReady)
+	harness.WaitStatus(t, never, 30*time.Second, "Ready", harness.IsReady)
 
 	// A mounted session keeps the connection past the idle timeout.
-	if _, err := ctl.registry.Mount(context.Background(), short, "s1", "test"); err != nil {
+	if _, err := harness.Ctl.Registry.Mount(context.Background(), short, "s1", "test"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2500 * time.Millisecond)
-	if o := get(t, short); !phaseIs("a", v1alpha1.PhaseReady)(o) {
+	if o := harness.Get(t, short); !harness.PhaseIs("a", v1alpha1.PhaseReady)(o) {
 		t.Fatalf("a connection in use was reclaimed: %+v", o.Status.Servers)
 	}
 	// Releasing it starts the timer; the connection stays until the timer fires: status has
 	// recorded the release (no session) while the server is still Ready and its process alive.
-	pid := readPIDs(t, shortSrv).PID
-	ctl.registry.Release(short, "s1")
-	released := waitStatus(t, short, 10*time.Second, "the release in status", func(o *v1alpha1.ProjectMCP) bool {
-		s, _ := serverStatusOf(o, "a")
+	pid := harness.ReadPIDs(t, shortSrv).PID
+	harness.Ctl.Registry.Release(short, "s1")
+	released := harness.WaitStatus(t, short, 10*time.Second, "the release in status", func(o *v1alpha1.ProjectMCP) bool {
+		s, _ := harness.ServerStatusOf(o, "a")
 		return o.Status.SessionCount == 0 && s.Sessions == 0
 	})
-	if !phaseIs("a", v1alpha1.PhaseReady)(released) || !proctest.Alive(pid) {
+	if !harness.PhaseIs("a", v1alpha1.PhaseReady)(released) || !proctest.Alive(pid) {
 		t.Fatalf("release must not tear the connection down: %+v", released.Status.Servers)
 	}
-	waitStatus(t, short, 10*time.Second, "the idle reclaim", phaseIs("a", v1alpha1.PhaseIdle))
-	if o := get(t, never); !phaseIs("a", v1alpha1.PhaseReady)(o) {
+	harness.WaitStatus(t, short, 10*time.Second, "the idle reclaim", harness.PhaseIs("a", v1alpha1.PhaseIdle))
+	if o := harness.Get(t, never); !harness.PhaseIs("a", v1alpha1.PhaseReady)(o) {
 		t.Fatalf("idleTimeout 0 must never reclaim: %+v", o.Status.Servers)
 	}
 	// The next mount brings the server back.
 	mount(t, short, "s2")
-	waitStatus(t, short, 30*time.Second, "the server back after a mount", phaseIs("a", v1alpha1.PhaseReady))
+	harness.WaitStatus(t, short, 30*time.Second, "the server back after a mount", harness.PhaseIs("a", v1alpha1.PhaseReady))
 	if got, err := callEcho(context.Background(), short, "s2", "a", "back"); err != nil || got != "back" {
 		t.Fatalf("call after re-create = %q, %v", got, err)
 	}
@@ -228,10 +230,10 @@ func TestIdleReclaim(t *testing.T) {
 // budget spent it is Failed with tools withdrawn; a reconnect request rebuilds it and a call
 // succeeds.
 func TestKillReconnectFailRebuild(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	broken := filepath.Join(t.TempDir(), "broken") // while it exists the fixture fails at start
-	srv := fixtureServer(t, "a", "--fail-if-exists", broken)
-	key := create(t, ns, "dead", v1alpha1.ProjectMCPSpec{
+	srv := harness.FixtureServer(t, "a", "--fail-if-exists", broken)
+	key := harness.Create(t, ns, "dead", v1alpha1.ProjectMCPSpec{
 		Reconnect: &v1alpha1.ReconnectPolicy{
 			MaxAttempts:    ptr.To[int32](2),
 			InitialBackoff: &metav1.Duration{Duration: time.Second},
@@ -239,45 +241,45 @@ func TestKillReconnectFailRebuild(t *testing.T) {
 		},
 		Servers: []v1alpha1.MCPServer{srv},
 	})
-	ready := waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ready := harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 	tools := ready.Status.ToolCount
 	mount(t, key, "s1")
 
 	// A killed server is Disconnected with its tools listed, then reconnects.
-	_ = syscall.Kill(readPIDs(t, srv).PID, syscall.SIGKILL)
-	obj := waitStatus(t, key, 10*time.Second, "Disconnected", phaseIs("a", v1alpha1.PhaseDisconnected))
+	_ = syscall.Kill(harness.ReadPIDs(t, srv).PID, syscall.SIGKILL)
+	obj := harness.WaitStatus(t, key, 10*time.Second, "Disconnected", harness.PhaseIs("a", v1alpha1.PhaseDisconnected))
 	if obj.Status.ToolCount != tools {
 		t.Fatalf("tools must stay listed while disconnected: %d → %d", tools, obj.Status.ToolCount)
 	}
 	if _, err := callEcho(context.Background(), key, "s1", "a", "x"); err == nil || !strings.Contains(err.Error(), `"a"`) {
 		t.Fatalf("a call while disconnected must fail at once naming the server, got %v", err)
 	}
-	waitStatus(t, key, 20*time.Second, "the reconnect", phaseIs("a", v1alpha1.PhaseReady))
+	harness.WaitStatus(t, key, 20*time.Second, "the reconnect", harness.PhaseIs("a", v1alpha1.PhaseReady))
 
 	// A server that cannot come back spends the budget: Failed, tools withdrawn.
 	if err := os.WriteFile(broken, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_ = syscall.Kill(readPIDs(t, srv).PID, syscall.SIGKILL)
-	waitStatus(t, key, 30*time.Second, "Failed", phaseIs("a", v1alpha1.PhaseFailed))
-	failed := waitStatus(t, key, 10*time.Second, "tools withdrawn", func(o *v1alpha1.ProjectMCP) bool { return o.Status.ToolCount == 0 })
-	if s, _ := serverStatusOf(failed, "a"); s.LastError == "" || s.ReconnectAttempts != 2 {
+	_ = syscall.Kill(harness.ReadPIDs(t, srv).PID, syscall.SIGKILL)
+	harness.WaitStatus(t, key, 30*time.Second, "Failed", harness.PhaseIs("a", v1alpha1.PhaseFailed))
+	failed := harness.WaitStatus(t, key, 10*time.Second, "tools withdrawn", func(o *v1alpha1.ProjectMCP) bool { return o.Status.ToolCount == 0 })
+	if s, _ := harness.ServerStatusOf(failed, "a"); s.LastError == "" || s.ReconnectAttempts != 2 {
 		t.Fatalf("a Failed server must say why and count its attempts: %+v", s)
 	}
-	failedConn, _ := serverStatusOf(failed, "a")
+	failedConn, _ := harness.ServerStatusOf(failed, "a")
 
 	if err := os.Remove(broken); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	update(t, key, func(o *v1alpha1.ProjectMCP) {
+	harness.Update(t, key, func(o *v1alpha1.ProjectMCP) {
 		if o.Annotations == nil {
 			o.Annotations = map[string]string{}
 		}
 		o.Annotations[v1alpha1.AnnotationReconnectRequestedAt] = time.Now().Format(time.RFC3339Nano)
 	})
-	rebuilt := waitStatus(t, key, 30*time.Second, "the rebuild", func(o *v1alpha1.ProjectMCP) bool {
-		s, _ := serverStatusOf(o, "a")
+	rebuilt := harness.WaitStatus(t, key, 30*time.Second, "the rebuild", func(o *v1alpha1.ProjectMCP) bool {
+		s, _ := harness.ServerStatusOf(o, "a")
 		return s.Phase == v1alpha1.PhaseReady && s.Connection != failedConn.Connection
 	})
 	t.Logf("rebuild took %s", time.Since(start))
@@ -294,14 +296,14 @@ func TestKillReconnectFailRebuild(t *testing.T) {
 // A server that is up with zero tools for more than 5 s counts as dead and is rebuilt at the
 // next mount.
 func TestZeroToolsRebuiltAtMount(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "empty", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--no-tools")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	first, _ := serverStatusOf(obj, "a")
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "empty", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--no-tools")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	first, _ := harness.ServerStatusOf(obj, "a")
 	time.Sleep(conn.DeadAfter + 500*time.Millisecond)
 	mount(t, key, "s1")
-	waitStatus(t, key, 30*time.Second, "a rebuild", func(o *v1alpha1.ProjectMCP) bool {
-		s, _ := serverStatusOf(o, "a")
+	harness.WaitStatus(t, key, 30*time.Second, "a rebuild", func(o *v1alpha1.ProjectMCP) bool {
+		s, _ := harness.ServerStatusOf(o, "a")
 		return s.Connection != "" && s.Connection != first.Connection
 	})
 }
@@ -309,23 +311,23 @@ func TestZeroToolsRebuiltAtMount(t *testing.T) {
 // A server that never answers initialize blocks neither other servers nor a mount beyond
 // readyTimeout, and ends Failed with a clear lastError.
 func TestHangingServerDoesNotBlock(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "hang", v1alpha1.ProjectMCPSpec{
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "hang", v1alpha1.ProjectMCPSpec{
 		ReadyTimeout: &metav1.Duration{Duration: time.Second},
 		Reconnect:    &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](0)},
-		Servers:      []v1alpha1.MCPServer{fixtureServer(t, "good"), fixtureServer(t, "stuck", "--hang-init")},
+		Servers:      []v1alpha1.MCPServer{harness.FixtureServer(t, "good"), harness.FixtureServer(t, "stuck", "--hang-init")},
 	})
-	waitStatus(t, key, 30*time.Second, "good Ready", phaseIs("good", v1alpha1.PhaseReady))
+	harness.WaitStatus(t, key, 30*time.Second, "good Ready", harness.PhaseIs("good", v1alpha1.PhaseReady))
 	start := time.Now()
-	if _, err := ctl.registry.Mount(context.Background(), key, "s1", "test"); err != nil {
+	if _, err := harness.Ctl.Registry.Mount(context.Background(), key, "s1", "test"); err != nil {
 		t.Fatal(err)
 	}
-	defer ctl.registry.Release(key, "s1")
+	defer harness.Ctl.Registry.Release(key, "s1")
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("mount took %s with readyTimeout 1s", d)
 	}
-	obj := waitStatus(t, key, 30*time.Second, "stuck Failed", phaseIs("stuck", v1alpha1.PhaseFailed))
-	s, _ := serverStatusOf(obj, "stuck")
+	obj := harness.WaitStatus(t, key, 30*time.Second, "stuck Failed", harness.PhaseIs("stuck", v1alpha1.PhaseFailed))
+	s, _ := harness.ServerStatusOf(obj, "stuck")
 	if !strings.Contains(s.LastError, "connect timed out") {
 		t.Fatalf("lastError must say what happened: %q", s.LastError)
 	}
@@ -336,39 +338,39 @@ func TestHangingServerDoesNotBlock(t *testing.T) {
 
 // Deleting the ProjectMCP ends every process it started.
 func TestDeleteStopsEverything(t *testing.T) {
-	ns := newNamespace(t)
-	a, b := fixtureServer(t, "a", "--grandchild"), fixtureServer(t, "b")
-	key := create(t, ns, "del", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{a, b}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	pa, pb := readPIDs(t, a), readPIDs(t, b)
-	deleteAndWait(t, key)
-	eventually(t, 10*time.Second, "every process to exit", func() bool {
+	ns := harness.NewNamespace(t)
+	a, b := harness.FixtureServer(t, "a", "--grandchild"), harness.FixtureServer(t, "b")
+	key := harness.Create(t, ns, "del", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{a, b}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	pa, pb := harness.ReadPIDs(t, a), harness.ReadPIDs(t, b)
+	harness.DeleteAndWait(t, key)
+	testutil.Eventually(t, 10*time.Second, "every process to exit", func() bool {
 		return !proctest.Alive(pa.PID) && !proctest.Alive(pa.Grandchild) && !proctest.Alive(pb.PID)
 	})
 }
 
 // Restarting the controller loses nothing: connections are rebuilt from the objects.
 func TestRestartRebuildsFromObjects(t *testing.T) {
-	ns := newNamespace(t)
-	srv := fixtureServer(t, "a")
-	key := create(t, ns, "restart", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
-	before := waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	old, _ := serverStatusOf(before, "a")
-	oldPID := readPIDs(t, srv).PID
-	ag := connectAgent(t, key, "2025-11-25", nil)
-	oldSession := ag.session.ID()
+	ns := harness.NewNamespace(t)
+	srv := harness.FixtureServer(t, "a")
+	key := harness.Create(t, ns, "restart", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
+	before := harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	old, _ := harness.ServerStatusOf(before, "a")
+	oldPID := harness.ReadPIDs(t, srv).PID
+	ag := harness.ConnectAgent(t, key, "2025-11-25", nil)
+	oldSession := ag.Session.ID()
 
-	ctl.stop()
-	ctl = nil
+	harness.Ctl.Stop()
+	harness.Ctl = nil
 	if proctest.Alive(oldPID) {
 		t.Fatal("stopping the controller must end its server processes")
 	}
 	// The new process has not reconciled the project yet (held back) when the old session's
 	// client gets 404 and re-initializes at once: the new session waits for the reconcile and
 	// its first tools/list has the tools.
-	release := hold(t, key)
+	release := harness.Hold(t, key)
 	var err error
-	if ctl, err = startController(); err != nil {
+	if harness.Ctl, err = harness.StartController(); err != nil {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest(http.MethodPost, before.Status.Endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
@@ -384,20 +386,20 @@ func TestRestartRebuildsFromObjects(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("an old session id got %d, want 404", resp.StatusCode)
 	}
-	reinit := dialAsync(t, before.Status.Endpoint, "2025-11-25", nil)
+	reinit := harness.DialAsync(t, before.Status.Endpoint, "2025-11-25", nil)
 	time.Sleep(300 * time.Millisecond)
-	stillWaiting(t, "a re-initialize", reinit)
+	harness.StillWaiting(t, "a re-initialize", reinit)
 	release()
-	fresh := awaitDial(t, reinit)
-	if names := firstTools(t, fresh); !slices.Contains(names, "a__echo") {
+	fresh := harness.AwaitDial(t, reinit)
+	if names := harness.FirstTools(t, fresh); !slices.Contains(names, "a__echo") {
 		t.Fatalf("the re-initialized session's first tools/list must have the tools: %v", names)
 	}
 	res, err := fresh.CallTool(context.Background(), &mcp.CallToolParams{Name: "a__echo", Arguments: map[string]any{"text": "again"}})
-	if err != nil || text(res) != "again" {
+	if err != nil || harness.Text(res) != "again" {
 		t.Fatalf("a re-initialized session must work: %v %+v", err, res)
 	}
-	after := waitStatus(t, key, 30*time.Second, "a new connection after restart", func(o *v1alpha1.ProjectMCP) bool {
-		s, _ := serverStatusOf(o, "a")
+	after := harness.WaitStatus(t, key, 30*time.Second, "a new connection after restart", func(o *v1alpha1.ProjectMCP) bool {
+		s, _ := harness.ServerStatusOf(o, "a")
 		return s.Phase == v1alpha1.PhaseReady && s.Connection != old.Connection
 	})
 	if after.Status.Endpoint != before.Status.Endpoint {
@@ -408,33 +410,33 @@ func TestRestartRebuildsFromObjects(t *testing.T) {
 // Secrets: ${TOKEN} from the Secret reaches the server's environment, and the value appears in
 // no status, event or log line.
 func TestSecretsNeverLeak(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	const value = "s3cr3t-Value-9f2c"
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tokens", Namespace: ns,
 		Annotations: map[string]string{v1alpha1.AnnotationAllowedProjects: "secrets"}}, StringData: map[string]string{"TOKEN": value}}
-	if err := env.Client.Create(context.Background(), secret); err != nil {
+	if err := harness.Env.Client.Create(context.Background(), secret); err != nil {
 		t.Fatal(err)
 	}
-	withToken := fixtureServer(t, "a")
+	withToken := harness.FixtureServer(t, "a")
 	withToken.Stdio.Env = append(withToken.Stdio.Env, v1alpha1.NameValue{Name: "API_TOKEN", Value: "${TOKEN}"})
 	// A server whose URL carries the secret and then fails: the error must not show it.
 	leaky := v1alpha1.MCPServer{Name: "leaky", HTTP: &v1alpha1.HTTPServer{URL: "http://127.0.0.1:1/mcp/${TOKEN}"}}
-	missing := fixtureServer(t, "missing")
+	missing := harness.FixtureServer(t, "missing")
 	missing.Stdio.Env = append(missing.Stdio.Env, v1alpha1.NameValue{Name: "X", Value: "${NOT_IN_SECRET}"})
-	key := create(t, ns, "secrets", v1alpha1.ProjectMCPSpec{
+	key := harness.Create(t, ns, "secrets", v1alpha1.ProjectMCPSpec{
 		SecretRef: &corev1.LocalObjectReference{Name: "tokens"},
 		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](0)},
 		Servers:   []v1alpha1.MCPServer{withToken, leaky, missing},
 	})
-	obj := waitStatus(t, key, 30*time.Second, "a Ready, leaky and missing Failed", func(o *v1alpha1.ProjectMCP) bool {
-		return phaseIs("a", v1alpha1.PhaseReady)(o) && phaseIs("leaky", v1alpha1.PhaseFailed)(o) && phaseIs("missing", v1alpha1.PhaseFailed)(o)
+	obj := harness.WaitStatus(t, key, 30*time.Second, "a Ready, leaky and missing Failed", func(o *v1alpha1.ProjectMCP) bool {
+		return harness.PhaseIs("a", v1alpha1.PhaseReady)(o) && harness.PhaseIs("leaky", v1alpha1.PhaseFailed)(o) && harness.PhaseIs("missing", v1alpha1.PhaseFailed)(o)
 	})
-	m, _ := serverStatusOf(obj, "missing")
+	m, _ := harness.ServerStatusOf(obj, "missing")
 	if !strings.Contains(m.LastError, `"NOT_IN_SECRET"`) {
 		t.Fatalf("a missing variable must be named: %q", m.LastError)
 	}
 	mount(t, key, "s1")
-	c := ctl.registry.Lookup(key, "s1", "a")
+	c := harness.Ctl.Registry.Lookup(key, "s1", "a")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	res, err := c.Call(ctx, &mcp.CallToolParams{Name: "getenv", Arguments: map[string]any{"name": "API_TOKEN"}}, nil)
@@ -443,13 +445,13 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	assertEvent(t, ns, v1alpha1.EventConnectFailed)
 
-	statusJSON, _ := json.Marshal(get(t, key).Status)
+	statusJSON, _ := json.Marshal(harness.Get(t, key).Status)
 	evs := &eventsv1.EventList{}
-	if err := env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
+	if err := harness.Env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	eventsJSON, _ := json.Marshal(evs)
-	for what, text := range map[string]string{"status": string(statusJSON), "events": string(eventsJSON), "logs": logs.String()} {
+	for what, text := range map[string]string{"status": string(statusJSON), "events": string(eventsJSON), "logs": harness.Logs.String()} {
 		if strings.Contains(text, value) {
 			t.Errorf("the secret value appears in %s", what)
 		}
@@ -464,15 +466,15 @@ func assertEvent(t testing.TB, ns, reason string) {
 	defer func() {
 		if t.Failed() {
 			evs := &eventsv1.EventList{}
-			_ = env.Client.List(context.Background(), evs, client.InNamespace(ns))
+			_ = harness.Env.Client.List(context.Background(), evs, client.InNamespace(ns))
 			for _, e := range evs.Items {
 				t.Logf("event %s %s: %s", e.Reason, e.Type, e.Note)
 			}
 		}
 	}()
-	eventually(t, 10*time.Second, "event "+reason, func() bool {
+	testutil.Eventually(t, 10*time.Second, "event "+reason, func() bool {
 		evs := &eventsv1.EventList{}
-		if err := env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
+		if err := harness.Env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
 			return false
 		}
 		for _, e := range evs.Items {
@@ -486,11 +488,11 @@ func assertEvent(t testing.TB, ns, reason string) {
 
 // A burst of 1,000 mounts becomes a handful of status writes, and status stays bounded.
 func TestMountBurstCoalescesStatusWrites(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "burst", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "burst", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	wc, err := client.NewWithWatch(harness.Env.Config, client.Options{Scheme: harness.Env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,23 +516,23 @@ func TestMountBurstCoalescesStatusWrites(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			if _, err := ctl.registry.Mount(context.Background(), key, fmt.Sprintf("s%04d", i), "burst"); err != nil {
+			if _, err := harness.Ctl.Registry.Mount(context.Background(), key, fmt.Sprintf("s%04d", i), "burst"); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
-	obj := waitStatus(t, key, 10*time.Second, "1000 sessions", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == n })
+	obj := harness.WaitStatus(t, key, 10*time.Second, "1000 sessions", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == n })
 	if len(obj.Status.Sessions) != v1alpha1.MaxStatusSessions {
 		t.Fatalf("status must list the newest %d sessions, lists %d", v1alpha1.MaxStatusSessions, len(obj.Status.Sessions))
 	}
-	if s, _ := serverStatusOf(obj, "a"); s.Sessions != n {
+	if s, _ := harness.ServerStatusOf(obj, "a"); s.Sessions != n {
 		t.Fatalf("server a has %d sessions bound", s.Sessions)
 	}
 	for i := range n {
-		ctl.registry.Release(key, fmt.Sprintf("s%04d", i))
+		harness.Ctl.Registry.Release(key, fmt.Sprintf("s%04d", i))
 	}
-	waitStatus(t, key, 10*time.Second, "0 sessions", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
+	harness.WaitStatus(t, key, 10*time.Second, "0 sessions", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
 	time.Sleep(300 * time.Millisecond)
 	w.Stop()
 	<-counted

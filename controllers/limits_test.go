@@ -1,4 +1,4 @@
-package controllers
+package controllers_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
 // The bounds on what a server may send, through the controller (the suite's bounds: 1 MiB a
@@ -17,53 +18,53 @@ import (
 // the bound is refused with a lastError naming it; an answer over the message bound fails that
 // call alone, on the fast path and through the SDK, with an error naming the bound.
 func TestServerBoundsReachStatus(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "bounds", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
-		fixtureServer(t, "wide", "--schema-bytes", "100000"),
-		fixtureServer(t, "paged", "--extra-tools", "60", "--page-size", "1"),
-		httpFixture(t, "typed", "--stateless"),
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "bounds", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		harness.FixtureServer(t, "wide", "--schema-bytes", "100000"),
+		harness.FixtureServer(t, "paged", "--extra-tools", "60", "--page-size", "1"),
+		harness.HTTPFixture(t, "typed", "--stateless"),
 	}})
-	obj := waitStatus(t, key, 60*time.Second, "wide and typed Ready, paged refused", func(o *v1alpha1.ProjectMCP) bool {
-		p, _ := serverStatusOf(o, "paged")
-		return phaseIs("wide", v1alpha1.PhaseReady)(o) && phaseIs("typed", v1alpha1.PhaseReady)(o) && p.LastError != ""
+	obj := harness.WaitStatus(t, key, 60*time.Second, "wide and typed Ready, paged refused", func(o *v1alpha1.ProjectMCP) bool {
+		p, _ := harness.ServerStatusOf(o, "paged")
+		return harness.PhaseIs("wide", v1alpha1.PhaseReady)(o) && harness.PhaseIs("typed", v1alpha1.PhaseReady)(o) && p.LastError != ""
 	})
-	wide, _ := serverStatusOf(obj, "wide")
+	wide, _ := harness.ServerStatusOf(obj, "wide")
 	if !strings.Contains(wide.Message, `"wide"`) || !strings.Contains(wide.Message, "--max-schema-bytes (64 KiB)") {
 		t.Fatalf("the status message must name the tool and the bound: %q", wide.Message)
 	}
 	if strings.Contains(wide.Message, "wwwwwwww") {
 		t.Fatalf("the status message repeats the server's schema: %q", wide.Message)
 	}
-	paged, _ := serverStatusOf(obj, "paged")
+	paged, _ := harness.ServerStatusOf(obj, "paged")
 	if !strings.Contains(paged.LastError, "tools/list goes on past 50 pages, over --max-list-pages (50)") {
 		t.Fatalf("lastError must name the bound: %q", paged.LastError)
 	}
 
 	for _, version := range []string{"2025-11-25", ""} {
-		ag := connectAgent(t, key, version, nil)
-		names := ag.tools(t)
-		if !has("wide__echo")(names) || has("wide__wide")(names) {
+		ag := harness.ConnectAgent(t, key, version, nil)
+		names := ag.Tools(t)
+		if !harness.Has("wide__echo")(names) || harness.Has("wide__wide")(names) {
 			t.Fatalf("%s: the tool over the bound must be left out, the others offered: %v", version, names)
 		}
-		if got := text(ag.call(t, "wide__echo", map[string]any{"text": "fine"})); got != "fine" {
+		if got := harness.Text(ag.Call(t, "wide__echo", map[string]any{"text": "fine"})); got != "fine" {
 			t.Fatalf("%s: a tool of the server with one left out: %q", version, got)
 		}
 		// The answer holds the text twice (content and structured content): over the bound.
 		for _, tool := range []string{"wide__echo", "typed__echo"} { // stdio (fast path); stateless HTTP (the SDK)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			res, err := ag.session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": strings.Repeat("x", 600<<10)}})
+			res, err := ag.Session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": strings.Repeat("x", 600<<10)}})
 			cancel()
 			msg := ""
 			switch {
 			case err != nil:
 				msg = err.Error()
 			case res.IsError:
-				msg = text(res)
+				msg = harness.Text(res)
 			}
 			if !strings.Contains(msg, "exceeds --max-message-bytes (1 MiB)") {
 				t.Fatalf("%s: %s answering over the bound: %v %q", version, tool, err, msg)
 			}
-			if got := text(ag.call(t, tool, map[string]any{"text": "after"})); got != "after" {
+			if got := harness.Text(ag.Call(t, tool, map[string]any{"text": "after"})); got != "after" {
 				t.Fatalf("%s: %s after an answer over the bound: %q", version, tool, got)
 			}
 		}

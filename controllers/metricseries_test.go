@@ -1,4 +1,4 @@
-package controllers
+package controllers_test
 
 import (
 	"fmt"
@@ -10,13 +10,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
 // Renaming a project's servers in a loop leaves on /metrics the series of the current names
 // only (without --metrics-project-labels, the default): a removed name's series go with the
 // last project that had a server of that name.
 func TestRenamedServersLeaveNoSeries(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	const width, rounds = 3, 8
 	names := func(round int) []string {
 		var out []string
@@ -33,17 +34,17 @@ func TestRenamedServersLeaveNoSeries(t *testing.T) {
 		}
 		return out
 	}
-	key := create(t, ns, "renames", v1alpha1.ProjectMCPSpec{
+	key := harness.Create(t, ns, "renames", v1alpha1.ProjectMCPSpec{
 		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](0)},
 		Servers:   servers(0),
 	})
 	for round := range rounds {
 		if round > 0 {
-			update(t, key, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = servers(round) })
+			harness.Update(t, key, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = servers(round) })
 		}
-		waitStatus(t, key, 30*time.Second, fmt.Sprintf("round %d's servers Failed", round), func(o *v1alpha1.ProjectMCP) bool {
+		harness.WaitStatus(t, key, 30*time.Second, fmt.Sprintf("round %d's servers Failed", round), func(o *v1alpha1.ProjectMCP) bool {
 			for _, n := range names(round) {
-				if !phaseIs(n, v1alpha1.PhaseFailed)(o) {
+				if !harness.PhaseIs(n, v1alpha1.PhaseFailed)(o) {
 					return false
 				}
 			}
@@ -51,7 +52,7 @@ func TestRenamedServersLeaveNoSeries(t *testing.T) {
 		})
 	}
 	seen := map[string]int{}
-	for _, s := range newScraper(t).scrape() {
+	for _, s := range harness.NewScraper(t).Scrape() {
 		if v := s.Labels["server"]; strings.HasPrefix(v, "renamed-") {
 			seen[v]++
 		}

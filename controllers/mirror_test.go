@@ -1,4 +1,4 @@
-package controllers
+package controllers_test
 
 import (
 	"context"
@@ -14,10 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
 	"github.com/dsh-dev/projectmcp/internal/mirror"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -52,7 +54,7 @@ func synced(o *v1alpha1.ProjectMCP) *metav1.Condition {
 // sessions, keeps the last good spec on invalid input with a positioned ConfigSynced=False,
 // recovers when the file is fixed, and retires everything when the file is deleted.
 func TestMirror(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	dir := filepath.Join(t.TempDir(), "My Project")
 	if err := os.MkdirAll(filepath.Join(dir, ".dsh"), 0o755); err != nil {
 		t.Fatal(err)
@@ -63,33 +65,33 @@ func TestMirror(t *testing.T) {
 		t.Fatalf("name from the folder: %q", key.Name)
 	}
 	// The controller runs on this machine, as with projectmcp dev: the folder's path is published.
-	m := &mirror.Mirror{Client: env.Client, Dir: dir, Key: key, Log: ctrlLog("mirror"), PublishPath: true}
+	m := &mirror.Mirror{Client: harness.Env.Client, Dir: dir, Key: key, Log: ctrl.Log.WithName("mirror"), PublishPath: true}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	t.Cleanup(func() { deleteAndWait(t, key) })
+	t.Cleanup(func() { harness.DeleteAndWait(t, key) })
 
-	obj := waitStatus(t, key, 30*time.Second, "Ready and synced", func(o *v1alpha1.ProjectMCP) bool {
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready and synced", func(o *v1alpha1.ProjectMCP) bool {
 		c := synced(o)
-		return isReady(o) && c != nil && c.Status == metav1.ConditionTrue
+		return harness.IsReady(o) && c != nil && c.Status == metav1.ConditionTrue
 	})
-	first, _ := serverStatusOf(obj, "a")
-	ag := connectAgent(t, key, "2025-11-25", nil)
+	first, _ := harness.ServerStatusOf(obj, "a")
+	ag := harness.ConnectAgent(t, key, "2025-11-25", nil)
 
 	// An edit reaches the live session.
 	writeConfig(t, dir, map[string]any{"a": fixtureEntry("a"), "b": fixtureEntry("b")})
-	ag.waitTools(t, "b's tools after the edit", has("b__echo"))
+	ag.WaitTools(t, "b's tools after the edit", harness.Has("b__echo"))
 
 	// Invalid files never replace the last good spec.
-	gen := get(t, key).Generation
+	gen := harness.Get(t, key).Generation
 	for name, bad := range map[string]string{
 		"unknown key":    "{\"mcpServers\": {\"a\": {\n  \"comand\": \"x\"}}}",
 		"trailing comma": `{"mcpServers": {},}`,
 		"not JSON":       `mcpServers: []`,
 	} {
 		writeRaw(t, dir, bad)
-		o := waitStatus(t, key, 10*time.Second, "ConfigSynced=False for "+name, func(o *v1alpha1.ProjectMCP) bool {
+		o := harness.WaitStatus(t, key, 10*time.Second, "ConfigSynced=False for "+name, func(o *v1alpha1.ProjectMCP) bool {
 			c := synced(o)
 			return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, config.DefaultPath+":")
 		})
@@ -97,22 +99,22 @@ func TestMirror(t *testing.T) {
 		if c.Reason != v1alpha1.ReasonConfigInvalid || o.Generation != gen {
 			t.Fatalf("%s: reason %s, generation %d → %d", name, c.Reason, gen, o.Generation)
 		}
-		if s, _ := serverStatusOf(o, "a"); s.Connection != first.Connection {
+		if s, _ := harness.ServerStatusOf(o, "a"); s.Connection != first.Connection {
 			t.Fatalf("%s: the running connection must be left alone", name)
 		}
 	}
 	assertEvent(t, ns, v1alpha1.ReasonConfigInvalid)
-	if msg := synced(get(t, key)).Message; !strings.Contains(msg, ".dsh/mcp.json:1:") {
+	if msg := synced(harness.Get(t, key)).Message; !strings.Contains(msg, ".dsh/mcp.json:1:") {
 		t.Fatalf("the message must carry line and column: %q", msg)
 	}
 
 	// Fixing the file restores ConfigSynced=True.
 	writeConfig(t, dir, map[string]any{"a": fixtureEntry("a")})
-	waitStatus(t, key, 10*time.Second, "ConfigSynced=True again", func(o *v1alpha1.ProjectMCP) bool {
+	harness.WaitStatus(t, key, 10*time.Second, "ConfigSynced=True again", func(o *v1alpha1.ProjectMCP) bool {
 		c := synced(o)
 		return c != nil && c.Status == metav1.ConditionTrue && len(o.Spec.Servers) == 1
 	})
-	ag.waitTools(t, "b's tools gone", hasNot("b__echo"))
+	ag.WaitTools(t, "b's tools gone", harness.HasNot("b__echo"))
 
 	// render and mirror produce the same spec for the same file.
 	data, _ := os.ReadFile(m.Path())
@@ -121,7 +123,7 @@ func TestMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 	rendered.Project = dir
-	applied := get(t, key).Spec
+	applied := harness.Get(t, key).Spec
 	applied.IdleTimeout, applied.ReadyTimeout = nil, nil // API defaults, not from the file
 	if d := cmp.Diff(rendered.Servers, applied.Servers); d != "" || applied.Project != rendered.Project {
 		t.Fatalf("mirror and render differ (-render +mirror):\n%s", d)
@@ -131,11 +133,11 @@ func TestMirror(t *testing.T) {
 	if err := os.Remove(m.Path()); err != nil {
 		t.Fatal(err)
 	}
-	waitStatus(t, key, 10*time.Second, "no servers", func(o *v1alpha1.ProjectMCP) bool { return len(o.Status.Servers) == 0 && len(o.Spec.Servers) == 0 })
-	ag.waitTools(t, "no tools", func(names []string) bool { return len(names) == 0 })
+	harness.WaitStatus(t, key, 10*time.Second, "no servers", func(o *v1alpha1.ProjectMCP) bool { return len(o.Status.Servers) == 0 && len(o.Spec.Servers) == 0 })
+	ag.WaitTools(t, "no tools", func(names []string) bool { return len(names) == 0 })
 	writeConfig(t, dir, map[string]any{"a": fixtureEntry("a")})
-	ag.waitTools(t, "a's tools back", has("a__echo"))
-	if !slices.Contains(ag.tools(t), "a__echo") {
+	ag.WaitTools(t, "a's tools back", harness.Has("a__echo"))
+	if !slices.Contains(ag.Tools(t), "a__echo") {
 		t.Fatal("a must be back")
 	}
 }

@@ -1,4 +1,4 @@
-package controllers
+package controllers_test
 
 import (
 	"context"
@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -71,9 +73,9 @@ func (r *recorder) requests(value string) (all, with int) {
 
 // asUser is a client of the API server acting as user, who has only the RBAC the test gives.
 func asUser(t *testing.T, user string) client.Client {
-	cfg := rest.CopyConfig(env.Config)
+	cfg := rest.CopyConfig(harness.Env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	c, err := client.New(cfg, client.Options{Scheme: harness.Env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func projectEditor(t *testing.T, ns, user string) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
 	for _, o := range []client.Object{role, binding} {
-		if err := env.Client.Create(ctx, o); err != nil {
+		if err := harness.Env.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -101,9 +103,9 @@ func projectEditor(t *testing.T, ns, user string) {
 func annotateSecret(t *testing.T, secret *corev1.Secret, value string) {
 	t.Helper()
 	ctx := context.Background()
-	eventually(t, 10*time.Second, "the Secret's annotation written", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the Secret's annotation written", func() bool {
 		s := &corev1.Secret{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(secret), s); err != nil {
+		if err := harness.Env.Client.Get(ctx, client.ObjectKeyFromObject(secret), s); err != nil {
 			return false
 		}
 		if value == "" {
@@ -111,14 +113,14 @@ func annotateSecret(t *testing.T, secret *corev1.Secret, value string) {
 		} else {
 			metav1.SetMetaDataAnnotation(&s.ObjectMeta, v1alpha1.AnnotationAllowedProjects, value)
 		}
-		return env.Client.Update(ctx, s) == nil
+		return harness.Env.Client.Update(ctx, s) == nil
 	})
 }
 
 // failedWith is a server Failed with a lastError containing msg.
 func failedWith(name, msg string) func(*v1alpha1.ProjectMCP) bool {
 	return func(o *v1alpha1.ProjectMCP) bool {
-		s, ok := serverStatusOf(o, name)
+		s, ok := harness.ServerStatusOf(o, name)
 		return ok && s.Phase == v1alpha1.PhaseFailed && strings.Contains(s.LastError, msg)
 	}
 }
@@ -130,12 +132,12 @@ func failedWith(name, msg string) func(*v1alpha1.ProjectMCP) bool {
 // value; when the annotation goes, the server is torn down and refused again. A stdio server
 // with ${password} in its args is never started, even with consent.
 func TestSecretConsent(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	ctx := context.Background()
 	const password = "pw-7Hq2-unseen"
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "payments-db", Namespace: ns},
 		StringData: map[string]string{"password": password}}
-	if err := env.Client.Create(ctx, secret); err != nil {
+	if err := harness.Env.Client.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
 	projectEditor(t, ns, "alice")
@@ -147,8 +149,8 @@ func TestSecretConsent(t *testing.T) {
 	rec, listener := newRecorder(t, fixture.StartHTTP(t))
 	collector := v1alpha1.MCPServer{Name: "collector", HTTP: &v1alpha1.HTTPServer{URL: listener + "/mcp?p=${password}",
 		Headers: []v1alpha1.NameValue{{Name: "X-Collected", Value: "${password}"}}}}
-	plain := fixtureServer(t, "plain")
-	inArgs := fixtureServer(t, "inargs")
+	plain := harness.FixtureServer(t, "plain")
+	inArgs := harness.FixtureServer(t, "inargs")
 	inArgs.Stdio.Args[1] = "${password}" // --name
 	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: v1alpha1.ProjectMCPSpec{
 		SecretRef: &corev1.LocalObjectReference{Name: "payments-db"},
@@ -159,11 +161,11 @@ func TestSecretConsent(t *testing.T) {
 		t.Fatalf("alice may write ProjectMCPs: %v", err)
 	}
 	key := client.ObjectKeyFromObject(obj)
-	t.Cleanup(func() { deleteAndWait(t, key) })
+	t.Cleanup(func() { harness.DeleteAndWait(t, key) })
 
 	const rule = `Secret "payments-db" does not allow ProjectMCP "web" to use it: add the annotation mcp.dsh.dev/allowed-projects: web`
-	refused := waitStatus(t, key, 30*time.Second, "collector and inargs refused, plain Ready", func(o *v1alpha1.ProjectMCP) bool {
-		return failedWith("collector", rule)(o) && failedWith("inargs", rule)(o) && phaseIs("plain", v1alpha1.PhaseReady)(o)
+	refused := harness.WaitStatus(t, key, 30*time.Second, "collector and inargs refused, plain Ready", func(o *v1alpha1.ProjectMCP) bool {
+		return failedWith("collector", rule)(o) && failedWith("inargs", rule)(o) && harness.PhaseIs("plain", v1alpha1.PhaseReady)(o)
 	})
 	if all, _ := rec.requests(password); all != 0 {
 		t.Fatalf("the listener must receive nothing without the Secret's consent, got %d requests", all)
@@ -172,13 +174,13 @@ func TestSecretConsent(t *testing.T) {
 	plainConn := mustServer(t, refused, "plain").Connection
 
 	annotateSecret(t, secret, "api, web")
-	granted := waitStatus(t, key, 30*time.Second, "collector Ready after the Secret's consent", phaseIs("collector", v1alpha1.PhaseReady))
+	granted := harness.WaitStatus(t, key, 30*time.Second, "collector Ready after the Secret's consent", harness.PhaseIs("collector", v1alpha1.PhaseReady))
 	if all, with := rec.requests(password); with == 0 || with != all {
 		t.Fatalf("every request of the connection carries the value once consented: %d of %d", with, all)
 	}
-	args := waitStatus(t, key, 10*time.Second, "inargs refused for its args", failedWith("inargs",
+	args := harness.WaitStatus(t, key, 10*time.Second, "inargs refused for its args", failedWith("inargs",
 		`server "inargs": args[1] refers to ${password}, a key of Secret "payments-db": a process's command line is readable by every user of the machine; pass the value in env instead`))
-	if _, err := os.Stat(pidFileOf(inArgs)); !os.IsNotExist(err) {
+	if _, err := os.Stat(harness.PIDFileOf(inArgs)); !os.IsNotExist(err) {
 		t.Fatalf("the server with the secret in its args must never start (pid file: %v)", err)
 	}
 	if c := mustServer(t, granted, "plain").Connection; c != plainConn || mustServer(t, args, "plain").Connection != plainConn {
@@ -187,7 +189,7 @@ func TestSecretConsent(t *testing.T) {
 
 	collectorConn := mustServer(t, granted, "collector").Connection
 	annotateSecret(t, secret, "")
-	withdrawn := waitStatus(t, key, 30*time.Second, "collector torn down and refused once consent is withdrawn", failedWith("collector", rule))
+	withdrawn := harness.WaitStatus(t, key, 30*time.Second, "collector torn down and refused once consent is withdrawn", failedWith("collector", rule))
 	if c := mustServer(t, withdrawn, "collector").Connection; c == collectorConn {
 		t.Fatalf("withdrawn consent must replace the connection %s", c)
 	}
@@ -198,7 +200,7 @@ func TestSecretConsent(t *testing.T) {
 
 func mustServer(t *testing.T, obj *v1alpha1.ProjectMCP, name string) v1alpha1.ServerStatus {
 	t.Helper()
-	s, ok := serverStatusOf(obj, name)
+	s, ok := harness.ServerStatusOf(obj, name)
 	if !ok {
 		t.Fatalf("no status for server %q", name)
 	}
@@ -208,9 +210,9 @@ func mustServer(t *testing.T, obj *v1alpha1.ProjectMCP, name string) v1alpha1.Se
 // assertEventNote waits for an event of the reason whose note contains text.
 func assertEventNote(t *testing.T, ns, reason, text string) {
 	t.Helper()
-	eventually(t, 10*time.Second, "event "+reason+" saying "+text, func() bool {
+	testutil.Eventually(t, 10*time.Second, "event "+reason+" saying "+text, func() bool {
 		evs := &eventsv1.EventList{}
-		if err := env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
+		if err := harness.Env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
 			return false
 		}
 		for _, e := range evs.Items {
@@ -225,27 +227,27 @@ func assertEventNote(t *testing.T, ns, reason, text string) {
 // A stdio server whose args name a key of the Secret is refused before its process starts,
 // even with the Secret's consent; the same value in env reaches it.
 func TestSecretNotInCommandLine(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	const password = "pw-cmdline-4Rt9"
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns,
 		Annotations: map[string]string{v1alpha1.AnnotationAllowedProjects: "*"}}, StringData: map[string]string{"password": password}}
-	if err := env.Client.Create(context.Background(), secret); err != nil {
+	if err := harness.Env.Client.Create(context.Background(), secret); err != nil {
 		t.Fatal(err)
 	}
-	inArgs := fixtureServer(t, "inargs")
+	inArgs := harness.FixtureServer(t, "inargs")
 	inArgs.Stdio.Args[1] = "${password}" // --name
-	inEnv := fixtureServer(t, "inenv")
+	inEnv := harness.FixtureServer(t, "inenv")
 	inEnv.Stdio.Env = append(inEnv.Stdio.Env, v1alpha1.NameValue{Name: "DB_PASSWORD", Value: "${password}"})
-	key := create(t, ns, "cmdline", v1alpha1.ProjectMCPSpec{
+	key := harness.Create(t, ns, "cmdline", v1alpha1.ProjectMCPSpec{
 		SecretRef: &corev1.LocalObjectReference{Name: "db"},
 		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](0)},
 		Servers:   []v1alpha1.MCPServer{inArgs, inEnv},
 	})
-	waitStatus(t, key, 30*time.Second, "inargs refused, inenv Ready", func(o *v1alpha1.ProjectMCP) bool {
-		return phaseIs("inenv", v1alpha1.PhaseReady)(o) && failedWith("inargs",
+	harness.WaitStatus(t, key, 30*time.Second, "inargs refused, inenv Ready", func(o *v1alpha1.ProjectMCP) bool {
+		return harness.PhaseIs("inenv", v1alpha1.PhaseReady)(o) && failedWith("inargs",
 			`server "inargs": args[1] refers to ${password}, a key of Secret "db": a process's command line is readable by every user of the machine; pass the value in env instead`)(o)
 	})
-	if _, err := os.Stat(pidFileOf(inArgs)); !os.IsNotExist(err) {
+	if _, err := os.Stat(harness.PIDFileOf(inArgs)); !os.IsNotExist(err) {
 		t.Fatalf("the server with the secret in its args must never start (pid file: %v)", err)
 	}
 }

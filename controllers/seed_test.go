@@ -1,4 +1,4 @@
-package controllers
+package controllers_test
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // The lifecycle contracts (docs/lifecycle-contracts.md), each pinned end to end: a real API
@@ -25,9 +27,9 @@ import (
 // assertEventAction waits for an event with the given reason and action.
 func assertEventAction(t testing.TB, ns, reason, action string) {
 	t.Helper()
-	eventually(t, 10*time.Second, "event "+reason+"/"+action, func() bool {
+	testutil.Eventually(t, 10*time.Second, "event "+reason+"/"+action, func() bool {
 		evs := &eventsv1.EventList{}
-		if err := env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
+		if err := harness.Env.Client.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
 			return false
 		}
 		return slices.ContainsFunc(evs.Items, func(e eventsv1.Event) bool { return e.Reason == reason && e.Action == action })
@@ -38,33 +40,33 @@ func assertEventAction(t testing.TB, ns, reason, action string) {
 // the new session's first tools/list has the server's tools and a call works. Status and an
 // event record the rebuild as DeadAtMount.
 func TestMountRebuildsFailedServer(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	broken := filepath.Join(t.TempDir(), "broken") // while it exists the fixture fails at start
 	if err := os.WriteFile(broken, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	key := create(t, ns, "failed", v1alpha1.ProjectMCPSpec{
+	key := harness.Create(t, ns, "failed", v1alpha1.ProjectMCPSpec{
 		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](0)},
-		Servers:   []v1alpha1.MCPServer{fixtureServer(t, "a", "--fail-if-exists", broken)},
+		Servers:   []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--fail-if-exists", broken)},
 	})
-	failed := waitStatus(t, key, 30*time.Second, "Failed", phaseIs("a", v1alpha1.PhaseFailed))
-	before, _ := serverStatusOf(failed, "a")
+	failed := harness.WaitStatus(t, key, 30*time.Second, "Failed", harness.PhaseIs("a", v1alpha1.PhaseFailed))
+	before, _ := harness.ServerStatusOf(failed, "a")
 	if err := os.Remove(broken); err != nil { // the server could come up now: nobody has asked
 		t.Fatal(err)
 	}
 
-	ag := connectAgent(t, key, "2025-11-25", nil)
-	if first := ag.tools(t); !slices.Contains(first, "a__echo") {
+	ag := harness.ConnectAgent(t, key, "2025-11-25", nil)
+	if first := ag.Tools(t); !slices.Contains(first, "a__echo") {
 		t.Fatalf("the first tools/list after a rebuild-at-mount must have the server's tools: %v", first)
 	}
-	if got := text(ag.call(t, "a__echo", map[string]any{"text": "rebuilt"})); got != "rebuilt" {
+	if got := harness.Text(ag.Call(t, "a__echo", map[string]any{"text": "rebuilt"})); got != "rebuilt" {
 		t.Fatalf("call after the rebuild = %q", got)
 	}
-	obj := waitStatus(t, key, 10*time.Second, "lastRebuild in status", func(o *v1alpha1.ProjectMCP) bool {
-		s, _ := serverStatusOf(o, "a")
+	obj := harness.WaitStatus(t, key, 10*time.Second, "lastRebuild in status", func(o *v1alpha1.ProjectMCP) bool {
+		s, _ := harness.ServerStatusOf(o, "a")
 		return s.Phase == v1alpha1.PhaseReady && s.LastRebuild != nil
 	})
-	s, _ := serverStatusOf(obj, "a")
+	s, _ := harness.ServerStatusOf(obj, "a")
 	if s.LastRebuild.Reason != v1alpha1.RebuildReasonDeadAtMount || s.LastRebuild.Connection != s.Connection || s.Connection == before.Connection {
 		t.Fatalf("status must record the rebuild at mount: %+v (connection %s, was %s)", s.LastRebuild, s.Connection, before.Connection)
 	}
@@ -75,23 +77,23 @@ func TestMountRebuildsFailedServer(t *testing.T) {
 // is False with reason ServersWithoutTools and the server's message says it is dead; the
 // next mount rebuilds it.
 func TestZeroToolsServerIsReportedDead(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "empty", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--no-tools")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	first, _ := serverStatusOf(obj, "a")
-	obj = waitStatus(t, key, 15*time.Second, "the dead server reported", func(o *v1alpha1.ProjectMCP) bool {
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "empty", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--no-tools")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	first, _ := harness.ServerStatusOf(obj, "a")
+	obj = harness.WaitStatus(t, key, 15*time.Second, "the dead server reported", func(o *v1alpha1.ProjectMCP) bool {
 		c := metaCondition(o, v1alpha1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonServersWithoutTools
 	})
-	if s, _ := serverStatusOf(obj, "a"); !strings.Contains(s.Message, "dead") {
+	if s, _ := harness.ServerStatusOf(obj, "a"); !strings.Contains(s.Message, "dead") {
 		t.Fatalf("the server's message must say it is dead: %q", s.Message)
 	}
 	if c := metaCondition(obj, v1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("Degraded must be True: %+v", c)
 	}
 	mount(t, key, "s1")
-	waitStatus(t, key, 30*time.Second, "a rebuild", func(o *v1alpha1.ProjectMCP) bool {
-		s, _ := serverStatusOf(o, "a")
+	harness.WaitStatus(t, key, 30*time.Second, "a rebuild", func(o *v1alpha1.ProjectMCP) bool {
+		s, _ := harness.ServerStatusOf(o, "a")
 		return s.Connection != "" && s.Connection != first.Connection && s.LastRebuild != nil
 	})
 }
@@ -99,16 +101,16 @@ func TestZeroToolsServerIsReportedDead(t *testing.T) {
 // docs/lifecycle-contracts.md#ready-before-the-first-turn: a server whose first connect attempts fail and which comes up about a second later,
 // inside readyTimeout, is in the first tools/list of a session that arrived at once.
 func TestMountWaitsThroughFirstRetries(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	broken := filepath.Join(t.TempDir(), "broken")
 	if err := os.WriteFile(broken, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	key := create(t, ns, "retry", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--fail-if-exists", broken)}})
-	waitStatus(t, key, 30*time.Second, "the first attempt failed", phaseIs("a", v1alpha1.PhaseDisconnected))
+	key := harness.Create(t, ns, "retry", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--fail-if-exists", broken)}})
+	harness.WaitStatus(t, key, 30*time.Second, "the first attempt failed", harness.PhaseIs("a", v1alpha1.PhaseDisconnected))
 	time.AfterFunc(time.Second, func() { _ = os.Remove(broken) })
-	ag := connectAgent(t, key, "2025-11-25", nil)
-	if first := ag.tools(t); !slices.Contains(first, "a__echo") {
+	ag := harness.ConnectAgent(t, key, "2025-11-25", nil)
+	if first := ag.Tools(t); !slices.Contains(first, "a__echo") {
 		t.Fatalf("the mount must wait through retries inside readyTimeout: %v", first)
 	}
 }
@@ -117,44 +119,44 @@ func TestMountWaitsThroughFirstRetries(t *testing.T) {
 // reconnect request) tear the old server down before starting the new one: a server holding
 // an exclusive lock, with no reconnect budget, would otherwise fail for good. A live session keeps its names, and its calls succeed across both swaps.
 func TestSwapTearsDownBeforeBuild(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	lock := filepath.Join(t.TempDir(), "lock")
-	srv := fixtureServer(t, "a", "--lock", lock)
-	key := create(t, ns, "exclusive", v1alpha1.ProjectMCPSpec{
+	srv := harness.FixtureServer(t, "a", "--lock", lock)
+	key := harness.Create(t, ns, "exclusive", v1alpha1.ProjectMCPSpec{
 		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](0)},
 		Servers:   []v1alpha1.MCPServer{srv},
 	})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	ag := connectAgent(t, key, "2025-11-25", nil)
-	names := ag.tools(t)
-	session := ag.session.ID()
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	ag := harness.ConnectAgent(t, key, "2025-11-25", nil)
+	names := ag.Tools(t)
+	session := ag.Session.ID()
 
 	swapped := func(what string, prev string) string {
 		t.Helper()
 		// A call right after the change lands during the swap or after it: either way it
 		// must succeed (it waits for the new connection up to readyTimeout).
-		if got := text(ag.call(t, "a__echo", map[string]any{"text": what})); got != what {
+		if got := harness.Text(ag.Call(t, "a__echo", map[string]any{"text": what})); got != what {
 			t.Fatalf("%s: call = %q", what, got)
 		}
-		o := waitStatus(t, key, 30*time.Second, what+": a new Ready connection", func(o *v1alpha1.ProjectMCP) bool {
-			s, _ := serverStatusOf(o, "a")
+		o := harness.WaitStatus(t, key, 30*time.Second, what+": a new Ready connection", func(o *v1alpha1.ProjectMCP) bool {
+			s, _ := harness.ServerStatusOf(o, "a")
 			return s.Phase == v1alpha1.PhaseReady && s.Connection != prev
 		})
-		if got := text(ag.call(t, "a__echo", map[string]any{"text": what + " after"})); got != what+" after" {
+		if got := harness.Text(ag.Call(t, "a__echo", map[string]any{"text": what + " after"})); got != what+" after" {
 			t.Fatalf("%s: call on the new connection = %q", what, got)
 		}
-		if now := ag.tools(t); !slices.Equal(now, names) || ag.session.ID() != session {
+		if now := ag.Tools(t); !slices.Equal(now, names) || ag.Session.ID() != session {
 			t.Fatalf("%s: names and session must not change: %v → %v", what, names, now)
 		}
-		s, _ := serverStatusOf(o, "a")
+		s, _ := harness.ServerStatusOf(o, "a")
 		return s.Connection
 	}
-	first, _ := serverStatusOf(obj, "a")
-	update(t, key, func(o *v1alpha1.ProjectMCP) {
+	first, _ := harness.ServerStatusOf(obj, "a")
+	harness.Update(t, key, func(o *v1alpha1.ProjectMCP) {
 		o.Spec.Servers[0].Stdio.Env = append(o.Spec.Servers[0].Stdio.Env, v1alpha1.NameValue{Name: "EDITED", Value: "1"})
 	})
 	conn := swapped("repoint", first.Connection)
-	update(t, key, func(o *v1alpha1.ProjectMCP) {
+	harness.Update(t, key, func(o *v1alpha1.ProjectMCP) {
 		if o.Annotations == nil {
 			o.Annotations = map[string]string{}
 		}
@@ -166,39 +168,39 @@ func TestSwapTearsDownBeforeBuild(t *testing.T) {
 // docs/lifecycle-contracts.md#ready-before-the-first-turn: readyTimeout 0 means do not wait: the first tools/list is answered without the slow
 // server, whose tools arrive later with list_changed.
 func TestReadyTimeoutZeroDoesNotWait(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "nowait", v1alpha1.ProjectMCPSpec{
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "nowait", v1alpha1.ProjectMCPSpec{
 		ReadyTimeout: &metav1.Duration{},
-		Servers:      []v1alpha1.MCPServer{fixtureServer(t, "fast"), fixtureServer(t, "slow", "--init-delay", "2s")},
+		Servers:      []v1alpha1.MCPServer{harness.FixtureServer(t, "fast"), harness.FixtureServer(t, "slow", "--init-delay", "2s")},
 	})
-	waitStatus(t, key, 30*time.Second, "fast Ready", phaseIs("fast", v1alpha1.PhaseReady))
-	ag := connectAgent(t, key, "2025-11-25", nil)
-	if first := ag.tools(t); slices.Contains(first, "slow__echo") || !slices.Contains(first, "fast__echo") {
+	harness.WaitStatus(t, key, 30*time.Second, "fast Ready", harness.PhaseIs("fast", v1alpha1.PhaseReady))
+	ag := harness.ConnectAgent(t, key, "2025-11-25", nil)
+	if first := ag.Tools(t); slices.Contains(first, "slow__echo") || !slices.Contains(first, "fast__echo") {
 		t.Fatalf("readyTimeout 0 must not wait for the slow server: %v", first)
 	}
-	ag.waitTools(t, "the slow server's tools", has("slow__echo"))
+	ag.WaitTools(t, "the slow server's tools", harness.Has("slow__echo"))
 }
 
 // docs/lifecycle-contracts.md#an-edit-reloads-in-place: a live session across a repoint of a
 // server whose tools change keeps the same session, sees the new tool set by list_changed, and
 // its unchanged names stay.
 func TestLiveSessionAcrossRepoint(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "repoint-live", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	ag := connectAgent(t, key, "2025-11-25", nil)
-	before := ag.tools(t)
-	update(t, key, func(o *v1alpha1.ProjectMCP) {
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "repoint-live", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	ag := harness.ConnectAgent(t, key, "2025-11-25", nil)
+	before := ag.Tools(t)
+	harness.Update(t, key, func(o *v1alpha1.ProjectMCP) {
 		o.Spec.Servers[0].Stdio.Args = append(o.Spec.Servers[0].Stdio.Args, "--extra-tools", "1")
 	})
-	after := ag.waitTools(t, "the repointed server's new tool", has("a__tool_000"))
+	after := ag.WaitTools(t, "the repointed server's new tool", harness.Has("a__tool_000"))
 	for _, name := range before {
 		if !slices.Contains(after, name) {
 			t.Fatalf("%s was renamed or lost across the repoint: %v", name, after)
 		}
 	}
-	res, err := ag.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "a__echo", Arguments: map[string]any{"text": "same session"}})
-	if err != nil || text(res) != "same session" {
+	res, err := ag.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "a__echo", Arguments: map[string]any{"text": "same session"}})
+	if err != nil || harness.Text(res) != "same session" {
 		t.Fatalf("call on the repointed connection: %v %+v", err, res)
 	}
 }

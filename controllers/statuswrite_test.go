@@ -1,4 +1,4 @@
-package controllers
+package controllers_test
 
 import (
 	"context"
@@ -18,12 +18,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/controllers"
 	"github.com/dsh-dev/projectmcp/internal/config"
 	"github.com/dsh-dev/projectmcp/internal/mirror"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
 // statusFaults are the projects whose next status writes fail (failStatusWrites).
@@ -122,7 +124,7 @@ func starts(t testing.TB, path string) int {
 // requestReconnect sets the reconnect annotation to token.
 func requestReconnect(t testing.TB, key types.NamespacedName, token string) {
 	t.Helper()
-	update(t, key, func(o *v1alpha1.ProjectMCP) {
+	harness.Update(t, key, func(o *v1alpha1.ProjectMCP) {
 		if o.Annotations == nil {
 			o.Annotations = map[string]string{}
 		}
@@ -135,12 +137,12 @@ func requestReconnect(t testing.TB, key types.NamespacedName, token string) {
 // failed write, and status shows the token handled once a write succeeds. A new token is
 // carried out again.
 func TestReconnectOnceDespiteFailedStatusWrites(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	startLog := filepath.Join(t.TempDir(), "starts")
-	key := create(t, ns, "flaky-status", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
-		fixtureServer(t, "a", "--start-log", startLog)}})
-	ready := waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	first, _ := serverStatusOf(ready, "a")
+	key := harness.Create(t, ns, "flaky-status", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		harness.FixtureServer(t, "a", "--start-log", startLog)}})
+	ready := harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	first, _ := harness.ServerStatusOf(ready, "a")
 	if n := starts(t, startLog); n != 1 {
 		t.Fatalf("the server started %d times before any reconnect", n)
 	}
@@ -149,14 +151,14 @@ func TestReconnectOnceDespiteFailedStatusWrites(t *testing.T) {
 		const failures = 6
 		injected := failStatusWrites(t, key, failures)
 		requestReconnect(t, key, token)
-		handled := waitStatus(t, key, 30*time.Second, "the request "+token+" handled in status", func(o *v1alpha1.ProjectMCP) bool {
-			s, _ := serverStatusOf(o, "a")
+		handled := harness.WaitStatus(t, key, 30*time.Second, "the request "+token+" handled in status", func(o *v1alpha1.ProjectMCP) bool {
+			s, _ := harness.ServerStatusOf(o, "a")
 			return o.Status.LastHandledReconnectAt == token && s.Phase == v1alpha1.PhaseReady
 		})
 		if n := injected.injected.Load(); n != failures {
 			t.Fatalf("%s: %d status writes failed, want %d", token, n, failures)
 		}
-		rebuilt, _ := serverStatusOf(handled, "a")
+		rebuilt, _ := harness.ServerStatusOf(handled, "a")
 		if rebuilt.Connection == first.Connection || rebuilt.Connection == "" {
 			t.Fatalf("%s: the connection was not rebuilt: %q", token, rebuilt.Connection)
 		}
@@ -167,8 +169,8 @@ func TestReconnectOnceDespiteFailedStatusWrites(t *testing.T) {
 			t.Fatalf("%s: the server started %d times, want %d: the request was carried out %d times",
 				token, n, 2+i, n-1-i)
 		}
-		now, _ := serverStatusOf(get(t, key), "a")
-		if live := ctl.registry.Observe(key).Servers["a"].Conn.ID; now.Connection != rebuilt.Connection || live != rebuilt.Connection {
+		now, _ := harness.ServerStatusOf(harness.Get(t, key), "a")
+		if live := harness.Ctl.Registry.Observe(key).Servers["a"].Conn.ID; now.Connection != rebuilt.Connection || live != rebuilt.Connection {
 			t.Fatalf("%s: connection %s in status, then %s, live %s: rebuilt again", token, rebuilt.Connection, now.Connection, live)
 		}
 		first = rebuilt
@@ -199,15 +201,15 @@ func conditionKey(typ string) string { return fmt.Sprintf(`"k:{\"type\":\"%s\"}"
 // each apply their own fields under their own field manager: whatever the order of their
 // writes, and when they write at the same time, neither drops the other's conditions.
 func TestStatusWritersKeepEachOthersFields(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, ".dsh"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	writeConfig(t, dir, map[string]any{"a": fixtureEntry("a")})
 	key := types.NamespacedName{Namespace: ns, Name: "writers"}
-	m := &mirror.Mirror{Client: env.Client, Dir: dir, Key: key, Log: ctrlLog("mirror")}
-	t.Cleanup(func() { deleteAndWait(t, key) })
+	m := &mirror.Mirror{Client: harness.Env.Client, Dir: dir, Key: key, Log: ctrl.Log.WithName("mirror")}
+	t.Cleanup(func() { harness.DeleteAndWait(t, key) })
 	ctx := context.Background()
 	syncMirror := func() {
 		t.Helper()
@@ -226,7 +228,7 @@ func TestStatusWritersKeepEachOthersFields(t *testing.T) {
 
 	// The mirror writes first (it creates the object), then the reconciler.
 	syncMirror()
-	obj := waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 	if c := condition(obj, v1alpha1.ConditionConfigSynced); c.Status != metav1.ConditionTrue {
 		t.Fatalf("the reconciler's write dropped or changed ConfigSynced: %+v", c)
 	}
@@ -235,7 +237,7 @@ func TestStatusWritersKeepEachOthersFields(t *testing.T) {
 	// The mirror again: an invalid file; the reconciler's conditions stay as they were.
 	writeRaw(t, dir, `{"mcpServers": {},}`)
 	syncMirror()
-	obj = get(t, key)
+	obj = harness.Get(t, key)
 	if c := condition(obj, v1alpha1.ConditionConfigSynced); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonConfigInvalid {
 		t.Fatalf("ConfigSynced after an invalid file: %+v", c)
 	}
@@ -247,7 +249,7 @@ func TestStatusWritersKeepEachOthersFields(t *testing.T) {
 	// The reconciler again (a session mounts); ConfigSynced stays False with its message.
 	synced := condition(obj, v1alpha1.ConditionConfigSynced)
 	mount(t, key, "s1")
-	obj = waitStatus(t, key, 10*time.Second, "the session in status", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 1 })
+	obj = harness.WaitStatus(t, key, 10*time.Second, "the session in status", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 1 })
 	if c := condition(obj, v1alpha1.ConditionConfigSynced); c != synced {
 		t.Fatalf("the reconciler's write changed ConfigSynced: %+v, was %+v", c, synced)
 	}
@@ -270,14 +272,14 @@ func TestStatusWritersKeepEachOthersFields(t *testing.T) {
 	})
 	for i := range 10 {
 		id := fmt.Sprintf("burst-%d", i)
-		if _, err := ctl.registry.Mount(ctx, key, id, "test/1.0"); err != nil {
+		if _, err := harness.Ctl.Registry.Mount(ctx, key, id, "test/1.0"); err != nil {
 			t.Fatal(err)
 		}
-		ctl.registry.Release(key, id)
+		harness.Ctl.Registry.Release(key, id)
 	}
 	wg.Wait()
-	obj = waitStatus(t, key, 10*time.Second, "one session and Ready", func(o *v1alpha1.ProjectMCP) bool {
-		return o.Status.SessionCount == 1 && isReady(o)
+	obj = harness.WaitStatus(t, key, 10*time.Second, "one session and Ready", func(o *v1alpha1.ProjectMCP) bool {
+		return o.Status.SessionCount == 1 && harness.IsReady(o)
 	})
 	if c := condition(obj, v1alpha1.ConditionConfigSynced); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, config.DefaultPath+":1:") {
 		t.Fatalf("the mirror's last write (an invalid file) is not in ConfigSynced: %+v", c)
@@ -286,7 +288,7 @@ func TestStatusWritersKeepEachOthersFields(t *testing.T) {
 
 	// Each writer owns its own fields, by apply; nobody else owns any of status.
 	managers := statusManagers(t, obj)
-	own, mirrored := managers[FieldManager+"/Apply"], managers[mirror.FieldManager+"/Apply"]
+	own, mirrored := managers[controllers.FieldManager+"/Apply"], managers[mirror.FieldManager+"/Apply"]
 	if len(managers) != 2 || own == "" || mirrored == "" {
 		t.Fatalf("status managers: %v", managers)
 	}
@@ -309,11 +311,11 @@ func TestStatusWritersKeepEachOthersFields(t *testing.T) {
 // the reconciler no longer writes is removed (a server gone from spec, a session gone), while
 // the mirror's ConfigSynced stays.
 func TestStatusWrittenByUpdatesIsTakenOver(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	key := types.NamespacedName{Namespace: ns, Name: "updated"}
-	release := hold(t, key)
-	create(t, ns, key.Name, v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	obj := get(t, key)
+	release := harness.Hold(t, key)
+	harness.Create(t, ns, key.Name, v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	obj := harness.Get(t, key)
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	obj.Status = v1alpha1.ProjectMCPStatus{
 		Endpoint:               "http://old.invalid/mcp",
@@ -327,78 +329,22 @@ func TestStatusWrittenByUpdatesIsTakenOver(t *testing.T) {
 			{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonServersConnecting, Message: "old", LastTransitionTime: now},
 		},
 	}
-	if err := env.Client.Status().Update(context.Background(), obj); err != nil {
+	if err := harness.Env.Client.Status().Update(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
 	release()
-	obj = waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	if _, ok := serverStatusOf(obj, "gone"); ok || len(obj.Status.Sessions) != 0 || obj.Status.SessionCount != 0 {
+	obj = harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	if _, ok := harness.ServerStatusOf(obj, "gone"); ok || len(obj.Status.Sessions) != 0 || obj.Status.SessionCount != 0 {
 		t.Fatalf("what the update left stayed: servers %+v, sessions %+v", obj.Status.Servers, obj.Status.Sessions)
 	}
-	if obj.Status.Endpoint != ctl.gateway.Endpoint(key) || obj.Status.LastHandledReconnectAt != "handled-before" {
+	if obj.Status.Endpoint != harness.Ctl.Gateway.Endpoint(key) || obj.Status.LastHandledReconnectAt != "handled-before" {
 		t.Fatalf("endpoint %q, lastHandledReconnectAt %q", obj.Status.Endpoint, obj.Status.LastHandledReconnectAt)
 	}
 	if c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionConfigSynced); c == nil || c.Message != "applied" {
 		t.Fatalf("the mirror's condition was dropped: %+v", obj.Status.Conditions)
 	}
 	managers := statusManagers(t, obj)
-	if len(managers) != 1 || strings.Contains(managers[FieldManager+"/Apply"], conditionKey(v1alpha1.ConditionConfigSynced)) {
+	if len(managers) != 1 || strings.Contains(managers[controllers.FieldManager+"/Apply"], conditionKey(v1alpha1.ConditionConfigSynced)) {
 		t.Fatalf("status managers: %v", managers)
-	}
-}
-
-// adoptStatusFields moves what updates own in status to the reconciler's apply entry, but other
-// writers' conditions; it leaves every other entry alone.
-func TestAdoptStatusFields(t *testing.T) {
-	const gv = "mcp.dsh.dev/v1alpha1"
-	entry := func(manager string, op metav1.ManagedFieldsOperationType, subresource, fields string) metav1.ManagedFieldsEntry {
-		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: gv, FieldsType: "FieldsV1",
-			FieldsV1: metav1.NewFieldsV1(fields), Subresource: subresource}
-	}
-	spec := entry("kubectl", metav1.ManagedFieldsOperationUpdate, "", `{"f:spec":{"f:project":{}}}`)
-	mirrored := entry(mirror.FieldManager, metav1.ManagedFieldsOperationApply, "status", `{"f:status":{"f:conditions":{"k:{\"type\":\"ConfigSynced\"}":{".":{},"f:type":{}}}}}`)
-	updated := entry("projectmcp", metav1.ManagedFieldsOperationUpdate, "status", `{"f:status":{".":{},"f:endpoint":{},`+
-		`"f:conditions":{".":{},"k:{\"type\":\"ConfigSynced\"}":{".":{},"f:message":{},"f:type":{}},"k:{\"type\":\"Ready\"}":{".":{},"f:status":{},"f:type":{}}},`+
-		`"f:servers":{".":{},"k:{\"name\":\"gone\"}":{".":{},"f:name":{}}}}}`)
-	own := entry(FieldManager, metav1.ManagedFieldsOperationApply, "status", `{"f:status":{"f:toolCount":{}}}`)
-
-	if got, ok, err := adoptStatusFields([]metav1.ManagedFieldsEntry{spec, mirrored, own}, gv); err != nil || ok || len(got) != 3 {
-		t.Fatalf("nothing to adopt: ok %v, err %v, %d entries", ok, err, len(got))
-	}
-	for name, in := range map[string][]metav1.ManagedFieldsEntry{
-		"the reconciler has applied before": {spec, updated, mirrored, own},
-		"the reconciler never applied":      {spec, updated, mirrored},
-	} {
-		t.Run(name, func(t *testing.T) {
-			got, ok, err := adoptStatusFields(in, gv)
-			if err != nil || !ok {
-				t.Fatalf("ok %v, err %v", ok, err)
-			}
-			if len(got) != 3 || got[0].Manager != spec.Manager || got[1].Manager != mirror.FieldManager || got[2].Manager != FieldManager {
-				t.Fatalf("entries: %+v", got)
-			}
-			if got[0].FieldsV1.GetRawString() != spec.FieldsV1.GetRawString() || got[1].FieldsV1.GetRawString() != mirrored.FieldsV1.GetRawString() {
-				t.Fatal("other entries must stay as they were")
-			}
-			fields, err := fieldSet(got[2])
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range []fieldpath.Path{
-				fieldpath.MakePathOrDie("status", "endpoint"),
-				fieldpath.MakePathOrDie("status", "conditions", fieldpath.KeyByFields("type", "Ready"), "status"),
-				fieldpath.MakePathOrDie("status", "servers", fieldpath.KeyByFields("name", "gone")),
-			} {
-				if !fields.Has(p) {
-					t.Errorf("%s not adopted: %s", p, got[2].FieldsV1.GetRawString())
-				}
-			}
-			if strings.Contains(got[2].FieldsV1.GetRawString(), "ConfigSynced") {
-				t.Errorf("the mirror's condition adopted: %s", got[2].FieldsV1.GetRawString())
-			}
-			if applied := len(in) == 4; applied && !fields.Has(fieldpath.MakePathOrDie("status", "toolCount")) {
-				t.Errorf("what the reconciler owned before is lost: %s", got[2].FieldsV1.GetRawString())
-			}
-		})
 	}
 }

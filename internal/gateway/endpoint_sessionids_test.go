@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"bytes"
@@ -32,6 +32,8 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // sessionRefPattern is how status, spans and logs name a session: a hash, never its id.
@@ -55,7 +57,7 @@ func TestNoSessionIDLeaks(t *testing.T) {
 	defer otel.SetTracerProvider(prev)
 
 	// The HTTP server is reached through a proxy that keeps every request it forwards.
-	upstream := httpFixture(t, "h", "--protocol", "2025-11-25")
+	upstream := harness.HTTPFixture(t, "h", "--protocol", "2025-11-25")
 	target, err := url.Parse(upstream.HTTP.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -78,9 +80,9 @@ func TestNoSessionIDLeaks(t *testing.T) {
 	t.Cleanup(front.Close) // after the project's deletion, so its connection ends first
 	upstream.HTTP.URL = front.URL + target.Path
 
-	ns := newNamespace(t)
-	key := create(t, ns, "ids", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a"), upstream}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "ids", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a"), upstream}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 
 	// What the clients themselves sent: the ids must be there, or the searches below prove
 	// nothing.
@@ -88,8 +90,8 @@ func TestNoSessionIDLeaks(t *testing.T) {
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
 	header := "leak-canary-" + hex.EncodeToString(nonce[:])
-	stateful := mustDialLogged(t, agentClient("ids-stateful"), endpointOf(key), "2025-11-25", nil, sent)
-	stateless := mustDialLogged(t, agentClient("ids-stateless"), endpointOf(key), "", http.Header{gateway.SessionHeader: {header}}, sent)
+	stateful := mustDialLogged(t, agentClient("ids-stateful"), harness.EndpointOf(key), "2025-11-25", nil, sent)
+	stateless := mustDialLogged(t, agentClient("ids-stateless"), harness.EndpointOf(key), "", http.Header{gateway.SessionHeader: {header}}, sent)
 	sid := stateful.ID()
 	if sid == "" || sessionRefPattern.MatchString(sid) {
 		t.Fatalf("the stateful session's Mcp-Session-Id is %q: the test needs a real one", sid)
@@ -111,10 +113,10 @@ func TestNoSessionIDLeaks(t *testing.T) {
 	}
 	for _, s := range []*mcp.ClientSession{stateful, stateless} {
 		for _, server := range []string{"a", "h"} {
-			if got := text(callOK(t, s, server+"__echo", map[string]any{"text": "hello"})); got != "hello" {
+			if got := harness.Text(callOK(t, s, server+"__echo", map[string]any{"text": "hello"})); got != "hello" {
 				t.Fatalf("%s__echo: %q", server, got)
 			}
-			if got := text(callOK(t, s, server+"__elicit", map[string]any{"text": "ok?"})); !strings.Contains(got, "answers ok?") {
+			if got := harness.Text(callOK(t, s, server+"__elicit", map[string]any{"text": "ok?"})); !strings.Contains(got, "answers ok?") {
 				t.Fatalf("%s__elicit: %q", server, got)
 			}
 			callOK(t, s, server+"__log", map[string]any{"level": "info", "text": "a line"})
@@ -134,14 +136,14 @@ func TestNoSessionIDLeaks(t *testing.T) {
 	sum := sha256.Sum256([]byte(sid))
 	statefulRef := "s-" + hex.EncodeToString(sum[:8])
 	var during []byte
-	waitStatus(t, key, 30*time.Second, "both sessions in status", func(o *v1alpha1.ProjectMCP) bool {
+	harness.WaitStatus(t, key, 30*time.Second, "both sessions in status", func(o *v1alpha1.ProjectMCP) bool {
 		if o.Status.SessionCount != 2 || len(o.Status.Sessions) != 2 {
 			return false
 		}
 		during, _ = json.Marshal(o)
 		return true
 	})
-	obj := get(t, key)
+	obj := harness.Get(t, key)
 	refs := map[string]string{}
 	for _, s := range obj.Status.Sessions {
 		if !sessionRefPattern.MatchString(s.ID) {
@@ -159,18 +161,18 @@ func TestNoSessionIDLeaks(t *testing.T) {
 	// Both sessions end: the stateful one by DELETE, the stateless one by its idle bound.
 	_ = stateful.Close()
 	_ = stateless.Close()
-	waitStatus(t, key, 30*time.Second, "no session in status", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
+	harness.WaitStatus(t, key, 30*time.Second, "no session in status", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
 
 	// Everything the run left where others can read it.
 	places := map[string]string{}
-	after, err := json.Marshal(get(t, key))
+	after, err := json.Marshal(harness.Get(t, key))
 	if err != nil {
 		t.Fatal(err)
 	}
 	places["the ProjectMCP with both sessions in status"] = string(during)
 	places["the ProjectMCP after the sessions ended"] = string(after)
 	places["the namespace's events"] = eventsOf(t, ns, key.Name)
-	places["the controller's log"] = logs.String()
+	places["the controller's log"] = harness.Logs.String()
 	places["the controller's /metrics"] = scrapeText(t)
 	places["the default Prometheus registry"] = gathered(t, prometheus.DefaultGatherer)
 	places["the controller-runtime registry"] = gathered(t, ctrlmetrics.Registry)
@@ -223,7 +225,7 @@ func (l *headerLog) String() string {
 	return l.buf.String()
 }
 
-// loggedRT is headerRT that notes each request's headers as sent.
+// loggedRT is harness.HeaderRT that notes each request's headers as sent.
 type loggedRT struct {
 	h   http.Header
 	log *headerLog
@@ -238,7 +240,7 @@ func (r loggedRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(req)
 }
 
-// mustDialLogged is mustDial with the session's request headers noted in log.
+// mustDialLogged is harness.MustDial with the session's request headers noted in log.
 func mustDialLogged(t *testing.T, c *mcp.Client, endpoint, version string, header http.Header, log *headerLog) *mcp.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -257,10 +259,10 @@ func mustDialLogged(t *testing.T, c *mcp.Client, endpoint, version string, heade
 func eventsOf(t *testing.T, ns, name string) string {
 	t.Helper()
 	var out string
-	eventually(t, 20*time.Second, "an event about the project", func() bool {
+	testutil.Eventually(t, 20*time.Second, "an event about the project", func() bool {
 		core, events := &corev1.EventList{}, &eventsv1.EventList{}
-		if env.Client.List(context.Background(), core, client.InNamespace(ns)) != nil ||
-			env.Client.List(context.Background(), events, client.InNamespace(ns)) != nil {
+		if harness.Env.Client.List(context.Background(), core, client.InNamespace(ns)) != nil ||
+			harness.Env.Client.List(context.Background(), events, client.InNamespace(ns)) != nil {
 			return false
 		}
 		a, _ := json.Marshal(core)

@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // A stateless (2026-07-28) session calling a server that speaks 2025-11-25 is asked for the
@@ -38,7 +40,7 @@ func byHand(t *testing.T, endpoint, session string) *mcp.ClientSession {
 		},
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
-	return mustDial(t, client, endpoint, "", http.Header{gateway.SessionHeader: {session}})
+	return harness.MustDial(t, client, endpoint, "", http.Header{gateway.SessionHeader: {session}})
 }
 
 // asked calls tool and expects the server's one input request of method back, with a state.
@@ -94,14 +96,14 @@ func heldCalls() int {
 }
 
 func TestGatewayStatelessInputRounds(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	old := "--protocol"
-	key := create(t, ns, "input", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
-		fixtureServer(t, "a", old, "2025-11-25"), fixtureServer(t, "b", old, "2025-11-25"), fixtureServer(t, "c", old, "2025-11-25")}})
-	elsewhere := create(t, ns, "input-elsewhere", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", old, "2025-11-25")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	waitStatus(t, elsewhere, 30*time.Second, "Ready", isReady)
-	gw, base := serveGateway(t, gateway.Options{Registry: ctl.registry, InputTimeout: time.Minute, MaxAwaitingInput: 2, CallTimeout: time.Minute})
+	key := harness.Create(t, ns, "input", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		harness.FixtureServer(t, "a", old, "2025-11-25"), harness.FixtureServer(t, "b", old, "2025-11-25"), harness.FixtureServer(t, "c", old, "2025-11-25")}})
+	elsewhere := harness.Create(t, ns, "input-elsewhere", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", old, "2025-11-25")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	harness.WaitStatus(t, elsewhere, 30*time.Second, "Ready", harness.IsReady)
+	gw, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, InputTimeout: time.Minute, MaxAwaitingInput: 2, CallTimeout: time.Minute})
 	endpoint := base + gateway.Path(key)
 	s, s2 := byHand(t, endpoint, "one"), byHand(t, endpoint, "two")
 	answered, expired := metrics.InputRounds.WithLabelValues("answered"), metrics.InputRounds.WithLabelValues("expired")
@@ -131,12 +133,12 @@ func TestGatewayStatelessInputRounds(t *testing.T) {
 	otherID, otherState := asked(t, there, "a__elicit", "elicitation/create")
 	_, err = resume(s, "a__elicit", otherState, accept(otherID, "crossed"))
 	refused(t, "another project's state", err, "not issued by this project's endpoint")
-	if res, err := resume(there, "a__elicit", otherState, accept(otherID, "there")); err != nil || !strings.Contains(text(res), "there") {
+	if res, err := resume(there, "a__elicit", otherState, accept(otherID, "there")); err != nil || !strings.Contains(harness.Text(res), "there") {
 		t.Fatalf("the other project's call: %s (%v)", rawJSON(t, res), err)
 	}
 
 	res, err := resume(s, "a__elicit", state, accept(id, "by hand"))
-	if err != nil || res.IsError || !strings.Contains(text(res), `"answer":"by hand"`) {
+	if err != nil || res.IsError || !strings.Contains(harness.Text(res), `"answer":"by hand"`) {
 		t.Fatalf("the resumed call: %s (%v)", rawJSON(t, res), err)
 	}
 	_, err = resume(s, "a__elicit", state, accept(id, "again"))
@@ -147,14 +149,14 @@ func TestGatewayStatelessInputRounds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: "b__roots", Arguments: map[string]any{"text": "hi"}})
-	if err != nil || res.NeedsInput() || text(res) != `{"roots":[]}` {
+	if err != nil || res.NeedsInput() || harness.Text(res) != `{"roots":[]}` {
 		t.Fatalf("roots: want the project's (none) without asking the session, got %s (%v)", rawJSON(t, res), err)
 	}
 	// Sampling by hand: the answer reaches the server as the session gave it.
 	id, state = asked(t, s, "b__sample", "sampling/createMessage")
 	res, err = resume(s, "b__sample", state, mcp.InputResponseMap{id: &mcp.CreateMessageWithToolsResult{
 		Role: "assistant", Model: "hand", Content: []mcp.Content{&mcp.TextContent{Text: "sampled by hand"}}}})
-	if err != nil || !strings.Contains(text(res), "sampled by hand") {
+	if err != nil || !strings.Contains(harness.Text(res), "sampled by hand") {
 		t.Fatalf("sampling by hand: %s (%v)", rawJSON(t, res), err)
 	}
 
@@ -174,35 +176,35 @@ func TestGatewayStatelessInputRounds(t *testing.T) {
 		tool, id, st  string
 		answer, wants string
 	}{{s, "a__elicit", idA, stateA, "first", "first"}, {s2, "b__elicit", idB, stateB, "second", "second"}} {
-		if res, err := resume(r.s, r.tool, r.st, accept(r.id, r.answer)); err != nil || !strings.Contains(text(res), r.wants) {
+		if res, err := resume(r.s, r.tool, r.st, accept(r.id, r.answer)); err != nil || !strings.Contains(harness.Text(res), r.wants) {
 			t.Fatalf("%s after the bound: %s (%v)", r.tool, rawJSON(t, res), err)
 		}
 	}
 
 	// A call never resumed is cancelled upstream after the bound (a gateway with a short
 	// one), its server's request answered with an error, and its state is gone.
-	quick, quickBase := serveGateway(t, gateway.Options{Registry: ctl.registry, InputTimeout: time.Second, CallTimeout: time.Minute})
+	quick, quickBase := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, InputTimeout: time.Second, CallTimeout: time.Minute})
 	late := byHand(t, quickBase+gateway.Path(key), "late")
-	failed := strings.Count(logs.String(), "fixture c: tools/call elicit failed")
+	failed := strings.Count(harness.Logs.String(), "fixture c: tools/call elicit failed")
 	id, state = asked(t, late, "c__elicit", "elicitation/create")
-	eventually(t, 20*time.Second, "the server's request to get an error", func() bool {
-		return strings.Count(logs.String(), "fixture c: tools/call elicit failed") > failed
+	testutil.Eventually(t, 20*time.Second, "the server's request to get an error", func() bool {
+		return strings.Count(harness.Logs.String(), "fixture c: tools/call elicit failed") > failed
 	})
 	_, err = resume(late, "c__elicit", state, accept(id, "too late"))
 	refused(t, "an expired state", err, "unknown or has expired")
-	if got := text(callOK(t, late, "c__echo", map[string]any{"text": "still here"})); got != "still here" {
+	if got := harness.Text(callOK(t, late, "c__echo", map[string]any{"text": "still here"})); got != "still here" {
 		t.Fatalf("the session must go on: %q", got)
 	}
 
 	// A session that declared no sampling: the server's request fails naming it.
-	plain := mustDial(t, mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "1"}, nil), endpoint, "", http.Header{gateway.SessionHeader: {"plain"}})
+	plain := harness.MustDial(t, mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "1"}, nil), endpoint, "", http.Header{gateway.SessionHeader: {"plain"}})
 	res, err = plain.CallTool(ctx, &mcp.CallToolParams{Name: "a__sample", Arguments: map[string]any{"text": "hi"}})
 	if !strings.Contains(failure(res, err), "did not declare the sampling capability") {
 		t.Fatalf("sampling for a session without the capability: %s (%v)", rawJSON(t, res), err)
 	}
 
 	// Nothing stays behind: no call held, no goroutine running one.
-	eventually(t, 20*time.Second, "every held call to end", func() bool {
+	testutil.Eventually(t, 20*time.Second, "every held call to end", func() bool {
 		return gw.AwaitingInput() == 0 && quick.AwaitingInput() == 0 && heldCalls() == 0
 	})
 	if n := promtest.ToFloat64(answered) - answeredBefore; n != 5 { // roots are never asked of a session
@@ -219,10 +221,10 @@ func TestGatewayStatelessInputRounds(t *testing.T) {
 // to what it was issued for (method and name). A stateful session and a stateless one whose
 // SDK answers by itself get the answer through as well.
 func TestGatewayStatelessInputRoundsPromptsAndResources(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "ask", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--protocol", "2025-11-25", "--ask")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	gw, base := serveGateway(t, gateway.Options{Registry: ctl.registry, InputTimeout: time.Minute, CallTimeout: time.Minute})
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "ask", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--protocol", "2025-11-25", "--ask")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	gw, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, InputTimeout: time.Minute, CallTimeout: time.Minute})
 	endpoint := base + gateway.Path(key)
 	s := byHand(t, endpoint, "one")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -283,7 +285,7 @@ func TestGatewayStatelessInputRoundsPromptsAndResources(t *testing.T) {
 				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "auto " + req.Params.Message}}, nil
 			},
 		})
-		auto := mustDial(t, client, endpoint, version, http.Header{gateway.SessionHeader: {"auto" + version}})
+		auto := harness.MustDial(t, client, endpoint, version, http.Header{gateway.SessionHeader: {"auto" + version}})
 		// Fresh params: the SDK's client writes its _meta and answers into the ones given.
 		res, err := auto.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a__ask", Arguments: map[string]string{"text": "which prompt?"}})
 		if err != nil || len(res.Messages) != 1 || !strings.Contains(res.Messages[0].Content.(*mcp.TextContent).Text, `"answer":"auto which prompt?"`) {
@@ -294,17 +296,17 @@ func TestGatewayStatelessInputRoundsPromptsAndResources(t *testing.T) {
 			t.Fatalf("resources/read, version %q: %s (%v)", version, rawJSON(t, read), err)
 		}
 	}
-	eventually(t, 20*time.Second, "every held call to end", func() bool { return gw.AwaitingInput() == 0 && heldCalls() == 0 })
+	testutil.Eventually(t, 20*time.Second, "every held call to end", func() bool { return gw.AwaitingInput() == 0 && heldCalls() == 0 })
 }
 
 // A state the gateway issued is the gateway's to check, whichever revision the server speaks
 // now (a repoint may have changed it between rounds): on prompts/get to a 2026-07-28 server it
 // is refused as the gateway's, never sent on to the server as its own.
 func TestGatewayInputStateNeverReachesServer(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "state", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	s := byHand(t, endpointOf(key), "state")
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "state", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	s := byHand(t, harness.EndpointOf(key), "state")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := s.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a__greet", Arguments: map[string]string{"name": "Ada"}}); err != nil {
@@ -319,11 +321,11 @@ func TestGatewayInputStateNeverReachesServer(t *testing.T) {
 // input: past it its next such call fails with an error naming the share, and another session
 // still gets a place.
 func TestGatewayInputPlacesPerSession(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "input-share", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
-		fixtureServer(t, "a", "--protocol", "2025-11-25"), fixtureServer(t, "b", "--protocol", "2025-11-25")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry, InputTimeout: time.Minute, MaxAwaitingInputPerSession: 1, CallTimeout: time.Minute})
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "input-share", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		harness.FixtureServer(t, "a", "--protocol", "2025-11-25"), harness.FixtureServer(t, "b", "--protocol", "2025-11-25")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, InputTimeout: time.Minute, MaxAwaitingInputPerSession: 1, CallTimeout: time.Minute})
 	endpoint := base + gateway.Path(key)
 	greedy, other := byHand(t, endpoint, "greedy"), byHand(t, endpoint, "other")
 	asked(t, greedy, "a__elicit", "elicitation/create")
@@ -344,7 +346,7 @@ func failure(res *mcp.CallToolResult, err error) string {
 	case err != nil:
 		return err.Error()
 	case res.IsError:
-		return text(res)
+		return harness.Text(res)
 	}
 	return ""
 }

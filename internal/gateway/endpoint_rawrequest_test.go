@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"bufio"
@@ -21,6 +21,7 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -127,7 +128,7 @@ func directLogged(t *testing.T, version string, args ...string) (*mcp.ClientSess
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), fixture.EnvVar+"=1")
-	cmd.Stderr = logs
+	cmd.Stderr = harness.Logs
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +166,7 @@ func endpointLogged(t *testing.T, key types.NamespacedName, revision string) (*m
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := mcp.NewClient(&mcp.Implementation{Name: "logged", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: endpointOf(key), HTTPClient: &http.Client{Transport: logged{log, header}}},
+		&mcp.StreamableClientTransport{Endpoint: harness.EndpointOf(key), HTTPClient: &http.Client{Transport: logged{log, header}}},
 		&mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
@@ -184,9 +185,9 @@ func TestGatewayRequestsKeepUnmodeledFields(t *testing.T) {
 			} else {
 				args = append(args, "--protocol", revision) // the server speaks the session's revision
 			}
-			ns := newNamespace(t)
-			key := create(t, ns, "future", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", args...)}})
-			waitStatus(t, key, 30*time.Second, "Ready", isReady)
+			ns := harness.NewNamespace(t)
+			key := harness.Create(t, ns, "future", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", args...)}})
+			harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 			d, direct := directLogged(t, version, append([]string{"--name", "a"}, args...)...)
 			s, through := endpointLogged(t, key, revision)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

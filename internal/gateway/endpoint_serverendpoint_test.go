@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
 // A per-server endpoint serves one server of the project under the names the server gives its
@@ -21,10 +22,10 @@ import (
 // connected to the server directly gets, _meta included, a call by the server's own name works, a tool the server adds arrives by
 // list_changed under its own name, and status lists the endpoint.
 func TestGatewayServerEndpointIsTheServer(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "drop-in", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a"), fixtureServer(t, "b")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready with server endpoints", func(o *v1alpha1.ProjectMCP) bool {
-		return isReady(o) && o.Status.Endpoint != "" && len(o.Status.Servers) == 2 && o.Status.Servers[0].Endpoint != ""
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "drop-in", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a"), harness.FixtureServer(t, "b")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready with server endpoints", func(o *v1alpha1.ProjectMCP) bool {
+		return harness.IsReady(o) && o.Status.Endpoint != "" && len(o.Status.Servers) == 2 && o.Status.Servers[0].Endpoint != ""
 	})
 	want := v1alpha1.ServerEndpoint(obj.Status.Endpoint, "a")
 	if got := obj.Status.Servers[0].Endpoint; got != want {
@@ -39,7 +40,7 @@ func TestGatewayServerEndpointIsTheServer(t *testing.T) {
 			if version == "2026-07-28" {
 				header = http.Header{"X-ProjectMCP-Session": {"drop-in"}}
 			}
-			a := mustDial(t, agentClient("agent"), want, version, header)
+			a := harness.MustDial(t, agentClient("agent"), want, version, header)
 			dt, dp, dr := lists(t, direct)
 			gt, gp, gr := lists(t, a)
 			sameJSON(t, "tools", dt, gt)
@@ -49,8 +50,8 @@ func TestGatewayServerEndpointIsTheServer(t *testing.T) {
 				t.Errorf("instructions: %q directly, %q through the server's endpoint", d, g)
 			}
 			res, err := a.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "by its own name"}})
-			if err != nil || text(res) != "by its own name" {
-				t.Fatalf("a call by the server's own name: %s %v", text(res), err)
+			if err != nil || harness.Text(res) != "by its own name" {
+				t.Fatalf("a call by the server's own name: %s %v", harness.Text(res), err)
 			}
 		})
 	}
@@ -58,11 +59,11 @@ func TestGatewayServerEndpointIsTheServer(t *testing.T) {
 	changed := make(chan struct{}, 8)
 	client := mcp.NewClient(&mcp.Implementation{Name: "watcher", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
-	watcher := mustDial(t, client, want, "2025-11-25", nil)
+	watcher := harness.MustDial(t, client, want, "2025-11-25", nil)
 	callOK(t, watcher, "add_tool", map[string]any{"name": "fresh"})
 	for deadline := time.After(10 * time.Second); ; {
 		tools, _, _ := lists(t, watcher)
-		names := namesOf(tools, func(t *mcp.Tool) string { return t.Name })
+		names := harness.NamesOf(tools, func(t *mcp.Tool) string { return t.Name })
 		if slices.Contains(names, "fresh") {
 			break
 		}
@@ -123,9 +124,9 @@ func instructionsOf(s *mcp.ClientSession) string {
 // (ui.resourceUri) as the server lists it, and the ui:// resource it names, listed and read
 // the same.
 func TestGatewayPassesMCPApps(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "apps", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--app")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "apps", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--app")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
@@ -140,7 +141,7 @@ func TestGatewayPassesMCPApps(t *testing.T) {
 				t.Fatalf("the fixture's app tool lacks its _meta: %s", want)
 			}
 			for endpoint, name := range map[string]string{obj.Status.Endpoint: "a__show_app", v1alpha1.ServerEndpoint(obj.Status.Endpoint, "a"): "show_app"} {
-				got := appView(t, ctx, mustDial(t, agentClient("agent"), endpoint, version, header), name)
+				got := appView(t, ctx, harness.MustDial(t, agentClient("agent"), endpoint, version, header), name)
 				if got != strings.Replace(want, `"name":"show_app"`, `"name":"`+name+`"`, 1) {
 					t.Errorf("through %s:\n%s\ndirectly:\n%s", endpoint, got, want)
 				}
@@ -177,20 +178,20 @@ func appView(t *testing.T, ctx context.Context, s *mcp.ClientSession, tool strin
 // A list's caching hints (2026-07-28) are its server's on a per-server endpoint, and on the
 // project endpoint the most cautious of its servers': the lowest ttlMs, private if any is.
 func TestGatewayMergesCacheHints(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "hints", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
-		fixtureServer(t, "a", "--list-ttl-ms", "5000", "--list-cache-scope", "public"),
-		fixtureServer(t, "b", "--list-ttl-ms", "2000", "--list-cache-scope", "private"),
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "hints", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		harness.FixtureServer(t, "a", "--list-ttl-ms", "5000", "--list-cache-scope", "public"),
+		harness.FixtureServer(t, "b", "--list-ttl-ms", "2000", "--list-cache-scope", "private"),
 	}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool {
-		return isReady(o) && o.Status.Endpoint != "" && len(o.Status.Servers) == 2 && o.Status.Servers[0].Endpoint != ""
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool {
+		return harness.IsReady(o) && o.Status.Endpoint != "" && len(o.Status.Servers) == 2 && o.Status.Servers[0].Endpoint != ""
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	sessions := 0
 	hints := func(endpoint string) string {
 		sessions++
-		s := mustDial(t, mcp.NewClient(&mcp.Implementation{Name: "hints", Version: "1"}, nil), endpoint, "2026-07-28",
+		s := harness.MustDial(t, mcp.NewClient(&mcp.Implementation{Name: "hints", Version: "1"}, nil), endpoint, "2026-07-28",
 			http.Header{gateway.SessionHeader: {fmt.Sprint("hints-", sessions)}})
 		tools, err := s.ListTools(ctx, nil)
 		if err != nil {
@@ -217,24 +218,24 @@ func TestGatewayMergesCacheHints(t *testing.T) {
 // the server's allow/deny filter withholds: that one is unknown, as on the project endpoint,
 // and the server never runs it.
 func TestGatewayServerEndpointWithholdsFilteredTools(t *testing.T) {
-	ns := newNamespace(t)
-	filtered := fixtureServer(t, "withheld")
+	ns := harness.NewNamespace(t)
+	filtered := harness.FixtureServer(t, "withheld")
 	filtered.Tools = &v1alpha1.ToolFilter{Deny: []string{"stderr"}}
-	key := create(t, ns, "withheld", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{filtered}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool {
-		return isReady(o) && len(o.Status.Servers) == 1 && o.Status.Servers[0].Endpoint != ""
+	key := harness.Create(t, ns, "withheld", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{filtered}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool {
+		return harness.IsReady(o) && len(o.Status.Servers) == 1 && o.Status.Servers[0].Endpoint != ""
 	})
-	s := connectTo(t, obj.Status.Servers[0].Endpoint).session
+	s := connectTo(t, obj.Status.Servers[0].Endpoint).Session
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "stderr", Arguments: map[string]any{"text": "must not run", "lines": 1}})
 	if err == nil || !strings.Contains(err.Error(), `unknown tool "stderr"`) {
 		t.Fatalf("a withheld tool: %v", err)
 	}
-	if strings.Contains(logs.String(), "must not run") {
+	if strings.Contains(harness.Logs.String(), "must not run") {
 		t.Fatal("the server ran a tool its filter withholds")
 	}
-	if got := text(callOK(t, s, "echo", map[string]any{"text": "offered"})); got != "offered" {
+	if got := harness.Text(callOK(t, s, "echo", map[string]any{"text": "offered"})); got != "offered" {
 		t.Fatalf("an offered tool: %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"bytes"
@@ -22,6 +22,8 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // One forwarded call, traced: the session's W3C trace context is the parent of the gateway's
@@ -35,7 +37,7 @@ func TestGatewayTracesForwardedCall(t *testing.T) {
 	otel.SetTracerProvider(tp)
 	defer otel.SetTracerProvider(prev)
 
-	upstream := httpFixture(t, "t")
+	upstream := harness.HTTPFixture(t, "t")
 	target, err := url.Parse(upstream.HTTP.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -56,13 +58,13 @@ func TestGatewayTracesForwardedCall(t *testing.T) {
 	defer front.Close()
 	upstream.HTTP.URL = front.URL + target.Path
 
-	ns := newNamespace(t)
-	key := create(t, ns, "traced", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{upstream}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "traced", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{upstream}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 	const traceID, parentID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
-	s := mustDial(t, agentClient("traced"), endpointOf(key), "2025-11-25",
+	s := harness.MustDial(t, agentClient("traced"), harness.EndpointOf(key), "2025-11-25",
 		http.Header{"Traceparent": {"00-" + traceID + "-" + parentID + "-01"}})
-	if got := text(callOK(t, s, "t__echo", map[string]any{"text": "traced"})); got != "traced" {
+	if got := harness.Text(callOK(t, s, "t__echo", map[string]any{"text": "traced"})); got != "traced" {
 		t.Fatalf("echo: %q", got)
 	}
 
@@ -113,10 +115,10 @@ func TestGatewayTraceContextInMeta(t *testing.T) {
 	otel.SetTracerProvider(tp)
 	defer otel.SetTracerProvider(prev)
 
-	srv := fixtureServer(t, "tm", "--protocol", "2025-11-25")
-	ns := newNamespace(t)
-	key := create(t, ns, "traced-meta", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	srv := harness.FixtureServer(t, "tm", "--protocol", "2025-11-25")
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "traced-meta", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	for i, c := range []struct {
 		name    string
@@ -141,10 +143,10 @@ func TestGatewayTraceContextInMeta(t *testing.T) {
 			} else {
 				header.Set("Traceparent", traceparent)
 			}
-			s := mustDial(t, agentClient("traced"), endpointOf(key), c.version, header)
+			s := harness.MustDial(t, agentClient("traced"), harness.EndpointOf(key), c.version, header)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if res, err := s.CallTool(ctx, params); err != nil || text(res) != c.name {
+			if res, err := s.CallTool(ctx, params); err != nil || harness.Text(res) != c.name {
 				t.Fatalf("echo: %v %v", res, err)
 			}
 			var call sdktrace.ReadOnlySpan
@@ -157,8 +159,8 @@ func TestGatewayTraceContextInMeta(t *testing.T) {
 				t.Fatalf("no span for the call continuing the session's trace context %s", traceparent)
 			}
 			want := fmt.Sprintf("fixture tm: echo %s traceparent 00-%s-%s-01", c.name, traceID, call.SpanContext().SpanID())
-			eventually(t, 10*time.Second, "the server to see the trace context in _meta", func() bool {
-				return strings.Contains(logs.String(), want)
+			testutil.Eventually(t, 10*time.Second, "the server to see the trace context in _meta", func() bool {
+				return strings.Contains(harness.Logs.String(), want)
 			})
 		})
 	}

@@ -1,10 +1,8 @@
-package controllers
+package gateway_test
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,47 +10,15 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
-
-// scraper reads the controller-runtime registry through the handler the controller's
-// /metrics endpoint serves it with.
-type scraper struct {
-	t   *testing.T
-	url string
-}
-
-func newScraper(t *testing.T) *scraper {
-	srv := httptest.NewServer(promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}))
-	t.Cleanup(srv.Close)
-	return &scraper{t: t, url: srv.URL}
-}
-
-func (s *scraper) scrape() testutil.Metrics {
-	s.t.Helper()
-	resp, err := http.Get(s.url)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	m, err := testutil.ParseMetrics(string(body))
-	if err != nil {
-		s.t.Fatalf("/metrics: %v", err)
-	}
-	return m
-}
 
 // delta is what a metric (summed over the labels given) grew by since before.
 type delta struct {
@@ -81,17 +47,17 @@ func (d delta) atLeast(want float64, name string, labels ...string) {
 }
 
 // eventuallyGrows waits until a metric grew by want since before.
-func (s *scraper) eventuallyGrows(before testutil.Metrics, want float64, name string, labels ...string) {
-	s.t.Helper()
-	eventually(s.t, 30*time.Second, name+strings.Join(labels, ","), func() bool {
-		return delta{s.t, before, s.scrape()}.of(name, labels...) >= want
+func eventuallyGrows(t *testing.T, s *harness.Scraper, before testutil.Metrics, want float64, name string, labels ...string) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, name+strings.Join(labels, ","), func() bool {
+		return delta{t, before, s.Scrape()}.of(name, labels...) >= want
 	})
 }
 
 // sessionsOf is what the gateway reports of one project's sessions, by revision.
 func sessionsOf(key types.NamespacedName) map[string]int {
 	out := map[string]int{}
-	for _, s := range ctl.gateway.SessionCounts() {
+	for _, s := range harness.Ctl.Gateway.SessionCounts() {
 		if s.Namespace == key.Namespace && s.Project == key.Name {
 			out[s.Revision] += s.Count
 		}
@@ -106,21 +72,21 @@ func sessionsOf(key types.NamespacedName) map[string]int {
 // Other tests share the process's registry: every check is on what grew during this test,
 // for a server name no other test uses.
 func TestMetrics(t *testing.T) {
-	ns := newNamespace(t)
-	m := newScraper(t)
-	start := m.scrape()
-	srv := fixtureServer(t, "mx", "--protocol", "2025-11-25")
-	key := create(t, ns, "metrics", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ns := harness.NewNamespace(t)
+	m := harness.NewScraper(t)
+	start := m.Scrape()
+	srv := harness.FixtureServer(t, "mx", "--protocol", "2025-11-25")
+	key := harness.Create(t, ns, "metrics", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 
 	// Sessions by revision: one stateful (2025-11-25), one stateless (2026-07-28).
-	stateful := mustDial(t, agentClient("m1"), endpointOf(key), "2025-11-25", nil)
-	stateless := mustDial(t, agentClient("m2"), endpointOf(key), "", http.Header{gateway.SessionHeader: {"metrics"}})
+	stateful := harness.MustDial(t, agentClient("m1"), harness.EndpointOf(key), "2025-11-25", nil)
+	stateless := harness.MustDial(t, agentClient("m2"), harness.EndpointOf(key), "", http.Header{gateway.SessionHeader: {"metrics"}})
 	callOK(t, stateless, "mx__echo", map[string]any{"text": "mount"}) // a stateless session mounts at its first request
 	if got := sessionsOf(key); got[metrics.RevisionStateful] != 1 || got[metrics.RevisionStateless] != 1 {
 		t.Fatalf("the project's sessions by revision: %v", got)
 	}
-	now := m.scrape()
+	now := m.Scrape()
 	for _, rev := range []string{metrics.RevisionStateful, metrics.RevisionStateless} {
 		if now.Sum("projectmcp_sessions", "revision", rev) < 1 {
 			t.Errorf("projectmcp_sessions{revision=%q} = %v", rev, now.Sum("projectmcp_sessions", "revision", rev))
@@ -132,7 +98,7 @@ func TestMetrics(t *testing.T) {
 
 	// The fast path: three calls and one tool error through the stateful session.
 	raw := promtest.ToFloat64(metrics.FastPath.WithLabelValues("raw"))
-	before := m.scrape()
+	before := m.Scrape()
 	for i := range 3 {
 		callOK(t, stateful, "mx__echo", map[string]any{"text": strconv.Itoa(i)})
 	}
@@ -140,10 +106,10 @@ func TestMetrics(t *testing.T) {
 		t.Fatal("fail must be a tool error")
 	}
 	// Counted once the call's answer is written, so a moment after the client has it.
-	eventually(t, 5*time.Second, "the calls to count as taking the fast path", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the calls to count as taking the fast path", func() bool {
 		return promtest.ToFloat64(metrics.FastPath.WithLabelValues("raw"))-raw == 4
 	})
-	d := delta{t, before, m.scrape()}
+	d := delta{t, before, m.Scrape()}
 	d.expect(3, "projectmcp_tool_calls_total", "server", "mx", "outcome", "ok")
 	d.expect(1, "projectmcp_tool_calls_total", "server", "mx", "outcome", "tool_error")
 	d.expect(4, "projectmcp_tool_call_duration_seconds_count", "server", "mx")
@@ -160,7 +126,7 @@ func TestMetrics(t *testing.T) {
 	if _, err := stateful.GetPrompt(ctx, &mcp.GetPromptParams{Name: "mx__greet", Arguments: map[string]string{"name": "metrics"}}); err != nil {
 		t.Fatal(err)
 	}
-	d = delta{t, before, m.scrape()}
+	d = delta{t, before, m.Scrape()}
 	d.expect(1, "projectmcp_tool_calls_total", "server", "mx", "outcome", "ok")
 	d.expect(1, "projectmcp_tool_calls_total", "server", "mx", "outcome", "tool_error")
 	d.expect(2, "projectmcp_tool_call_duration_seconds_count", "server", "mx")
@@ -174,12 +140,12 @@ func TestMetrics(t *testing.T) {
 		t.Fatal("a cancelled call must not succeed")
 	}
 	hcancel()
-	m.eventuallyGrows(before, 1, "projectmcp_tool_calls_total", "server", "mx", "outcome", "cancelled")
+	eventuallyGrows(t, m, before, 1, "projectmcp_tool_calls_total", "server", "mx", "outcome", "cancelled")
 
 	// The gateway's requests by code and auth decision.
-	before = m.scrape()
+	before = m.Scrape()
 	get := func(path, host string) int {
-		req, err := http.NewRequest(http.MethodGet, "http://"+gatewayAddr+path, nil)
+		req, err := http.NewRequest(http.MethodGet, "http://"+harness.GatewayAddr+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +168,7 @@ func TestMetrics(t *testing.T) {
 	if code := get(gateway.Path(key), "mcp.example.com"); code != http.StatusForbidden {
 		t.Fatalf("a rebinding Host: %d", code)
 	}
-	d = delta{t, before, m.scrape()}
+	d = delta{t, before, m.Scrape()}
 	d.expect(1, "projectmcp_gateway_requests_total", "code", "404", "auth", "local")
 	d.expect(1, "projectmcp_gateway_requests_total", "code", "404", "auth", "none")
 	d.expect(1, "projectmcp_gateway_requests_total", "code", "403", "auth", "denied")
@@ -212,42 +178,42 @@ func TestMetrics(t *testing.T) {
 
 	// A config edit that adds a server: sessions are told (list_changed).
 	before = d.after
-	update(t, key, func(o *v1alpha1.ProjectMCP) {
-		o.Spec.Servers = append(o.Spec.Servers, fixtureServer(t, "my", "--protocol", "2025-11-25"))
+	harness.Update(t, key, func(o *v1alpha1.ProjectMCP) {
+		o.Spec.Servers = append(o.Spec.Servers, harness.FixtureServer(t, "my", "--protocol", "2025-11-25"))
 	})
-	eventually(t, 30*time.Second, "my's tools in the stateful session", func() bool {
+	testutil.Eventually(t, 30*time.Second, "my's tools in the stateful session", func() bool {
 		res, err := stateful.ListTools(ctx, nil)
 		return err == nil && strings.Contains(asJSON(t, res), "my__echo")
 	})
-	m.eventuallyGrows(before, 1, "projectmcp_list_changed_sent_total", "kind", "tools")
-	m.eventuallyGrows(before, 1, "projectmcp_list_changed_sent_total", "kind", "prompts")
+	eventuallyGrows(t, m, before, 1, "projectmcp_list_changed_sent_total", "kind", "tools")
+	eventuallyGrows(t, m, before, 1, "projectmcp_list_changed_sent_total", "kind", "prompts")
 
 	// A config edit of mx repoints it; a reconnect request rebuilds it.
-	before = m.scrape()
-	update(t, key, func(o *v1alpha1.ProjectMCP) {
+	before = m.Scrape()
+	harness.Update(t, key, func(o *v1alpha1.ProjectMCP) {
 		o.Spec.Servers[0].Stdio.Env = append(o.Spec.Servers[0].Stdio.Env, v1alpha1.NameValue{Name: "EDITED", Value: "1"})
 	})
-	waitStatus(t, key, 30*time.Second, "Ready after the repoint", func(o *v1alpha1.ProjectMCP) bool {
-		return isReady(o) && o.Status.ObservedGeneration == o.Generation
+	harness.WaitStatus(t, key, 30*time.Second, "Ready after the repoint", func(o *v1alpha1.ProjectMCP) bool {
+		return harness.IsReady(o) && o.Status.ObservedGeneration == o.Generation
 	})
-	m.eventuallyGrows(before, 1, "projectmcp_repoints_total", "server", "mx", "reason", "ConfigChanged")
+	eventuallyGrows(t, m, before, 1, "projectmcp_repoints_total", "server", "mx", "reason", "ConfigChanged")
 	stamp := time.Now().Format(time.RFC3339Nano)
-	update(t, key, func(o *v1alpha1.ProjectMCP) {
+	harness.Update(t, key, func(o *v1alpha1.ProjectMCP) {
 		if o.Annotations == nil {
 			o.Annotations = map[string]string{}
 		}
 		o.Annotations[v1alpha1.AnnotationReconnectRequestedAt] = stamp
 		o.Annotations[v1alpha1.AnnotationReconnectServers] = "mx"
 	})
-	waitStatus(t, key, 30*time.Second, "the rebuild", func(o *v1alpha1.ProjectMCP) bool {
-		return o.Status.LastHandledReconnectAt == stamp && isReady(o)
+	harness.WaitStatus(t, key, 30*time.Second, "the rebuild", func(o *v1alpha1.ProjectMCP) bool {
+		return o.Status.LastHandledReconnectAt == stamp && harness.IsReady(o)
 	})
-	m.eventuallyGrows(before, 1, "projectmcp_rebuilds_total", "server", "mx", "reason", "ReconnectRequested")
+	eventuallyGrows(t, m, before, 1, "projectmcp_rebuilds_total", "server", "mx", "reason", "ReconnectRequested")
 
 	// A killed server reconnects.
-	_ = syscall.Kill(readPIDs(t, srv).PID, syscall.SIGKILL)
-	m.eventuallyGrows(before, 1, "projectmcp_connection_transitions_total", "server", "mx", "from", "Disconnected", "to", "Ready")
-	d = delta{t, before, m.scrape()}
+	_ = syscall.Kill(harness.ReadPIDs(t, srv).PID, syscall.SIGKILL)
+	eventuallyGrows(t, m, before, 1, "projectmcp_connection_transitions_total", "server", "mx", "from", "Disconnected", "to", "Ready")
+	d = delta{t, before, m.Scrape()}
 	d.expect(1, "projectmcp_repoints_total", "server", "mx")
 	d.expect(1, "projectmcp_connection_transitions_total", "server", "mx", "from", "Ready", "to", "Disconnected")
 	d.atLeast(1, "projectmcp_reconnect_attempts_total", "server", "mx")

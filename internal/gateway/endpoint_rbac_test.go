@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"bufio"
@@ -26,6 +26,8 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/audit"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // rbacIdentity is a ServiceAccount of TestGatewayToolRBAC with the items its Role grants
@@ -48,11 +50,11 @@ func itemRule(resource string, names ...string) rbacv1.PolicyRule {
 // a per-server endpoint, on both protocol revisions; `kubectl auth can-i` gives the same
 // answers; the audit log records the uses and the refusals.
 func TestGatewayToolRBAC(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "shop", v1alpha1.ProjectMCPSpec{ToolAuthorization: v1alpha1.ToolAuthorizationRBAC,
-		Servers: []v1alpha1.MCPServer{fixtureServer(t, "a"), fixtureServer(t, "b")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	cs, err := kubernetes.NewForConfig(env.Config)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "shop", v1alpha1.ProjectMCPSpec{ToolAuthorization: v1alpha1.ToolAuthorizationRBAC,
+		Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a"), harness.FixtureServer(t, "b")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	cs, err := kubernetes.NewForConfig(harness.Env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func TestGatewayToolRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry, Auth: &gateway.KubernetesAuth{Client: cs}, Audit: log})
+	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, Auth: &gateway.KubernetesAuth{Client: cs}, Audit: log})
 	project := base + gateway.Path(key)
 	denials := promtest.ToFloat64(metrics.ItemDenials.WithLabelValues("tools"))
 
@@ -140,7 +142,7 @@ func TestGatewayToolRBAC(t *testing.T) {
 	}
 	canI := func(id *rbacIdentity, it gateway.Item) bool {
 		for _, name := range gateway.ResourceNames("shop", it) {
-			out, _ := exec.Command(kubectl, "--kubeconfig", env.Kubeconfig, "auth", "can-i", gateway.ItemVerb,
+			out, _ := exec.Command(kubectl, "--kubeconfig", harness.Env.Kubeconfig, "auth", "can-i", gateway.ItemVerb,
 				it.Resource+".mcp.dsh.dev/"+name, "-n", ns, "--as", "system:serviceaccount:"+ns+":"+id.name).CombinedOutput()
 			if lastLine(string(out)) == "yes" {
 				return true
@@ -183,10 +185,10 @@ func grant(t *testing.T, cs kubernetes.Interface, ns, name string, rules []rbacv
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}}
-	if err := env.Client.Create(ctx, role); err != nil {
+	if err := harness.Env.Client.Create(ctx, role); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Create(ctx, binding); err != nil {
+	if err := harness.Env.Client.Create(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
 	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{
@@ -208,7 +210,7 @@ func rbacSession(t *testing.T, url, token, revision string) *mcp.ClientSession {
 	client := mcp.NewClient(&mcp.Implementation{Name: "rbac-test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: headerRT{header}}},
+	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: harness.HeaderRT{H: header}}},
 		&mcp.ClientSessionOptions{ProtocolVersion: revision})
 	if err != nil {
 		t.Fatalf("connect to %s: %v", url, err)
@@ -308,7 +310,7 @@ func agree(t *testing.T, what string, err error, granted bool) {
 func checkAudit(t *testing.T, path, ns string) {
 	t.Helper()
 	var records []audit.Record
-	eventually(t, 10*time.Second, "the audit log written", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the audit log written", func() bool {
 		records = readAudit(t, path)
 		return slices.ContainsFunc(records, func(r audit.Record) bool { return r.Decision == "deny" }) &&
 			slices.ContainsFunc(records, func(r audit.Record) bool { return r.Decision == "allow" && r.Tool == "echo" })
@@ -381,7 +383,7 @@ func checkSubscriptions(t *testing.T, url, token string, toucher *mcp.ClientSess
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: headerRT{header}}},
+	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: harness.HeaderRT{H: header}}},
 		&mcp.ClientSessionOptions{ProtocolVersion: revision})
 	if err != nil {
 		t.Fatal(err)
@@ -402,7 +404,7 @@ func checkSubscriptions(t *testing.T, url, token string, toucher *mcp.ClientSess
 		}
 	}
 	// The subscriptions are in place once b's update comes through.
-	eventually(t, 15*time.Second, "b's update", func() bool {
+	testutil.Eventually(t, 15*time.Second, "b's update", func() bool {
 		touch("b")
 		select {
 		case uri := <-updated:

@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"context"
@@ -22,6 +22,8 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -87,16 +89,16 @@ func codeOf(err error) int64 {
 }
 
 func TestGatewayPromptsAndResourcesMatchDirect(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "protocol", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a"), fixtureServer(t, "b")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "protocol", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a"), harness.FixtureServer(t, "b")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
 	for _, version := range []string{"2025-11-25", ""} {
 		d := direct(t, "a", version)
-		ag := connectAgent(t, key, version, http.Header{gateway.SessionHeader: {"protocol-" + version}})
-		s := ag.session
+		ag := harness.ConnectAgent(t, key, version, http.Header{gateway.SessionHeader: {"protocol-" + version}})
+		s := ag.Session
 		name := "revision " + version
 
 		// Instructions: each server's, under its name.
@@ -187,28 +189,28 @@ func TestGatewayPromptsAndResourcesMatchDirect(t *testing.T) {
 // with list_changed; a disconnected server's prompts stay listed and fail fast naming the
 // server; a Failed server's are withdrawn.
 func TestGatewayPromptsSeedRules(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	broken := filepath.Join(t.TempDir(), "broken")
-	srv := fixtureServer(t, "a", "--fail-if-exists", broken)
-	key := create(t, ns, "prompts", v1alpha1.ProjectMCPSpec{
+	srv := harness.FixtureServer(t, "a", "--fail-if-exists", broken)
+	key := harness.Create(t, ns, "prompts", v1alpha1.ProjectMCPSpec{
 		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](1),
 			InitialBackoff: &metav1.Duration{Duration: 3 * time.Second}, MaxBackoff: &metav1.Duration{Duration: 3 * time.Second}},
 		Servers: []v1alpha1.MCPServer{srv},
 	})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 	changed := make(chan struct{}, 16)
 	client := mcp.NewClient(&mcp.Implementation{Name: "prompts", Version: "1"}, &mcp.ClientOptions{
 		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) { changed <- struct{}{} },
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s := mustDial(t, client, endpointOf(key), "2025-11-25", nil)
+	s := harness.MustDial(t, client, harness.EndpointOf(key), "2025-11-25", nil)
 	prompts := func() []string {
 		res, err := s.ListPrompts(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return namesOf(res.Prompts, func(p *mcp.Prompt) string { return p.Name })
+		return harness.NamesOf(res.Prompts, func(p *mcp.Prompt) string { return p.Name })
 	}
 	waitPrompts := func(what string, cond func([]string) bool) {
 		t.Helper()
@@ -223,13 +225,13 @@ func TestGatewayPromptsSeedRules(t *testing.T) {
 	if _, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "a__add_prompt", Arguments: map[string]any{"name": "extra"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitPrompts("the added prompt", has("a__extra"))
+	waitPrompts("the added prompt", harness.Has("a__extra"))
 
 	if err := os.WriteFile(broken, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_ = syscall.Kill(readPIDs(t, srv).PID, syscall.SIGKILL)
-	waitStatus(t, key, 10*time.Second, "Disconnected", phaseIs("a", v1alpha1.PhaseDisconnected))
+	_ = syscall.Kill(harness.ReadPIDs(t, srv).PID, syscall.SIGKILL)
+	harness.WaitStatus(t, key, 10*time.Second, "Disconnected", harness.PhaseIs("a", v1alpha1.PhaseDisconnected))
 	if names := prompts(); !slices.Contains(names, "a__greet") {
 		t.Fatalf("prompts must stay listed while the server is disconnected: %v", names)
 	}
@@ -237,7 +239,7 @@ func TestGatewayPromptsSeedRules(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"a"`) {
 		t.Fatalf("prompts/get while disconnected must fail naming the server: %v", err)
 	}
-	waitPrompts("a's prompts withdrawn when Failed", hasNot("a__greet"))
+	waitPrompts("a's prompts withdrawn when Failed", harness.HasNot("a__greet"))
 }
 
 // listener is a stateful session that records log messages and resource updates.
@@ -254,7 +256,7 @@ func listen(t testing.TB, endpoint string) *listener {
 		LoggingMessageHandler:  func(_ context.Context, r *mcp.LoggingMessageRequest) { l.logs <- r.Params },
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { l.updates <- r.Params.URI },
 	})
-	l.s = mustDial(t, client, endpoint, "2025-11-25", nil)
+	l.s = harness.MustDial(t, client, endpoint, "2025-11-25", nil)
 	return l
 }
 
@@ -284,12 +286,12 @@ func receive[T any](t testing.TB, what string, ch <-chan T) T {
 // reach each session whose level admits them, named after their server; resource updates
 // reach only the sessions that subscribed, until they unsubscribe.
 func TestGatewayCompletionLoggingSubscriptions(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "notices", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "notices", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	verbose, quiet := listen(t, endpointOf(key)), listen(t, endpointOf(key))
+	verbose, quiet := listen(t, harness.EndpointOf(key)), listen(t, harness.EndpointOf(key))
 
 	d := direct(t, "a", "2025-11-25")
 	arg := mcp.CompleteParamsArgument{Name: "name", Value: "A"}
@@ -390,79 +392,79 @@ func agentClient(name string) *mcp.Client {
 // that made the call, and come back as they do directly; a session that did not declare the
 // capability makes the server's request fail clearly.
 func TestGatewayServerRequests(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "server-requests", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "server-requests", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
 	d := directWith(t, agentClient("agent"), "a", "")
-	s := mustDial(t, agentClient("agent"), endpointOf(key), "2025-11-25", nil)
-	other := mustDial(t, agentClient("other"), endpointOf(key), "2025-11-25", nil)
+	s := harness.MustDial(t, agentClient("agent"), harness.EndpointOf(key), "2025-11-25", nil)
+	other := harness.MustDial(t, agentClient("other"), harness.EndpointOf(key), "2025-11-25", nil)
 
 	// A 2026-07-28 client is served statelessly: the server's input requests travel back in
 	// the call's result and the client's next call carries the answers.
-	stateless := mustDial(t, agentClient("agent"), endpointOf(key), "", http.Header{gateway.SessionHeader: {"server-requests"}})
+	stateless := harness.MustDial(t, agentClient("agent"), harness.EndpointOf(key), "", http.Header{gateway.SessionHeader: {"server-requests"}})
 
 	for _, tool := range []string{"sample", "elicit", "roots"} {
 		args := map[string]any{"text": "hi"}
 		want, err := d.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 		if err != nil || want.IsError {
-			t.Fatalf("%s directly: %v %q", tool, err, text(want))
+			t.Fatalf("%s directly: %v %q", tool, err, harness.Text(want))
 		}
 		for revision, session := range map[string]*mcp.ClientSession{"2025-11-25": s, "2026-07-28": stateless} {
 			got, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "a__" + tool, Arguments: args})
-			if err != nil || got.IsError || text(got) != text(want) {
-				t.Fatalf("%s through the endpoint (%s) %q (%v), directly %q", tool, revision, text(got), err, text(want))
+			if err != nil || got.IsError || harness.Text(got) != harness.Text(want) {
+				t.Fatalf("%s through the endpoint (%s) %q (%v), directly %q", tool, revision, harness.Text(got), err, harness.Text(want))
 			}
 		}
 		// The other session's calls reach the other session, never this one.
-		if got, err := other.CallTool(ctx, &mcp.CallToolParams{Name: "a__" + tool, Arguments: args}); err != nil || !strings.Contains(text(got), "other") {
-			t.Fatalf("%s from the other session went elsewhere: %q (%v)", tool, text(got), err)
+		if got, err := other.CallTool(ctx, &mcp.CallToolParams{Name: "a__" + tool, Arguments: args}); err != nil || !strings.Contains(harness.Text(got), "other") {
+			t.Fatalf("%s from the other session went elsewhere: %q (%v)", tool, harness.Text(got), err)
 		}
 	}
 
-	plain := connectAgent(t, key, "2025-11-25", nil) // declares neither sampling nor elicitation
-	res, err := plain.session.CallTool(ctx, &mcp.CallToolParams{Name: "a__sample", Arguments: map[string]any{"text": "hi"}})
+	plain := harness.ConnectAgent(t, key, "2025-11-25", nil) // declares neither sampling nor elicitation
+	res, err := plain.Session.CallTool(ctx, &mcp.CallToolParams{Name: "a__sample", Arguments: map[string]any{"text": "hi"}})
 	failure := fmt.Sprint(err)
 	if err == nil && res.IsError {
-		failure = text(res)
+		failure = harness.Text(res)
 	}
 	if !strings.Contains(failure, "sampling") {
-		t.Fatalf("sampling for a session without the capability must fail clearly: %q (%v)", text(res), err)
+		t.Fatalf("sampling for a session without the capability must fail clearly: %q (%v)", harness.Text(res), err)
 	}
 }
 
 // A session that cancels a call cancels it upstream: the server's handler sees it.
 func TestGatewayCancellationReachesServer(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "cancel", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "hanger")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	ag := connectAgent(t, key, "2025-11-25", nil)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "cancel", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "hanger")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	ag := harness.ConnectAgent(t, key, "2025-11-25", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if _, err := ag.session.CallTool(ctx, &mcp.CallToolParams{Name: "hanger__hang", Arguments: map[string]any{}}); err == nil {
+	if _, err := ag.Session.CallTool(ctx, &mcp.CallToolParams{Name: "hanger__hang", Arguments: map[string]any{}}); err == nil {
 		t.Fatal("a cancelled call must not succeed")
 	}
-	eventually(t, 10*time.Second, "the server to see the cancellation", func() bool {
-		return strings.Contains(logs.String(), "fixture hanger: hang cancelled")
+	testutil.Eventually(t, 10*time.Second, "the server to see the cancellation", func() bool {
+		return strings.Contains(harness.Logs.String(), "fixture hanger: hang cancelled")
 	})
 }
 
 // Aggregated lists page like a server's: 1,000 tools and more come in pages with cursors. A prompt
 // that vanished and a method nobody serves get clear JSON-RPC errors, and the session goes on.
 func TestGatewayPagingAndBadRequests(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "paging", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--extra-tools", "1000", "--page-size", "400")}})
-	waitStatus(t, key, 60*time.Second, "Ready", isReady)
-	ag := connectAgent(t, key, "2025-11-25", nil)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "paging", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--extra-tools", "1000", "--page-size", "400")}})
+	harness.WaitStatus(t, key, 60*time.Second, "Ready", harness.IsReady)
+	ag := harness.ConnectAgent(t, key, "2025-11-25", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	first, err := ag.session.ListTools(ctx, nil)
+	first, err := ag.Session.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := ag.tools(t) // follows the cursors
+	all := ag.Tools(t) // follows the cursors
 	if first.NextCursor == "" || len(first.Tools) >= len(all) {
 		t.Fatalf("a long list must come in pages: %d of %d tools, cursor %q", len(first.Tools), len(all), first.NextCursor)
 	}
@@ -470,14 +472,14 @@ func TestGatewayPagingAndBadRequests(t *testing.T) {
 		t.Fatalf("all pages: %d tools", len(all))
 	}
 
-	_, err = ag.session.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a__vanished"})
+	_, err = ag.Session.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a__vanished"})
 	if err == nil || codeOf(err) == 0 {
 		t.Fatalf("a prompt no server offers must be a JSON-RPC error: %v", err)
 	}
-	if _, err := ag.session.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fixture://a/nothing"}); err == nil {
+	if _, err := ag.Session.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fixture://a/nothing"}); err == nil {
 		t.Fatal("a URI no server claims must be an error")
 	}
-	if got := text(ag.call(t, "a__echo", map[string]any{"text": "still here"})); got != "still here" {
+	if got := harness.Text(ag.Call(t, "a__echo", map[string]any{"text": "still here"})); got != "still here" {
 		t.Fatalf("the session must go on after bad requests: %q", got)
 	}
 }
@@ -485,17 +487,17 @@ func TestGatewayPagingAndBadRequests(t *testing.T) {
 // A server that never answers one call costs the session an error naming it after the call
 // timeout, and the session goes on.
 func TestGatewayCallTimeout(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "timeout", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	ag := connectAgent(t, key, "2025-11-25", nil)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "timeout", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	ag := harness.ConnectAgent(t, key, "2025-11-25", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := ag.session.CallTool(ctx, &mcp.CallToolParams{Name: "a__hang", Arguments: map[string]any{}})
-	if err != nil || !res.IsError || !strings.Contains(text(res), `"a" did not answer within `+callTimeout.String()) {
-		t.Fatalf("a call the server never answers: %q (%v)", text(res), err)
+	res, err := ag.Session.CallTool(ctx, &mcp.CallToolParams{Name: "a__hang", Arguments: map[string]any{}})
+	if err != nil || !res.IsError || !strings.Contains(harness.Text(res), `"a" did not answer within `+harness.CallTimeout.String()) {
+		t.Fatalf("a call the server never answers: %q (%v)", harness.Text(res), err)
 	}
-	if got := text(ag.call(t, "a__echo", map[string]any{"text": "after"})); got != "after" {
+	if got := harness.Text(ag.Call(t, "a__echo", map[string]any{"text": "after"})); got != "after" {
 		t.Fatalf("the session must go on: %q", got)
 	}
 }
@@ -504,16 +506,16 @@ func TestGatewayCallTimeout(t *testing.T) {
 // notifications/cancelled for it): on the SDK's path too (a 2025-11-25 server's call, which
 // the SDK translates), the server sees the cancellation at once, not at --call-timeout.
 func TestGatewayStatelessDisconnectCancels(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "disconnect", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "older", "--protocol", "2025-11-25")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	ag := connectAgent(t, key, "2026-07-28", http.Header{gateway.SessionHeader: {"disconnect"}})
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "disconnect", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "older", "--protocol", "2025-11-25")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	ag := harness.ConnectAgent(t, key, "2026-07-28", http.Header{gateway.SessionHeader: {"disconnect"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if _, err := ag.session.CallTool(ctx, &mcp.CallToolParams{Name: "older__hang", Arguments: map[string]any{}}); err == nil {
+	if _, err := ag.Session.CallTool(ctx, &mcp.CallToolParams{Name: "older__hang", Arguments: map[string]any{}}); err == nil {
 		t.Fatal("a call whose request ended must not succeed")
 	}
-	eventually(t, 10*time.Second, "the server to see the cancellation", func() bool {
-		return strings.Contains(logs.String(), "fixture older: hang cancelled")
+	testutil.Eventually(t, 10*time.Second, "the server to see the cancellation", func() bool {
+		return strings.Contains(harness.Logs.String(), "fixture older: hang cancelled")
 	})
 }

@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -21,7 +19,8 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
-	"github.com/dsh-dev/projectmcp/test/fixture"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // A stateful session's tools/call is forwarded at the JSON-RPC message level when the server
@@ -45,31 +44,25 @@ type upstream struct {
 
 var upstreams = []upstream{
 	{name: "stdio-2026", newest: true, start: func(t *testing.T, name string) (v1alpha1.MCPServer, func(string) *mcp.ClientSession) {
-		return fixtureServer(t, name), func(v string) *mcp.ClientSession { return directWith(t, agentClient("agent"), name, v) }
+		return harness.FixtureServer(t, name), func(v string) *mcp.ClientSession { return directWith(t, agentClient("agent"), name, v) }
 	}},
 	{name: "stdio-2025", start: func(t *testing.T, name string) (v1alpha1.MCPServer, func(string) *mcp.ClientSession) {
-		return fixtureServer(t, name, "--protocol", "2025-11-25"), func(v string) *mcp.ClientSession {
+		return harness.FixtureServer(t, name, "--protocol", "2025-11-25"), func(v string) *mcp.ClientSession {
 			return directWith(t, agentClient("agent"), name, "2025-11-25")
 		}
 	}},
 	{name: "http-2025", start: func(t *testing.T, name string) (v1alpha1.MCPServer, func(string) *mcp.ClientSession) {
-		s := httpFixture(t, name)
-		return s, func(v string) *mcp.ClientSession { return mustDial(t, agentClient("agent"), s.HTTP.URL, v, nil) }
+		s := harness.HTTPFixture(t, name)
+		return s, func(v string) *mcp.ClientSession {
+			return harness.MustDial(t, agentClient("agent"), s.HTTP.URL, v, nil)
+		}
 	}},
 	{name: "http-2026", newest: true, deaf: true, stateless: true, start: func(t *testing.T, name string) (v1alpha1.MCPServer, func(string) *mcp.ClientSession) {
-		s := httpFixture(t, name, "--stateless")
-		return s, func(v string) *mcp.ClientSession { return mustDial(t, agentClient("agent"), s.HTTP.URL, v, nil) }
+		s := harness.HTTPFixture(t, name, "--stateless")
+		return s, func(v string) *mcp.ClientSession {
+			return harness.MustDial(t, agentClient("agent"), s.HTTP.URL, v, nil)
+		}
 	}},
-}
-
-// httpFixture starts a fixture process serving streamable HTTP (stateful, so 2025-11-25),
-// its log going to the controller's log as a stdio server's stderr does.
-func httpFixture(t *testing.T, name string, args ...string) v1alpha1.MCPServer {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"--http", "127.0.0.1:0", "--name", name}, args...)...)
-	cmd.Env = append(os.Environ(), fixture.EnvVar+"=1")
-	cmd.Stderr = logs
-	return v1alpha1.MCPServer{Name: name, HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTPProcess(t, cmd) + "/mcp"}}
 }
 
 // rawJSON renders a result in full, _meta included, for comparing two sessions' views.
@@ -87,9 +80,9 @@ func TestGatewayCallsEveryUpstream(t *testing.T) {
 		t.Run(up.name, func(t *testing.T) { // not parallel: each checks the path counters
 			name := fmt.Sprintf("u%d", i)
 			server, dial := up.start(t, name)
-			ns := newNamespace(t)
-			key := create(t, ns, "calls", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
-			waitStatus(t, key, 30*time.Second, "Ready", isReady)
+			ns := harness.NewNamespace(t)
+			key := harness.Create(t, ns, "calls", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
+			harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 			for _, revision := range []string{"2025-11-25", "2026-07-28"} {
 				t.Run(revision, func(t *testing.T) {
 					version, header := revision, http.Header(nil)
@@ -136,7 +129,7 @@ func TestGatewayCallsEveryUpstream(t *testing.T) {
 // the SDK path adds nothing a direct session of the same revision does not see). sharedRoots:
 // the server speaks 2025-11-25, whose roots are the shared connection's.
 func checkCalls(t *testing.T, key types.NamespacedName, name string, d *mcp.ClientSession, version string, header http.Header, path string, exact, deaf, sharedRoots bool) {
-	s := mustDial(t, agentClient("agent"), endpointOf(key), version, header)
+	s := harness.MustDial(t, agentClient("agent"), harness.EndpointOf(key), version, header)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	counter := metrics.FastPath.WithLabelValues(path)
@@ -169,7 +162,7 @@ func checkCalls(t *testing.T, key types.NamespacedName, name string, d *mcp.Clie
 		}
 		got, gerr := s.CallTool(ctx, &mcp.CallToolParams{Name: name + "__" + c.tool, Arguments: c.args})
 		if c.tool == "roots" && sharedRoots {
-			if gerr != nil || text(got) != `{"roots":[]}` {
+			if gerr != nil || harness.Text(got) != `{"roots":[]}` {
 				t.Fatalf("roots through the endpoint: %s (%v), want the project's (none)", rawJSON(t, got), gerr)
 			}
 			continue
@@ -180,9 +173,9 @@ func checkCalls(t *testing.T, key types.NamespacedName, name string, d *mcp.Clie
 	}
 	// The server's requests made during a call reach the session that made it (a stateless
 	// session's in the call's result, when the server sends requests of its own: input.go).
-	other := mustDial(t, agentClient("other"), endpointOf(key), version, http.Header{gateway.SessionHeader: {"other"}})
-	if got, err := other.CallTool(ctx, &mcp.CallToolParams{Name: name + "__sample", Arguments: map[string]any{"text": "hi"}}); err != nil || !strings.Contains(text(got), "other") {
-		t.Fatalf("sampling for the other session went elsewhere: %q (%v)", text(got), err)
+	other := harness.MustDial(t, agentClient("other"), harness.EndpointOf(key), version, http.Header{gateway.SessionHeader: {"other"}})
+	if got, err := other.CallTool(ctx, &mcp.CallToolParams{Name: name + "__sample", Arguments: map[string]any{"text": "hi"}}); err != nil || !strings.Contains(harness.Text(got), "other") {
+		t.Fatalf("sampling for the other session went elsewhere: %q (%v)", harness.Text(got), err)
 	}
 	// An unknown tool gets the SDK's own error, whatever the path.
 	_, werr := d.CallTool(ctx, &mcp.CallToolParams{Name: "nothing"})
@@ -192,7 +185,7 @@ func checkCalls(t *testing.T, key types.NamespacedName, name string, d *mcp.Clie
 	}
 
 	// A call the session gives up on is cancelled at the server, and the session goes on.
-	cancelled := strings.Count(logs.String(), "fixture "+name+": hang cancelled")
+	cancelled := strings.Count(harness.Logs.String(), "fixture "+name+": hang cancelled")
 	hctx, hcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err := s.CallTool(hctx, &mcp.CallToolParams{Name: name + "__hang", Arguments: map[string]any{}})
 	hcancel()
@@ -200,19 +193,19 @@ func checkCalls(t *testing.T, key types.NamespacedName, name string, d *mcp.Clie
 		t.Fatal("a cancelled call must not succeed")
 	}
 	if !deaf {
-		eventually(t, 10*time.Second, "the server to see the cancellation", func() bool {
-			return strings.Count(logs.String(), "fixture "+name+": hang cancelled") > cancelled
+		testutil.Eventually(t, 10*time.Second, "the server to see the cancellation", func() bool {
+			return strings.Count(harness.Logs.String(), "fixture "+name+": hang cancelled") > cancelled
 		})
 	}
-	if got := text(callOK(t, s, name+"__echo", map[string]any{"text": "after"})); got != "after" {
+	if got := harness.Text(callOK(t, s, name+"__echo", map[string]any{"text": "after"})); got != "after" {
 		t.Fatalf("the session must go on: %q", got)
 	}
 
 	// Progress reaches the session that called, with its own token (a string or a number).
 	progress := make(chan *mcp.ProgressNotificationParams, 64)
-	watcher := mustDial(t, mcp.NewClient(&mcp.Implementation{Name: "watcher", Version: "1"}, &mcp.ClientOptions{
+	watcher := harness.MustDial(t, mcp.NewClient(&mcp.Implementation{Name: "watcher", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params },
-	}), endpointOf(key), version, header)
+	}), harness.EndpointOf(key), version, header)
 	for _, token := range []any{"tok-1", 7} {
 		params := &mcp.CallToolParams{Name: name + "__sleep", Arguments: map[string]any{"ms": 450}}
 		params.SetProgressToken(token)
@@ -251,23 +244,23 @@ func callOK(t *testing.T, s *mcp.ClientSession, tool string, args map[string]any
 // A session busy with fast-path calls is not idle: the gateway's own session timeout (the
 // SDK's sees only the requests it handles) counts them; once quiet, the session is released.
 func TestGatewaySessionTimeoutCountsFastCalls(t *testing.T) {
-	server := httpFixture(t, "a")
-	ns := newNamespace(t)
-	key := create(t, ns, "busy", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry, SessionTimeout: 1500 * time.Millisecond})
-	s := mustDial(t, agentClient("busy"), base+gateway.Path(key), "2025-11-25", nil)
+	server := harness.HTTPFixture(t, "a")
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "busy", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, SessionTimeout: 1500 * time.Millisecond})
+	s := harness.MustDial(t, agentClient("busy"), base+gateway.Path(key), "2025-11-25", nil)
 	raw := metrics.FastPath.WithLabelValues("raw")
 	before := promtest.ToFloat64(raw)
 	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
-		if got := text(callOK(t, s, "a__echo", map[string]any{"text": "busy"})); got != "busy" {
+		if got := harness.Text(callOK(t, s, "a__echo", map[string]any{"text": "busy"})); got != "busy" {
 			t.Fatalf("a busy session must stay: %q", got)
 		}
 	}
 	if promtest.ToFloat64(raw)-before < 5 {
 		t.Fatal("the calls must have taken the fast path")
 	}
-	waitStatus(t, key, 15*time.Second, "the quiet session released", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
+	harness.WaitStatus(t, key, 15*time.Second, "the quiet session released", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
 }
 
 // A session's roots never reach a shared 2025-11-25 server, where roots belong to the
@@ -282,23 +275,23 @@ func TestGatewaySessionRootsStayPrivate(t *testing.T) {
 		t.Run(up.name, func(t *testing.T) {
 			name := fmt.Sprintf("r%d", i)
 			server, _ := up.start(t, name)
-			ns := newNamespace(t)
+			ns := harness.NewNamespace(t)
 			project := t.TempDir()
-			key := create(t, ns, "roots", v1alpha1.ProjectMCPSpec{Project: project, Servers: []v1alpha1.MCPServer{server}})
-			waitStatus(t, key, 30*time.Second, "Ready", isReady)
+			key := harness.Create(t, ns, "roots", v1alpha1.ProjectMCPSpec{Project: project, Servers: []v1alpha1.MCPServer{server}})
+			harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 			client := agentClient("roots")
 			client.AddRoots(&mcp.Root{URI: "file:///", Name: "everything"})
-			s := mustDial(t, client, endpointOf(key), "2025-11-25", nil)
-			got := text(callOK(t, s, name+"__roots", map[string]any{"text": "which?"}))
+			s := harness.MustDial(t, client, harness.EndpointOf(key), "2025-11-25", nil)
+			got := harness.Text(callOK(t, s, name+"__roots", map[string]any{"text": "which?"}))
 			if strings.Contains(got, `"file:///"`) || !strings.Contains(got, `"file://`+project+`"`) {
 				t.Fatalf("the server must get the project's root %s, never the session's file:///: %s", project, got)
 			}
 			client.AddRoots(&mcp.Root{URI: "file:///etc", Name: "etc"})
-			if got := text(callOK(t, s, name+"__echo", map[string]any{"text": "after"})); got != "after" {
+			if got := harness.Text(callOK(t, s, name+"__echo", map[string]any{"text": "after"})); got != "after" {
 				t.Fatalf("echo: %q", got)
 			}
 			time.Sleep(300 * time.Millisecond) // a notification passed on would be logged by now
-			if strings.Contains(logs.String(), "fixture "+name+": roots changed") {
+			if strings.Contains(harness.Logs.String(), "fixture "+name+": roots changed") {
 				t.Fatal("a session's roots/list_changed reached the shared server")
 			}
 		})
@@ -309,18 +302,18 @@ func TestGatewaySessionRootsStayPrivate(t *testing.T) {
 // initialize (stateless: at its first request) with an error naming the limit, and a session
 // that ends makes room.
 func TestGatewaySessionsPerProjectBounded(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "crowded", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	ctl.registry.LimitSessions(2)
-	defer ctl.registry.LimitSessions(0)
-	first := mustDial(t, agentClient("one"), endpointOf(key), "2025-11-25", nil)
-	mustDial(t, agentClient("two"), endpointOf(key), "2025-11-25", nil)
-	_, err := dialWith(agentClient("three"), endpointOf(key), "2025-11-25", nil)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "crowded", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	harness.Ctl.Registry.LimitSessions(2)
+	defer harness.Ctl.Registry.LimitSessions(0)
+	first := harness.MustDial(t, agentClient("one"), harness.EndpointOf(key), "2025-11-25", nil)
+	harness.MustDial(t, agentClient("two"), harness.EndpointOf(key), "2025-11-25", nil)
+	_, err := harness.DialWith(agentClient("three"), harness.EndpointOf(key), "2025-11-25", nil)
 	if err == nil || !strings.Contains(err.Error(), "--max-sessions-per-project") {
 		t.Fatalf("a session past the limit: %v", err)
 	}
-	stateless, err := dialWith(agentClient("four"), endpointOf(key), "", http.Header{gateway.SessionHeader: {"four"}})
+	stateless, err := harness.DialWith(agentClient("four"), harness.EndpointOf(key), "", http.Header{gateway.SessionHeader: {"four"}})
 	if err == nil {
 		_, err = stateless.ListTools(context.Background(), nil)
 		_ = stateless.Close()
@@ -329,8 +322,8 @@ func TestGatewaySessionsPerProjectBounded(t *testing.T) {
 		t.Fatalf("a stateless session past the limit: %v", err)
 	}
 	_ = first.Close()
-	waitStatus(t, key, 10*time.Second, "the closed session released", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 1 })
-	if s, err := dialWith(agentClient("five"), endpointOf(key), "2025-11-25", nil); err != nil {
+	harness.WaitStatus(t, key, 10*time.Second, "the closed session released", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 1 })
+	if s, err := harness.DialWith(agentClient("five"), harness.EndpointOf(key), "2025-11-25", nil); err != nil {
 		t.Fatalf("a session after one ended: %v", err)
 	} else {
 		_ = s.Close()
@@ -341,32 +334,32 @@ func TestGatewaySessionsPerProjectBounded(t *testing.T) {
 // server is called through the SDK, which writes the header, from a session of either revision:
 // the message-level path does not write it, and the server refuses a call without it.
 func TestGatewayParamHeaderTool(t *testing.T) {
-	server := httpFixture(t, "ph", "--stateless", "--param-header")
-	key := create(t, newNamespace(t), "param-header", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	server := harness.HTTPFixture(t, "ph", "--stateless", "--param-header")
+	key := harness.Create(t, harness.NewNamespace(t), "param-header", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	args := map[string]any{"region": "eu-west"}
-	d := mustDial(t, agentClient("agent"), server.HTTP.URL, "", nil)
+	d := harness.MustDial(t, agentClient("agent"), server.HTTP.URL, "", nil)
 	if _, err := d.ListTools(ctx, nil); err != nil { // the SDK client writes the header of a tool it listed
 		t.Fatal(err)
 	}
 	direct, err := d.CallTool(ctx, &mcp.CallToolParams{Name: "regional", Arguments: args})
-	if err != nil || text(direct) != "region eu-west" {
-		t.Fatalf("directly: %q %v", text(direct), err)
+	if err != nil || harness.Text(direct) != "region eu-west" {
+		t.Fatalf("directly: %q %v", harness.Text(direct), err)
 	}
 	for _, revision := range []string{"2025-11-25", "2026-07-28"} {
 		version, header := revision, http.Header(nil)
 		if revision == "2026-07-28" {
 			version, header = "", http.Header{gateway.SessionHeader: {"ph"}}
 		}
-		s := mustDial(t, agentClient("agent"), endpointOf(key), version, header)
+		s := harness.MustDial(t, agentClient("agent"), harness.EndpointOf(key), version, header)
 		if _, err := s.ListTools(ctx, nil); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "ph__regional", Arguments: args})
-		if err != nil || got.IsError || text(got) != text(direct) {
-			t.Fatalf("session %s through the endpoint: %q %v", revision, text(got), err)
+		if err != nil || got.IsError || harness.Text(got) != harness.Text(direct) {
+			t.Fatalf("session %s through the endpoint: %q %v", revision, harness.Text(got), err)
 		}
 	}
 }
@@ -376,9 +369,9 @@ func TestGatewayParamHeaderTool(t *testing.T) {
 // connection is shared by both; had the call gone through the SDK's client, whose handlers
 // learn nothing of the call, the connection could only refuse the second as ambiguous.)
 func TestGatewayStatelessSamplingAttributedByStream(t *testing.T) {
-	server := httpFixture(t, "st") // stateful: 2025-11-25
-	key := create(t, newNamespace(t), "by-stream", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	server := harness.HTTPFixture(t, "st") // stateful: 2025-11-25
+	key := harness.Create(t, harness.NewNamespace(t), "by-stream", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{server}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 	var both sync.WaitGroup
 	both.Add(2)
 	client := func(name string) *mcp.Client {
@@ -401,14 +394,14 @@ func TestGatewayStatelessSamplingAttributedByStream(t *testing.T) {
 	defer cancel()
 	results := make(chan string, 2)
 	for _, name := range []string{"alpha", "beta"} {
-		s := mustDial(t, client(name), endpointOf(key), "", http.Header{gateway.SessionHeader: {name}})
+		s := harness.MustDial(t, client(name), harness.EndpointOf(key), "", http.Header{gateway.SessionHeader: {name}})
 		go func() {
 			res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "st__sample", Arguments: map[string]any{"text": "hi"}})
 			if err != nil {
 				results <- name + ": " + err.Error()
 				return
 			}
-			results <- name + ": " + text(res)
+			results <- name + ": " + harness.Text(res)
 		}()
 	}
 	got := []string{<-results, <-results}

@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"encoding/json"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
 // nodeClient returns node and the folder of the npm scripts (test/node), with their
@@ -58,9 +59,9 @@ func installed(modules string, packages ...string) bool {
 // come from test/node/package-lock.json.
 func TestGatewayNodeClient(t *testing.T) {
 	node, dir := nodeClient(t)
-	ns := newNamespace(t)
-	key := create(t, ns, "node", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "node", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
 
 	cmd := exec.Command(node, filepath.Join(dir, "client.mjs"), obj.Status.Endpoint)
 	out, err := cmd.Output()
@@ -92,14 +93,14 @@ func TestGatewayMatchesServerEverything(t *testing.T) {
 		t.Skip("npx is not on PATH")
 	}
 	pkg := []string{"-y", "@modelcontextprotocol/server-everything"}
-	ns := newNamespace(t)
-	key := create(t, ns, "everything", v1alpha1.ProjectMCPSpec{
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "everything", v1alpha1.ProjectMCPSpec{
 		// The first run may download the package: retries cover it.
 		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](30),
 			InitialBackoff: &metav1.Duration{Duration: time.Second}, MaxBackoff: &metav1.Duration{Duration: 5 * time.Second}},
 		Servers: []v1alpha1.MCPServer{{Name: "everything", Stdio: &v1alpha1.StdioServer{Command: "npx", Args: pkg}}},
 	})
-	obj := waitStatus(t, key, 4*time.Minute, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	obj := harness.WaitStatus(t, key, 4*time.Minute, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
 	cmd := exec.Command(node, append([]string{filepath.Join(dir, "compare.mjs"), obj.Status.Endpoint, "everything__", "npx"}, pkg...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -1,7 +1,7 @@
 // Per-session isolation over shared connections: what one session (or identity) does stays
 // with it.
 
-package controllers
+package gateway_test
 
 import (
 	"bufio"
@@ -31,13 +31,15 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // saTokens creates ServiceAccounts in ns, each allowed to use every ProjectMCP of ns, and
 // returns a token of each.
 func saTokens(t *testing.T, ns string, names ...string) map[string]string {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(env.Config)
+	cs, err := kubernetes.NewForConfig(harness.Env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +47,7 @@ func saTokens(t *testing.T, ns string, names ...string) map[string]string {
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "use-all", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
 		APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{"projectmcps"}, Verbs: []string{gateway.UseVerb, "get"},
 	}}}
-	if err := env.Client.Create(ctx, role); err != nil {
+	if err := harness.Env.Client.Create(ctx, role); err != nil {
 		t.Fatal(err)
 	}
 	tokens := map[string]string{}
@@ -56,7 +58,7 @@ func saTokens(t *testing.T, ns string, names ...string) map[string]string {
 		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "use-all-" + sa, Namespace: ns},
 			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "use-all"},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}
-		if err := env.Client.Create(ctx, binding); err != nil {
+		if err := harness.Env.Client.Create(ctx, binding); err != nil {
 			t.Fatal(err)
 		}
 		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authnv1.TokenRequest{
@@ -75,15 +77,15 @@ func saTokens(t *testing.T, ns string, names ...string) map[string]string {
 // nor call as the owner, nor end the session. The server records only the owner's answer,
 // and the owner's session goes on.
 func TestGatewaySessionsBoundToPrincipal(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "shared", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "shared", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 	tokens := saTokens(t, ns, "owner", "intruder")
-	cs, err := kubernetes.NewForConfig(env.Config)
+	cs, err := kubernetes.NewForConfig(harness.Env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry, Auth: &gateway.KubernetesAuth{Client: cs}})
+	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, Auth: &gateway.KubernetesAuth{Client: cs}})
 	url := base + gateway.Path(key)
 
 	var sid string
@@ -133,7 +135,7 @@ func TestGatewaySessionsBoundToPrincipal(t *testing.T) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "owner", Version: "1"}, &mcp.ClientOptions{ElicitationHandler: elicited})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	hc := &http.Client{Transport: headerRT{http.Header{"Authorization": {"Bearer " + tokens["owner"]}}}}
+	hc := &http.Client{Transport: harness.HeaderRT{H: http.Header{"Authorization": {"Bearer " + tokens["owner"]}}}}
 	owner, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
@@ -153,31 +155,28 @@ func TestGatewaySessionsBoundToPrincipal(t *testing.T) {
 	var answer struct {
 		Content map[string]any `json:"content"`
 	}
-	if err := json.Unmarshal([]byte(text(res)), &answer); err != nil || answer.Content["answer"] != "owner" {
-		t.Fatalf("the server must get the owner's answer, got %s (%v)", text(res), err)
+	if err := json.Unmarshal([]byte(harness.Text(res)), &answer); err != nil || answer.Content["answer"] != "owner" {
+		t.Fatalf("the server must get the owner's answer, got %s (%v)", harness.Text(res), err)
 	}
-	if got := text(ag(owner).call(t, "a__echo", map[string]any{"text": "still mine"})); got != "still mine" {
+	if got := harness.Text(harness.AgentOf(owner).Call(t, "a__echo", map[string]any{"text": "still mine"})); got != "still mine" {
 		t.Fatalf("the owner's session must go on: %q", got)
 	}
 }
 
-// ag wraps a connected session as the suite's agent.
-func ag(s *mcp.ClientSession) *agent { return &agent{session: s, changed: make(chan struct{}, 64)} }
-
 // connectTo connects a 2025-11-25 agent to a gateway endpoint URL.
-func connectTo(t *testing.T, url string) *agent {
+func connectTo(t *testing.T, url string) *harness.Agent {
 	t.Helper()
-	a := &agent{changed: make(chan struct{}, 64)}
+	a := &harness.Agent{Changed: make(chan struct{}, 64)}
 	client := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1.0"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { a.changed <- struct{}{} },
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { a.Changed <- struct{}{} },
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var err error
-	if a.session, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}); err != nil {
+	if a.Session, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}); err != nil {
 		t.Fatalf("connect to %s: %v", url, err)
 	}
-	t.Cleanup(func() { _ = a.session.Close() })
+	t.Cleanup(func() { _ = a.Session.Close() })
 	return a
 }
 
@@ -185,17 +184,17 @@ func connectTo(t *testing.T, url string) *agent {
 // subscribed to it expires, the sweep releases it without waiting on the server, and another
 // project's edit still reaches that project's live session.
 func TestGatewayHungUnsubscribeStallsNoOne(t *testing.T) {
-	ns := newNamespace(t)
-	hung := create(t, ns, "hung", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "h", "--hang-unsubscribe", "--protocol", "2025-11-25")}})
-	other := create(t, ns, "other", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	waitStatus(t, hung, 30*time.Second, "Ready", isReady)
-	waitStatus(t, other, 30*time.Second, "Ready", isReady)
-	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry, SessionTimeout: time.Second})
+	ns := harness.NewNamespace(t)
+	hung := harness.Create(t, ns, "hung", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "h", "--hang-unsubscribe", "--protocol", "2025-11-25")}})
+	other := harness.Create(t, ns, "other", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	harness.WaitStatus(t, hung, 30*time.Second, "Ready", harness.IsReady)
+	harness.WaitStatus(t, other, 30*time.Second, "Ready", harness.IsReady)
+	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, SessionTimeout: time.Second})
 
 	idle := connectTo(t, base+gateway.Path(hung))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := idle.session.Subscribe(ctx, &mcp.SubscribeParams{URI: "fixture://h/readme"}); err != nil {
+	if err := idle.Session.Subscribe(ctx, &mcp.SubscribeParams{URI: "fixture://h/readme"}); err != nil {
 		t.Fatal(err)
 	}
 	// The idle session expires after 1 s; its release sends the unsubscribe the server never
@@ -210,14 +209,14 @@ func TestGatewayHungUnsubscribeStallsNoOne(t *testing.T) {
 				return
 			case <-time.After(300 * time.Millisecond):
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, _ = bystander.session.ListTools(ctx, nil)
+				_, _ = bystander.Session.ListTools(ctx, nil)
 				cancel()
 			}
 		}
 	}()
 	time.Sleep(2500 * time.Millisecond)
-	update(t, other, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = append(o.Spec.Servers, fixtureServer(t, "b")) })
-	bystander.waitTools(t, "the edit of another project", has("b__echo"))
+	harness.Update(t, other, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = append(o.Spec.Servers, harness.FixtureServer(t, "b")) })
+	bystander.WaitTools(t, "the edit of another project", harness.Has("b__echo"))
 }
 
 // post sends one JSON-RPC message of a session by hand and returns the response's session id
@@ -257,9 +256,9 @@ func exchange(t *testing.T, url, sid, body string) (string, string) {
 func TestGatewaySlowReaderStallsNoOne(t *testing.T) {
 	defer func(old time.Duration) { gateway.StreamWriteTimeout = old }(gateway.StreamWriteTimeout)
 	gateway.StreamWriteTimeout = 2 * time.Second
-	ns := newNamespace(t)
-	key := create(t, ns, "slow", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--protocol", "2025-11-25")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "slow", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--protocol", "2025-11-25")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
 	url := obj.Status.Endpoint
 
 	// The slow reader: a session at level debug whose GET stream has a tiny receive buffer
@@ -293,8 +292,8 @@ func TestGatewaySlowReaderStallsNoOne(t *testing.T) {
 	callCtx, callCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer callCancel()
 	res, err := bystander.CallTool(callCtx, &mcp.CallToolParams{Name: "a__elicit", Arguments: map[string]any{"text": "still there?"}})
-	if err != nil || !strings.Contains(text(res), "here") {
-		t.Fatalf("the bystander's elicitation must go through beside a slow reader (after %s): %s %v", time.Since(start), text(res), err)
+	if err != nil || !strings.Contains(harness.Text(res), "here") {
+		t.Fatalf("the bystander's elicitation must go through beside a slow reader (after %s): %s %v", time.Since(start), harness.Text(res), err)
 	}
 	select {
 	case <-elicited:
@@ -331,9 +330,9 @@ func stuckRequest(t *testing.T, url, format string) {
 func TestGatewaySlowReaderDelaysNoNotice(t *testing.T) {
 	defer func(old time.Duration) { gateway.StreamWriteTimeout = old }(gateway.StreamWriteTimeout)
 	gateway.StreamWriteTimeout = 20 * time.Second // far past what the bystander waits for
-	ns := newNamespace(t)
-	key := create(t, ns, "slownotice", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--protocol", "2025-11-25")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "slownotice", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--protocol", "2025-11-25")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
 	url := obj.Status.Endpoint
 	const uri = "fixture://a/readme"
 
@@ -401,9 +400,9 @@ func TestGatewaySlowReaderDelaysNoNotice(t *testing.T) {
 // A log line the server sends with one session's request reaches that session only, however
 // verbose the other sessions of the project asked to be.
 func TestGatewayRequestLogsStayWithTheirSession(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "logs", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{httpFixture(t, "h")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "logs", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.HTTPFixture(t, "h")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	connect := func(name string, got chan<- string) *mcp.ClientSession {
@@ -446,15 +445,15 @@ func TestGatewayRequestLogsStayWithTheirSession(t *testing.T) {
 // they would wait behind the batch's calls in the server's own queue (past the test
 // gateway's call timeout). The wait shows in status, and calls that give up leave the line.
 func TestGatewayBatchSessionCrowdsOutNoOne(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "batch", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--workers", "24")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "batch", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--workers", "24")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
 	interactive, batch := connectTo(t, obj.Status.Endpoint), connectTo(t, obj.Status.Endpoint)
 	p50 := func() time.Duration {
 		var took []time.Duration
 		for range 200 {
 			start := time.Now()
-			if got := text(callOK(t, interactive.session, "a__echo", map[string]any{"text": "hi"})); got != "hi" {
+			if got := harness.Text(callOK(t, interactive.Session, "a__echo", map[string]any{"text": "hi"})); got != "hi" {
 				t.Fatalf("the interactive session's call after %s: %s", time.Since(start), got)
 			}
 			took = append(took, time.Since(start))
@@ -472,11 +471,11 @@ func TestGatewayBatchSessionCrowdsOutNoOne(t *testing.T) {
 		go func() { // a call that ends, by its result or the call timeout, is made again
 			defer wg.Done()
 			for ctx.Err() == nil {
-				_, _ = batch.session.CallTool(ctx, &mcp.CallToolParams{Name: "a__sleep", Arguments: map[string]any{"ms": 200}})
+				_, _ = batch.Session.CallTool(ctx, &mcp.CallToolParams{Name: "a__sleep", Arguments: map[string]any{"ms": 200}})
 			}
 		}()
 	}
-	waitStatus(t, key, 30*time.Second, "the batch's calls waiting", func(o *v1alpha1.ProjectMCP) bool {
+	harness.WaitStatus(t, key, 30*time.Second, "the batch's calls waiting", func(o *v1alpha1.ProjectMCP) bool {
 		return len(o.Status.Servers) == 1 && o.Status.Servers[0].Waiting > 500
 	})
 	beside := p50()
@@ -487,22 +486,22 @@ func TestGatewayBatchSessionCrowdsOutNoOne(t *testing.T) {
 
 	cancel()
 	wg.Wait()
-	obj = waitStatus(t, key, 30*time.Second, "the line gone", func(o *v1alpha1.ProjectMCP) bool {
+	obj = harness.WaitStatus(t, key, 30*time.Second, "the line gone", func(o *v1alpha1.ProjectMCP) bool {
 		return len(o.Status.Servers) == 1 && o.Status.Servers[0].Waiting == 0
 	})
 	if w := obj.Status.Servers[0].Waited; w < 500 {
 		t.Fatalf("status counts %d requests that waited; at least the batch's first 1000 less its share did", w)
 	}
-	callOK(t, interactive.session, "a__echo", map[string]any{"text": "still here"})
+	callOK(t, interactive.Session, "a__echo", map[string]any{"text": "still here"})
 }
 
 // A streamable HTTP server's request that comes on no call's stream (its GET stream), here
 // sent unprompted after the call that caused it has ended, belongs to no session: the gateway
 // refuses it, and the one session that has a call in flight meanwhile is not asked.
 func TestGatewayUnattributedServerRequestRefused(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "unprompted", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{httpFixture(t, "late", "--elicit-later")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "unprompted", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.HTTPFixture(t, "late", "--elicit-later")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	asked := make(chan string, 4)
@@ -520,7 +519,7 @@ func TestGatewayUnattributedServerRequestRefused(t *testing.T) {
 		return s
 	}
 	a, b := connect("a"), connect("b")
-	refused := strings.Count(logs.String(), "fixture late: elicit_later: refused")
+	refused := strings.Count(harness.Logs.String(), "fixture late: elicit_later: refused")
 	callOK(t, a, "late__elicit_later", map[string]any{"ms": 300, "text": "whose is this?"})
 	// b's call is the only one in flight when the server asks.
 	callOK(t, b, "late__sleep", map[string]any{"ms": 1500})
@@ -529,8 +528,8 @@ func TestGatewayUnattributedServerRequestRefused(t *testing.T) {
 		t.Fatalf("session %s was asked a request that belongs to no call of its own", who)
 	default:
 	}
-	eventually(t, 10*time.Second, "the server to be refused", func() bool {
-		return strings.Count(logs.String(), "fixture late: elicit_later: refused") > refused
+	testutil.Eventually(t, 10*time.Second, "the server to be refused", func() bool {
+		return strings.Count(harness.Logs.String(), "fixture late: elicit_later: refused") > refused
 	})
 }
 
@@ -538,38 +537,38 @@ func TestGatewayUnattributedServerRequestRefused(t *testing.T) {
 // gone, the servers are set to the quietest level, not left sending every debug line to a
 // gateway that has no one to give them to.
 func TestGatewayLogLevelLoweredWhenLastLeaves(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "quiet", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--protocol", "2025-11-25")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	obj := get(t, key)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "quiet", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--protocol", "2025-11-25")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	obj := harness.Get(t, key)
 	stays, verbose := connectTo(t, obj.Status.Endpoint), connectTo(t, obj.Status.Endpoint)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := verbose.session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+	if err := verbose.Session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256([]byte(stays.session.ID()))
+	sum := sha256.Sum256([]byte(stays.Session.ID()))
 	level := func() mcp.LoggingLevel {
-		c := ctl.registry.Lookup(key, "s-"+hex.EncodeToString(sum[:8]), "a")
+		c := harness.Ctl.Registry.Lookup(key, "s-"+hex.EncodeToString(sum[:8]), "a")
 		if c == nil {
 			t.Fatal("the staying session has no connection to a")
 		}
 		_, l := c.Subscriptions()
 		return l
 	}
-	eventually(t, 10*time.Second, "the server at debug", func() bool { return level() == "debug" })
-	_ = verbose.session.Close()
-	eventually(t, 10*time.Second, "the server lowered once the verbose session left", func() bool { return level() == "emergency" })
+	testutil.Eventually(t, 10*time.Second, "the server at debug", func() bool { return level() == "debug" })
+	_ = verbose.Session.Close()
+	testutil.Eventually(t, 10*time.Second, "the server lowered once the verbose session left", func() bool { return level() == "emergency" })
 }
 
 // Two subscribes of one session to one URI at once take one reference on the shared
 // connection, so one unsubscribe drops it; and a session subscribes to at most
 // --max-subscriptions-per-session resources.
 func TestGatewaySubscriptionsPerSession(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "subs", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--protocol", "2025-11-25")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry, MaxSubscriptionsPerSession: 2})
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "subs", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--protocol", "2025-11-25")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, MaxSubscriptionsPerSession: 2})
 	url := base + gateway.Path(key)
 	const uri = "fixture://a/readme"
 	sid := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"subs","version":"1"}}}`)
@@ -584,7 +583,7 @@ func TestGatewaySubscriptionsPerSession(t *testing.T) {
 	}
 	wg.Wait()
 	sum := sha256.Sum256([]byte(sid))
-	c := ctl.registry.Lookup(key, "s-"+hex.EncodeToString(sum[:8]), "a")
+	c := harness.Ctl.Registry.Lookup(key, "s-"+hex.EncodeToString(sum[:8]), "a")
 	if subs, _ := c.Subscriptions(); subs[uri] != 1 {
 		t.Fatalf("ten subscribes of one session took %d references, want 1", subs[uri])
 	}
@@ -607,16 +606,16 @@ func TestGatewaySubscriptionsPerSession(t *testing.T) {
 // A 2026-07-28 session gets the log lines a server sends with its request, at the level the
 // request names in its _meta, on that request's own response, and no other session gets them.
 func TestGatewayStatelessSessionGetsItsLogs(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "newlogs", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{httpFixture(t, "h", "--stateless")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "newlogs", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.HTTPFixture(t, "h", "--stateless")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
 	listen := func(got chan<- string) *mcp.Client {
 		return mcp.NewClient(&mcp.Implementation{Name: "logs", Version: "1"}, &mcp.ClientOptions{
 			LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) { got <- fmt.Sprint(r.Params.Data) }})
 	}
 	mine, theirs := make(chan string, 16), make(chan string, 16)
-	s := mustDial(t, listen(mine), obj.Status.Endpoint, "", http.Header{gateway.SessionHeader: {"logs"}})
-	bystander := mustDial(t, listen(theirs), obj.Status.Endpoint, "2025-11-25", nil)
+	s := harness.MustDial(t, listen(mine), obj.Status.Endpoint, "", http.Header{gateway.SessionHeader: {"logs"}})
+	bystander := harness.MustDial(t, listen(theirs), obj.Status.Endpoint, "2025-11-25", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := bystander.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
@@ -655,10 +654,10 @@ func TestGatewayStatelessSessionGetsItsLogs(t *testing.T) {
 func TestGatewaySlowBodyTimesOut(t *testing.T) {
 	defer func(old time.Duration) { gateway.BodyReadTimeout = old }(gateway.BodyReadTimeout)
 	gateway.BodyReadTimeout = time.Second
-	ns := newNamespace(t)
-	key := create(t, ns, "slowbody", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry})
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "slowbody", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry})
 	url := base + gateway.Path(key)
 	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
@@ -673,5 +672,5 @@ func TestGatewaySlowBodyTimesOut(t *testing.T) {
 		t.Fatalf("a body that never comes: %q %v", status, err)
 	}
 	s := connectTo(t, url)
-	callOK(t, s.session, "a__echo", map[string]any{"text": "beside"})
+	callOK(t, s.Session, "a__echo", map[string]any{"text": "beside"})
 }

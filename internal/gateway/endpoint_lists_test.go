@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
 // The four lists reach a session with their items as the server listed them, fields no SDK
@@ -31,10 +32,10 @@ func TestGatewayListsKeepUnmodeledFields(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			args := []string{"--future-fields", "--protocol", tc.server}
 			other := map[string]string{"2025-11-25": "2026-07-28", "2026-07-28": "2025-11-25"}[tc.server]
-			ns := newNamespace(t)
-			key := create(t, ns, "lists", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
-				fixtureServer(t, "a", args...), fixtureServer(t, "b", "--future-fields", "--protocol", other)}})
-			waitStatus(t, key, 30*time.Second, "Ready", isReady)
+			ns := harness.NewNamespace(t)
+			key := harness.Create(t, ns, "lists", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+				harness.FixtureServer(t, "a", args...), harness.FixtureServer(t, "b", "--future-fields", "--protocol", other)}})
+			harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 			d, direct := directLogged(t, tc.server, append([]string{"--name", "a"}, args...)...)
 			s, through := endpointLogged(t, key, tc.session)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

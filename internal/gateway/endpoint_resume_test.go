@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // A 2025-11-25 session's call is a resumable stream: it opens with a priming event (an id, a
@@ -21,9 +23,9 @@ import (
 // the last id it read and gets the rest, the result included (so the drop did not cancel the
 // call); another session cannot resume it.
 func TestGatewayResumesACallStream(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "resume", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--protocol", "2025-11-25")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "resume", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--protocol", "2025-11-25")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
 	url := obj.Status.Endpoint
 	open := func(name string) string {
 		sid := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"`+name+`","version":"1"}}}`)
@@ -152,9 +154,9 @@ func readEvent(t *testing.T, r *bufio.Reader) sseEvent {
 // as a direct client gets it: a session with no GET stream open gets it, only its own answer
 // is taken, and the call ends with what it answered.
 func TestGatewayServerRequestOnTheCallsStream(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "asks", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a", "--protocol", "2025-11-25")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "asks", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--protocol", "2025-11-25")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
 	url := obj.Status.Endpoint
 	open := func(name string) string {
 		sid := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"`+name+`","version":"1"}}}`)
@@ -213,22 +215,22 @@ func postStatus(t *testing.T, url, sid, body string) int {
 // has no resources/subscribe): the listen stream is acknowledged, carries the resource's
 // updates, and still its list_changed.
 func TestGatewayStatelessResourceSubscription(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "listen", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "listen", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
 	updates, changed := make(chan string, 16), make(chan struct{}, 16)
 	client := mcp.NewClient(&mcp.Implementation{Name: "listener", Version: "1"}, &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updates <- r.Params.URI },
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 	})
-	s := mustDial(t, client, obj.Status.Endpoint, "2026-07-28", http.Header{gateway.SessionHeader: {"listener"}})
+	s := harness.MustDial(t, client, obj.Status.Endpoint, "2026-07-28", http.Header{gateway.SessionHeader: {"listener"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	const uri = "fixture://a/readme"
 	if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 		t.Fatalf("subscribing through subscriptions/listen: %v", err)
 	}
-	eventually(t, 10*time.Second, "the resource's update on the listen stream", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the resource's update on the listen stream", func() bool {
 		callOK(t, s, "a__touch_resource", map[string]any{"uri": uri})
 		select {
 		case got := <-updates:
@@ -245,13 +247,13 @@ func TestGatewayStatelessResourceSubscription(t *testing.T) {
 	}
 }
 
-// A call that a disconnect no longer ends (its client may resume it) ends with its session: a
+// A call that a disconnect does not end (its client may resume it) ends with its session: a
 // session deleted while its call runs has the call cancelled at the server, not left to run
 // on to --call-timeout.
 func TestGatewaySessionEndCancelsItsCalls(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "end", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "ender", "--protocol", "2025-11-25")}})
-	obj := waitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "end", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "ender", "--protocol", "2025-11-25")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
 	url := obj.Status.Endpoint
 	sid := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"ender","version":"1"}}}`)
 	post(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
@@ -264,8 +266,8 @@ func TestGatewaySessionEndCancelsItsCalls(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	eventually(t, 10*time.Second, "the call to reach the server", func() bool {
-		return strings.Contains(logs.String(), "fixture ender: hang started")
+	testutil.Eventually(t, 10*time.Second, "the call to reach the server", func() bool {
+		return strings.Contains(harness.Logs.String(), "fixture ender: hang started")
 	})
 	del, _ := http.NewRequest(http.MethodDelete, url, nil)
 	setSession(del, sid)
@@ -274,8 +276,8 @@ func TestGatewaySessionEndCancelsItsCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	// Well within the suite's callTimeout, which would end the call anyway.
-	eventually(t, callTimeout/2, "the server to see the cancellation", func() bool {
-		return strings.Contains(logs.String(), "fixture ender: hang cancelled")
+	// Well within the suite's CallTimeout (harness), which would end the call anyway.
+	testutil.Eventually(t, harness.CallTimeout/2, "the server to see the cancellation", func() bool {
+		return strings.Contains(harness.Logs.String(), "fixture ender: hang cancelled")
 	})
 }

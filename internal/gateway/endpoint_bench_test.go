@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"context"
@@ -17,12 +17,13 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
 // Gateway benchmarks, run side by side in one process:
 //
-//	go test ./controllers -run '^$' -bench Gateway -benchtime 2000x
+//	go test ./internal/gateway -run '^$' -bench Gateway -benchtime 2000x
 
 func connectURL(b testing.TB, url string) *mcp.ClientSession {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -49,12 +50,12 @@ func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 // reports p50/p99 of both and the ratio of the medians.
 func BenchmarkGatewayCallOverhead(b *testing.B) {
 	url := fixture.StartHTTP(b) + "/mcp"
-	ns := newNamespace(b)
-	key := create(b, ns, "overhead", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+	ns := harness.NewNamespace(b)
+	key := harness.Create(b, ns, "overhead", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
 		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},
 	}})
-	waitStatus(b, key, 30*time.Second, "Ready", isReady)
-	measureOverhead(b, connectURL(b, url), connectAgent(b, key, "2025-11-25", nil).session, connectURL(b, bareProxy(b, url)))
+	harness.WaitStatus(b, key, 30*time.Second, "Ready", harness.IsReady)
+	measureOverhead(b, connectURL(b, url), harness.ConnectAgent(b, key, "2025-11-25", nil).Session, connectURL(b, bareProxy(b, url)))
 }
 
 // BenchmarkGatewayCallOverheadStateless is BenchmarkGatewayCallOverheadStdio for 2026-07-28:
@@ -62,10 +63,10 @@ func BenchmarkGatewayCallOverhead(b *testing.B) {
 // calling through the gateway, whose connection to its own fixture process speaks 2026-07-28
 // too (the fast path).
 func BenchmarkGatewayCallOverheadStateless(b *testing.B) {
-	ns := newNamespace(b)
-	key := create(b, ns, "overhead-stateless", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(b, "a")}})
-	waitStatus(b, key, 30*time.Second, "Ready", isReady)
-	via := connectAgent(b, key, "", http.Header{gateway.SessionHeader: {"bench"}}).session
+	ns := harness.NewNamespace(b)
+	key := harness.Create(b, ns, "overhead-stateless", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(b, "a")}})
+	harness.WaitStatus(b, key, 30*time.Second, "Ready", harness.IsReady)
+	via := harness.ConnectAgent(b, key, "", http.Header{gateway.SessionHeader: {"bench"}}).Session
 	measureOverhead(b, direct(b, "a", ""), via, nil)
 }
 
@@ -160,13 +161,13 @@ func processCPU() time.Duration {
 // BenchmarkGatewayMount: a new session (initialize + first tools/list) on a project whose five
 // servers are already connected.
 func BenchmarkGatewayMount(b *testing.B) {
-	ns := newNamespace(b)
+	ns := harness.NewNamespace(b)
 	var servers []v1alpha1.MCPServer
 	for i := range 5 {
-		servers = append(servers, fixtureServer(b, fmt.Sprintf("s%d", i)))
+		servers = append(servers, harness.FixtureServer(b, fmt.Sprintf("s%d", i)))
 	}
-	key := create(b, ns, "mount", v1alpha1.ProjectMCPSpec{Servers: servers})
-	obj := waitStatus(b, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return isReady(o) && o.Status.Endpoint != "" })
+	key := harness.Create(b, ns, "mount", v1alpha1.ProjectMCPSpec{Servers: servers})
+	obj := harness.WaitStatus(b, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 	var d []time.Duration
 	for b.Loop() {
@@ -195,27 +196,27 @@ func BenchmarkGatewayMount(b *testing.B) {
 // removed again for the next round.
 func BenchmarkGatewayConfigEdit(b *testing.B) {
 	url := fixture.StartHTTP(b) + "/mcp"
-	ns := newNamespace(b)
-	key := create(b, ns, "edit", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(b, "base")}})
-	waitStatus(b, key, 30*time.Second, "Ready", isReady)
-	ag := connectAgent(b, key, "2025-11-25", nil)
+	ns := harness.NewNamespace(b)
+	key := harness.Create(b, ns, "edit", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(b, "base")}})
+	harness.WaitStatus(b, key, 30*time.Second, "Ready", harness.IsReady)
+	ag := harness.ConnectAgent(b, key, "2025-11-25", nil)
 	var d []time.Duration
 	for i := 0; b.Loop(); i++ {
-		drain(ag.changed)
+		drain(ag.Changed)
 		name := fmt.Sprintf("w%d", i)
 		start := time.Now()
-		update(b, key, func(o *v1alpha1.ProjectMCP) {
+		harness.Update(b, key, func(o *v1alpha1.ProjectMCP) {
 			o.Spec.Servers = append(o.Spec.Servers, v1alpha1.MCPServer{Name: name, HTTP: &v1alpha1.HTTPServer{URL: url}})
 		})
 		select {
-		case <-ag.changed:
+		case <-ag.Changed:
 			d = append(d, time.Since(start))
 		case <-time.After(10 * time.Second):
 			b.Fatal("no list_changed after a config edit")
 		}
-		ag.waitTools(b, "the new server's tools", has(name+"__echo"))
-		update(b, key, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = o.Spec.Servers[:1] })
-		ag.waitTools(b, "the server's tools gone", hasNot(name+"__echo"))
+		ag.WaitTools(b, "the new server's tools", harness.Has(name+"__echo"))
+		harness.Update(b, key, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = o.Spec.Servers[:1] })
+		ag.WaitTools(b, "the server's tools gone", harness.HasNot(name+"__echo"))
 	}
 	b.ReportMetric(float64(percentile(d, 50).Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(percentile(d, 99).Microseconds())/1000, "p99-ms")
@@ -244,10 +245,10 @@ func BenchmarkGatewayCallOverheadStdio(b *testing.B) {
 func BenchmarkGatewayCallOverheadStdio2026(b *testing.B) { benchStdio(b) }
 
 func benchStdio(b *testing.B, args ...string) {
-	ns := newNamespace(b)
-	key := create(b, ns, "overhead-stdio", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(b, "a", args...)}})
-	waitStatus(b, key, 30*time.Second, "Ready", isReady)
-	measureOverhead(b, direct(b, "a", "2025-11-25"), connectAgent(b, key, "2025-11-25", nil).session, nil)
+	ns := harness.NewNamespace(b)
+	key := harness.Create(b, ns, "overhead-stdio", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(b, "a", args...)}})
+	harness.WaitStatus(b, key, 30*time.Second, "Ready", harness.IsReady)
+	measureOverhead(b, direct(b, "a", "2025-11-25"), harness.ConnectAgent(b, key, "2025-11-25", nil).Session, nil)
 }
 
 // BenchmarkGatewayThroughput: 8 concurrent sessions calling echo, directly to one fixture over
@@ -256,15 +257,15 @@ func benchStdio(b *testing.B, args ...string) {
 func BenchmarkGatewayThroughput(b *testing.B) {
 	const sessions = 8
 	url := fixture.StartHTTP(b) + "/mcp"
-	ns := newNamespace(b)
-	key := create(b, ns, "throughput", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+	ns := harness.NewNamespace(b)
+	key := harness.Create(b, ns, "throughput", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
 		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},
 	}})
-	waitStatus(b, key, 30*time.Second, "Ready", isReady)
+	harness.WaitStatus(b, key, 30*time.Second, "Ready", harness.IsReady)
 	var directs, vias []*mcp.ClientSession
 	for range sessions {
 		directs = append(directs, connectURL(b, url))
-		vias = append(vias, connectAgent(b, key, "2025-11-25", nil).session)
+		vias = append(vias, harness.ConnectAgent(b, key, "2025-11-25", nil).Session)
 	}
 	run := func(ss []*mcp.ClientSession, name string, calls int) float64 {
 		start := time.Now()

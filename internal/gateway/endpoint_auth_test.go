@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"context"
@@ -18,16 +18,17 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
 // In-cluster mode: a bearer token is checked with a TokenReview and the user's right to "use"
 // the ProjectMCP with a SubjectAccessReview, against the real API server's RBAC.
 func TestGatewayKubernetesAuth(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "guarded", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "guarded", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 
-	cs, err := kubernetes.NewForConfig(env.Config)
+	cs, err := kubernetes.NewForConfig(harness.Env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,14 +52,14 @@ func TestGatewayKubernetesAuth(t *testing.T) {
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "use-guarded", Namespace: ns},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "use-guarded"},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "allowed", Namespace: ns}}}
-	if err := env.Client.Create(ctx, role); err != nil {
+	if err := harness.Env.Client.Create(ctx, role); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Create(ctx, binding); err != nil {
+	if err := harness.Env.Client.Create(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
 
-	gw := gateway.New(gateway.Options{Registry: ctl.registry, Auth: &gateway.KubernetesAuth{Client: cs}})
+	gw := gateway.New(gateway.Options{Registry: harness.Ctl.Registry, Auth: &gateway.KubernetesAuth{Client: cs}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -110,9 +111,9 @@ func TestGatewayKubernetesAuth(t *testing.T) {
 
 // Local mode: non-loopback Host headers are refused (DNS rebinding) and bodies are bounded.
 func TestGatewayLocalGuards(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "local", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	obj := waitStatus(t, key, 30*time.Second, "an endpoint", func(o *v1alpha1.ProjectMCP) bool { return o.Status.Endpoint != "" })
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "local", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "an endpoint", func(o *v1alpha1.ProjectMCP) bool { return o.Status.Endpoint != "" })
 	req, _ := http.NewRequest(http.MethodPost, obj.Status.Endpoint, strings.NewReader("{}"))
 	req.Host = "attacker.example:80"
 	resp, err := http.DefaultClient.Do(req)
@@ -149,10 +150,10 @@ func TestGatewayLocalGuards(t *testing.T) {
 // A stateful session that sends no request for the session timeout is released: its slots
 // leave status, as if it had sent DELETE.
 func TestGatewaySessionTimeoutReleases(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "timeout", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer(t, "a")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	_, base := serveGateway(t, gateway.Options{Registry: ctl.registry, SessionTimeout: 1500 * time.Millisecond})
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "timeout", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, SessionTimeout: 1500 * time.Millisecond})
 
 	ctx, cancelConnect := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelConnect()
@@ -163,8 +164,8 @@ func TestGatewaySessionTimeoutReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	waitStatus(t, key, 10*time.Second, "the session bound", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 1 })
-	waitStatus(t, key, 15*time.Second, "the idle session released", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
+	harness.WaitStatus(t, key, 10*time.Second, "the session bound", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 1 })
+	harness.WaitStatus(t, key, 15*time.Second, "the idle session released", func(o *v1alpha1.ProjectMCP) bool { return o.Status.SessionCount == 0 })
 }
 
 // serveGateway runs a second gateway with opts on loopback until the test ends, and returns

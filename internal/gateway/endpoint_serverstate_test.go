@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"strings"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
 // A 2026-07-28 server's own requestState reaches a stateless session sealed to that session,
@@ -19,11 +20,11 @@ import (
 // fails an answer without it). On the message-level path (stdio) and the SDK path (a
 // stateless HTTP server, which takes typed requests only) alike.
 func TestGatewayServerStateBoundToSession(t *testing.T) {
-	ns := newNamespace(t)
-	key := create(t, ns, "server-state", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
-		fixtureServer(t, "a", "--request-state"), httpFixture(t, "h", "--stateless", "--request-state")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	endpoint := endpointOf(key)
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "server-state", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		harness.FixtureServer(t, "a", "--request-state"), harness.HTTPFixture(t, "h", "--stateless", "--request-state")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	endpoint := harness.EndpointOf(key)
 	mine, other := byHand(t, endpoint, "mine"), byHand(t, endpoint, "other")
 	accept := func(id, answer string) mcp.InputResponseMap {
 		return mcp.InputResponseMap{id: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": answer}}}
@@ -35,7 +36,7 @@ func TestGatewayServerStateBoundToSession(t *testing.T) {
 		id, state := askedState(t, mine, tool)
 		res, err := resume(other, tool, state, accept(id, "stolen"))
 		refused(t, tool+": another session's state", err, "issued to another session")
-		if strings.Contains(text(res), "stolen") {
+		if strings.Contains(harness.Text(res), "stolen") {
 			t.Fatalf("%s: the server saw another session's answer: %s", tool, rawJSON(t, res))
 		}
 		if !strings.HasPrefix(state, "projectmcp-state.") || strings.Contains(state, "fixture-state") {
@@ -49,7 +50,7 @@ func TestGatewayServerStateBoundToSession(t *testing.T) {
 		refused(t, tool+": another tool's state", err, `belongs to a call of "`+tool+`"`)
 
 		res, err = resume(mine, tool, state, accept(id, "mine"))
-		if err != nil || res.IsError || !strings.Contains(text(res), `"answer":"mine"`) {
+		if err != nil || res.IsError || !strings.Contains(harness.Text(res), `"answer":"mine"`) {
 			t.Fatalf("%s: the session's own resumption: %s (%v)", tool, rawJSON(t, res), err)
 		}
 		if got := promtest.ToFloat64(counter) - before; got < 2 {

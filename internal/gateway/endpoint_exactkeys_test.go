@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"fmt"
@@ -9,20 +9,21 @@ import (
 	"time"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
 // A request's member names are matched exactly on the message-level path, as the SDK's server
 // and the servers upstream match them: a body that also carries "URI" or "Name" is routed by
 // "uri" or "name", the member the server reads, so routing and forwarding never disagree.
 func TestGatewayFastPathMatchesKeysExactly(t *testing.T) {
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	old := "--protocol" // servers of the session's revision, so the requests go at the message level
-	key := create(t, ns, "exact", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
-		fixtureServer(t, "a", old, "2025-11-25"), fixtureServer(t, "b", old, "2025-11-25")}})
-	waitStatus(t, key, 30*time.Second, "Ready", isReady)
-	s := connectTo(t, endpointOf(key))
-	pidA := text(callOK(t, s.session, "a__pids", nil))
-	pidB := text(callOK(t, s.session, "b__pids", nil))
+	key := harness.Create(t, ns, "exact", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		harness.FixtureServer(t, "a", old, "2025-11-25"), harness.FixtureServer(t, "b", old, "2025-11-25")}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	s := connectTo(t, harness.EndpointOf(key))
+	pidA := harness.Text(callOK(t, s.Session, "a__pids", nil))
+	pidB := harness.Text(callOK(t, s.Session, "b__pids", nil))
 
 	for _, c := range []struct {
 		what, body, want, not string
@@ -34,7 +35,7 @@ func TestGatewayFastPathMatchesKeysExactly(t *testing.T) {
 			`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"a__pids","Name":"b__pids","arguments":{}}}`,
 			jsonText(pidA), jsonText(pidB)},
 	} {
-		got := postRead(t, endpointOf(key), s.session.ID(), c.body)
+		got := postRead(t, harness.EndpointOf(key), s.Session.ID(), c.body)
 		if !strings.Contains(got, c.want) || strings.Contains(got, c.not) {
 			t.Errorf("%s: want the answer of the server the exact member names (%s), got %s", c.what, c.want, got)
 		}

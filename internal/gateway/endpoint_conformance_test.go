@@ -1,4 +1,4 @@
-package controllers
+package gateway_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
 // The official MCP conformance server suite (@modelcontextprotocol/conformance, pinned in
@@ -36,7 +37,7 @@ func TestConformanceSuite(t *testing.T) {
 		filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "streamableHttp"))
 	npm += "/mcp"
 
-	ns := newNamespace(t)
+	ns := harness.NewNamespace(t)
 	type target struct {
 		server, direct, requirements string
 	}
@@ -51,11 +52,11 @@ func TestConformanceSuite(t *testing.T) {
 		if _, ok := endpoints[tg.server]; ok {
 			continue
 		}
-		key := create(t, ns, tg.server, v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		key := harness.Create(t, ns, tg.server, v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
 			{Name: "everything", HTTP: &v1alpha1.HTTPServer{URL: tg.direct}},
 		}})
-		obj := waitStatus(t, key, 60*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool {
-			return isReady(o) && o.Status.Endpoint != "" && len(o.Status.Servers) == 1 && o.Status.Servers[0].Endpoint != ""
+		obj := harness.WaitStatus(t, key, 60*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool {
+			return harness.IsReady(o) && o.Status.Endpoint != "" && len(o.Status.Servers) == 1 && o.Status.Servers[0].Endpoint != ""
 		})
 		endpoints[tg.server] = [2]string{obj.Status.Servers[0].Endpoint, obj.Status.Endpoint}
 	}
