@@ -2,13 +2,14 @@ package conn
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
 // The bounds on what one server may send the controller, whose memory every project shares.
@@ -71,13 +72,7 @@ func tooLarge(limit int64) error { return fmt.Errorf("%s", tooLargeMessage(limit
 // errorResponse is a JSON-RPC error response to id (raw JSON) with message: it stands in for
 // an answer over a bound, so that only the request it answers fails.
 func errorResponse(id []byte, message string) []byte {
-	e, _ := json.Marshal(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: message})
-	b := make([]byte, 0, len(id)+len(e)+40)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"error":`...)
-	b = append(b, e...)
-	return append(b, '}')
+	return jsonrpcwire.ErrorTo(id, jsonrpc.CodeInternalError, message)
 }
 
 func tooMany(what string, max int) error {

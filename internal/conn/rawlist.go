@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	segjson "github.com/segmentio/encoding/json"
+
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
 // Lists are read raw on every session that takes raw requests (stdio, streamable HTTP: see
@@ -230,7 +232,7 @@ func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, dig
 	page := func(ctx context.Context, cursor string) ([]*listedItem, string, error) {
 		var members []byte
 		if cursor != "" {
-			members = appendQuoted([]byte(`"cursor":`), cursor)
+			members = jsonrpcwire.AppendQuoted([]byte(`"cursor":`), cursor)
 		}
 		res, err := w.call(ctx, method, members, nil)
 		if err != nil {
@@ -427,7 +429,7 @@ func editMember(members []byte, key string, edit func(json.RawMessage) json.RawM
 				continue
 			}
 		}
-		out = AppendMember(out, k, v)
+		out = jsonrpcwire.AppendMember(out, k, v)
 	}
 	return out, nil
 }
@@ -453,7 +455,7 @@ func objectMembers(raw json.RawMessage, drop bool) ([]byte, error) {
 		if drop && key == "name" {
 			continue
 		}
-		out = AppendMember(out, key, v)
+		out = jsonrpcwire.AppendMember(out, key, v)
 	}
 	return out, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
@@ -189,7 +190,7 @@ func (w *wire) noteMeta(line []byte) {
 	members := []byte{}
 	for _, k := range sessionMetaKeys {
 		if v, ok := msg.Params.Meta[k]; ok {
-			members = AppendMember(members, k, v)
+			members = jsonrpcwire.AppendMember(members, k, v)
 		}
 	}
 	if msg.Method == "server/discover" {
@@ -216,7 +217,7 @@ func withCapabilities(session []byte, capsOf func() json.RawMessage) []byte {
 	out := make([]byte, 0, len(session)+len(caps))
 	for _, k := range sessionMetaKeys {
 		if v, ok := m[k]; ok {
-			out = AppendMember(out, k, v)
+			out = jsonrpcwire.AppendMember(out, k, v)
 		}
 	}
 	return out
@@ -225,40 +226,7 @@ func withCapabilities(session []byte, capsOf func() json.RawMessage) []byte {
 // AppendMember appends `,"key":value` to the members of a JSON object being written (without
 // the comma when dst is empty).
 func AppendMember(dst []byte, key string, value json.RawMessage) []byte {
-	if len(dst) > 0 {
-		dst = append(dst, ',')
-	}
-	dst = appendQuoted(dst, key)
-	dst = append(dst, ':')
-	return append(dst, value...)
-}
-
-// response encodes the answer to a server's request id: its result, or rpcErr when not nil.
-func response(id, result json.RawMessage, rpcErr *jsonrpc.Error) []byte {
-	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
-	if rpcErr != nil {
-		e, _ := json.Marshal(rpcErr)
-		b = append(append(b, `,"error":`...), e...)
-	} else {
-		b = append(append(b, `,"result":`...), result...)
-	}
-	return append(b, '}')
-}
-
-// request encodes a JSON-RPC request (or, with id "", a notification) with raw params.
-func request(id, method string, params []byte) []byte {
-	b := make([]byte, 0, len(params)+len(id)+len(method)+48)
-	b = append(b, `{"jsonrpc":"2.0",`...)
-	if id != "" {
-		b = append(b, `"id":`...)
-		b = appendQuoted(b, id)
-		b = append(b, ',')
-	}
-	b = append(b, `"method":`...)
-	b = appendQuoted(b, method)
-	b = append(b, `,"params":`...)
-	b = append(b, params...)
-	return append(b, '}')
+	return jsonrpcwire.AppendMember(dst, key, value)
 }
 
 // params makes a params object of members and two lists of _meta members (the session's and
@@ -327,7 +295,7 @@ func (w *wire) call(ctx context.Context, method string, members, meta []byte) (j
 	}
 	w.pending[id] = ch
 	w.mu.Unlock()
-	line := append(request(id, method, p), '\n')
+	line := append(jsonrpcwire.Request(id, method, p), '\n')
 	if _, err := w.stdin.write(line); err != nil {
 		w.forget(id)
 		return nil, fmt.Errorf("%w: writing to the server: %w", mcp.ErrConnectionClosed, err)
@@ -364,12 +332,12 @@ func (w *wire) forget(id string) {
 func (w *wire) cancel(id string, why error) {
 	p, _ := json.Marshal(map[string]any{"requestId": id, "reason": why.Error()})
 	if w.stdin != nil {
-		_, _ = w.stdin.write(append(request("", "notifications/cancelled", p), '\n'))
+		_, _ = w.stdin.write(append(jsonrpcwire.Notification("notifications/cancelled", p), '\n'))
 		return
 	}
 	ctx, stop := context.WithTimeout(context.Background(), cancelNoticeTimeout)
 	defer stop()
-	w.send(ctx, request("", "notifications/cancelled", p), "notifications/cancelled")
+	w.send(ctx, jsonrpcwire.Notification("notifications/cancelled", p), "notifications/cancelled")
 }
 
 // cancelNoticeTimeout bounds sending notifications/cancelled for an abandoned raw request.
@@ -456,15 +424,15 @@ func (c *Conn) Forward(ctx context.Context, method string, members []byte, onPro
 	if onProgress != nil {
 		token, done := c.watchProgress(onProgress)
 		defer done()
-		meta = AppendMember(meta, "progressToken", appendQuoted(nil, token))
+		meta = jsonrpcwire.AppendMember(meta, "progressToken", jsonrpcwire.AppendQuoted(nil, token))
 	}
 	if level := c.requestLevel(ctx); level != "" {
-		meta = AppendMember(meta, mcp.MetaKeyLogLevel, appendQuoted(nil, string(level)))
+		meta = jsonrpcwire.AppendMember(meta, mcp.MetaKeyLogLevel, jsonrpcwire.AppendQuoted(nil, string(level)))
 	}
 	if fields := tracing.Fields(ctx); fields != nil { // the forwarding span's trace context (SEP-414)
 		for _, k := range tracing.MetaKeys {
 			if v := fields[k]; v != "" {
-				meta = AppendMember(meta, k, appendQuoted(nil, v))
+				meta = jsonrpcwire.AppendMember(meta, k, jsonrpcwire.AppendQuoted(nil, v))
 			}
 		}
 	}

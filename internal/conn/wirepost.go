@@ -13,13 +13,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
 // post sends one raw request on its own POST and reads its response: JSON, or an event
 // stream whose other messages (the server's own requests, notifications) are handled as the
 // SDK client would handle them.
 func (w *wire) post(ctx context.Context, id, method string, params json.RawMessage) (json.RawMessage, error) {
-	resp, err := w.do(ctx, request(id, method, params), method, params)
+	resp, err := w.do(ctx, jsonrpcwire.Request(id, method, params), method, params)
 	if err != nil {
 		if ctx.Err() != nil { // abandoned before the server answered (it may send nothing until the result)
 			w.cancel(id, ctx.Err())
@@ -151,7 +153,7 @@ func readResponse(r io.Reader, id string, limit int64) (*wireResponse, error) {
 	if err := json.Unmarshal(data, &resp); err != nil {
 		return nil, fmt.Errorf("the server's response is not JSON-RPC: %v", err)
 	}
-	if !sameID(resp.ID, id) {
+	if !jsonrpcwire.StringID(resp.ID, id) {
 		return nil, fmt.Errorf("the server answered a request it was not sent (id %s)", resp.ID)
 	}
 	return &resp, nil
@@ -239,7 +241,7 @@ func (w *wire) event(ctx context.Context, data []byte, id string) (json.RawMessa
 		return nil, true, fmt.Errorf("the server sent an event that is not JSON-RPC: %v", err)
 	}
 	if r.Method == "" {
-		if sameID(r.ID, id) {
+		if jsonrpcwire.StringID(r.ID, id) {
 			res, err := r.result()
 			return res, true, err
 		}
@@ -252,19 +254,8 @@ func (w *wire) event(ctx context.Context, data []byte, id string) (json.RawMessa
 	// The server asks something of the session while the call runs; the server waits for the
 	// answer before going on with the call.
 	result, rpcErr := w.c.serverRequest(ctx, r.Method, r.Params)
-	w.send(ctx, response(r.ID, result, rpcErr), "")
+	w.send(ctx, jsonrpcwire.ResponseTo(r.ID, result, rpcErr), "")
 	return nil, false, nil
-}
-
-func sameID(raw json.RawMessage, id string) bool {
-	var s string
-	return json.Unmarshal(raw, &s) == nil && s == id
-}
-
-// appendQuoted appends s as a JSON string.
-func appendQuoted(dst []byte, s string) []byte {
-	q, _ := json.Marshal(s)
-	return append(dst, q...)
 }
 
 // drainBytes bounds what is read after a response to let its connection be reused.

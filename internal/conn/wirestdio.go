@@ -10,6 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
 // On stdio the responses to raw requests are taken out of the server's output before the
@@ -153,7 +155,7 @@ func (w *wire) answerAsked(line []byte) bool {
 	}
 	go func() {
 		result, rpcErr := w.c.serverRequest(w.c.ctx, r.Method, r.Params)
-		_, _ = w.stdin.write(append(response(r.ID, result, rpcErr), '\n'))
+		_, _ = w.stdin.write(append(jsonrpcwire.ResponseTo(r.ID, result, rpcErr), '\n'))
 	}()
 	return true
 }
