@@ -51,10 +51,10 @@ var (
 	pidDir string
 	// gatewayAddr is where the test controller's gateway listens.
 	gatewayAddr = "127.0.0.1:0"
-	testCfg     = ConnDefaults{ConnectTimeout: 5 * time.Second, HealthInterval: time.Second, RelistInterval: 5 * time.Second,
+	testCfg     = ConnDefaults{Settings: conn.Settings{ConnectTimeout: 5 * time.Second, HealthInterval: time.Second, RelistInterval: 5 * time.Second,
 		Isolation: conn.Isolation{PassEnv: testutil.ShareNpmCache()},
 		// Bounds small enough for TestServerBoundsReachStatus, large enough for the rest.
-		MaxMessageBytes: 1 << 20, MaxListPages: 50, MaxSchemaBytes: 64 << 10}
+		MaxMessageBytes: 1 << 20, MaxListPages: 50, MaxSchemaBytes: 64 << 10}}
 )
 
 // callTimeout bounds forwarded requests in this suite (TestGatewayCallTimeout).

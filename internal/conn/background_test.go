@@ -26,7 +26,7 @@ func TestUnchangedRelistSkipsTheDecode(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := start(t, Options{Server: tc.server(t), RelistInterval: 50 * time.Millisecond, HealthInterval: 50 * time.Millisecond})
+			c := start(t, Options{Server: tc.server(t), Settings: Settings{RelistInterval: 50 * time.Millisecond, HealthInterval: 50 * time.Millisecond}})
 			ready := waitPhase(t, c, v1alpha1.PhaseReady)
 			// Listed raw from the first listing on (a 2026-07-28 HTTP session takes its _meta
 			// from server/discover): every item is kept as the server sent it.

@@ -67,45 +67,8 @@ type Options struct {
 	// nil means no variables.
 	Variables func(ctx context.Context) (map[string]string, error)
 	Policy    Policy
-	// AllowCommands, when not nil, lists the glob patterns a stdio command (as written in
-	// spec, before expansion) must match to be started; others fail at once. Nil allows all.
-	AllowCommands []string
-	// Isolation is what server processes get from the controller (environment, HOME, user).
-	Isolation Isolation
-
-	// ConnectTimeout bounds one connect attempt, initialize and first tools/list included.
-	ConnectTimeout time.Duration
-	// HealthInterval is how often an idle connection is probed (ping, or tools/list on the
-	// 2026-07-28 protocol, which has no ping).
-	HealthInterval time.Duration
-	// RelistInterval is the backstop re-list for servers whose list_changed notifications are
-	// lost (the 2026-07-28 subscription stream can die silently).
-	RelistInterval time.Duration
-	// The bounds on what the server may send (limits.go), each a controller flag. Zero is the
-	// default.
-	//
-	// MaxMessageBytes bounds one message from the server, on every transport and path: an
-	// answer over it fails the request it answers (with an error naming the bound) and the
-	// connection goes on; any other message over it is dropped. Nothing over it is kept.
-	MaxMessageBytes int64
-	// MaxListItems bounds each list the server offers (tools, prompts, resources, templates),
-	// whatever its paging does: a server listing more is refused with a clear error rather
-	// than allowed to fill the controller's memory.
-	MaxListItems int
-	// MaxListPages bounds the pages of one walk through a list: a server whose nextCursor
-	// never ends (even with empty pages) is refused.
-	MaxListPages int
-	// MaxListBytes bounds what one list keeps (its items' JSON, after the tools filter), all
-	// pages together: a server listing more is refused.
-	MaxListBytes int64
-	// MaxSchemaBytes bounds one tool's input and output schemas together: a tool over it is
-	// left out (the snapshot's Notes say which), and the server's other tools are offered.
-	MaxSchemaBytes int64
-	// MaxCallsPerSession and MaxCalls bound the sessions' requests in flight on the connection,
-	// per session and in all (fair.go); past either a request waits its session's turn. Zero
-	// is the default.
-	MaxCallsPerSession int
-	MaxCalls           int
+	// Settings are the controller's, the same for every connection it makes.
+	Settings
 
 	// StartAfter, when not nil, holds the first connect attempt until it is closed: a repoint
 	// or rebuild passes the previous connection's Done, so the old server is torn down before
@@ -135,36 +98,7 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = 30 * time.Second
-	}
-	if o.HealthInterval <= 0 {
-		o.HealthInterval = 15 * time.Second
-	}
-	if o.RelistInterval <= 0 {
-		o.RelistInterval = time.Minute
-	}
-	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if o.MaxListItems <= 0 {
-		o.MaxListItems = DefaultMaxListItems
-	}
-	if o.MaxListPages <= 0 {
-		o.MaxListPages = DefaultMaxListPages
-	}
-	if o.MaxListBytes <= 0 {
-		o.MaxListBytes = DefaultMaxListBytes
-	}
-	if o.MaxSchemaBytes <= 0 {
-		o.MaxSchemaBytes = DefaultMaxSchemaBytes
-	}
-	if o.MaxCallsPerSession <= 0 {
-		o.MaxCallsPerSession = DefaultMaxCallsPerSession
-	}
-	if o.MaxCalls <= 0 {
-		o.MaxCalls = DefaultMaxCalls
-	}
+	o.Settings.defaults()
 	if o.Policy.InitialBackoff <= 0 {
 		o.Policy.InitialBackoff = v1alpha1.DefaultInitialBackoff
 	}

@@ -245,12 +245,12 @@ func TestMissingVariableFailsAtOnce(t *testing.T) {
 
 // A command outside the controller's allowlist is refused with a clear, permanent error.
 func TestCommandAllowlist(t *testing.T) {
-	c := start(t, Options{Server: stdioServer("a"), AllowCommands: []string{"/usr/local/bin/*", "npx"}})
+	c := start(t, Options{Server: stdioServer("a"), Settings: Settings{AllowCommands: []string{"/usr/local/bin/*", "npx"}}})
 	s := waitPhase(t, c, v1alpha1.PhaseFailed)
 	if !s.Permanent || !strings.Contains(s.LastError, "is not allowed here") || !strings.Contains(s.LastError, os.Args[0]) {
 		t.Fatalf("want a refusal naming the command, got %+v", s)
 	}
-	ok := start(t, Options{Server: stdioServer("b"), AllowCommands: []string{"/tmp/*", os.Args[0]}})
+	ok := start(t, Options{Server: stdioServer("b"), Settings: Settings{AllowCommands: []string{"/tmp/*", os.Args[0]}}})
 	waitPhase(t, ok, v1alpha1.PhaseReady)
 }
 
@@ -418,7 +418,7 @@ func TestListsAskedAtOnce(t *testing.T) {
 		mu.Unlock()
 	}))
 	t.Cleanup(front.Close)
-	c := start(t, Options{ConnectTimeout: time.Minute, Server: v1alpha1.MCPServer{Name: "l", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
+	c := start(t, Options{Settings: Settings{ConnectTimeout: time.Minute}, Server: v1alpha1.MCPServer{Name: "l", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
 	s := waitPhase(t, c, v1alpha1.PhaseReady)
 	mu.Lock()
 	defer mu.Unlock()
@@ -444,9 +444,11 @@ func TestNpmServers(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			c := start(t, Options{
-				Server:         v1alpha1.MCPServer{Name: "npm", Stdio: &v1alpha1.StdioServer{Command: "npx", Args: []string{"-y", tc.pkg}}},
-				Isolation:      Isolation{PassEnv: testutil.ShareNpmCache()},
-				ConnectTimeout: 3 * time.Minute, // the first run downloads the package
+				Server: v1alpha1.MCPServer{Name: "npm", Stdio: &v1alpha1.StdioServer{Command: "npx", Args: []string{"-y", tc.pkg}}},
+				Settings: Settings{
+					Isolation:      Isolation{PassEnv: testutil.ShareNpmCache()},
+					ConnectTimeout: 3 * time.Minute, // the first run downloads the package
+				},
 			})
 			s := waitFor(t, c, "Ready", func(s Snapshot) bool { return s.Phase == v1alpha1.PhaseReady || s.Phase == v1alpha1.PhaseFailed })
 			if s.Phase != v1alpha1.PhaseReady || !slices.Contains(names(s.Tools), tc.tool) {
@@ -465,7 +467,7 @@ func TestNpmServers(t *testing.T) {
 // ErrDestroyed (the caller sends it to the replacement), and a hung call is cancelled after
 // DrainTimeout.
 func TestDestroyDrainsInFlightCalls(t *testing.T) {
-	c := start(t, Options{Server: stdioServer("a"), ConnectTimeout: 5 * time.Second})
+	c := start(t, Options{Server: stdioServer("a"), Settings: Settings{ConnectTimeout: 5 * time.Second}})
 	waitPhase(t, c, v1alpha1.PhaseReady)
 	slow := make(chan error, 1)
 	go func() {
@@ -562,13 +564,13 @@ func TestCommandAllowlistAfterExpansion(t *testing.T) {
 	srv := stdioServer("a")
 	srv.Stdio.Command = "${CMD}"
 	vars := func(context.Context) (map[string]string, error) { return map[string]string{"CMD": "/bin/sh"}, nil }
-	c := start(t, Options{Server: srv, Variables: vars, AllowCommands: []string{"${CMD}", "/opt/mcp/*"}})
+	c := start(t, Options{Server: srv, Variables: vars, Settings: Settings{AllowCommands: []string{"${CMD}", "/opt/mcp/*"}}})
 	if s := waitPhase(t, c, v1alpha1.PhaseFailed); !s.Permanent || !strings.Contains(s.LastError, "is not allowed here") || strings.Contains(s.LastError, "/bin/sh") {
 		t.Fatalf("want a refusal naming the command as written, got %+v", s)
 	}
 	preload := stdioServer("b")
 	preload.Stdio.Env = append(preload.Stdio.Env, v1alpha1.NameValue{Name: "LD_PRELOAD", Value: "/tmp/x.so"})
-	p := start(t, Options{Server: preload, AllowCommands: []string{os.Args[0]}})
+	p := start(t, Options{Server: preload, Settings: Settings{AllowCommands: []string{os.Args[0]}}})
 	if s := waitPhase(t, p, v1alpha1.PhaseFailed); !strings.Contains(s.LastError, "LD_PRELOAD") {
 		t.Fatalf("LD_PRELOAD must be refused with an allowlist: %+v", s)
 	}
@@ -576,7 +578,7 @@ func TestCommandAllowlistAfterExpansion(t *testing.T) {
 
 // A server listing more than the bound is refused with a clear error, not kept in memory.
 func TestListBounded(t *testing.T) {
-	c := start(t, Options{Server: stdioServer("a"), MaxListItems: 10,
+	c := start(t, Options{Server: stdioServer("a"), Settings: Settings{MaxListItems: 10},
 		Policy: Policy{MaxAttempts: 0, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}})
 	s := waitPhase(t, c, v1alpha1.PhaseFailed)
 	if !strings.Contains(s.LastError, "more than 10 tools") {
@@ -613,7 +615,7 @@ func TestHTTPTransportShared(t *testing.T) {
 	const n = 6
 	var conns []*Conn
 	for i := range n {
-		c := New(Options{ConnectTimeout: 5 * time.Second, Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{
+		c := New(Options{Settings: Settings{ConnectTimeout: 5 * time.Second}, Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{
 			URL: front.URL + "/mcp", Headers: []v1alpha1.NameValue{{Name: "X-Conn", Value: strconv.Itoa(i)}}}}})
 		conns = append(conns, c)
 		waitPhase(t, c, v1alpha1.PhaseReady)

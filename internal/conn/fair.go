@@ -14,14 +14,6 @@ import (
 // not in front of another session's one. Requests of no session (the connection's own:
 // lists, pings, unsubscribes) are not queued.
 
-const (
-	// DefaultMaxCallsPerSession is the default of Options.MaxCallsPerSession
-	// (--max-calls-per-session).
-	DefaultMaxCallsPerSession = 16
-	// DefaultMaxCalls is the default of Options.MaxCalls (--max-calls-per-server).
-	DefaultMaxCalls = 256
-)
-
 type sessionKey struct{}
 
 // WithSession names the session (by its ref) a request sent with ctx is for: the fair queue's

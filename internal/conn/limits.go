@@ -12,24 +12,6 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
-// The bounds on what one server may send the controller, whose memory every project shares.
-// Each is a controller flag; an error about one names the flag and its value and what went
-// over it, and never repeats what the server sent.
-const (
-	// DefaultMaxMessageBytes bounds one message from a server (--max-message-bytes).
-	DefaultMaxMessageBytes = 64 << 20
-	// DefaultMaxListItems bounds each list a server offers (--max-list-items).
-	DefaultMaxListItems = 10000
-	// DefaultMaxListPages bounds the pages of one walk through a list (--max-list-pages).
-	DefaultMaxListPages = 1000
-	// DefaultMaxSchemaBytes bounds one tool's input and output schemas together
-	// (--max-schema-bytes).
-	DefaultMaxSchemaBytes = 1 << 20
-	// DefaultMaxListBytes bounds what one list holds, all its pages together
-	// (--max-list-bytes).
-	DefaultMaxListBytes = 64 << 20
-)
-
 // errorBodyBytes bounds the body of an HTTP error answer: only a JSON-RPC error in it is read.
 const errorBodyBytes = 1 << 20
 

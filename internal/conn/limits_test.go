@@ -296,7 +296,7 @@ func TestHugeResultBounded(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := &hostile{huge: huge, tools: twoTools}
-			c := start(t, Options{Server: server(t, h), MaxMessageBytes: limit})
+			c := start(t, Options{Server: server(t, h), Settings: Settings{MaxMessageBytes: limit}})
 			before := waitPhase(t, c, v1alpha1.PhaseReady)
 			paths := map[string]func() error{
 				"typed": func() error { _, err := typedCall(c, "huge"); return err },
@@ -346,7 +346,7 @@ func TestSDKPathsBoundMessages(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := start(t, Options{Server: server(t), MaxMessageBytes: 1 << 20})
+			c := start(t, Options{Server: server(t), Settings: Settings{MaxMessageBytes: 1 << 20}})
 			before := waitPhase(t, c, v1alpha1.PhaseReady)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -407,7 +407,7 @@ func TestListPagesBounded(t *testing.T) {
 		_, _ = fmt.Sscan(strings.TrimPrefix(cursor, "c"), &n)
 		fmt.Fprintf(w, `{"tools":[],"nextCursor":"c%d"}`, n+1)
 	}}
-	c := start(t, Options{Server: h.start(t), MaxListPages: 50, Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}})
+	c := start(t, Options{Server: h.start(t), Settings: Settings{MaxListPages: 50}, Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}})
 	s := waitPhase(t, c, v1alpha1.PhaseFailed)
 	if !strings.Contains(s.LastError, "tools/list goes on past 50 pages, over --max-list-pages (50)") {
 		t.Fatalf("want the bound named in lastError, got %q", s.LastError)
@@ -416,12 +416,12 @@ func TestListPagesBounded(t *testing.T) {
 		t.Fatalf("the server was asked for %d pages, want 50", n)
 	}
 
-	paged := start(t, Options{Server: stdioServer("p", "--extra-tools", "40", "--page-size", "1"), MaxListPages: 30,
+	paged := start(t, Options{Server: stdioServer("p", "--extra-tools", "40", "--page-size", "1"), Settings: Settings{MaxListPages: 30},
 		Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}})
 	if s := waitPhase(t, paged, v1alpha1.PhaseFailed); !strings.Contains(s.LastError, "--max-list-pages (30)") {
 		t.Fatalf("the fixture paging past the bound: %q", s.LastError)
 	}
-	within := start(t, Options{Server: stdioServer("p", "--extra-tools", "40", "--page-size", "1"), MaxListPages: 100})
+	within := start(t, Options{Server: stdioServer("p", "--extra-tools", "40", "--page-size", "1"), Settings: Settings{MaxListPages: 100}})
 	if s := waitPhase(t, within, v1alpha1.PhaseReady); !slices.Contains(names(s.Tools), "tool_039") {
 		t.Fatalf("a walk within the bound: %v", names(s.Tools))
 	}
@@ -517,7 +517,7 @@ func TestSchemaBounded(t *testing.T) {
 	big := &hostile{tools: schemaTools(100 << 20)}
 	var f Snapshot
 	alloc := allocated(func() {
-		f = waitPhase(t, start(t, Options{Server: big.start(t), MaxMessageBytes: 4 << 20,
+		f = waitPhase(t, start(t, Options{Server: big.start(t), Settings: Settings{MaxMessageBytes: 4 << 20},
 			Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}}), v1alpha1.PhaseFailed)
 	})
 	t.Logf("allocated %d MiB to refuse a 100 MB schema", alloc>>20)
@@ -546,7 +546,7 @@ func TestListBytesBounded(t *testing.T) {
 		}
 		fmt.Fprintf(w, `],"nextCursor":"p%d"}`, page+1)
 	}}
-	c := start(t, Options{Server: h.start(t), MaxListBytes: 4 << 20, Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}})
+	c := start(t, Options{Server: h.start(t), Settings: Settings{MaxListBytes: 4 << 20}, Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}})
 	s := waitPhase(t, c, v1alpha1.PhaseFailed)
 	if !strings.Contains(s.LastError, "the server's tools come to more than --max-list-bytes (4 MiB) of JSON; refused") {
 		t.Fatalf("want the bound named in lastError, got %q", s.LastError)

@@ -179,7 +179,7 @@ func TestForwardBoundsMessageSize(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := start(t, Options{Server: server(t), MaxMessageBytes: 1 << 20})
+			c := start(t, Options{Server: server(t), Settings: Settings{MaxMessageBytes: 1 << 20}})
 			waitPhase(t, c, v1alpha1.PhaseReady)
 			if _, err := forwardEcho(t, c, strings.Repeat("x", 2<<20), Legacy); err == nil || !strings.Contains(err.Error(), "exceeds --max-message-bytes (1 MiB)") {
 				t.Fatalf("an answer over the bound: %v", err)
