@@ -20,11 +20,11 @@ import (
 // when s takes no raw requests (legacy SSE) or is no longer the
 // connection's session.
 func (c *Conn) rawCall(ctx context.Context, s *mcp.ClientSession, method string, members []byte) (res json.RawMessage, ok bool, err error) {
-	w := c.wireOf(s)
-	if w == nil || !w.raw() {
+	up, _ := c.upstreamOf(s)
+	if up == nil || !up.takes() {
 		return nil, false, nil
 	}
-	res, err = w.call(ctx, method, members, nil)
+	res, err = up.call(ctx, method, members, nil)
 	return res, true, err
 }
 
@@ -38,6 +38,6 @@ func (c *Conn) probedByRelist(s *mcp.ClientSession) bool {
 	if s.InitializeResult().ProtocolVersion < "2026-07-28" {
 		return false
 	}
-	w := c.wireOf(s)
-	return w == nil || w.stdin == nil
+	up, _ := c.upstreamOf(s)
+	return up == nil || up.probedByRelist()
 }

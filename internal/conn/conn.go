@@ -175,7 +175,7 @@ type Conn struct {
 	mu           sync.Mutex
 	state        Snapshot
 	session      *mcp.ClientSession
-	wire         *wire         // the session's connection, for raw forwarding (Forward)
+	up           upstream      // the session's upstream, for forwarded requests (nil: legacy SSE)
 	changed      chan struct{} // closed and replaced on every change
 	secretValues []string      // resolved values to scrub from errors and logs
 	progress     map[string]*progressWatch

@@ -194,7 +194,7 @@ type rawLists struct {
 
 // fetchLists walks every page of each list the server declares, raw, the four at once (as
 // list does). The first to fail ends the others, and its error is the one returned.
-func (c *Conn) fetchLists(ctx context.Context, session *mcp.ClientSession, w *wire) (*rawLists, error) {
+func (c *Conn) fetchLists(ctx context.Context, session *mcp.ClientSession, up upstream) (*rawLists, error) {
 	g, ctx := atOnce(ctx)
 	asked := []Kind{KindTool}
 	if caps := session.InitializeResult().Capabilities; caps != nil {
@@ -205,11 +205,11 @@ func (c *Conn) fetchLists(ctx context.Context, session *mcp.ClientSession, w *wi
 			asked = append(asked, KindResource, KindTemplate)
 		}
 	}
-	l := &rawLists{newest: w.version >= "2026-07-28", tools: c.toolSieve()}
+	l := &rawLists{newest: session.InitializeResult().ProtocolVersion >= "2026-07-28", tools: c.toolSieve()}
 	var digests [kinds]hash.Hash
 	for _, kind := range asked {
 		digests[kind] = sha256.New()
-		g.run(listMethods[kind], func() error { return c.walkRaw(ctx, w, kind, l, digests[kind]) })
+		g.run(listMethods[kind], func() error { return c.walkRaw(ctx, up, kind, l, digests[kind]) })
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
@@ -227,14 +227,14 @@ func (c *Conn) fetchLists(ctx context.Context, session *mcp.ClientSession, w *wi
 
 // walkRaw walks one list within the bounds (walk), keeping its items in l.items[kind] and
 // the pages' bytes in digest. Only l.items[kind] (and, for tools, the counts) are written.
-func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, digest hash.Hash) error {
+func (c *Conn) walkRaw(ctx context.Context, up upstream, kind Kind, l *rawLists, digest hash.Hash) error {
 	method := listMethods[kind]
 	page := func(ctx context.Context, cursor string) ([]*listedItem, string, error) {
 		var members []byte
 		if cursor != "" {
 			members = jsonrpcwire.AppendQuoted([]byte(`"cursor":`), cursor)
 		}
-		res, err := w.call(ctx, method, members, nil)
+		res, err := up.call(ctx, method, members, nil)
 		if err != nil {
 			return nil, "", err
 		}
@@ -463,8 +463,8 @@ func objectMembers(raw json.RawMessage, drop bool) ([]byte, error) {
 // primeToolCache lists the tools through the SDK too on a 2026-07-28 streamable HTTP session
 // whose tools ask for Mcp-Param headers: the SDK's client sets those headers on a call only
 // for tools it has listed itself.
-func (c *Conn) primeToolCache(ctx context.Context, session *mcp.ClientSession, w *wire, cat *catalog) error {
-	if w.stdin != nil || w.version < "2026-07-28" {
+func (c *Conn) primeToolCache(ctx context.Context, session *mcp.ClientSession, up upstream, cat *catalog) error {
+	if !up.toolHeaders() {
 		return nil
 	}
 	if !slices.ContainsFunc(cat.tools, func(t *mcp.Tool) bool {
@@ -488,8 +488,8 @@ func (c *Conn) primeToolCache(ctx context.Context, session *mcp.ClientSession, w
 
 // listedRaw lists raw and returns the catalog, or nil when the pages' bytes are those the
 // digest unless was taken of (nothing changed).
-func (c *Conn) listedRaw(ctx context.Context, session *mcp.ClientSession, w *wire, unless [sha256.Size]byte) (*catalog, [sha256.Size]byte, error) {
-	l, err := c.fetchLists(ctx, session, w)
+func (c *Conn) listedRaw(ctx context.Context, session *mcp.ClientSession, up upstream, unless [sha256.Size]byte) (*catalog, [sha256.Size]byte, error) {
+	l, err := c.fetchLists(ctx, session, up)
 	if err != nil {
 		return nil, unless, err
 	}
@@ -499,7 +499,7 @@ func (c *Conn) listedRaw(ctx context.Context, session *mcp.ClientSession, w *wir
 	c.lists.Add(1)
 	cat, err := l.catalog()
 	if err == nil {
-		err = c.primeToolCache(ctx, session, w, cat)
+		err = c.primeToolCache(ctx, session, up, cat)
 	}
 	if err != nil {
 		return nil, unless, err

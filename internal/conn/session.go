@@ -72,7 +72,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	// transport lives only as long as the context given to Connect.
 	timedOut := make(chan struct{})
 	timer := time.AfterFunc(c.opts.ConnectTimeout, func() { close(timedOut); cancel() })
-	w, transport := newWire(c, ep.transport)
+	up, transport := newUpstream(c, ep.transport)
 	_, span := tracing.Tracer().Start(ctx, "projectmcp.connect", trace.WithAttributes(
 		attribute.String("projectmcp.project", c.opts.Project), attribute.String("projectmcp.server", c.opts.Server.Name),
 		attribute.String("projectmcp.connection", c.id)))
@@ -85,15 +85,17 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	session, err := client.Connect(ctx, transport, nil)
 	if err == nil {
 		defer c.closeSession(session, ep)
-		w.ready(session) // the wire takes raw requests once it knows what was agreed
+		if up != nil {
+			up.ready(session) // the upstream takes forwarded requests once it knows what was agreed
+		}
 		var cat *catalog
 		var digest [sha256.Size]byte
-		if cat, digest, err = c.list(ctx, session, w, digest); err == nil && !timer.Stop() {
+		if cat, digest, err = c.list(ctx, session, up, digest); err == nil && !timer.Stop() {
 			err = context.DeadlineExceeded
 		}
 		if err == nil {
 			c.restore(ctx, session)
-			c.setReady(session, w, cat, ep.pid())
+			c.setReady(session, up, cat, ep.pid())
 			c.metrics.Connected("ok", time.Since(start))
 			span.End()
 			defer c.clearSession()
@@ -136,14 +138,14 @@ func (c *Conn) closeSession(session *mcp.ClientSession, ep *endpoint) {
 	}
 }
 
-func (c *Conn) setReady(session *mcp.ClientSession, w *wire, cat *catalog, pid int) {
+func (c *Conn) setReady(session *mcp.ClientSession, up upstream, cat *catalog, pid int) {
 	select { // a death signal left by a call on the previous session is stale now
 	case <-c.dead:
 	default:
 	}
 	init := session.InitializeResult()
 	c.mu.Lock()
-	c.session, c.wire = session, w
+	c.session, c.up = session, up
 	c.mu.Unlock()
 	c.update(func(s *Snapshot) {
 		cat.apply(s)
@@ -156,7 +158,7 @@ func (c *Conn) setReady(session *mcp.ClientSession, w *wire, cat *catalog, pid i
 
 func (c *Conn) clearSession() {
 	c.mu.Lock()
-	c.session, c.wire = nil, nil
+	c.session, c.up = nil, nil
 	c.mu.Unlock()
 }
 
@@ -267,7 +269,8 @@ func (cat *catalog) same(s Snapshot) bool {
 func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession, digest *[sha256.Size]byte) error {
 	c.relists.Add(1)
 	announced := Lists(c.announced.Swap(0))
-	cat, d, err := c.list(ctx, session, c.wireOf(session), *digest)
+	up, _ := c.upstreamOf(session)
+	cat, d, err := c.list(ctx, session, up, *digest)
 	if err != nil {
 		return err
 	}
@@ -297,11 +300,11 @@ func (c *Conn) refresh(ctx context.Context, session *mcp.ClientSession, digest *
 // their pages; cat is nil when those are the pages the digest unless was taken of (nothing
 // changed). Otherwise (no wire: legacy SSE, or a session no longer the connection's) they are
 // listed through the SDK (listTyped), and the digest is unless.
-func (c *Conn) list(ctx context.Context, session *mcp.ClientSession, w *wire, unless [sha256.Size]byte) (cat *catalog, digest [sha256.Size]byte, err error) {
+func (c *Conn) list(ctx context.Context, session *mcp.ClientSession, up upstream, unless [sha256.Size]byte) (cat *catalog, digest [sha256.Size]byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
-	if w != nil && w.raw() {
-		return c.listedRaw(ctx, session, w, unless)
+	if up != nil && up.takes() {
+		return c.listedRaw(ctx, session, up, unless)
 	}
 	c.lists.Add(1)
 	cat, err = c.listTyped(ctx, session)

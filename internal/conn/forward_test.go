@@ -301,7 +301,7 @@ func TestRawStandardHeadersOnStatelessHTTP(t *testing.T) {
 			} `json:"params"`
 		}
 		_ = json.Unmarshal(body, &msg)
-		ours := msg.Method == "notifications/cancelled" || strings.HasPrefix(fmt.Sprint(msg.ID), wireIDPrefix)
+		ours := msg.Method == "notifications/cancelled" || strings.HasPrefix(fmt.Sprint(msg.ID), forwardIDPrefix)
 		if msg.Method == "tools/call" && msg.Params.Name == "sleep" {
 			ours = false // abandoned before its answer
 		}
