@@ -33,9 +33,9 @@ func TestUnchangedRelistSkipsTheDecode(t *testing.T) {
 			if echo := ready.RawItem(KindTool, "echo"); (echo != nil) != tc.raw {
 				t.Fatalf("the first listing kept the tools raw: %v, want %v", echo != nil, tc.raw)
 			}
-			relists, lists, probes := c.relists.Load(), c.lists.Load(), c.probes.Load()
+			relists, lists, probes := c.counts.relists.Load(), c.counts.lists.Load(), c.counts.probes.Load()
 			time.Sleep(600 * time.Millisecond)
-			relists, lists, probes = c.relists.Load()-relists, c.lists.Load()-lists, c.probes.Load()-probes
+			relists, lists, probes = c.counts.relists.Load()-relists, c.counts.lists.Load()-lists, c.counts.probes.Load()-probes
 			if !tc.byRelist && probes < 5 {
 				t.Fatalf("only %d probes in 600 ms", probes)
 			}

@@ -156,9 +156,9 @@ func names(tools []*mcp.Tool) []string {
 
 // A server sending a progress token of a type we never use (an object) must not crash anything.
 func TestProgressWithOddTokenIgnored(t *testing.T) {
-	c := &Conn{progress: map[string]*progressWatch{}}
-	c.relayProgress(&mcp.ProgressNotificationParams{ProgressToken: map[string]any{}})
-	c.relayProgress(&mcp.ProgressNotificationParams{ProgressToken: []any{1}})
+	r := newProgressRelay("odd")
+	r.relay(&mcp.ProgressNotificationParams{ProgressToken: map[string]any{}})
+	r.relay(&mcp.ProgressNotificationParams{ProgressToken: []any{1}})
 }
 
 func TestGlob(t *testing.T) {
@@ -505,16 +505,17 @@ type fakeCaller struct{ Caller }
 // A server's request is attributed to the caller of the request it came with, else to the
 // only session in flight; with none or several, the server gets a clear error.
 func TestCallerFor(t *testing.T) {
-	c := &Conn{callers: map[Caller]int{}}
+	f := newFlight("a", nil, nil)
+	c := &responder{flight: f}
 	if _, err := c.callerFor(context.Background(), "sampling/createMessage"); err == nil || !strings.Contains(err.Error(), "no agent session") {
 		t.Fatalf("no session in flight: %v", err)
 	}
 	one, two := &fakeCaller{}, &fakeCaller{}
-	c.callers[one] = 1
+	f.callers[one] = 1
 	if got, err := c.callerFor(context.Background(), "x"); err != nil || got != one {
 		t.Fatalf("the only session in flight: %v %v", got, err)
 	}
-	c.callers[two] = 2
+	f.callers[two] = 2
 	if _, err := c.callerFor(context.Background(), "elicitation/create"); err == nil || !strings.Contains(err.Error(), "2 agent sessions") {
 		t.Fatalf("two sessions in flight: %v", err)
 	}
@@ -524,16 +525,16 @@ func TestCallerFor(t *testing.T) {
 	// roots/list answers with the project's own roots, with no session in flight and with one
 	// (roots belong to the shared connection, never to a session); none is an empty list.
 	project := []*mcp.Root{{URI: "file:///work/shop", Name: "shop"}}
-	idle := &Conn{callers: map[Caller]int{}, opts: Options{Roots: project}}
-	if res := idle.roots(); len(res.Roots) != 1 || res.Roots[0] != project[0] {
+	idle := &responder{flight: newFlight("a", nil, nil), roots: project}
+	if res := idle.rootsList(); len(res.Roots) != 1 || res.Roots[0] != project[0] {
 		t.Fatalf("roots with no session: %+v", res)
 	}
-	c.opts.Roots = project
-	delete(c.callers, two) // one session in flight
-	if res := c.roots(); len(res.Roots) != 1 || res.Roots[0] != project[0] {
+	c.roots = project
+	delete(f.callers, two) // one session in flight
+	if res := c.rootsList(); len(res.Roots) != 1 || res.Roots[0] != project[0] {
 		t.Fatalf("roots with a session in flight: %+v", res)
 	}
-	if res := (&Conn{}).roots(); res.Roots == nil || len(res.Roots) != 0 {
+	if res := (&responder{}).rootsList(); res.Roots == nil || len(res.Roots) != 0 {
 		t.Fatalf("no roots must be an empty list: %+v", res)
 	}
 }
@@ -654,15 +655,15 @@ func TestHTTPTransportShared(t *testing.T) {
 // A request's progress never reaches its caller after the request is done: done waits for a
 // relay under way, and a relay after it finds nothing to call.
 func TestNoProgressAfterDone(t *testing.T) {
-	c := &Conn{id: "progress", progress: map[string]*progressWatch{}}
+	r := newProgressRelay("progress")
 	entered, release := make(chan struct{}), make(chan struct{})
 	calls := 0
-	token, done := c.watchProgress(func(*mcp.ProgressNotificationParams) {
+	token, done := r.watch(func(*mcp.ProgressNotificationParams) {
 		calls++
 		close(entered)
 		<-release
 	})
-	go c.relayProgress(&mcp.ProgressNotificationParams{ProgressToken: token})
+	go r.relay(&mcp.ProgressNotificationParams{ProgressToken: token})
 	<-entered
 	finished := make(chan struct{})
 	go func() { done(); close(finished) }()
@@ -673,7 +674,7 @@ func TestNoProgressAfterDone(t *testing.T) {
 	}
 	close(release)
 	<-finished
-	c.relayProgress(&mcp.ProgressNotificationParams{ProgressToken: token})
+	r.relay(&mcp.ProgressNotificationParams{ProgressToken: token})
 	if calls != 1 {
 		t.Fatalf("progress relayed %d times, want once", calls)
 	}
@@ -682,7 +683,7 @@ func TestNoProgressAfterDone(t *testing.T) {
 // A request that finds the connection Ready but its session just gone (the supervisor is
 // replacing it) is told the server is reconnecting, not that it is ready.
 func TestRoundTripBetweenSessions(t *testing.T) {
-	c := &Conn{ctx: context.Background(), state: Snapshot{Phase: v1alpha1.PhaseReady}}
+	c := &Conn{ctx: context.Background(), state: Snapshot{Phase: v1alpha1.PhaseReady}, flight: newFlight("x", nil, nil)}
 	c.opts.Server.Name = "x"
 	_, err := roundTrip(c, context.Background(), func(context.Context, *mcp.ClientSession) (int, error) { return 0, nil })
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), `MCP server "x" is reconnecting`) {

@@ -193,26 +193,3 @@ func (q *fairQueue) depth() (waiting int, waited uint64) {
 	defer q.mu.Unlock()
 	return q.waiting, q.waited
 }
-
-// admit waits for a session's request's turn; the connection's own requests go at once. It
-// fails only when ctx ends first, with an error naming the server and the bounds.
-func (c *Conn) admit(ctx context.Context, session string) error {
-	if session == "" {
-		return nil
-	}
-	wait, err := c.fair.acquire(ctx, session)
-	if wait > 0 {
-		c.metrics.QueueWaited(wait)
-	}
-	if err != nil {
-		return fmt.Errorf("MCP server %q: %w", c.opts.Server.Name, err)
-	}
-	return nil
-}
-
-// dismiss ends a request admit let start.
-func (c *Conn) dismiss(session string) {
-	if session != "" {
-		c.fair.release(session)
-	}
-}

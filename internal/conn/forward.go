@@ -99,11 +99,11 @@ type RawResult = json.RawMessage
 func (c *Conn) Forward(ctx context.Context, method string, members []byte, onProgress func(*mcp.ProgressNotificationParams), rev Revision) (RawResult, error) {
 	var meta []byte
 	if onProgress != nil {
-		token, done := c.watchProgress(onProgress)
+		token, done := c.progress.watch(onProgress)
 		defer done()
 		meta = jsonrpcwire.AppendMember(meta, "progressToken", jsonrpcwire.AppendQuoted(nil, token))
 	}
-	if level := c.requestLevel(ctx); level != "" {
+	if level := c.subs.requestLevel(ctx); level != "" {
 		meta = jsonrpcwire.AppendMember(meta, mcp.MetaKeyLogLevel, jsonrpcwire.AppendQuoted(nil, string(level)))
 	}
 	if fields := tracing.Fields(ctx); fields != nil { // the forwarding span's trace context (SEP-414)
@@ -114,7 +114,9 @@ func (c *Conn) Forward(ctx context.Context, method string, members []byte, onPro
 		}
 	}
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (RawResult, error) {
-		up, current := c.upstreamOf(s)
+		c.mu.Lock()
+		current, up := c.live.session == s, c.live.up
+		c.mu.Unlock()
 		if !current {
 			return nil, mcp.ErrConnectionClosed
 		}
@@ -142,7 +144,7 @@ func (c *Conn) Forward(ctx context.Context, method string, members []byte, onPro
 // session can change between Takes and Forward (a reconnect), so Forward checks again.
 func (c *Conn) Takes(rev Revision) error {
 	c.mu.Lock()
-	s, up, phase := c.session, c.up, c.state.Phase
+	s, up, phase := c.live.session, c.live.up, c.state.Phase
 	c.mu.Unlock()
 	switch {
 	case s == nil || phase != v1alpha1.PhaseReady:
@@ -153,15 +155,4 @@ func (c *Conn) Takes(rev Revision) error {
 		return ErrNotRaw
 	}
 	return nil
-}
-
-// upstreamOf is the upstream of session s (nil on legacy SSE, which has none), and whether s
-// is still the connection's session.
-func (c *Conn) upstreamOf(s *mcp.ClientSession) (upstream, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.session != s {
-		return nil, false
-	}
-	return c.up, true
 }

@@ -263,10 +263,10 @@ func TestServerRequestToSilentSessionIsBounded(t *testing.T) {
 func TestListChangedStormCoalesced(t *testing.T) {
 	c := start(t, Options{Server: stdioServer("s", "--protocol", "2025-11-25", "--flap", "20ms")})
 	before := waitPhase(t, c, v1alpha1.PhaseReady).Generation
-	relists := c.relists.Load()
+	relists := c.counts.relists.Load()
 	const window = 2 * time.Second
 	time.Sleep(window)
-	changes, relists := c.Snapshot().Generation-before, c.relists.Load()-relists
+	changes, relists := c.Snapshot().Generation-before, c.counts.relists.Load()-relists
 	// At most one re-list per interval in the window, and one more for a list_changed that
 	// came at its start; the server sent about a hundred meanwhile.
 	limit := uint64(window/minRelistInterval) + 2

@@ -7,6 +7,8 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+
+	"github.com/go-logr/logr"
 )
 
 // boundedBodies holds every answer of an HTTP or SSE server to MaxMessageBytes per message,
@@ -26,8 +28,8 @@ import (
 type boundedBodies struct {
 	base  http.RoundTripper
 	limit int64
-	items int   // MaxListItems: a list result holding more is refused before the SDK decodes it
-	c     *Conn // for the log
+	items int // MaxListItems: a list result holding more is refused before the SDK decodes it
+	log   logr.Logger
 }
 
 func (t *boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -320,7 +322,7 @@ func (b *eventBody) ended() {
 	case ok:
 		b.emit(errorResponse(id, b.skip))
 	default:
-		b.t.c.dropped(&b.top, b.skip)
+		dropped(b.t.log, &b.top, b.skip)
 	}
 	b.skip, b.top, b.head, b.kind = "", jsonTop{}, b.head[:0], 0
 }

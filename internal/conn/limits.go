@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
@@ -335,7 +336,7 @@ func listMessage(what string, max int) string {
 // dropped logs a message from the server over a bound (why says which) that answered no
 // request of ours (a notification, a request of the server's, or something unreadable): it is
 // dropped whole, and its content is not logged.
-func (c *Conn) dropped(top *jsonTop, why string) {
+func dropped(log logr.Logger, top *jsonTop, why string) {
 	kind := "a message that is not JSON-RPC"
 	switch _, hasID := top.ID(); {
 	case top.method && hasID:
@@ -343,7 +344,7 @@ func (c *Conn) dropped(top *jsonTop, why string) {
 	case top.method:
 		kind = "a notification"
 	}
-	c.opts.Log.Info("Dropped a message from the server", "kind", kind, "reason", why)
+	log.Info("Dropped a message from the server", "kind", kind, "reason", why)
 }
 
 // sdkBound is the bound the SDK's own readers get: a message the connection's bound allows,

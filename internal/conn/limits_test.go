@@ -18,6 +18,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -618,7 +619,7 @@ func TestEventBodyBounded(t *testing.T) {
 		for _, small := range []bool{false, true} {
 			var logs logSink
 			b := &eventBody{src: io.NopCloser(iotest.OneByteReader(strings.NewReader(stream))), req: req,
-				t: &boundedBodies{limit: limit, items: 3, c: &Conn{opts: Options{Log: logs.logger()}}}}
+				t: &boundedBodies{limit: limit, items: 3, log: logs.logger()}}
 			var r io.Reader = b
 			if small {
 				r = bufio.NewReaderSize(b, 16)
@@ -658,7 +659,7 @@ func TestEventBodyBounded(t *testing.T) {
 func TestEventBodyReadsIntoCallersBuffer(t *testing.T) {
 	src := &recordingReader{r: strings.NewReader("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")}
 	get, _ := http.NewRequest(http.MethodGet, "http://server/mcp", nil)
-	b := &eventBody{src: io.NopCloser(src), req: get, t: &boundedBodies{limit: 1 << 20, items: 10, c: &Conn{}}}
+	b := &eventBody{src: io.NopCloser(src), req: get, t: &boundedBodies{limit: 1 << 20, items: 10, log: logr.Discard()}}
 	buf := make([]byte, 4096)
 	if _, err := b.Read(buf); err != nil {
 		t.Fatal(err)

@@ -23,7 +23,8 @@ import (
 // the caller's goroutine.
 type httpUpstream struct {
 	upstreamBase
-	c         *Conn
+	resp      *responder // what the server sends on a request's stream besides the response
+	bound     int64      // MaxMessageBytes
 	http      *http.Client
 	url       string
 	version   string        // the agreed protocol version, once Ready
@@ -330,12 +331,12 @@ func (u *httpUpstream) event(ctx context.Context, data []byte, id string) (json.
 		return nil, false, nil // a response to nothing this stream asked: dropped
 	}
 	if len(r.ID) == 0 {
-		u.c.notification(ctx, r.Method, r.Params)
+		u.resp.notification(ctx, r.Method, r.Params)
 		return nil, false, nil
 	}
 	// The server asks something of the session while the call runs; the server waits for the
 	// answer before going on with the call.
-	result, rpcErr := u.c.serverRequest(ctx, r.Method, r.Params)
+	result, rpcErr := u.resp.serverRequest(ctx, r.Method, r.Params)
 	u.send(ctx, jsonrpcwire.ResponseTo(r.ID, result, rpcErr), "")
 	return nil, false, nil
 }
@@ -344,7 +345,7 @@ func (u *httpUpstream) event(ctx context.Context, data []byte, id string) (json.
 const drainBytes = 64 << 10
 
 // limit is the bound on one message from the server.
-func (u *httpUpstream) limit() int64 { return u.c.opts.MaxMessageBytes }
+func (u *httpUpstream) limit() int64 { return u.bound }
 
 func orNone(ct string) string {
 	if ct == "" {

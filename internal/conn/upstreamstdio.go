@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -32,7 +33,10 @@ import (
 // dropped. The connection goes on.
 type stdioUpstream struct {
 	upstreamBase
-	c     *Conn
+	resp  *responder // answers the server's sampling and elicitation requests (answerAsked)
+	bound int64      // MaxMessageBytes
+	items int        // MaxListItems
+	log   logr.Logger
 	stdin *lockedWriter
 
 	mu      sync.Mutex
@@ -64,7 +68,7 @@ func (u *stdioUpstream) probedByRelist() bool { return false }
 func (u *stdioUpstream) toolHeaders() bool { return false }
 
 // limit is the bound on one message from the server.
-func (u *stdioUpstream) limit() int64 { return u.c.opts.MaxMessageBytes }
+func (u *stdioUpstream) limit() int64 { return u.bound }
 
 // lockedWriter is the server's stdin, shared by the SDK client and forwarded requests: each
 // Write is one whole message, and no two interleave.
@@ -206,7 +210,7 @@ func (u *stdioUpstream) relay(out io.ReadCloser, sdk *io.PipeWriter) {
 // (oversized). It returns the error that ended reading, if any, and the error of writing to
 // the SDK.
 func (u *stdioUpstream) relayLong(r *bufio.Reader, first []byte, sdk io.Writer) (readErr, writeErr error) {
-	limit, items := u.limit(), u.c.opts.MaxListItems
+	limit, items := u.limit(), u.items
 	var top jsonTop
 	top.feed(first)
 	line := append(make([]byte, 0, 2*len(first)), first...)
@@ -243,7 +247,7 @@ func (u *stdioUpstream) relayLong(r *bufio.Reader, first []byte, sdk io.Writer) 
 // checked is a line for the SDK, or an error in its place when it is a list result holding
 // more items than the bound (the SDK would decode them all first).
 func (u *stdioUpstream) checked(line []byte) []byte {
-	if answer := overList(line, u.c.opts.MaxListItems); answer != nil {
+	if answer := overList(line, u.items); answer != nil {
 		return append(answer, '\n')
 	}
 	return line
@@ -263,7 +267,7 @@ func (u *stdioUpstream) oversized(top *jsonTop, why string, sdk io.Writer) error
 		_, err := sdk.Write(append(errorResponse(id, why), '\n'))
 		return err
 	}
-	u.c.dropped(top, why)
+	dropped(u.log, top, why)
 	return nil
 }
 
@@ -288,7 +292,7 @@ func (u *stdioUpstream) answerAsked(line []byte) bool {
 		return false
 	}
 	go func() {
-		result, rpcErr := u.c.serverRequest(u.c.ctx, r.Method, r.Params)
+		result, rpcErr := u.resp.serverRequest(u.resp.ctx, r.Method, r.Params)
 		_, _ = u.stdin.write(append(jsonrpcwire.ResponseTo(r.ID, result, rpcErr), '\n'))
 	}()
 	return true

@@ -182,9 +182,9 @@ func tooDeep(data []byte) bool {
 	return false
 }
 
-// rawLists is one raw listing of a server: the items kept, in the order listed, and a digest
+// listedItems is one raw listing of a server: the items kept, in the order listed, and a digest
 // of every page's bytes.
-type rawLists struct {
+type listedItems struct {
 	items  [kinds][]*listedItem
 	hints  [kinds]CacheHints // each list's: the most cautious of its pages'
 	tools  *toolSieve        // what the tools list left out
@@ -192,12 +192,12 @@ type rawLists struct {
 	digest [sha256.Size]byte
 }
 
-// fetchLists walks every page of each list the server declares, raw, the four at once (as
+// fetch walks every page of each list the server declares, forwarded, the four at once (as
 // list does). The first to fail ends the others, and its error is the one returned.
-func (c *Conn) fetchLists(ctx context.Context, session *mcp.ClientSession, up upstream) (*rawLists, error) {
+func (l *lister) fetch(ctx context.Context) (*listedItems, error) {
 	g, ctx := atOnce(ctx)
 	asked := []Kind{KindTool}
-	if caps := session.InitializeResult().Capabilities; caps != nil {
+	if caps := l.session.InitializeResult().Capabilities; caps != nil {
 		if caps.Prompts != nil {
 			asked = append(asked, KindPrompt)
 		}
@@ -205,11 +205,11 @@ func (c *Conn) fetchLists(ctx context.Context, session *mcp.ClientSession, up up
 			asked = append(asked, KindResource, KindTemplate)
 		}
 	}
-	l := &rawLists{newest: session.InitializeResult().ProtocolVersion >= "2026-07-28", tools: c.toolSieve()}
+	items := &listedItems{newest: l.session.InitializeResult().ProtocolVersion >= "2026-07-28", tools: l.sieve()}
 	var digests [kinds]hash.Hash
 	for _, kind := range asked {
 		digests[kind] = sha256.New()
-		g.run(listMethods[kind], func() error { return c.walkRaw(ctx, up, kind, l, digests[kind]) })
+		g.run(listMethods[kind], func() error { return l.walkForwarded(ctx, kind, items, digests[kind]) })
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
@@ -221,20 +221,21 @@ func (c *Conn) fetchLists(ctx context.Context, session *mcp.ClientSession, up up
 			h.Write(d.Sum(nil))
 		}
 	}
-	h.Sum(l.digest[:0])
-	return l, nil
+	h.Sum(items.digest[:0])
+	return items, nil
 }
 
-// walkRaw walks one list within the bounds (walk), keeping its items in l.items[kind] and
-// the pages' bytes in digest. Only l.items[kind] (and, for tools, the counts) are written.
-func (c *Conn) walkRaw(ctx context.Context, up upstream, kind Kind, l *rawLists, digest hash.Hash) error {
+// walkForwarded walks one list within the bounds (walk), keeping its items in
+// out.items[kind] and the pages' bytes in digest. Only out.items[kind] (and, for tools, the
+// counts) are written.
+func (l *lister) walkForwarded(ctx context.Context, kind Kind, out *listedItems, digest hash.Hash) error {
 	method := listMethods[kind]
 	page := func(ctx context.Context, cursor string) ([]*listedItem, string, error) {
 		var members []byte
 		if cursor != "" {
 			members = jsonrpcwire.AppendQuoted([]byte(`"cursor":`), cursor)
 		}
-		res, err := up.call(ctx, method, members, nil)
+		res, err := l.up.call(ctx, method, members, nil)
 		if err != nil {
 			return nil, "", err
 		}
@@ -247,8 +248,8 @@ func (c *Conn) walkRaw(ctx context.Context, up upstream, kind Kind, l *rawLists,
 		if err != nil {
 			return nil, "", fmt.Errorf("the server's answer is not a list of %s: %v", listWhats[kind], err)
 		}
-		l.hints[kind] = l.hints[kind].Merge(pg.hints())
-		items := make([]*listedItem, 0, len(raws))
+		out.hints[kind] = out.hints[kind].Merge(pg.hints())
+		got := make([]*listedItem, 0, len(raws))
 		for i, raw := range raws {
 			if string(raw) == "null" {
 				continue // as the SDK's client does with a null tool
@@ -261,30 +262,30 @@ func (c *Conn) walkRaw(ctx context.Context, up upstream, kind Kind, l *rawLists,
 			if err != nil {
 				return nil, "", fmt.Errorf("item %d of the server's %s cannot be read: %v", i, listWhats[kind], err)
 			}
-			items = append(items, it)
+			got = append(got, it)
 		}
-		return items, pg.NextCursor, nil
+		return got, pg.NextCursor, nil
 	}
 	keep := func(it *listedItem) int64 {
-		l.items[kind] = append(l.items[kind], it)
+		out.items[kind] = append(out.items[kind], it)
 		return int64(len(it.raw))
 	}
 	if kind == KindTool {
 		keep = func(it *listedItem) int64 {
 			size := int64(len(it.raw))
-			if !l.tools.offered(it.name) || l.tools.tooLarge(it.name, size, func() int64 { return int64(len(it.InputSchema) + len(it.OutputSchema)) }) {
+			if !out.tools.offered(it.name) || out.tools.tooLarge(it.name, size, func() int64 { return int64(len(it.InputSchema) + len(it.OutputSchema)) }) {
 				return 0
 			}
-			l.items[kind] = append(l.items[kind], it)
+			out.items[kind] = append(out.items[kind], it)
 			return size
 		}
 	}
-	return walk(ctx, &c.opts, method, listWhats[kind], page, keep)
+	return walk(ctx, l.opts, method, listWhats[kind], page, keep)
 }
 
 // catalog decodes the items kept into the SDK's types, each beside its RawItem, and interns
 // the catalog.
-func (l *rawLists) catalog() (*catalog, error) {
+func (l *listedItems) catalog() (*catalog, error) {
 	cat := catalog{hints: l.hints}
 	l.tools.note(&cat)
 	var err error
@@ -308,7 +309,7 @@ func (l *rawLists) catalog() (*catalog, error) {
 
 // decodeItems decodes the items of a kind, and notes each one's RawItem under its key; a key
 // listed twice has none (which item would it be?).
-func decodeItems[T any](l *rawLists, kind Kind, cat *catalog) ([]*T, error) {
+func decodeItems[T any](l *listedItems, kind Kind, cat *catalog) ([]*T, error) {
 	items := l.items[kind]
 	if len(items) == 0 {
 		return nil, nil
@@ -344,7 +345,7 @@ func decodeItems[T any](l *rawLists, kind Kind, cat *catalog) ([]*T, error) {
 // SDK's client left them out of tools/list, whatever the revision, and the gateway's SDK
 // server will not take them), with a note. The SDK's own check decides: a tool is added to a
 // scratch server, which refuses such a tool by panicking.
-func (l *rawLists) dropInvalidHeaders(cat *catalog) {
+func (l *listedItems) dropInvalidHeaders(cat *catalog) {
 	var scratch *mcp.Server
 	kept := cat.tools[:0]
 	for i, t := range cat.tools { // in the order listed, as l.items
@@ -463,8 +464,8 @@ func objectMembers(raw json.RawMessage, drop bool) ([]byte, error) {
 // primeToolCache lists the tools through the SDK too on a 2026-07-28 streamable HTTP session
 // whose tools ask for Mcp-Param headers: the SDK's client sets those headers on a call only
 // for tools it has listed itself.
-func (c *Conn) primeToolCache(ctx context.Context, session *mcp.ClientSession, up upstream, cat *catalog) error {
-	if !up.toolHeaders() {
+func (l *lister) primeToolCache(ctx context.Context, cat *catalog) error {
+	if !l.up.toolHeaders() {
 		return nil
 	}
 	if !slices.ContainsFunc(cat.tools, func(t *mcp.Tool) bool {
@@ -474,8 +475,8 @@ func (c *Conn) primeToolCache(ctx context.Context, session *mcp.ClientSession, u
 		return nil
 	}
 	cursor := ""
-	for range c.opts.MaxListPages {
-		res, err := session.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+	for range l.opts.MaxListPages {
+		res, err := l.session.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
 			return fmt.Errorf("tools/list failed: %w", err)
 		}
@@ -483,26 +484,26 @@ func (c *Conn) primeToolCache(ctx context.Context, session *mcp.ClientSession, u
 			return nil
 		}
 	}
-	return tooManyPages("tools/list", c.opts.MaxListPages)
+	return tooManyPages("tools/list", l.opts.MaxListPages)
 }
 
-// listedRaw lists raw and returns the catalog, or nil when the pages' bytes are those the
-// digest unless was taken of (nothing changed).
-func (c *Conn) listedRaw(ctx context.Context, session *mcp.ClientSession, up upstream, unless [sha256.Size]byte) (*catalog, [sha256.Size]byte, error) {
-	l, err := c.fetchLists(ctx, session, up)
+// forwarded lists with forwarded requests and returns the catalog, or nil when the pages'
+// bytes are those the digest unless was taken of (nothing changed).
+func (l *lister) forwarded(ctx context.Context, unless [sha256.Size]byte) (*catalog, [sha256.Size]byte, error) {
+	items, err := l.fetch(ctx)
 	if err != nil {
 		return nil, unless, err
 	}
-	if l.digest == unless {
+	if items.digest == unless {
 		return nil, unless, nil
 	}
-	c.lists.Add(1)
-	cat, err := l.catalog()
+	l.counts.lists.Add(1)
+	cat, err := items.catalog()
 	if err == nil {
-		err = c.primeToolCache(ctx, session, up, cat)
+		err = l.primeToolCache(ctx, cat)
 	}
 	if err != nil {
 		return nil, unless, err
 	}
-	return cat, l.digest, nil
+	return cat, items.digest, nil
 }
