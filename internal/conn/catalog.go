@@ -27,10 +27,10 @@ type catalog struct {
 	prompts   []*mcp.Prompt
 	resources []*mcp.Resource
 	templates []*mcp.ResourceTemplate
-	// raw are the items as the server sent them, by kind and key (rawlist.go); none when
+	// raw are the items as the server sent them, by kind and key (listitems.go); none when
 	// listed through the SDK.
 	raw    [kinds]map[string]*RawItem
-	hints  [kinds]CacheHints // each list's caching hints (2026-07-28; rawlist.go)
+	hints  [kinds]CacheHints // each list's caching hints (2026-07-28; listitems.go)
 	digest [sha256.Size]byte // of all of the above
 }
 

@@ -246,13 +246,13 @@ func (c sseConnection) Write(ctx context.Context, msg jsonrpc.Message) error {
 // transports are the HTTP transports of remote connections, shared by every connection whose
 // transport would be the same: the transport holds no state of a server's own (its headers,
 // bounds and redirect rule are in the layers above it, per connection), and what it does
-// depends only on the egress route its dialer checks addresses against. A connection used to
-// have a transport of its own, so each kept its own idle keep-alive connection to its server
-// between probes (two goroutines, 8 KB of buffers and a descriptor each, at every one of
-// thousands of connections to a few hosts); shared, the idle connections to a host are pooled
-// (at most maxIdlePerHost) and an HTTP/2 server is reached over one TCP connection. A
-// transport lives while a connection uses it: the last one to give it back closes its idle
-// connections, so nothing of it outlives the connections (as before, one Conn's teardown).
+// depends only on the egress route its dialer checks addresses against. With a transport of
+// its own, each connection would keep its own idle keep-alive connection to its server between
+// probes (two goroutines, 8 KB of buffers and a descriptor each, at every one of thousands of
+// connections to a few hosts); shared, the idle connections to a host are pooled (at most
+// maxIdlePerHost) and an HTTP/2 server is reached over one TCP connection. A transport lives
+// while a connection uses it: the last one to give it back closes its idle connections, so
+// nothing of it outlives the connections that used it.
 var transports = struct {
 	sync.Mutex
 	m map[transportKey]*pooledTransport

@@ -182,7 +182,7 @@ func (h *hostile) start(t *testing.T) v1alpha1.MCPServer {
 const hostileEnv = "PROJECTMCP_CONN_TEST_HOSTILE"
 
 // hostileStdio serves stdio, with the ids of its answers last. Mode "stray": before every
-// answer it also answers requests nobody sent (ids the controller's raw requests and the
+// answer it also answers requests nobody sent (ids the controller's forwarded requests and the
 // SDK's use, and others), and asks for sampling with no call in flight; once that request
 // has been answered with an error, it lists a third tool, "refused".
 func hostileStdio(mode string) {
@@ -285,7 +285,7 @@ func mustGoOn(t *testing.T, c *Conn, before Snapshot) {
 
 // A tool result of several GB, streamed by a server, fails that call alone with an error
 // naming --max-message-bytes, and the controller reads only about the bound of it: over HTTP
-// as a JSON body (chunked) or an event stream, through the SDK (Call) and raw (Forward), and
+// as a JSON body (chunked) or an event stream, through the SDK (Call) and forwarded (Forward), and
 // over stdio as one line with its id at the end.
 func TestHugeResultBounded(t *testing.T) {
 	const limit = 4 << 20
@@ -301,14 +301,14 @@ func TestHugeResultBounded(t *testing.T) {
 			before := waitPhase(t, c, v1alpha1.PhaseReady)
 			paths := map[string]func() error{
 				"typed": func() error { _, err := typedCall(c, "huge"); return err },
-				"raw": func() error {
+				"forwarded": func() error {
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					defer cancel()
 					_, err := c.Forward(ctx, "tools/call", []byte(`"name":"huge","arguments":{}`), nil, Legacy)
 					return err
 				},
 			}
-			for _, path := range []string{"typed", "raw"} {
+			for _, path := range []string{"typed", "forwarded"} {
 				var err error
 				h.wrote.Store(0)
 				alloc := allocated(func() { err = paths[path]() })
@@ -694,7 +694,7 @@ func TestSizeText(t *testing.T) {
 }
 
 // A server that answers requests nobody sent and asks for sampling while no session calls:
-// the answers are dropped without reaching any request (through the SDK or raw), its request
+// the answers are dropped without reaching any request (through the SDK or forwarded), its request
 // gets an error, and the connection goes on.
 func TestStrayMessagesFromServer(t *testing.T) {
 	c := start(t, Options{Server: hostileStdioServer("stray")})
@@ -708,18 +708,18 @@ func TestStrayMessagesFromServer(t *testing.T) {
 		}
 		res, err := c.Forward(ctx, "tools/call", []byte(`"name":"small","arguments":{}`), nil, AnyRevision)
 		if err != nil || !strings.Contains(string(res), `"ok"`) {
-			t.Fatalf("a raw call beside stray answers: %s %v", res, err)
+			t.Fatalf("a forwarded call beside stray answers: %s %v", res, err)
 		}
 	}
 	mustGoOn(t, c, before)
 }
 
-// What the SDK's client refused in a list is refused on the raw path too: a tool whose
+// What the SDK's client refused in a list is refused on the forwarded path too: a tool whose
 // x-mcp-header annotations are invalid is left out with a note (the other tools are offered),
 // and an answer nested deeper than the SDK's decoder takes fails the listing. Members the
 // SDK's types do not read (a tool's own "uri", a "resources" member in a tools/list answer)
 // fail nothing, and keys match exactly ("NAME" is not the name).
-func TestRawListsDecodeAsTheSDK(t *testing.T) {
+func TestForwardedListsDecodeAsTheSDK(t *testing.T) {
 	h := &hostile{tools: func(w io.Writer, _ string) {
 		io.WriteString(w, `{"resources":{"odd":true},"tools":[`+
 			`{"name":"small","NAME":"big","uri":7,"inputSchema":{"type":"object"}},`+
@@ -734,7 +734,7 @@ func TestRawListsDecodeAsTheSDK(t *testing.T) {
 		t.Fatalf("the note: %q", s.Notes)
 	}
 	if raw := s.RawItem(KindTool, "small"); raw == nil || !strings.Contains(string(raw.Members), `"NAME":"big"`) {
-		t.Fatalf("the raw item keeps every member but name: %+v", raw)
+		t.Fatalf("the item as sent keeps every member but name: %+v", raw)
 	}
 
 	deep := &hostile{tools: func(w io.Writer, _ string) {

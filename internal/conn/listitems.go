@@ -17,8 +17,9 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
-// Lists are read raw on every session that takes raw requests (stdio, streamable HTTP: see
-// wire.go), and decoded into the SDK's types here, once, only when their bytes changed.
+// Lists are read with forwarded requests on every session whose upstream takes them (stdio,
+// streamable HTTP: see upstream.go), kept as the server sent them, and decoded into the SDK's
+// types here, once, only when their bytes changed.
 //
 // Why: the SDK's types model only the fields its version knows. Decoded through them, an item
 // a server lists loses every other field (server-everything's tools lose `execution`, a newer
@@ -69,8 +70,8 @@ func (s Snapshot) RawItem(kind Kind, key string) *RawItem {
 }
 
 // listedItem is what the walk reads of each item: its key and a tool's schemas (for the
-// schema bound), all still raw. Every member is read raw, so a member of another kind's
-// (a tool's own "uri", say) never fails the item, as the SDK's types ignore it.
+// schema bound), all as received. Every member is read as received, so a member of another
+// kind's (a tool's own "uri", say) never fails the item, as the SDK's types ignore it.
 type listedItem struct {
 	Name         json.RawMessage `json:"name"`
 	URI          json.RawMessage `json:"uri"`
@@ -91,7 +92,7 @@ func (it *listedItem) keyOf(kind Kind) error {
 	return parseExact(member, &it.name)
 }
 
-// listedPage is one page of any of the four lists, its lists still raw (only the kind listed
+// listedPage is one page of any of the four lists, its lists as received (only the kind listed
 // is read further).
 type listedPage struct {
 	Tools             json.RawMessage `json:"tools"`
@@ -182,8 +183,8 @@ func tooDeep(data []byte) bool {
 	return false
 }
 
-// listedItems is one raw listing of a server: the items kept, in the order listed, and a digest
-// of every page's bytes.
+// listedItems is one forwarded listing of a server: the items kept, in the order listed, and a
+// digest of every page's bytes.
 type listedItems struct {
 	items  [kinds][]*listedItem
 	hints  [kinds]CacheHints // each list's: the most cautious of its pages'
