@@ -408,10 +408,11 @@ func (c *Conn) Destroy() {
 // Done is closed when the supervisor has ended (after Destroy).
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
-// Call forwards a tool call to the server. While the connection is not Ready it fails at once
-// with ErrUnavailable. A session the server forgot (HTTP 404) is re-initialized and the call
-// retried once: the server never saw the first attempt. onProgress, when not nil, receives the
-// server's progress notifications for this call (the call gets a progress token of its own).
+// Call sends a tool call to the server on the typed path. While the connection is not Ready it
+// fails at once with ErrUnavailable. A session the server forgot (HTTP 404) is re-initialized
+// and the call retried once: the server never saw the first attempt. onProgress, when not nil,
+// receives the server's progress notifications for this call (the call gets a progress token
+// of its own).
 func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
 	if onProgress != nil {
 		token, done := c.progress.watch(onProgress)
@@ -425,7 +426,7 @@ func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress 
 	})
 }
 
-// GetPrompt forwards prompts/get, with Call's rules.
+// GetPrompt sends prompts/get on the typed path, with Call's rules.
 func (c *Conn) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
 	c.subs.withLevel(params)
 	tracing.ToMeta(ctx, params)
@@ -434,7 +435,7 @@ func (c *Conn) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp
 	})
 }
 
-// ReadResource forwards resources/read, with Call's rules.
+// ReadResource sends resources/read on the typed path, with Call's rules.
 func (c *Conn) ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
 	c.subs.withLevel(params)
 	tracing.ToMeta(ctx, params)
@@ -443,7 +444,7 @@ func (c *Conn) ReadResource(ctx context.Context, params *mcp.ReadResourceParams)
 	})
 }
 
-// Complete forwards completion/complete, with Call's rules.
+// Complete sends completion/complete on the typed path, with Call's rules.
 func (c *Conn) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
 	c.subs.withLevel(params)
 	tracing.ToMeta(ctx, params)
