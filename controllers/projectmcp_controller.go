@@ -38,27 +38,13 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
-// ConnDefaults are the connection settings the controller's flags set.
+// ConnDefaults are the connection settings the controller's flags set: conn's own, passed to
+// every connection whole, and the project root's confinement, which the controller applies.
 type ConnDefaults struct {
-	// AllowCommands restricts stdio commands (globs); nil allows every command.
-	AllowCommands []string
-	// Isolation is what stdio server processes get from the controller.
-	Isolation      conn.Isolation
-	ConnectTimeout time.Duration
-	HealthInterval time.Duration
-	RelistInterval time.Duration
-	// The bounds on what a server may send (conn.Options; zero: conn's defaults).
-	MaxMessageBytes int64
-	MaxListItems    int
-	MaxListPages    int
-	MaxListBytes    int64
-	MaxSchemaBytes  int64
+	conn.Settings
 	// ProjectRootBase confines the project's root a 2025-11-25 server is given (spec.project)
 	// to this directory; a project outside it gives its servers no roots. "" allows any.
 	ProjectRootBase string
-	// The sessions' shares of a connection (conn.Options; zero: conn's defaults).
-	MaxCallsPerSession int
-	MaxCalls           int
 }
 
 // Reconciler makes the registry's connections match each ProjectMCP's spec. It is the only
@@ -292,23 +278,10 @@ func (r *Reconciler) connOptions(obj *v1alpha1.ProjectMCP, srv v1alpha1.MCPServe
 		policy.MaxBackoff = durationOr(rc.MaxBackoff, policy.MaxBackoff)
 	}
 	opts := conn.Options{
-		Roots:          projectRoots(obj.Spec.Project, r.Conn.ProjectRootBase),
-		Server:         srv,
-		Policy:         policy,
-		AllowCommands:  r.Conn.AllowCommands,
-		Isolation:      r.Conn.Isolation,
-		ConnectTimeout: r.Conn.ConnectTimeout,
-		HealthInterval: r.Conn.HealthInterval,
-		RelistInterval: r.Conn.RelistInterval,
-
-		MaxMessageBytes: r.Conn.MaxMessageBytes,
-		MaxListItems:    r.Conn.MaxListItems,
-		MaxListPages:    r.Conn.MaxListPages,
-		MaxListBytes:    r.Conn.MaxListBytes,
-		MaxSchemaBytes:  r.Conn.MaxSchemaBytes,
-
-		MaxCallsPerSession: r.Conn.MaxCallsPerSession,
-		MaxCalls:           r.Conn.MaxCalls,
+		Roots:    projectRoots(obj.Spec.Project, r.Conn.ProjectRootBase),
+		Server:   srv,
+		Policy:   policy,
+		Settings: r.Conn.Settings,
 	}
 	opts.Variables = r.variablesFunc(obj, srv)
 	return opts

@@ -56,9 +56,6 @@ type controllerFlags struct {
 	leaseDuration  time.Duration
 	renewDeadline  time.Duration
 	retryPeriod    time.Duration
-	connectTimeout time.Duration
-	healthInterval time.Duration
-	relistInterval time.Duration
 	gatewayAddr    string
 	gatewayURL     string
 	gatewayAuth    string
@@ -72,15 +69,8 @@ type controllerFlags struct {
 	statelessIdle  time.Duration
 	maxBodyBytes   int64
 	callTimeout    time.Duration
-	maxMessage     int64
-	maxListItems   int
-	maxListPages   int
-	maxListBytes   int64
-	maxSchemaBytes int64
 	maxSessions    int
 	maxPerUser     int
-	maxCallsEach   int
-	maxCalls       int
 	maxSubsEach    int
 	maxToolName    int
 	auditLog       string
@@ -96,6 +86,9 @@ type controllerFlags struct {
 	denyURLs       []string
 	allowLoopback  bool // not a flag: dev's servers run on the same machine
 	zap            zap.Options
+	// conn are the connections' settings the flags set; AllowCommands and Isolation are made
+	// from the flags above (connDefaults).
+	conn conn.Settings
 }
 
 // defaultControllerFlags are the defaults of `projectmcp controller`.
@@ -108,9 +101,6 @@ func defaultControllerFlags() controllerFlags {
 		leaseDuration:  15 * time.Second,
 		renewDeadline:  10 * time.Second,
 		retryPeriod:    2 * time.Second,
-		connectTimeout: 30 * time.Second,
-		healthInterval: 15 * time.Second,
-		relistInterval: time.Minute,
 		gatewayAddr:    "127.0.0.1:8484",
 		gatewayAuth:    "local",
 		reviewTTL:      30 * time.Second,
@@ -120,17 +110,11 @@ func defaultControllerFlags() controllerFlags {
 		statelessIdle:  10 * time.Minute,
 		maxBodyBytes:   4 << 20,
 		callTimeout:    30 * time.Minute,
-		maxMessage:     conn.DefaultMaxMessageBytes,
-		maxListItems:   conn.DefaultMaxListItems,
-		maxListPages:   conn.DefaultMaxListPages,
-		maxListBytes:   conn.DefaultMaxListBytes,
-		maxSchemaBytes: conn.DefaultMaxSchemaBytes,
 		maxSessions:    1000,
 		maxPerUser:     gateway.DefaultMaxSessionsPerPrincipal,
-		maxCallsEach:   conn.DefaultMaxCallsPerSession,
-		maxCalls:       conn.DefaultMaxCalls,
 		maxSubsEach:    gateway.DefaultMaxSubscriptionsPerSession,
 		maxToolName:    toolname.DefaultBudget,
+		conn:           conn.DefaultSettings(),
 		// Outside a cluster the controller runs as the user, with the user's commands.
 		allowAny: !runningInCluster(),
 	}
@@ -149,9 +133,9 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", f.leaseDuration, "how long followers wait after the leader's last renewal before taking the Lease: the longest failover after a leader dies without releasing it")
 	all.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", f.renewDeadline, "how long the leader keeps trying to renew before it gives up leading and exits (less than the lease duration)")
 	all.DurationVar(&f.retryPeriod, "leader-elect-retry-period", f.retryPeriod, "how often the leader renews and followers try to acquire")
-	all.DurationVar(&f.connectTimeout, "connect-timeout", f.connectTimeout, "bound on one connect attempt (initialize and first tools/list)")
-	all.DurationVar(&f.healthInterval, "health-interval", f.healthInterval, "how often an idle connection is probed")
-	all.DurationVar(&f.relistInterval, "relist-interval", f.relistInterval, "backstop tools/list interval")
+	all.DurationVar(&f.conn.ConnectTimeout, "connect-timeout", f.conn.ConnectTimeout, "bound on one connect attempt (initialize and first tools/list)")
+	all.DurationVar(&f.conn.HealthInterval, "health-interval", f.conn.HealthInterval, "how often an idle connection is probed")
+	all.DurationVar(&f.conn.RelistInterval, "relist-interval", f.conn.RelistInterval, "backstop tools/list interval")
 	all.StringVar(&f.gatewayAddr, "gateway-bind-address", f.gatewayAddr, `address of the per-project MCP endpoints ("0" disables the gateway)`)
 	all.StringVar(&f.gatewayURL, "gateway-url", f.gatewayURL, "URL clients reach the gateway at, written to status.endpoint (default: http://<bind address>, https:// when the gateway serves TLS)")
 	all.StringVar(&f.gatewayTLSCert, "gateway-tls-cert", f.gatewayTLSCert, "PEM certificate (chain) file the gateway serves HTTPS with, reread when it changes (with --gateway-tls-key)")
@@ -166,19 +150,19 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.Int64Var(&f.maxBodyBytes, "max-request-bytes", f.maxBodyBytes, "largest request body the gateway accepts")
 	all.DurationVar(&f.callTimeout, "call-timeout", f.callTimeout, `bound on one forwarded request (a tool call, a prompt, a read); "0" means none`)
 	all.IntVar(&f.maxSessions, "max-sessions-per-project", f.maxSessions, "most sessions one project may have at once; a session past it is refused at initialize (0: no bound)")
-	all.IntVar(&f.maxCallsEach, "max-calls-per-session", f.maxCallsEach, "most requests one session may have in flight on one server's connection; past it its requests wait their turn, so one busy session cannot crowd out the others (0: the default)")
-	all.IntVar(&f.maxCalls, "max-calls-per-server", f.maxCalls, "most sessions' requests in flight on one server's connection; past it requests wait, and freed slots go round the waiting sessions in turn (0: the default)")
+	all.IntVar(&f.conn.MaxCallsPerSession, "max-calls-per-session", f.conn.MaxCallsPerSession, "most requests one session may have in flight on one server's connection; past it its requests wait their turn, so one busy session cannot crowd out the others (0: the default)")
+	all.IntVar(&f.conn.MaxCalls, "max-calls-per-server", f.conn.MaxCalls, "most sessions' requests in flight on one server's connection; past it requests wait, and freed slots go round the waiting sessions in turn (0: the default)")
 	all.StringVar(&f.rootBase, "project-root-base", f.rootBase, "directory a project's spec.project must lie in to be given to its servers as their root (roots/list); a project outside it gives them no roots (empty: any absolute path)")
 	all.IntVar(&f.maxSubsEach, "max-subscriptions-per-session", f.maxSubsEach, "most resources one session may subscribe to; a subscribe past it is refused with an error naming the limit (0: the default)")
 	all.StringVar(&f.auditLog, "audit-log", "", `write an audit record (a JSON line: time, principal, project, server, method, tool/prompt/URI, outcome, duration, session hash, policy and decision) for every use of a tool, prompt or resource to this file, or "-" for standard output; "" writes none`)
 	all.BoolVar(&f.auditArgs, "audit-arguments", false, "with --audit-log, record the arguments of tool calls and prompts too (they may hold what agents were told not to share)")
 	all.IntVar(&f.maxToolName, "max-tool-name", f.maxToolName, fmt.Sprintf("longest tool or prompt name the project endpoint lists, %d to %d: a longer <server>__<tool> is cut and marked with a hash (the default leaves room for Claude Code's mcp__projectmcp__ in 64 characters)", toolname.MinBudget, toolname.MaxLength))
 	all.IntVar(&f.maxPerUser, "max-sessions-per-principal", f.maxPerUser, "most sessions one identity may have in one project at once, so one user cannot fill --max-sessions-per-project; a session past it is refused at its mount")
-	all.Int64Var(&f.maxMessage, "max-message-bytes", f.maxMessage, "largest message a server may send (an answer, a list page, a notification); an answer over it fails that request only and the connection goes on, anything else over it is dropped (0: the default)")
-	all.IntVar(&f.maxListItems, "max-list-items", f.maxListItems, "most tools, prompts, resources or resource templates one server may list (each list apart); a server listing more is refused (0: the default)")
-	all.IntVar(&f.maxListPages, "max-list-pages", f.maxListPages, "most pages one walk through a server's list may take; a server whose nextCursor goes on past it is refused (0: the default)")
-	all.Int64Var(&f.maxListBytes, "max-list-bytes", f.maxListBytes, "largest JSON size of one list a server offers, all its pages together (after the tools filter); a server listing more is refused (0: the default)")
-	all.Int64Var(&f.maxSchemaBytes, "max-schema-bytes", f.maxSchemaBytes, "largest JSON size of one tool's input and output schemas together; a tool over it is left out (the server's status message names it) and the server's other tools are offered (0: the default)")
+	all.Int64Var(&f.conn.MaxMessageBytes, "max-message-bytes", f.conn.MaxMessageBytes, "largest message a server may send (an answer, a list page, a notification); an answer over it fails that request only and the connection goes on, anything else over it is dropped (0: the default)")
+	all.IntVar(&f.conn.MaxListItems, "max-list-items", f.conn.MaxListItems, "most tools, prompts, resources or resource templates one server may list (each list apart); a server listing more is refused (0: the default)")
+	all.IntVar(&f.conn.MaxListPages, "max-list-pages", f.conn.MaxListPages, "most pages one walk through a server's list may take; a server whose nextCursor goes on past it is refused (0: the default)")
+	all.Int64Var(&f.conn.MaxListBytes, "max-list-bytes", f.conn.MaxListBytes, "largest JSON size of one list a server offers, all its pages together (after the tools filter); a server listing more is refused (0: the default)")
+	all.Int64Var(&f.conn.MaxSchemaBytes, "max-schema-bytes", f.conn.MaxSchemaBytes, "largest JSON size of one tool's input and output schemas together; a tool over it is left out (the server's status message names it) and the server's other tools are offered (0: the default)")
 	all.StringArrayVar(&f.allowCommands, "allow-command", f.allowCommands, "glob of a stdio command servers may run (repeatable); with none, stdio servers are refused in a cluster")
 	all.BoolVar(&f.allowAny, "allow-any-command", f.allowAny, "run any stdio command (the default outside a cluster, where the controller runs as the user)")
 	all.StringArrayVar(&f.serverEnv, "server-env", f.serverEnv, "name of a variable of the controller's environment that stdio servers also get (repeatable; they always get PATH, LANG, TMPDIR and a HOME of their own)")
@@ -407,23 +391,9 @@ func (f *controllerFlags) connDefaults() (controllers.ConnDefaults, error) {
 	if err == nil {
 		err = f.checkBounds()
 	}
-	return controllers.ConnDefaults{
-		AllowCommands:  f.commandAllowlist(),
-		Isolation:      isolation,
-		ConnectTimeout: f.connectTimeout,
-		HealthInterval: f.healthInterval,
-		RelistInterval: f.relistInterval,
-
-		MaxMessageBytes: f.maxMessage,
-		MaxListItems:    f.maxListItems,
-		MaxListPages:    f.maxListPages,
-		MaxListBytes:    f.maxListBytes,
-		MaxSchemaBytes:  f.maxSchemaBytes,
-
-		MaxCallsPerSession: f.maxCallsEach,
-		MaxCalls:           f.maxCalls,
-		ProjectRootBase:    f.rootBase,
-	}, err
+	settings := f.conn
+	settings.AllowCommands, settings.Isolation = f.commandAllowlist(), isolation
+	return controllers.ConnDefaults{Settings: settings, ProjectRootBase: f.rootBase}, err
 }
 
 // checkBounds refuses negative bounds (0 means the default).
@@ -431,9 +401,9 @@ func (f *controllerFlags) checkBounds() error {
 	for _, b := range []struct {
 		flag string
 		v    int64
-	}{{"--max-message-bytes", f.maxMessage}, {"--max-list-items", int64(f.maxListItems)}, {"--max-list-pages", int64(f.maxListPages)},
-		{"--max-list-bytes", f.maxListBytes}, {"--max-schema-bytes", f.maxSchemaBytes},
-		{"--max-calls-per-session", int64(f.maxCallsEach)}, {"--max-calls-per-server", int64(f.maxCalls)},
+	}{{"--max-message-bytes", f.conn.MaxMessageBytes}, {"--max-list-items", int64(f.conn.MaxListItems)}, {"--max-list-pages", int64(f.conn.MaxListPages)},
+		{"--max-list-bytes", f.conn.MaxListBytes}, {"--max-schema-bytes", f.conn.MaxSchemaBytes},
+		{"--max-calls-per-session", int64(f.conn.MaxCallsPerSession)}, {"--max-calls-per-server", int64(f.conn.MaxCalls)},
 		{"--max-subscriptions-per-session", int64(f.maxSubsEach)}} {
 		if b.v < 0 {
 			return fmt.Errorf("%s must not be negative (0: the default)", b.flag)

@@ -342,7 +342,7 @@ func TestBoundFlagsReachConnections(t *testing.T) {
 	if d.MaxMessageBytes != 1<<20 || d.MaxListItems != 7 || d.MaxListPages != 3 || d.MaxListBytes != 4096 || d.MaxSchemaBytes != 512 {
 		t.Fatalf("the bounds did not reach the connections: %+v", d)
 	}
-	f.maxListPages = -1
+	f.conn.MaxListPages = -1
 	if _, err := f.connDefaults(); err == nil || !strings.Contains(err.Error(), "--max-list-pages") {
 		t.Fatalf("a negative bound: %v", err)
 	}

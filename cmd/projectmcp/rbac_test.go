@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
@@ -65,7 +66,7 @@ func TestGeneratedRBACSuffices(t *testing.T) {
 	f := controllerFlags{
 		metricsAddr: "0", probeAddr: "0", leaderElect: true, leaderElectNS: "projectmcp-system",
 		gatewayAddr: "127.0.0.1:0", gatewayAuth: "kubernetes", allowCommands: []string{os.Args[0]},
-		connectTimeout: 10 * time.Second, healthInterval: 15 * time.Second, relistInterval: time.Minute,
+		conn:           conn.Settings{ConnectTimeout: 10 * time.Second, HealthInterval: 15 * time.Second, RelistInterval: time.Minute},
 		sessionTimeout: time.Minute, statelessIdle: time.Minute, maxBodyBytes: 1 << 20,
 	}
 	mgr, gw, err := newManager(cfg, &f)

@@ -3,41 +3,57 @@ package conn
 import (
 	"context"
 	"encoding/json"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"time"
 )
 
 // What a connection asks of its server by itself, unasked by any session: a health probe every
 // HealthInterval and a backstop re-list every RelistInterval. With thousands of connections
 // this is most of what the controller does while nobody calls (the scale benchmark: about
-// 40% of a core for 3,000 connections when every request went through the SDK, which decodes
+// 40% of a core for 3,000 connections when every request goes through the SDK, which decodes
 // each answer into Go types, each tool's schema into maps, and validates them). On a session
-// that takes raw requests (stdio, streamable HTTP: the wire), both go raw instead:
-// a probe reads nothing of the answer, and a re-list asks for the lists raw and only decodes
-// them when their bytes changed since the last listing (rawlist.go).
+// whose upstream takes forwarded requests (stdio, streamable HTTP), both are forwarded: a
+// probe reads nothing of the answer, and a re-list asks for the lists as the server sends
+// them and only decodes them when their bytes changed since the last listing (listitems.go).
 
-// rawCall sends one of the connection's own requests on the wire of session s. ok is false
-// when s takes no raw requests (legacy SSE) or is no longer the
-// connection's session.
-func (c *Conn) rawCall(ctx context.Context, s *mcp.ClientSession, method string, members []byte) (res json.RawMessage, ok bool, err error) {
-	w := c.wireOf(s)
-	if w == nil || !w.raw() {
+// probe checks that the server answers: ping on sessions that have it, tools/list on the
+// 2026-07-28 protocol, which has none; forwarded where the session allows it.
+func (l *lister) probe(ctx context.Context) error {
+	l.counts.probes.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, min(l.opts.ConnectTimeout, 10*time.Second))
+	defer cancel()
+	newest := l.session.InitializeResult().ProtocolVersion >= "2026-07-28"
+	method := "ping"
+	if newest {
+		method = "tools/list"
+	}
+	if _, forwarded, err := l.call(ctx, method, nil); forwarded {
+		return err
+	}
+	if newest {
+		_, err := l.session.ListTools(ctx, nil)
+		return err
+	}
+	return l.session.Ping(ctx, nil)
+}
+
+// call forwards one of the connection's own requests. forwarded is false when the session
+// takes no forwarded requests (legacy SSE).
+func (l *lister) call(ctx context.Context, method string, members []byte) (res json.RawMessage, forwarded bool, err error) {
+	if l.up == nil || !l.up.takes() {
 		return nil, false, nil
 	}
-	res, err = w.call(ctx, method, members, nil)
+	res, err = l.up.call(ctx, method, members, nil)
 	return res, true, err
 }
 
 // probedByRelist reports a session with no probe of its own: a 2026-07-28 HTTP connection has
 // no ping and no session to lose, so a probe would be a whole tools/list every HealthInterval
-// (through the SDK, before such sessions took raw requests, a fifth of the controller's CPU at
-// 1,000 projects with half their servers so, in the scale benchmark) for what the backstop
-// re-list, which fails the same way when the server is gone, already finds every
-// RelistInterval.
-func (c *Conn) probedByRelist(s *mcp.ClientSession) bool {
-	if s.InitializeResult().ProtocolVersion < "2026-07-28" {
+// (on the typed path a fifth of the controller's CPU at 1,000 projects with half their
+// servers so, in the scale benchmark) for what the backstop re-list, which fails the same way
+// when the server is gone, already finds every RelistInterval.
+func (l *lister) probedByRelist() bool {
+	if l.session.InitializeResult().ProtocolVersion < "2026-07-28" {
 		return false
 	}
-	w := c.wireOf(s)
-	return w == nil || w.stdin == nil
+	return l.up == nil || l.up.probedByRelist()
 }

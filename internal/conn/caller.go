@@ -9,8 +9,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
 
 // ServerRequestTimeout bounds a server's request to a session (sampling, elicitation, roots):
@@ -97,14 +95,22 @@ func capabilitiesFrom(ctx context.Context) func() json.RawMessage {
 	return caps
 }
 
-// requestLevel is the log level a request made with ctx asks the server for.
-func (c *Conn) requestLevel(ctx context.Context) mcp.LoggingLevel {
-	if sink, ok := ctx.Value(requestLogsKey{}).(*requestLogs); ok {
-		return sink.level
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.level
+// responder answers for the connection what a server sends the client of its own accord:
+// its requests (sampling and elicitation go to the session they belong to, roots/list gets the
+// project's roots, ping an answer) and its notifications (list changes, progress, log lines,
+// resource updates). It serves both paths: the SDK client's handlers (clientOptions) and the
+// streams of forwarded requests (notification, serverRequest). It holds no state of its own.
+type responder struct {
+	ctx      context.Context // the connection's: a request answered on stdio ends with it
+	flight   *flight         // who has requests in flight (attribute)
+	progress *progressRelay
+	signals  *signals
+	secrets  *scrubber
+	onNotice func(Notice)
+	roots    []*mcp.Root // Options.Roots
+	// streams: the transport ties a server's request to the call it is for (streamable HTTP:
+	// the call's own stream).
+	streams bool
 }
 
 // callerFor finds the session a 2025-11-25 server's request belongs to: the caller of the
@@ -113,67 +119,60 @@ func (c *Conn) requestLevel(ctx context.Context) mcp.LoggingLevel {
 // another way (the GET stream, whose messages the specification says are unrelated to the
 // client's requests) belongs to no session and is refused. stdio and legacy SSE carry nothing
 // that ties a request to a call: there it goes to the only session with a request in flight
-// on the connection (on the stream of its call when it has only one), and with none, or
-// several, the server gets a clear error.
-func (c *Conn) callerFor(ctx context.Context, method string) (Caller, error) {
+// on the connection (flight.attribute).
+func (r *responder) callerFor(ctx context.Context, method string) (Caller, error) {
 	if caller := callerFrom(ctx); caller != nil {
 		return caller, nil
 	}
-	if c.streamsAttribute() {
+	if r.streams {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: fmt.Sprintf("projectmcp: %s outside the stream of a request: send it on the stream of the request it is for, so the gateway can tell which agent session that is", method)}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch len(c.callers) {
-	case 0:
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-			Message: fmt.Sprintf("projectmcp: %s while no agent session has a request in flight on this connection", method)}
-	case 1:
-		for call := range c.calls { // one call in flight: its stream, when it has one
-			if len(c.calls) == 1 {
-				return call, nil
-			}
-		}
-		for caller := range c.callers {
-			return caller, nil
-		}
-	}
-	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-		Message: fmt.Sprintf("projectmcp: %s while %d agent sessions have requests in flight on this shared connection; it cannot tell which one it is for", method, len(c.callers))}
+	return r.flight.attribute(method)
 }
 
-// streamsAttribute reports whether the transport ties a server's request to the call it is
-// for (streamable HTTP: the call's own stream).
-func (c *Conn) streamsAttribute() bool {
-	h := c.opts.Server.HTTP
-	return h != nil && h.Transport != v1alpha1.TransportSSE
-}
-
-// serverRequests are the client handlers that route a server's requests to a session (on
-// 2025-11-25 servers, which send them as requests of their own).
-func (c *Conn) serverRequests(opts *mcp.ClientOptions) {
-	opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-		return ask(c, ctx, "sampling/createMessage", func(ctx context.Context, caller Caller) (*mcp.CreateMessageResult, error) {
-			return caller.CreateMessage(ctx, req.Params)
-		})
+// clientOptions are the SDK client's handlers: notifications are noted (a list change only
+// signals, the supervisor re-lists: handlers run one at a time per session) or passed on, and
+// the server's requests are routed to a session (on 2025-11-25 servers, which send them as
+// requests of their own).
+func (r *responder) clientOptions() *mcp.ClientOptions {
+	opts := &mcp.ClientOptions{
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { r.signals.announce(ToolList) },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { r.signals.announce(PromptList) },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { r.signals.announce(ResourceList) },
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			r.onNotice(Notice{ResourceUpdated: req.Params})
+		},
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			r.onNotice(Notice{Log: req.Params})
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			r.progress.relay(req.Params)
+		},
+		// Declared, so servers offer the features that use them.
+		CreateMessageHandler: func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return ask(r, ctx, "sampling/createMessage", func(ctx context.Context, caller Caller) (*mcp.CreateMessageResult, error) {
+				return caller.CreateMessage(ctx, req.Params)
+			})
+		},
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return ask(r, ctx, "elicitation/create", func(ctx context.Context, caller Caller) (*mcp.ElicitResult, error) {
+				return caller.Elicit(ctx, req.Params)
+			})
+		},
+		// 2026-07-28 servers ask inside a result (inputRequests): such a result goes back to
+		// the session as it is, with the server's requestState, and the session's next request
+		// carries the answers (the gateway passes both through, the state sealed to the
+		// session; the SDK asks a 2025-11-25 session itself). So the input requests reach the
+		// session that made the call by construction.
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	}
-	opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-		return ask(c, ctx, "elicitation/create", func(ctx context.Context, caller Caller) (*mcp.ElicitResult, error) {
-			return caller.Elicit(ctx, req.Params)
-		})
-	}
-	// 2026-07-28 servers ask inside a result instead (inputRequests): such a result goes back
-	// to the session as it is, with the server's requestState, and the session's next request
-	// carries the answers (the gateway passes both through, the state sealed to the session;
-	// the SDK asks a 2025-11-25 session itself). So the input requests reach the session that
-	// made the call by construction.
-	opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
+	return opts
 }
 
 // ask sends one server request to the session it belongs to, bounded by ServerRequestTimeout.
-func ask[T any](c *Conn, ctx context.Context, method string, do func(context.Context, Caller) (T, error)) (T, error) {
-	caller, err := c.callerFor(ctx, method)
+func ask[T any](r *responder, ctx context.Context, method string, do func(context.Context, Caller) (T, error)) (T, error) {
+	caller, err := r.callerFor(ctx, method)
 	if err != nil {
 		var zero T
 		return zero, err
@@ -183,44 +182,44 @@ func ask[T any](c *Conn, ctx context.Context, method string, do func(context.Con
 	return do(ctx, caller)
 }
 
-// roots answers a 2025-11-25 server's roots/list with the project's own root, never a
+// rootsList answers a 2025-11-25 server's roots/list with the project's own root, never a
 // session's: in that revision roots belong to the connection, and the connection serves every
 // session of the project, so whatever one session answered would set what the server reaches
 // for all of them (a filesystem server replaces its directories with the client's roots).
 // Sessions' own roots reach only 2026-07-28 servers, which ask inside a call's result.
-func (c *Conn) roots() *mcp.ListRootsResult {
-	roots := c.opts.Roots
+func (r *responder) rootsList() *mcp.ListRootsResult {
+	roots := r.roots
 	if roots == nil {
 		roots = []*mcp.Root{} // an empty list, not null: roots is an array
 	}
 	return &mcp.ListRootsResult{Roots: roots}
 }
 
-// rootsMiddleware answers a 2025-11-25 server's roots/list (see roots).
-func (c *Conn) rootsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+// rootsMiddleware answers a 2025-11-25 server's roots/list (see rootsList).
+func (r *responder) rootsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method != "roots/list" {
 			return next(ctx, method, req)
 		}
-		return c.roots(), nil
+		return r.rootsList(), nil
 	}
 }
 
-// notification handles a notification a server sent on the stream of a raw request, as the
-// SDK client's handlers (connectAndServe) handle the others; a log line there belongs to the
+// notification handles a notification a server sent on the stream of a forwarded request, as
+// the SDK client's handlers (clientOptions) handle the others; a log line there belongs to the
 // request's session (ctx carries its caller).
-func (c *Conn) notification(ctx context.Context, method string, params json.RawMessage) {
+func (r *responder) notification(ctx context.Context, method string, params json.RawMessage) {
 	switch method {
 	case "notifications/tools/list_changed":
-		c.announce(ToolList)
+		r.signals.announce(ToolList)
 	case "notifications/prompts/list_changed":
-		c.announce(PromptList)
+		r.signals.announce(PromptList)
 	case "notifications/resources/list_changed":
-		c.announce(ResourceList)
+		r.signals.announce(ResourceList)
 	case "notifications/progress":
 		var p mcp.ProgressNotificationParams
 		if json.Unmarshal(params, &p) == nil {
-			c.relayProgress(&p)
+			r.progress.relay(&p)
 		}
 	case "notifications/message":
 		var p mcp.LoggingMessageParams
@@ -231,19 +230,19 @@ func (c *Conn) notification(ctx context.Context, method string, params json.RawM
 			sink.put(&p)
 			return
 		}
-		c.opts.OnNotice(Notice{Log: &p, InRequest: true, Caller: callerFrom(ctx)})
+		r.onNotice(Notice{Log: &p, InRequest: true, Caller: callerFrom(ctx)})
 	case "notifications/resources/updated":
 		var p mcp.ResourceUpdatedNotificationParams
 		if json.Unmarshal(params, &p) == nil {
-			c.opts.OnNotice(Notice{ResourceUpdated: &p})
+			r.onNotice(Notice{ResourceUpdated: &p})
 		}
 	}
 }
 
-// askRaw sends a server's request to its session raw when the session's caller takes it so
-// (RawAsker); ok is false when it does not (the typed path answers).
-func (c *Conn) askRaw(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, bool) {
-	caller, err := c.callerFor(ctx, method)
+// askAsSent sends a server's request to its session as the server sent it when the session's
+// caller takes it so (RawAsker); ok is false when it does not (the typed path answers).
+func (r *responder) askAsSent(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, bool) {
+	caller, err := r.callerFor(ctx, method)
 	if err != nil {
 		return nil, nil, false // the typed path finds the same and says so
 	}
@@ -259,17 +258,18 @@ func (c *Conn) askRaw(ctx context.Context, method string, params json.RawMessage
 		if errors.As(err, &rpcErr) {
 			return nil, rpcErr, true
 		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: c.scrub(err.Error())}, true
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: r.secrets.scrub(err.Error())}, true
 	}
 	return res, nil, true
 }
 
-// serverRequest answers a request a server sent on the stream of a raw request, as the SDK
-// client's handlers (serverRequests, rootsMiddleware) answer the others; ctx carries the
-// caller of the raw request, so the request goes to exactly that session.
-func (c *Conn) serverRequest(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+// serverRequest answers a request a server sent on the stream of a forwarded request (or, on
+// stdio, among its output), as the SDK client's handlers (clientOptions, rootsMiddleware)
+// answer the others; ctx carries the caller of the forwarded request, so the request goes to
+// exactly that session.
+func (r *responder) serverRequest(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
 	if method == "sampling/createMessage" || method == "elicitation/create" {
-		if res, rpcErr, ok := c.askRaw(ctx, method, params); ok {
+		if res, rpcErr, ok := r.askAsSent(ctx, method, params); ok {
 			return res, rpcErr
 		}
 	}
@@ -281,19 +281,19 @@ func (c *Conn) serverRequest(ctx context.Context, method string, params json.Raw
 	case "sampling/createMessage":
 		var p mcp.CreateMessageParams
 		if err = json.Unmarshal(params, &p); err == nil {
-			res, err = ask(c, ctx, method, func(ctx context.Context, caller Caller) (*mcp.CreateMessageResult, error) {
+			res, err = ask(r, ctx, method, func(ctx context.Context, caller Caller) (*mcp.CreateMessageResult, error) {
 				return caller.CreateMessage(ctx, &p)
 			})
 		}
 	case "elicitation/create":
 		var p mcp.ElicitParams
 		if err = json.Unmarshal(params, &p); err == nil {
-			res, err = ask(c, ctx, method, func(ctx context.Context, caller Caller) (*mcp.ElicitResult, error) {
+			res, err = ask(r, ctx, method, func(ctx context.Context, caller Caller) (*mcp.ElicitResult, error) {
 				return caller.Elicit(ctx, &p)
 			})
 		}
 	case "roots/list":
-		res = c.roots()
+		res = r.rootsList()
 	default:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("projectmcp: method %q is not offered to servers", method)}
 	}
@@ -302,7 +302,7 @@ func (c *Conn) serverRequest(ctx context.Context, method string, params json.Raw
 		if errors.As(err, &rpcErr) {
 			return nil, rpcErr
 		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: c.scrub(err.Error())}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: r.secrets.scrub(err.Error())}
 	}
 	data, err := json.Marshal(res)
 	if err != nil {

@@ -27,11 +27,24 @@ type catalog struct {
 	prompts   []*mcp.Prompt
 	resources []*mcp.Resource
 	templates []*mcp.ResourceTemplate
-	// raw are the items as the server sent them, by kind and key (rawlist.go); none when
+	// raw are the items as the server sent them, by kind and key (listitems.go); none when
 	// listed through the SDK.
 	raw    [kinds]map[string]*RawItem
-	hints  [kinds]CacheHints // each list's caching hints (2026-07-28; rawlist.go)
+	hints  [kinds]CacheHints // each list's caching hints (2026-07-28; listitems.go)
 	digest [sha256.Size]byte // of all of the above
+}
+
+// apply shows the catalog in a snapshot.
+func (cat *catalog) apply(s *Snapshot) {
+	s.Tools, s.RawToolCount, s.OmittedTools, s.Notes = cat.tools, cat.rawTools, cat.omitted, cat.notes
+	s.Prompts, s.Resources, s.Templates = cat.prompts, cat.resources, cat.templates
+	s.catalog = cat
+}
+
+// same reports whether a snapshot already shows the catalog (compared as sessions see it:
+// catalogs are interned, so equal ones are one).
+func (cat *catalog) same(s Snapshot) bool {
+	return s.catalog == cat
 }
 
 // CacheHints are a server's caching hints for one of its lists (2026-07-28's ttlMs and

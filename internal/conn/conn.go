@@ -19,20 +19,15 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/utils/clock"
@@ -67,45 +62,8 @@ type Options struct {
 	// nil means no variables.
 	Variables func(ctx context.Context) (map[string]string, error)
 	Policy    Policy
-	// AllowCommands, when not nil, lists the glob patterns a stdio command (as written in
-	// spec, before expansion) must match to be started; others fail at once. Nil allows all.
-	AllowCommands []string
-	// Isolation is what server processes get from the controller (environment, HOME, user).
-	Isolation Isolation
-
-	// ConnectTimeout bounds one connect attempt, initialize and first tools/list included.
-	ConnectTimeout time.Duration
-	// HealthInterval is how often an idle connection is probed (ping, or tools/list on the
-	// 2026-07-28 protocol, which has no ping).
-	HealthInterval time.Duration
-	// RelistInterval is the backstop re-list for servers whose list_changed notifications are
-	// lost (the 2026-07-28 subscription stream can die silently).
-	RelistInterval time.Duration
-	// The bounds on what the server may send (limits.go), each a controller flag. Zero is the
-	// default.
-	//
-	// MaxMessageBytes bounds one message from the server, on every transport and path: an
-	// answer over it fails the request it answers (with an error naming the bound) and the
-	// connection goes on; any other message over it is dropped. Nothing over it is kept.
-	MaxMessageBytes int64
-	// MaxListItems bounds each list the server offers (tools, prompts, resources, templates),
-	// whatever its paging does: a server listing more is refused with a clear error rather
-	// than allowed to fill the controller's memory.
-	MaxListItems int
-	// MaxListPages bounds the pages of one walk through a list: a server whose nextCursor
-	// never ends (even with empty pages) is refused.
-	MaxListPages int
-	// MaxListBytes bounds what one list keeps (its items' JSON, after the tools filter), all
-	// pages together: a server listing more is refused.
-	MaxListBytes int64
-	// MaxSchemaBytes bounds one tool's input and output schemas together: a tool over it is
-	// left out (the snapshot's Notes say which), and the server's other tools are offered.
-	MaxSchemaBytes int64
-	// MaxCallsPerSession and MaxCalls bound the sessions' requests in flight on the connection,
-	// per session and in all (fair.go); past either a request waits its session's turn. Zero
-	// is the default.
-	MaxCallsPerSession int
-	MaxCalls           int
+	// Settings are the controller's, the same for every connection it makes.
+	Settings
 
 	// StartAfter, when not nil, holds the first connect attempt until it is closed: a repoint
 	// or rebuild passes the previous connection's Done, so the old server is torn down before
@@ -135,36 +93,7 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = 30 * time.Second
-	}
-	if o.HealthInterval <= 0 {
-		o.HealthInterval = 15 * time.Second
-	}
-	if o.RelistInterval <= 0 {
-		o.RelistInterval = time.Minute
-	}
-	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if o.MaxListItems <= 0 {
-		o.MaxListItems = DefaultMaxListItems
-	}
-	if o.MaxListPages <= 0 {
-		o.MaxListPages = DefaultMaxListPages
-	}
-	if o.MaxListBytes <= 0 {
-		o.MaxListBytes = DefaultMaxListBytes
-	}
-	if o.MaxSchemaBytes <= 0 {
-		o.MaxSchemaBytes = DefaultMaxSchemaBytes
-	}
-	if o.MaxCallsPerSession <= 0 {
-		o.MaxCallsPerSession = DefaultMaxCallsPerSession
-	}
-	if o.MaxCalls <= 0 {
-		o.MaxCalls = DefaultMaxCalls
-	}
+	o.Settings.defaults()
 	if o.Policy.InitialBackoff <= 0 {
 		o.Policy.InitialBackoff = v1alpha1.DefaultInitialBackoff
 	}
@@ -229,67 +158,72 @@ type Snapshot struct {
 }
 
 // Conn is one supervised connection. All methods are safe for concurrent use.
+//
+// Conn is the supervisor: it runs the connection's life (connect, serve, reconnect with
+// backoff, fail), publishes its state (the Snapshot) and sends the sessions' requests on its
+// current session. Everything else is owned by a type of its own, each with its own lock
+// where it needs one: the requests in flight and the drain (flight), the log level and the
+// subscriptions (subscriptions), the progress relay (progressRelay), the secret values
+// (scrubber), the supervisor's signals and the counters. Per session, a lister reads the
+// catalog, a responder answers what the server asks, and an upstream carries forwarded
+// requests (upstream.go).
+//
+// Locks: mu guards state, live and changed. The locks of the connection's parts (mu, and
+// those of flight, the fair queue, subscriptions, the progress relay, the scrubber and the
+// stdio upstream) are leaves: none is taken while another of them is held, so there is no
+// order to keep. Two are held while calling out, on purpose: update counts a phase change in
+// the metrics under mu, and a progress watch holds its own lock while it hands a notification
+// to its request (so that the request's done waits for it).
 type Conn struct {
 	opts   Options
 	id     string
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
-	relist chan struct{} // upstream list_changed or a caller's request
-	dead   chan struct{} // a call observed the session gone
 
-	mu           sync.Mutex
-	state        Snapshot
-	session      *mcp.ClientSession
-	wire         *wire         // the session's connection, for raw forwarding (Forward)
-	changed      chan struct{} // closed and replaced on every change
-	secretValues []string      // resolved values to scrub from errors and logs
-	progress     map[string]*progressWatch
-	nextToken    atomic.Uint64
-	relists      atomic.Uint64    // re-lists done (tests: list_changed coalescing)
-	announced    atomic.Uint32    // Lists the server announced changed since the last relist began
-	lists        atomic.Uint64    // lists decoded through the SDK (tests: raw re-lists)
-	probes       atomic.Uint64    // health probes sent (tests)
-	level        mcp.LoggingLevel // what sessions asked for (SetLogLevel)
-	subs         map[string]int   // subscribed resource URIs → subscribers
-	closing      bool             // Destroy has begun: no new request may start
-	inflight     int              // requests sent and not yet answered
-	callers      map[Caller]int   // sessions with requests in flight, and how many
-	calls        map[Caller]int   // the callers of those requests (a session's, or a call's: CallOf)
-	drained      chan struct{}    // closed when closing and inflight reaches 0
-	metrics      *metrics.Server  // this server's metrics (phase changes, connects, reconnects)
-	chores       chan struct{}    // a slot per background request in flight (chore)
-	fair         *fairQueue       // the sessions' turns on the connection (fair.go)
+	mu      sync.Mutex
+	state   Snapshot
+	live    live          // the Ready session, if any
+	changed chan struct{} // closed and replaced on every change
+
+	signals  *signals
+	counts   *counters
+	flight   *flight
+	subs     *subscriptions
+	progress *progressRelay
+	secrets  *scrubber
+}
+
+// live is the connection's Ready session and its upstream (nil on legacy SSE, which has none),
+// set and read together.
+type live struct {
+	session *mcp.ClientSession
+	up      upstream
 }
 
 // New starts supervising a connection. The caller owns the Conn and must call Destroy.
 func New(opts Options) *Conn {
 	opts.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
+	id := newID()
+	namespace, project, _ := strings.Cut(opts.Project, "/")
+	counts := &counters{metrics: metrics.ServerOf(namespace, project, opts.Server.Name)}
+	secrets := &scrubber{server: opts.Server.Name}
 	c := &Conn{
 		opts:     opts,
-		id:       newID(),
+		id:       id,
 		ctx:      ctx,
 		cancel:   cancel,
 		done:     make(chan struct{}),
-		relist:   make(chan struct{}, 1),
-		dead:     make(chan struct{}, 1),
+		state:    Snapshot{ID: id, Phase: v1alpha1.PhaseConnecting},
 		changed:  make(chan struct{}),
-		chores:   make(chan struct{}, maxChores),
-		drained:  make(chan struct{}),
-		level:    opts.LogLevel,
-		subs:     maps.Clone(opts.Subscriptions),
-		progress: map[string]*progressWatch{},
+		signals:  newSignals(),
+		counts:   counts,
+		flight:   newFlight(opts.Server.Name, newFairQueue(opts.MaxCalls, opts.MaxCallsPerSession, opts.OnChange), counts.metrics),
+		progress: newProgressRelay(id),
+		secrets:  secrets,
 	}
-	if c.subs == nil {
-		c.subs = map[string]int{}
-	}
-	c.callers = map[Caller]int{}
-	c.calls = map[Caller]int{}
-	c.fair = newFairQueue(opts.MaxCalls, opts.MaxCallsPerSession, opts.OnChange)
-	namespace, project, _ := strings.Cut(opts.Project, "/")
-	c.metrics = metrics.ServerOf(namespace, project, opts.Server.Name)
-	c.state = Snapshot{ID: c.id, Phase: v1alpha1.PhaseConnecting}
+	c.subs = newSubscriptions(ctx, &c.opts, secrets)
 	go c.run()
 	return c
 }
@@ -311,7 +245,7 @@ func (c *Conn) Snapshot() Snapshot {
 	c.mu.Lock()
 	s := c.state
 	c.mu.Unlock()
-	s.Waiting, s.Waited = c.fair.depth()
+	s.Waiting, s.Waited = c.flight.fair.depth()
 	return s
 }
 
@@ -379,7 +313,7 @@ func (c *Conn) update(f func(s *Snapshot)) {
 	from := c.state.Phase
 	f(&c.state)
 	if c.state.Phase != from {
-		c.metrics.Transition(string(from), string(c.state.Phase))
+		c.counts.metrics.Transition(string(from), string(c.state.Phase))
 	}
 	c.state.Generation++
 	close(c.changed)
@@ -406,87 +340,26 @@ type Notice struct {
 // SetLogLevel sets the level of log messages the server should send, now (when Ready) and at
 // every later connect. Failures are the server's business (it may not support logging).
 func (c *Conn) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) {
+	c.subs.setLevel(level)
 	c.mu.Lock()
-	c.level = level
-	s := c.session
+	s := c.live.session
 	c.mu.Unlock()
 	if s != nil && level != "" {
-		c.applyLevel(ctx, s, level)
+		c.subs.applyLevel(ctx, s, level)
 	}
-}
-
-// maxChores bounds a connection's background requests in flight: a server that never answers
-// them holds at most this many goroutines, each until ConnectTimeout.
-const maxChores = 4
-
-// chore sends a request nobody waits for (an unsubscribe) in the background, so that no
-// caller, and no loop serving many projects, waits on a server for it. Each runs within
-// ConnectTimeout and ends with the connection; past maxChores in flight it is dropped (the
-// server then keeps a subscription nobody reads, whose updates reach no session), with a log
-// line.
-func (c *Conn) chore(method string, do func(ctx context.Context)) {
-	select {
-	case c.chores <- struct{}{}:
-	default:
-		c.opts.Log.V(1).Info("Dropped a background request: the server has not answered the earlier ones", "method", method)
-		return
-	}
-	go func() {
-		defer func() { <-c.chores }()
-		ctx, cancel := context.WithTimeout(c.ctx, c.opts.ConnectTimeout)
-		defer cancel()
-		do(ctx)
-	}()
-}
-
-func (c *Conn) applyLevel(ctx context.Context, s *mcp.ClientSession, level mcp.LoggingLevel) {
-	init := s.InitializeResult()
-	if init.Capabilities == nil || init.Capabilities.Logging == nil || init.ProtocolVersion >= "2026-07-28" {
-		return // 2026-07-28 has no logging/setLevel: the level travels with each request (withLevel)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
-	defer cancel()
-	if err := s.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
-		c.opts.Log.V(1).Info("Setting the server's log level failed", "level", level, "error", c.scrub(err.Error()))
-	}
-}
-
-// withLevel puts the log level into a request's _meta: on 2026-07-28 servers log only within
-// a request, at the level that request names.
-func (c *Conn) withLevel(params mcp.Params) {
-	c.mu.Lock()
-	level := c.level
-	c.mu.Unlock()
-	if level == "" {
-		return
-	}
-	m := params.GetMeta()
-	if m == nil {
-		m = map[string]any{}
-	}
-	m[mcp.MetaKeyLogLevel] = level
-	params.SetMeta(m)
 }
 
 // Subscribe subscribes the connection to a resource's updates, once for any number of
 // sessions: the first subscriber sends resources/subscribe, later ones only count.
 func (c *Conn) Subscribe(ctx context.Context, uri string) error {
-	c.mu.Lock()
-	c.subs[uri]++
-	first := c.subs[uri] == 1
-	c.mu.Unlock()
-	if !first {
+	if !c.subs.add(uri) {
 		return nil
 	}
 	_, err := roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
 		return struct{}{}, s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
 	})
 	if err != nil {
-		c.mu.Lock()
-		if c.subs[uri]--; c.subs[uri] <= 0 {
-			delete(c.subs, uri)
-		}
-		c.mu.Unlock()
+		c.subs.undo(uri)
 	}
 	return err
 }
@@ -494,49 +367,20 @@ func (c *Conn) Subscribe(ctx context.Context, uri string) error {
 // Unsubscribe drops one subscriber of a resource; the last one sends resources/unsubscribe, in
 // the background (chore): it returns at once.
 func (c *Conn) Unsubscribe(uri string) {
-	c.mu.Lock()
-	if c.subs[uri] <= 0 {
-		c.mu.Unlock()
+	if !c.subs.remove(uri) {
 		return
 	}
-	c.subs[uri]--
-	last := c.subs[uri] == 0
-	if last {
-		delete(c.subs, uri)
-	}
-	c.mu.Unlock()
-	if last {
-		c.chore("resources/unsubscribe", func(ctx context.Context) {
-			_, _ = roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
-				return struct{}{}, s.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
-			})
+	c.subs.chore("resources/unsubscribe", func(ctx context.Context) {
+		_, _ = roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
+			return struct{}{}, s.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
 		})
-	}
+	})
 }
 
 // Subscriptions returns the subscribed URIs with their reference counts (a copy), and the log
 // level: what a replacement connection takes over.
 func (c *Conn) Subscriptions() (map[string]int, mcp.LoggingLevel) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps.Clone(c.subs), c.level
-}
-
-// restore re-applies the log level and the subscriptions on a new session.
-func (c *Conn) restore(ctx context.Context, s *mcp.ClientSession) {
-	c.mu.Lock()
-	level, uris := c.level, slices.Collect(maps.Keys(c.subs))
-	c.mu.Unlock()
-	if level != "" {
-		c.applyLevel(ctx, s, level)
-	}
-	for _, uri := range uris {
-		sctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
-		if err := s.Subscribe(sctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-			c.opts.Log.V(1).Info("Re-subscribing a resource failed", "uri", uri, "error", c.scrub(err.Error()))
-		}
-		cancel()
-	}
+	return c.subs.taken()
 }
 
 // DrainTimeout is how long Destroy lets requests already sent finish before it cancels them:
@@ -549,17 +393,10 @@ const DrainTimeout = 2 * time.Second
 // cancelled, the session is closed, a stdio server's whole process group is terminated. It
 // returns when everything has ended and is idempotent.
 func (c *Conn) Destroy() {
-	c.mu.Lock()
-	if !c.closing {
-		c.closing = true
-		if c.inflight == 0 {
-			close(c.drained)
-		}
-	}
-	c.mu.Unlock()
+	drained := c.flight.close()
 	drain := time.NewTimer(DrainTimeout)
 	select {
-	case <-c.drained:
+	case <-drained:
 	case <-c.done: // the supervisor ended by itself (never, before cancel; kept for safety)
 	case <-drain.C:
 	}
@@ -568,82 +405,48 @@ func (c *Conn) Destroy() {
 	<-c.done
 }
 
-// begin registers a request about to be sent, and the session it comes from; false once
-// Destroy has begun.
-func (c *Conn) begin(caller Caller) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closing {
-		return false
-	}
-	c.inflight++
-	if caller != nil {
-		c.callers[SessionOf(caller)]++
-		c.calls[caller]++
-	}
-	return true
-}
-
-// end unregisters a request begun with begin.
-func (c *Conn) end(caller Caller) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if caller != nil {
-		session := SessionOf(caller)
-		if c.callers[session]--; c.callers[session] <= 0 {
-			delete(c.callers, session)
-		}
-		if c.calls[caller]--; c.calls[caller] <= 0 {
-			delete(c.calls, caller)
-		}
-	}
-	c.inflight--
-	if c.closing && c.inflight == 0 {
-		close(c.drained)
-	}
-}
-
 // Done is closed when the supervisor has ended (after Destroy).
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
-// Call forwards a tool call to the server. While the connection is not Ready it fails at once
-// with ErrUnavailable. A session the server forgot (HTTP 404) is re-initialized and the call
-// retried once: the server never saw the first attempt. onProgress, when not nil, receives the
-// server's progress notifications for this call (the call gets a progress token of its own).
+// Call sends a tool call to the server on the typed path. While the connection is not Ready it
+// fails at once with ErrUnavailable. A session the server forgot (HTTP 404) is re-initialized
+// and the call retried once: the server never saw the first attempt. onProgress, when not nil,
+// receives the server's progress notifications for this call (the call gets a progress token
+// of its own).
 func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
 	if onProgress != nil {
-		token, done := c.watchProgress(onProgress)
+		token, done := c.progress.watch(onProgress)
 		defer done()
 		params.SetProgressToken(token)
 	}
-	c.withLevel(params)
+	c.subs.withLevel(params)
 	tracing.ToMeta(ctx, params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CallToolResult, error) {
 		return s.CallTool(ctx, params)
 	})
 }
 
-// GetPrompt forwards prompts/get, with Call's rules.
+// GetPrompt sends prompts/get on the typed path, with Call's rules.
 func (c *Conn) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
-	c.withLevel(params)
+	c.subs.withLevel(params)
 	tracing.ToMeta(ctx, params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.GetPromptResult, error) {
 		return s.GetPrompt(ctx, params)
 	})
 }
 
-// ReadResource forwards resources/read, with Call's rules.
+// ReadResource sends resources/read on the typed path, with Call's rules.
 func (c *Conn) ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
-	c.withLevel(params)
+	c.subs.withLevel(params)
 	tracing.ToMeta(ctx, params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
 		return s.ReadResource(ctx, params)
 	})
 }
 
-// Complete forwards completion/complete, with Call's rules.
+// Complete sends completion/complete on the typed path, with Call's rules.
 func (c *Conn) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
-	c.withLevel(params)
+	c.subs.withLevel(params)
 	tracing.ToMeta(ctx, params)
 	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CompleteResult, error) {
 		return s.Complete(ctx, params)
@@ -658,9 +461,9 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 	var zero T
 	for attempt := 0; ; attempt++ {
 		c.mu.Lock()
-		s, phase, lastErr, ch, closing := c.session, c.state.Phase, c.state.LastError, c.changed, c.closing
+		s, phase, lastErr, ch := c.live.session, c.state.Phase, c.state.LastError, c.changed
 		c.mu.Unlock()
-		if closing || c.ctx.Err() != nil {
+		if c.flight.closed() || c.ctx.Err() != nil {
 			return zero, fmt.Errorf("%w: MCP server %q", ErrDestroyed, c.opts.Server.Name)
 		}
 		if s == nil || phase != v1alpha1.PhaseReady {
@@ -675,12 +478,12 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 			return zero, fmt.Errorf("%w: %s", ErrUnavailable, msg)
 		}
 		session := sessionFrom(ctx)
-		if err := c.admit(ctx, session); err != nil {
+		if err := c.flight.admit(ctx, session); err != nil {
 			return zero, err
 		}
 		caller := callerFrom(ctx)
-		if !c.begin(caller) {
-			c.dismiss(session)
+		if !c.flight.begin(caller) {
+			c.flight.dismiss(session)
 			return zero, fmt.Errorf("%w: MCP server %q", ErrDestroyed, c.opts.Server.Name)
 		}
 		callCtx, cancel := upstreamContext(ctx)
@@ -688,8 +491,8 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 		res, err := do(callCtx, s)
 		stop()
 		cancel()
-		c.end(caller)
-		c.dismiss(session)
+		c.flight.end(caller)
+		c.flight.dismiss(session)
 		if err == nil {
 			return res, nil
 		}
@@ -697,15 +500,15 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 			return zero, fmt.Errorf("MCP server %q: the connection was replaced or removed while the request ran; it may or may not have completed", c.opts.Server.Name)
 		}
 		if !isGone(err) {
-			return zero, c.callError(err)
+			return zero, c.secrets.callError(err)
 		}
-		c.signalDead()
+		c.signals.signalDead()
 		if attempt > 0 || !errors.Is(err, mcp.ErrSessionMissing) {
-			return zero, c.callError(err)
+			return zero, c.secrets.callError(err)
 		}
 		// Wait for the supervisor to replace the session, then retry once.
 		if !c.awaitNewSession(ctx, s, ch) {
-			return zero, c.callError(err)
+			return zero, c.secrets.callError(err)
 		}
 	}
 }
@@ -732,42 +535,9 @@ func upstreamContext(ctx context.Context) (context.Context, context.CancelFunc) 
 	return out, func() { stop(); cancel(context.Canceled) }
 }
 
-// callError names the server and scrubs secret values (a URL or header value may appear in
-// a transport error) from an error that goes back to the agent; errors.Is still sees the cause.
-func (c *Conn) callError(err error) error {
-	se := &scrubbedError{msg: fmt.Sprintf("MCP server %q: %s", c.opts.Server.Name, c.scrub(err.Error())), err: err}
-	if wire := (*jsonrpc.Error)(nil); errors.As(err, &wire) {
-		se.wire = &jsonrpc.Error{Code: wire.Code, Message: c.redact(wire.Message)}
-		if data := json.RawMessage(c.redact(string(wire.Data))); len(data) > 0 && json.Valid(data) {
-			se.wire.Data = data // else a secret was part of a token: no data rather than a broken one
-		}
-	}
-	return se
-}
-
-type scrubbedError struct {
-	msg  string
-	err  error
-	wire *jsonrpc.Error // the server's own answer, when it answered with a JSON-RPC error
-}
-
-// UpstreamError is the JSON-RPC error a server answered a request with (code, message and data
-// as it sent them, with the connection's secret values redacted), or false when err is not
-// one: the gateway's own failure (the server is down, the call timed out).
-func UpstreamError(err error) (*jsonrpc.Error, bool) {
-	var se *scrubbedError
-	if errors.As(err, &se) && se.wire != nil {
-		return se.wire, true
-	}
-	return nil, false
-}
-
 // Offers reports whether the server's allow/deny filter offers the tool named (as the server
 // names it).
 func (c *Conn) Offers(tool string) bool { return Offered(c.opts.Server.Tools, tool) }
-
-func (e *scrubbedError) Error() string { return e.msg }
-func (e *scrubbedError) Unwrap() error { return e.err }
 
 // awaitNewSession waits until a Ready session other than old is in place.
 func (c *Conn) awaitNewSession(ctx context.Context, old *mcp.ClientSession, ch <-chan struct{}) bool {
@@ -784,7 +554,7 @@ func (c *Conn) awaitNewSession(ctx context.Context, old *mcp.ClientSession, ch <
 			return false
 		}
 		c.mu.Lock()
-		s, phase := c.session, c.state.Phase
+		s, phase := c.live.session, c.state.Phase
 		ch = c.changed
 		c.mu.Unlock()
 		if s != nil && s != old && phase == v1alpha1.PhaseReady {
@@ -793,82 +563,6 @@ func (c *Conn) awaitNewSession(ctx context.Context, old *mcp.ClientSession, ch <
 		if phase == v1alpha1.PhaseFailed {
 			return false
 		}
-	}
-}
-
-// watchProgress gives a request a progress token of its own on this connection (sessions'
-// tokens could collide on it) and sends the server's progress for it to onProgress until done.
-// Once done has returned, onProgress is never called again: the SDK's client runs its
-// notification handler beside the call's return, so without that a progress the server sent
-// before its result could reach the session after the result, which the protocol forbids.
-func (c *Conn) watchProgress(onProgress func(*mcp.ProgressNotificationParams)) (token string, done func()) {
-	token = fmt.Sprintf("%s-%d", c.id, c.nextToken.Add(1))
-	w := &progressWatch{fn: onProgress}
-	c.mu.Lock()
-	c.progress[token] = w
-	c.mu.Unlock()
-	return token, func() {
-		c.mu.Lock()
-		delete(c.progress, token)
-		c.mu.Unlock()
-		w.mu.Lock() // waits for a relay under way
-		w.fn = nil
-		w.mu.Unlock()
-	}
-}
-
-// progressWatch is one request's progress callback; fn is nil once the request is done.
-type progressWatch struct {
-	mu sync.Mutex
-	fn func(*mcp.ProgressNotificationParams)
-}
-
-// relayProgress hands an upstream progress notification to the call that asked for it.
-func (c *Conn) relayProgress(p *mcp.ProgressNotificationParams) {
-	token, ok := p.ProgressToken.(string) // ours are strings; a server may send anything
-	if !ok {
-		return
-	}
-	c.mu.Lock()
-	w := c.progress[token]
-	c.mu.Unlock()
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.fn != nil {
-		w.fn(p)
-	}
-}
-
-// Lists is a set of the lists a server announces changes of with list_changed.
-type Lists uint32
-
-const (
-	ToolList Lists = 1 << iota
-	PromptList
-	ResourceList
-)
-
-// announce notes the server's list_changed of a list and asks for a relist.
-func (c *Conn) announce(l Lists) {
-	c.announced.Or(uint32(l))
-	c.requestRelist()
-}
-
-// requestRelist asks the supervisor to list the tools again.
-func (c *Conn) requestRelist() {
-	select {
-	case c.relist <- struct{}{}:
-	default:
-	}
-}
-
-func (c *Conn) signalDead() {
-	select {
-	case c.dead <- struct{}{}:
-	default:
 	}
 }
 
@@ -900,7 +594,7 @@ func (c *Conn) run() {
 		if wasReady {
 			attempts = 0
 		}
-		msg := c.scrub(err.Error())
+		msg := c.secrets.scrub(err.Error())
 		permanent := isPermanent(err)
 		if permanent || attempts >= c.opts.Policy.MaxAttempts {
 			c.opts.Log.Info("MCP server failed; tools withdrawn", "error", msg, "attempts", attempts)
@@ -913,7 +607,7 @@ func (c *Conn) run() {
 			return
 		}
 		attempts++
-		c.metrics.Reconnecting()
+		c.counts.metrics.Reconnecting()
 		c.opts.Log.V(1).Info("MCP server disconnected; reconnecting", "error", msg, "attempt", attempts)
 		c.update(func(s *Snapshot) {
 			s.Phase, s.ReconnectAttempts, s.LastError, s.PID = v1alpha1.PhaseDisconnected, attempts, msg, 0

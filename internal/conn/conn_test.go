@@ -156,9 +156,9 @@ func names(tools []*mcp.Tool) []string {
 
 // A server sending a progress token of a type we never use (an object) must not crash anything.
 func TestProgressWithOddTokenIgnored(t *testing.T) {
-	c := &Conn{progress: map[string]*progressWatch{}}
-	c.relayProgress(&mcp.ProgressNotificationParams{ProgressToken: map[string]any{}})
-	c.relayProgress(&mcp.ProgressNotificationParams{ProgressToken: []any{1}})
+	r := newProgressRelay("odd")
+	r.relay(&mcp.ProgressNotificationParams{ProgressToken: map[string]any{}})
+	r.relay(&mcp.ProgressNotificationParams{ProgressToken: []any{1}})
 }
 
 func TestGlob(t *testing.T) {
@@ -245,12 +245,12 @@ func TestMissingVariableFailsAtOnce(t *testing.T) {
 
 // A command outside the controller's allowlist is refused with a clear, permanent error.
 func TestCommandAllowlist(t *testing.T) {
-	c := start(t, Options{Server: stdioServer("a"), AllowCommands: []string{"/usr/local/bin/*", "npx"}})
+	c := start(t, Options{Server: stdioServer("a"), Settings: Settings{AllowCommands: []string{"/usr/local/bin/*", "npx"}}})
 	s := waitPhase(t, c, v1alpha1.PhaseFailed)
 	if !s.Permanent || !strings.Contains(s.LastError, "is not allowed here") || !strings.Contains(s.LastError, os.Args[0]) {
 		t.Fatalf("want a refusal naming the command, got %+v", s)
 	}
-	ok := start(t, Options{Server: stdioServer("b"), AllowCommands: []string{"/tmp/*", os.Args[0]}})
+	ok := start(t, Options{Server: stdioServer("b"), Settings: Settings{AllowCommands: []string{"/tmp/*", os.Args[0]}}})
 	waitPhase(t, ok, v1alpha1.PhaseReady)
 }
 
@@ -418,7 +418,7 @@ func TestListsAskedAtOnce(t *testing.T) {
 		mu.Unlock()
 	}))
 	t.Cleanup(front.Close)
-	c := start(t, Options{ConnectTimeout: time.Minute, Server: v1alpha1.MCPServer{Name: "l", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
+	c := start(t, Options{Settings: Settings{ConnectTimeout: time.Minute}, Server: v1alpha1.MCPServer{Name: "l", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
 	s := waitPhase(t, c, v1alpha1.PhaseReady)
 	mu.Lock()
 	defer mu.Unlock()
@@ -444,9 +444,11 @@ func TestNpmServers(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			c := start(t, Options{
-				Server:         v1alpha1.MCPServer{Name: "npm", Stdio: &v1alpha1.StdioServer{Command: "npx", Args: []string{"-y", tc.pkg}}},
-				Isolation:      Isolation{PassEnv: testutil.ShareNpmCache()},
-				ConnectTimeout: 3 * time.Minute, // the first run downloads the package
+				Server: v1alpha1.MCPServer{Name: "npm", Stdio: &v1alpha1.StdioServer{Command: "npx", Args: []string{"-y", tc.pkg}}},
+				Settings: Settings{
+					Isolation:      Isolation{PassEnv: testutil.ShareNpmCache()},
+					ConnectTimeout: 3 * time.Minute, // the first run downloads the package
+				},
 			})
 			s := waitFor(t, c, "Ready", func(s Snapshot) bool { return s.Phase == v1alpha1.PhaseReady || s.Phase == v1alpha1.PhaseFailed })
 			if s.Phase != v1alpha1.PhaseReady || !slices.Contains(names(s.Tools), tc.tool) {
@@ -465,7 +467,7 @@ func TestNpmServers(t *testing.T) {
 // ErrDestroyed (the caller sends it to the replacement), and a hung call is cancelled after
 // DrainTimeout.
 func TestDestroyDrainsInFlightCalls(t *testing.T) {
-	c := start(t, Options{Server: stdioServer("a"), ConnectTimeout: 5 * time.Second})
+	c := start(t, Options{Server: stdioServer("a"), Settings: Settings{ConnectTimeout: 5 * time.Second}})
 	waitPhase(t, c, v1alpha1.PhaseReady)
 	slow := make(chan error, 1)
 	go func() {
@@ -503,16 +505,17 @@ type fakeCaller struct{ Caller }
 // A server's request is attributed to the caller of the request it came with, else to the
 // only session in flight; with none or several, the server gets a clear error.
 func TestCallerFor(t *testing.T) {
-	c := &Conn{callers: map[Caller]int{}}
+	f := newFlight("a", nil, nil)
+	c := &responder{flight: f}
 	if _, err := c.callerFor(context.Background(), "sampling/createMessage"); err == nil || !strings.Contains(err.Error(), "no agent session") {
 		t.Fatalf("no session in flight: %v", err)
 	}
 	one, two := &fakeCaller{}, &fakeCaller{}
-	c.callers[one] = 1
+	f.callers[one] = 1
 	if got, err := c.callerFor(context.Background(), "x"); err != nil || got != one {
 		t.Fatalf("the only session in flight: %v %v", got, err)
 	}
-	c.callers[two] = 2
+	f.callers[two] = 2
 	if _, err := c.callerFor(context.Background(), "elicitation/create"); err == nil || !strings.Contains(err.Error(), "2 agent sessions") {
 		t.Fatalf("two sessions in flight: %v", err)
 	}
@@ -522,16 +525,16 @@ func TestCallerFor(t *testing.T) {
 	// roots/list answers with the project's own roots, with no session in flight and with one
 	// (roots belong to the shared connection, never to a session); none is an empty list.
 	project := []*mcp.Root{{URI: "file:///work/shop", Name: "shop"}}
-	idle := &Conn{callers: map[Caller]int{}, opts: Options{Roots: project}}
-	if res := idle.roots(); len(res.Roots) != 1 || res.Roots[0] != project[0] {
+	idle := &responder{flight: newFlight("a", nil, nil), roots: project}
+	if res := idle.rootsList(); len(res.Roots) != 1 || res.Roots[0] != project[0] {
 		t.Fatalf("roots with no session: %+v", res)
 	}
-	c.opts.Roots = project
-	delete(c.callers, two) // one session in flight
-	if res := c.roots(); len(res.Roots) != 1 || res.Roots[0] != project[0] {
+	c.roots = project
+	delete(f.callers, two) // one session in flight
+	if res := c.rootsList(); len(res.Roots) != 1 || res.Roots[0] != project[0] {
 		t.Fatalf("roots with a session in flight: %+v", res)
 	}
-	if res := (&Conn{}).roots(); res.Roots == nil || len(res.Roots) != 0 {
+	if res := (&responder{}).rootsList(); res.Roots == nil || len(res.Roots) != 0 {
 		t.Fatalf("no roots must be an empty list: %+v", res)
 	}
 }
@@ -562,13 +565,13 @@ func TestCommandAllowlistAfterExpansion(t *testing.T) {
 	srv := stdioServer("a")
 	srv.Stdio.Command = "${CMD}"
 	vars := func(context.Context) (map[string]string, error) { return map[string]string{"CMD": "/bin/sh"}, nil }
-	c := start(t, Options{Server: srv, Variables: vars, AllowCommands: []string{"${CMD}", "/opt/mcp/*"}})
+	c := start(t, Options{Server: srv, Variables: vars, Settings: Settings{AllowCommands: []string{"${CMD}", "/opt/mcp/*"}}})
 	if s := waitPhase(t, c, v1alpha1.PhaseFailed); !s.Permanent || !strings.Contains(s.LastError, "is not allowed here") || strings.Contains(s.LastError, "/bin/sh") {
 		t.Fatalf("want a refusal naming the command as written, got %+v", s)
 	}
 	preload := stdioServer("b")
 	preload.Stdio.Env = append(preload.Stdio.Env, v1alpha1.NameValue{Name: "LD_PRELOAD", Value: "/tmp/x.so"})
-	p := start(t, Options{Server: preload, AllowCommands: []string{os.Args[0]}})
+	p := start(t, Options{Server: preload, Settings: Settings{AllowCommands: []string{os.Args[0]}}})
 	if s := waitPhase(t, p, v1alpha1.PhaseFailed); !strings.Contains(s.LastError, "LD_PRELOAD") {
 		t.Fatalf("LD_PRELOAD must be refused with an allowlist: %+v", s)
 	}
@@ -576,7 +579,7 @@ func TestCommandAllowlistAfterExpansion(t *testing.T) {
 
 // A server listing more than the bound is refused with a clear error, not kept in memory.
 func TestListBounded(t *testing.T) {
-	c := start(t, Options{Server: stdioServer("a"), MaxListItems: 10,
+	c := start(t, Options{Server: stdioServer("a"), Settings: Settings{MaxListItems: 10},
 		Policy: Policy{MaxAttempts: 0, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}})
 	s := waitPhase(t, c, v1alpha1.PhaseFailed)
 	if !strings.Contains(s.LastError, "more than 10 tools") {
@@ -613,7 +616,7 @@ func TestHTTPTransportShared(t *testing.T) {
 	const n = 6
 	var conns []*Conn
 	for i := range n {
-		c := New(Options{ConnectTimeout: 5 * time.Second, Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{
+		c := New(Options{Settings: Settings{ConnectTimeout: 5 * time.Second}, Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{
 			URL: front.URL + "/mcp", Headers: []v1alpha1.NameValue{{Name: "X-Conn", Value: strconv.Itoa(i)}}}}})
 		conns = append(conns, c)
 		waitPhase(t, c, v1alpha1.PhaseReady)
@@ -652,15 +655,15 @@ func TestHTTPTransportShared(t *testing.T) {
 // A request's progress never reaches its caller after the request is done: done waits for a
 // relay under way, and a relay after it finds nothing to call.
 func TestNoProgressAfterDone(t *testing.T) {
-	c := &Conn{id: "progress", progress: map[string]*progressWatch{}}
+	r := newProgressRelay("progress")
 	entered, release := make(chan struct{}), make(chan struct{})
 	calls := 0
-	token, done := c.watchProgress(func(*mcp.ProgressNotificationParams) {
+	token, done := r.watch(func(*mcp.ProgressNotificationParams) {
 		calls++
 		close(entered)
 		<-release
 	})
-	go c.relayProgress(&mcp.ProgressNotificationParams{ProgressToken: token})
+	go r.relay(&mcp.ProgressNotificationParams{ProgressToken: token})
 	<-entered
 	finished := make(chan struct{})
 	go func() { done(); close(finished) }()
@@ -671,7 +674,7 @@ func TestNoProgressAfterDone(t *testing.T) {
 	}
 	close(release)
 	<-finished
-	c.relayProgress(&mcp.ProgressNotificationParams{ProgressToken: token})
+	r.relay(&mcp.ProgressNotificationParams{ProgressToken: token})
 	if calls != 1 {
 		t.Fatalf("progress relayed %d times, want once", calls)
 	}
@@ -680,7 +683,7 @@ func TestNoProgressAfterDone(t *testing.T) {
 // A request that finds the connection Ready but its session just gone (the supervisor is
 // replacing it) is told the server is reconnecting, not that it is ready.
 func TestRoundTripBetweenSessions(t *testing.T) {
-	c := &Conn{ctx: context.Background(), state: Snapshot{Phase: v1alpha1.PhaseReady}}
+	c := &Conn{ctx: context.Background(), state: Snapshot{Phase: v1alpha1.PhaseReady}, flight: newFlight("x", nil, nil)}
 	c.opts.Server.Name = "x"
 	_, err := roundTrip(c, context.Background(), func(context.Context, *mcp.ClientSession) (int, error) { return 0, nil })
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), `MCP server "x" is reconnecting`) {

@@ -61,13 +61,13 @@ func TestEgressMetadataAndCarriedAddresses(t *testing.T) {
 // A URL naming a NAT64 address fails when dialing, with the IPv4 address it carries named.
 func TestEgressCarriedAddressAtDialTime(t *testing.T) {
 	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: "http://[64:ff9b::a9fe:a9fe]/mcp"}},
-		Isolation: Isolation{Egress: &Egress{}}})
+		Settings: Settings{Isolation: Isolation{Egress: &Egress{}}}})
 	s := waitPhase(t, c, v1alpha1.PhaseFailed)
 	if !strings.Contains(s.LastError, "carries the IPv4 address 169.254.169.254") {
 		t.Errorf("lastError = %q, want the refusal of the carried metadata address", s.LastError)
 	}
 	metadata := start(t, Options{Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: "http://100.100.100.200/mcp"}},
-		Isolation: Isolation{Egress: &Egress{}}})
+		Settings: Settings{Isolation: Isolation{Egress: &Egress{}}}})
 	if s := waitPhase(t, metadata, v1alpha1.PhaseFailed); !strings.Contains(s.LastError, "100.100.100.200 is a cloud metadata service") {
 		t.Errorf("lastError = %q, want the metadata refusal", s.LastError)
 	}

@@ -101,20 +101,20 @@ func TestEgressAtDialTime(t *testing.T) {
 		return v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: u}}
 	}
 
-	refused := start(t, Options{Server: remote(base + "/mcp"), Isolation: Isolation{Egress: &Egress{}}})
+	refused := start(t, Options{Server: remote(base + "/mcp"), Settings: Settings{Isolation: Isolation{Egress: &Egress{}}}})
 	s := waitPhase(t, refused, v1alpha1.PhaseFailed)
 	if !strings.Contains(s.LastError, "127.0.0.1 is a loopback address") {
 		t.Errorf("lastError = %q, want the loopback refusal", s.LastError)
 	}
-	byName := start(t, Options{Server: remote("http://localhost:" + port + "/mcp"), Isolation: Isolation{Egress: &Egress{Allow: patterns(t, "http://*:*")}}})
+	byName := start(t, Options{Server: remote("http://localhost:" + port + "/mcp"), Settings: Settings{Isolation: Isolation{Egress: &Egress{Allow: patterns(t, "http://*:*")}}}})
 	if s := waitPhase(t, byName, v1alpha1.PhaseFailed); !strings.Contains(s.LastError, "loopback") {
 		t.Errorf("a name resolving to loopback: lastError = %q, want the loopback refusal", s.LastError)
 	}
-	metadata := start(t, Options{Server: remote("http://169.254.169.254/mcp"), Isolation: Isolation{Egress: &Egress{}}})
+	metadata := start(t, Options{Server: remote("http://169.254.169.254/mcp"), Settings: Settings{Isolation: Isolation{Egress: &Egress{}}}})
 	if s := waitPhase(t, metadata, v1alpha1.PhaseFailed); !strings.Contains(s.LastError, "link-local") {
 		t.Errorf("the metadata address: lastError = %q, want the link-local refusal", s.LastError)
 	}
-	denied := start(t, Options{Server: remote(base + "/mcp"), Isolation: Isolation{Egress: &Egress{Deny: patterns(t, "http://127.0.0.1:*")}}})
+	denied := start(t, Options{Server: remote(base + "/mcp"), Settings: Settings{Isolation: Isolation{Egress: &Egress{Deny: patterns(t, "http://127.0.0.1:*")}}}})
 	if s := waitPhase(t, denied, v1alpha1.PhaseFailed); !s.Permanent || !strings.Contains(s.LastError, "--deny-url") {
 		t.Errorf("a denied URL: %+v, want a permanent failure naming --deny-url", s)
 	}
@@ -123,7 +123,7 @@ func TestEgressAtDialTime(t *testing.T) {
 		"a literal allow": {Allow: patterns(t, "http://127.0.0.1:"+port)},
 		"dev":             {Loopback: true},
 	} {
-		c := start(t, Options{Server: remote(base + "/mcp"), Isolation: Isolation{Egress: eg}})
+		c := start(t, Options{Server: remote(base + "/mcp"), Settings: Settings{Isolation: Isolation{Egress: eg}}})
 		if s := waitPhase(t, c, v1alpha1.PhaseReady); s.RawToolCount == 0 {
 			t.Errorf("%s: no tools", name)
 		}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/go-logr/logr"
 	"net/http"
 	"net/url"
 	"os"
@@ -100,27 +101,54 @@ func (e *endpoint) close() {
 	}
 }
 
-// endpoint expands the server's configuration and prepares its transport; for stdio it starts
-// the process.
-func (c *Conn) endpoint(ctx context.Context) (*endpoint, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
-	vars, err := c.opts.Variables(ctx)
+// closeSession closes a session on the endpoint politely (a stdio server sees its stdin
+// close), then makes sure the process group is gone.
+func (e *endpoint) closeSession(session *mcp.ClientSession, log logr.Logger) {
+	closed := make(chan struct{})
+	go func() {
+		_ = session.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(teardownGrace):
+	}
+	e.stop(teardownGrace)
+	select {
+	case <-closed:
+	case <-time.After(teardownGrace):
+		log.Info("MCP session did not close in time; abandoning it")
+	}
+}
+
+// launcher makes the endpoints of a connection's connect attempts, from its options; the
+// secret values it expands go to the connection's scrubber.
+type launcher struct {
+	opts    *Options
+	secrets *scrubber
+}
+
+// open expands the server's configuration and prepares its transport; for stdio it starts the
+// process.
+func (l launcher) open(ctx context.Context) (*endpoint, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.opts.ConnectTimeout)
+	vars, err := l.opts.Variables(ctx)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("reading variables: %w", err)
 	}
 	x := &expander{lookup: func(name string) (string, bool) { v, ok := vars[name]; return v, ok }}
-	srv := c.opts.Server
+	srv := l.opts.Server
 	switch {
 	case srv.Stdio != nil:
-		return c.startProcess(x, srv.Stdio)
+		return l.startProcess(x, srv.Stdio)
 	case srv.HTTP != nil:
-		return c.remote(x, srv.HTTP)
+		return l.remote(x, srv.HTTP)
 	}
 	return nil, &invalidConfigError{msg: "server has neither stdio nor http"}
 }
 
-func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
+func (l launcher) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 	raw := x.expand(h.URL)
 	headers := http.Header{}
 	for _, kv := range h.Headers {
@@ -134,17 +162,17 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 		// The expanded URL may hold secrets: name the template, not the value.
 		return nil, &invalidConfigError{msg: fmt.Sprintf("url %q does not expand to an absolute http(s) URL", h.URL)}
 	}
-	c.secrets(x.values)
-	egress := c.opts.Isolation.Egress
+	l.secrets.add(x.values)
+	egress := l.opts.Isolation.Egress
 	var r *route
 	if egress != nil {
 		if r, err = egress.check(u, fmt.Sprintf("url %q", h.URL)); err != nil {
 			return nil, err
 		}
 	}
-	c.noteProxy(u)
+	l.noteProxy(u)
 	base, release := sharedTransport(r)
-	bounded := &boundedBodies{base: base, limit: c.opts.MaxMessageBytes, items: c.opts.MaxListItems, c: c}
+	bounded := &boundedBodies{base: base, limit: l.opts.MaxMessageBytes, items: l.opts.MaxListItems, log: l.opts.Log}
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
 	// The configured headers are added below sameOrigin, so that they reach only the server.
 	refused := &atomic.Pointer[refusedRequest]{}
@@ -157,7 +185,7 @@ func (c *Conn) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 	ep := &endpoint{release: release, refused: refused}
 	// No event longer than the bound reaches the SDK (boundedBodies); its own (smaller) default
 	// bound would fail the whole connection on an event the bound allows.
-	maxEvent := sdkBound(c.opts.MaxMessageBytes)
+	maxEvent := sdkBound(l.opts.MaxMessageBytes)
 	if h.Transport == v1alpha1.TransportSSE {
 		ep.transport = sseTransport{&mcp.SSEClientTransport{Endpoint: raw, HTTPClient: client, MaxEventSize: maxEvent}}
 	} else {
@@ -173,13 +201,13 @@ var proxyNoted sync.Once
 // controller's environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY), and which: the egress policy
 // then checks the addresses the controller resolves a URL's host to, not those the proxy
 // connects to.
-func (c *Conn) noteProxy(u *url.URL) {
+func (l launcher) noteProxy(u *url.URL) {
 	p, err := httpproxy.FromEnvironment().ProxyFunc()(u)
 	if err != nil || p == nil {
 		return
 	}
 	proxyNoted.Do(func() {
-		c.opts.Log.Info("warning: remote MCP servers are reached through an HTTP proxy of the environment; the egress policy checks the addresses their hosts resolve to here, before each request, and the proxy resolves them again",
+		l.opts.Log.Info("warning: remote MCP servers are reached through an HTTP proxy of the environment; the egress policy checks the addresses their hosts resolve to here, before each request, and the proxy resolves them again",
 			"proxy", proxyName(p))
 	})
 }
@@ -218,13 +246,13 @@ func (c sseConnection) Write(ctx context.Context, msg jsonrpc.Message) error {
 // transports are the HTTP transports of remote connections, shared by every connection whose
 // transport would be the same: the transport holds no state of a server's own (its headers,
 // bounds and redirect rule are in the layers above it, per connection), and what it does
-// depends only on the egress route its dialer checks addresses against. A connection used to
-// have a transport of its own, so each kept its own idle keep-alive connection to its server
-// between probes (two goroutines, 8 KB of buffers and a descriptor each, at every one of
-// thousands of connections to a few hosts); shared, the idle connections to a host are pooled
-// (at most maxIdlePerHost) and an HTTP/2 server is reached over one TCP connection. A
-// transport lives while a connection uses it: the last one to give it back closes its idle
-// connections, so nothing of it outlives the connections (as before, one Conn's teardown).
+// depends only on the egress route its dialer checks addresses against. With a transport of
+// its own, each connection would keep its own idle keep-alive connection to its server between
+// probes (two goroutines, 8 KB of buffers and a descriptor each, at every one of thousands of
+// connections to a few hosts); shared, the idle connections to a host are pooled (at most
+// maxIdlePerHost) and an HTTP/2 server is reached over one TCP connection. A transport lives
+// while a connection uses it: the last one to give it back closes its idle connections, so
+// nothing of it outlives the connections that used it.
 var transports = struct {
 	sync.Mutex
 	m map[transportKey]*pooledTransport
@@ -342,7 +370,7 @@ func (p *process) start() error {
 	return <-started
 }
 
-func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, error) {
+func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, error) {
 	command := x.expand(s.Command)
 	args := make([]string, len(s.Args))
 	for i, a := range s.Args {
@@ -356,7 +384,7 @@ func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, er
 	if x.err != nil {
 		return nil, x.err
 	}
-	if allow := c.opts.AllowCommands; allow != nil {
+	if allow := l.opts.AllowCommands; allow != nil {
 		// Checked as it will run: after expansion (a ${VAR} cannot smuggle another command in).
 		if !commandAllowed(allow, command) {
 			return nil, &invalidConfigError{msg: fmt.Sprintf("command %q is not allowed here: it matches no --allow-command pattern of the controller", s.Command)}
@@ -367,10 +395,10 @@ func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, er
 			}
 		}
 	}
-	c.secrets(x.values)
+	l.secrets.add(x.values)
 
-	iso := &c.opts.Isolation
-	home, removeHome, err := iso.makeHome(c.opts.Server.Name)
+	iso := &l.opts.Isolation
+	home, removeHome, err := iso.makeHome(l.opts.Server.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +432,7 @@ func (c *Conn) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, er
 		return nil, fmt.Errorf("starting %q: %w", s.Command, err)
 	}
 	closeAll(inR, outW, errW) // the child holds its ends now
-	go c.logStderr(errR, p.stderrDone)
+	go l.logStderr(errR, p.stderrDone)
 	return &endpoint{transport: &mcp.IOTransport{Reader: outR, Writer: inW}, proc: p}, nil
 }
 
@@ -456,7 +484,7 @@ const stderrLinesPerSecond = 20
 // It reads to the end whatever comes: a line longer than stderrLineBytes is logged by its
 // beginning (scrub cuts it further). Reading must never stop early: the server's next write to
 // stderr would then fail, and a Go server dies of SIGPIPE on it.
-func (c *Conn) logStderr(r *os.File, done chan<- struct{}) {
+func (l launcher) logStderr(r *os.File, done chan<- struct{}) {
 	defer close(done)
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 4096)
@@ -466,13 +494,13 @@ func (c *Conn) logStderr(r *os.File, done chan<- struct{}) {
 		if len(line) > 0 || err == nil {
 			if now := time.Now(); now.Sub(window) >= time.Second {
 				if suppressed > 0 {
-					c.opts.Log.Info("MCP server stderr: lines suppressed by rate limit", "suppressed", suppressed)
+					l.opts.Log.Info("MCP server stderr: lines suppressed by rate limit", "suppressed", suppressed)
 				}
 				window, count, suppressed = now, 0, 0
 			}
 			if count < stderrLinesPerSecond {
 				count++
-				c.opts.Log.Info("MCP server stderr", "line", c.scrub(string(line)))
+				l.opts.Log.Info("MCP server stderr", "line", l.secrets.scrub(string(line)))
 			} else {
 				suppressed++
 			}
@@ -482,7 +510,7 @@ func (c *Conn) logStderr(r *os.File, done chan<- struct{}) {
 		}
 	}
 	if suppressed > 0 {
-		c.opts.Log.Info("MCP server stderr: lines suppressed by rate limit", "suppressed", suppressed)
+		l.opts.Log.Info("MCP server stderr: lines suppressed by rate limit", "suppressed", suppressed)
 	}
 }
 
@@ -528,37 +556,6 @@ func (x *expander) expand(s string) string {
 		x.err = err
 	}
 	return out
-}
-
-// secrets records values that must never appear in errors or logs.
-func (c *Conn) secrets(values []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, v := range values {
-		if len(v) >= 3 && !slices.Contains(c.secretValues, v) {
-			c.secretValues = append(c.secretValues, v)
-		}
-	}
-}
-
-// scrub removes secret values from a message and bounds its length.
-func (c *Conn) scrub(msg string) string {
-	msg = c.redact(msg)
-	if len(msg) > v1alpha1.MaxErrorLength {
-		msg = msg[:v1alpha1.MaxErrorLength-3] + "..."
-	}
-	return msg
-}
-
-// redact replaces the connection's secret values in msg.
-func (c *Conn) redact(msg string) string {
-	c.mu.Lock()
-	secrets := c.secretValues
-	c.mu.Unlock()
-	for _, v := range secrets {
-		msg = strings.ReplaceAll(msg, v, "[redacted]")
-	}
-	return msg
 }
 
 // Offered reports whether a tool passes a server's allow/deny filter: it matches some allow

@@ -14,14 +14,6 @@ import (
 // not in front of another session's one. Requests of no session (the connection's own:
 // lists, pings, unsubscribes) are not queued.
 
-const (
-	// DefaultMaxCallsPerSession is the default of Options.MaxCallsPerSession
-	// (--max-calls-per-session).
-	DefaultMaxCallsPerSession = 16
-	// DefaultMaxCalls is the default of Options.MaxCalls (--max-calls-per-server).
-	DefaultMaxCalls = 256
-)
-
 type sessionKey struct{}
 
 // WithSession names the session (by its ref) a request sent with ctx is for: the fair queue's
@@ -200,27 +192,4 @@ func (q *fairQueue) depth() (waiting int, waited uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.waiting, q.waited
-}
-
-// admit waits for a session's request's turn; the connection's own requests go at once. It
-// fails only when ctx ends first, with an error naming the server and the bounds.
-func (c *Conn) admit(ctx context.Context, session string) error {
-	if session == "" {
-		return nil
-	}
-	wait, err := c.fair.acquire(ctx, session)
-	if wait > 0 {
-		c.metrics.QueueWaited(wait)
-	}
-	if err != nil {
-		return fmt.Errorf("MCP server %q: %w", c.opts.Server.Name, err)
-	}
-	return nil
-}
-
-// dismiss ends a request admit let start.
-func (c *Conn) dismiss(session string) {
-	if session != "" {
-		c.fair.release(session)
-	}
 }

@@ -7,12 +7,14 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+
+	"github.com/go-logr/logr"
 )
 
 // boundedBodies holds every answer of an HTTP or SSE server to MaxMessageBytes per message,
 // under both readers of them: the SDK's client (which reads a JSON body whole with io.ReadAll,
 // and fails the whole connection on a body it cannot read or an event over its own bound) and
-// the wire's raw requests. A message over the bound is never kept:
+// the upstream's forwarded requests. A message over the bound is never kept:
 //
 //   - A JSON body over the bound (by its Content-Length, or once that many bytes came) is
 //     closed unread past the bound and replaced by a JSON-RPC error answering the request's
@@ -26,8 +28,8 @@ import (
 type boundedBodies struct {
 	base  http.RoundTripper
 	limit int64
-	items int   // MaxListItems: a list result holding more is refused before the SDK decodes it
-	c     *Conn // for the log
+	items int // MaxListItems: a list result holding more is refused before the SDK decodes it
+	log   logr.Logger
 }
 
 func (t *boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -61,8 +63,8 @@ func (t *boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// requestID is the id of the JSON-RPC request req carries (raw JSON), when it is one: the SDK
-// and the wire put the id near the start, so only the first bytes are looked at.
+// requestID is the id of the JSON-RPC request req carries (as JSON), when it is one: the SDK
+// and the upstream put the id near the start, so only the first bytes are looked at.
 func requestID(req *http.Request) ([]byte, bool) {
 	if req.Method != http.MethodPost || req.GetBody == nil {
 		return nil, false
@@ -320,7 +322,7 @@ func (b *eventBody) ended() {
 	case ok:
 		b.emit(errorResponse(id, b.skip))
 	default:
-		b.t.c.dropped(&b.top, b.skip)
+		dropped(b.t.log, &b.top, b.skip)
 	}
 	b.skip, b.top, b.head, b.kind = "", jsonTop{}, b.head[:0], 0
 }

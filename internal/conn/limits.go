@@ -2,31 +2,15 @@ package conn
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-)
 
-// The bounds on what one server may send the controller, whose memory every project shares.
-// Each is a controller flag; an error about one names the flag and its value and what went
-// over it, and never repeats what the server sent.
-const (
-	// DefaultMaxMessageBytes bounds one message from a server (--max-message-bytes).
-	DefaultMaxMessageBytes = 64 << 20
-	// DefaultMaxListItems bounds each list a server offers (--max-list-items).
-	DefaultMaxListItems = 10000
-	// DefaultMaxListPages bounds the pages of one walk through a list (--max-list-pages).
-	DefaultMaxListPages = 1000
-	// DefaultMaxSchemaBytes bounds one tool's input and output schemas together
-	// (--max-schema-bytes).
-	DefaultMaxSchemaBytes = 1 << 20
-	// DefaultMaxListBytes bounds what one list holds, all its pages together
-	// (--max-list-bytes).
-	DefaultMaxListBytes = 64 << 20
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
 // errorBodyBytes bounds the body of an HTTP error answer: only a JSON-RPC error in it is read.
@@ -71,13 +55,7 @@ func tooLarge(limit int64) error { return fmt.Errorf("%s", tooLargeMessage(limit
 // errorResponse is a JSON-RPC error response to id (raw JSON) with message: it stands in for
 // an answer over a bound, so that only the request it answers fails.
 func errorResponse(id []byte, message string) []byte {
-	e, _ := json.Marshal(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: message})
-	b := make([]byte, 0, len(id)+len(e)+40)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"error":`...)
-	b = append(b, e...)
-	return append(b, '}')
+	return jsonrpcwire.ErrorTo(id, jsonrpc.CodeInternalError, message)
 }
 
 func tooMany(what string, max int) error {
@@ -358,7 +336,7 @@ func listMessage(what string, max int) string {
 // dropped logs a message from the server over a bound (why says which) that answered no
 // request of ours (a notification, a request of the server's, or something unreadable): it is
 // dropped whole, and its content is not logged.
-func (c *Conn) dropped(top *jsonTop, why string) {
+func dropped(log logr.Logger, top *jsonTop, why string) {
 	kind := "a message that is not JSON-RPC"
 	switch _, hasID := top.ID(); {
 	case top.method && hasID:
@@ -366,7 +344,7 @@ func (c *Conn) dropped(top *jsonTop, why string) {
 	case top.method:
 		kind = "a notification"
 	}
-	c.opts.Log.Info("Dropped a message from the server", "kind", kind, "reason", why)
+	log.Info("Dropped a message from the server", "kind", kind, "reason", why)
 }
 
 // sdkBound is the bound the SDK's own readers get: a message the connection's bound allows,

@@ -18,6 +18,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -181,7 +182,7 @@ func (h *hostile) start(t *testing.T) v1alpha1.MCPServer {
 const hostileEnv = "PROJECTMCP_CONN_TEST_HOSTILE"
 
 // hostileStdio serves stdio, with the ids of its answers last. Mode "stray": before every
-// answer it also answers requests nobody sent (ids the controller's raw requests and the
+// answer it also answers requests nobody sent (ids the controller's forwarded requests and the
 // SDK's use, and others), and asks for sampling with no call in flight; once that request
 // has been answered with an error, it lists a third tool, "refused".
 func hostileStdio(mode string) {
@@ -284,7 +285,7 @@ func mustGoOn(t *testing.T, c *Conn, before Snapshot) {
 
 // A tool result of several GB, streamed by a server, fails that call alone with an error
 // naming --max-message-bytes, and the controller reads only about the bound of it: over HTTP
-// as a JSON body (chunked) or an event stream, through the SDK (Call) and raw (Forward), and
+// as a JSON body (chunked) or an event stream, through the SDK (Call) and forwarded (Forward), and
 // over stdio as one line with its id at the end.
 func TestHugeResultBounded(t *testing.T) {
 	const limit = 4 << 20
@@ -296,18 +297,18 @@ func TestHugeResultBounded(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := &hostile{huge: huge, tools: twoTools}
-			c := start(t, Options{Server: server(t, h), MaxMessageBytes: limit})
+			c := start(t, Options{Server: server(t, h), Settings: Settings{MaxMessageBytes: limit}})
 			before := waitPhase(t, c, v1alpha1.PhaseReady)
 			paths := map[string]func() error{
 				"typed": func() error { _, err := typedCall(c, "huge"); return err },
-				"raw": func() error {
+				"forwarded": func() error {
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					defer cancel()
 					_, err := c.Forward(ctx, "tools/call", []byte(`"name":"huge","arguments":{}`), nil, Legacy)
 					return err
 				},
 			}
-			for _, path := range []string{"typed", "raw"} {
+			for _, path := range []string{"typed", "forwarded"} {
 				var err error
 				h.wrote.Store(0)
 				alloc := allocated(func() { err = paths[path]() })
@@ -346,7 +347,7 @@ func TestSDKPathsBoundMessages(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := start(t, Options{Server: server(t), MaxMessageBytes: 1 << 20})
+			c := start(t, Options{Server: server(t), Settings: Settings{MaxMessageBytes: 1 << 20}})
 			before := waitPhase(t, c, v1alpha1.PhaseReady)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -407,7 +408,7 @@ func TestListPagesBounded(t *testing.T) {
 		_, _ = fmt.Sscan(strings.TrimPrefix(cursor, "c"), &n)
 		fmt.Fprintf(w, `{"tools":[],"nextCursor":"c%d"}`, n+1)
 	}}
-	c := start(t, Options{Server: h.start(t), MaxListPages: 50, Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}})
+	c := start(t, Options{Server: h.start(t), Settings: Settings{MaxListPages: 50}, Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}})
 	s := waitPhase(t, c, v1alpha1.PhaseFailed)
 	if !strings.Contains(s.LastError, "tools/list goes on past 50 pages, over --max-list-pages (50)") {
 		t.Fatalf("want the bound named in lastError, got %q", s.LastError)
@@ -416,12 +417,12 @@ func TestListPagesBounded(t *testing.T) {
 		t.Fatalf("the server was asked for %d pages, want 50", n)
 	}
 
-	paged := start(t, Options{Server: stdioServer("p", "--extra-tools", "40", "--page-size", "1"), MaxListPages: 30,
+	paged := start(t, Options{Server: stdioServer("p", "--extra-tools", "40", "--page-size", "1"), Settings: Settings{MaxListPages: 30},
 		Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}})
 	if s := waitPhase(t, paged, v1alpha1.PhaseFailed); !strings.Contains(s.LastError, "--max-list-pages (30)") {
 		t.Fatalf("the fixture paging past the bound: %q", s.LastError)
 	}
-	within := start(t, Options{Server: stdioServer("p", "--extra-tools", "40", "--page-size", "1"), MaxListPages: 100})
+	within := start(t, Options{Server: stdioServer("p", "--extra-tools", "40", "--page-size", "1"), Settings: Settings{MaxListPages: 100}})
 	if s := waitPhase(t, within, v1alpha1.PhaseReady); !slices.Contains(names(s.Tools), "tool_039") {
 		t.Fatalf("a walk within the bound: %v", names(s.Tools))
 	}
@@ -517,7 +518,7 @@ func TestSchemaBounded(t *testing.T) {
 	big := &hostile{tools: schemaTools(100 << 20)}
 	var f Snapshot
 	alloc := allocated(func() {
-		f = waitPhase(t, start(t, Options{Server: big.start(t), MaxMessageBytes: 4 << 20,
+		f = waitPhase(t, start(t, Options{Server: big.start(t), Settings: Settings{MaxMessageBytes: 4 << 20},
 			Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}}), v1alpha1.PhaseFailed)
 	})
 	t.Logf("allocated %d MiB to refuse a 100 MB schema", alloc>>20)
@@ -546,7 +547,7 @@ func TestListBytesBounded(t *testing.T) {
 		}
 		fmt.Fprintf(w, `],"nextCursor":"p%d"}`, page+1)
 	}}
-	c := start(t, Options{Server: h.start(t), MaxListBytes: 4 << 20, Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}})
+	c := start(t, Options{Server: h.start(t), Settings: Settings{MaxListBytes: 4 << 20}, Policy: Policy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}})
 	s := waitPhase(t, c, v1alpha1.PhaseFailed)
 	if !strings.Contains(s.LastError, "the server's tools come to more than --max-list-bytes (4 MiB) of JSON; refused") {
 		t.Fatalf("want the bound named in lastError, got %q", s.LastError)
@@ -618,7 +619,7 @@ func TestEventBodyBounded(t *testing.T) {
 		for _, small := range []bool{false, true} {
 			var logs logSink
 			b := &eventBody{src: io.NopCloser(iotest.OneByteReader(strings.NewReader(stream))), req: req,
-				t: &boundedBodies{limit: limit, items: 3, c: &Conn{opts: Options{Log: logs.logger()}}}}
+				t: &boundedBodies{limit: limit, items: 3, log: logs.logger()}}
 			var r io.Reader = b
 			if small {
 				r = bufio.NewReaderSize(b, 16)
@@ -658,7 +659,7 @@ func TestEventBodyBounded(t *testing.T) {
 func TestEventBodyReadsIntoCallersBuffer(t *testing.T) {
 	src := &recordingReader{r: strings.NewReader("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")}
 	get, _ := http.NewRequest(http.MethodGet, "http://server/mcp", nil)
-	b := &eventBody{src: io.NopCloser(src), req: get, t: &boundedBodies{limit: 1 << 20, items: 10, c: &Conn{}}}
+	b := &eventBody{src: io.NopCloser(src), req: get, t: &boundedBodies{limit: 1 << 20, items: 10, log: logr.Discard()}}
 	buf := make([]byte, 4096)
 	if _, err := b.Read(buf); err != nil {
 		t.Fatal(err)
@@ -693,7 +694,7 @@ func TestSizeText(t *testing.T) {
 }
 
 // A server that answers requests nobody sent and asks for sampling while no session calls:
-// the answers are dropped without reaching any request (through the SDK or raw), its request
+// the answers are dropped without reaching any request (through the SDK or forwarded), its request
 // gets an error, and the connection goes on.
 func TestStrayMessagesFromServer(t *testing.T) {
 	c := start(t, Options{Server: hostileStdioServer("stray")})
@@ -707,18 +708,18 @@ func TestStrayMessagesFromServer(t *testing.T) {
 		}
 		res, err := c.Forward(ctx, "tools/call", []byte(`"name":"small","arguments":{}`), nil, AnyRevision)
 		if err != nil || !strings.Contains(string(res), `"ok"`) {
-			t.Fatalf("a raw call beside stray answers: %s %v", res, err)
+			t.Fatalf("a forwarded call beside stray answers: %s %v", res, err)
 		}
 	}
 	mustGoOn(t, c, before)
 }
 
-// What the SDK's client refused in a list is refused on the raw path too: a tool whose
+// What the SDK's client refused in a list is refused on the forwarded path too: a tool whose
 // x-mcp-header annotations are invalid is left out with a note (the other tools are offered),
 // and an answer nested deeper than the SDK's decoder takes fails the listing. Members the
 // SDK's types do not read (a tool's own "uri", a "resources" member in a tools/list answer)
 // fail nothing, and keys match exactly ("NAME" is not the name).
-func TestRawListsDecodeAsTheSDK(t *testing.T) {
+func TestForwardedListsDecodeAsTheSDK(t *testing.T) {
 	h := &hostile{tools: func(w io.Writer, _ string) {
 		io.WriteString(w, `{"resources":{"odd":true},"tools":[`+
 			`{"name":"small","NAME":"big","uri":7,"inputSchema":{"type":"object"}},`+
@@ -733,7 +734,7 @@ func TestRawListsDecodeAsTheSDK(t *testing.T) {
 		t.Fatalf("the note: %q", s.Notes)
 	}
 	if raw := s.RawItem(KindTool, "small"); raw == nil || !strings.Contains(string(raw.Members), `"NAME":"big"`) {
-		t.Fatalf("the raw item keeps every member but name: %+v", raw)
+		t.Fatalf("the item as sent keeps every member but name: %+v", raw)
 	}
 
 	deep := &hostile{tools: func(w io.Writer, _ string) {

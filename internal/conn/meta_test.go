@@ -37,8 +37,7 @@ func TestWithCapabilities(t *testing.T) {
 // A server's JSON-RPC error reaches the gateway with its code, message and data, the
 // connection's secrets redacted; any other failure is not an upstream error.
 func TestUpstreamError(t *testing.T) {
-	c := &Conn{secretValues: []string{"s3cret-token"}}
-	c.opts.Server.Name = "a"
+	c := &scrubber{server: "a", values: []string{"s3cret-token"}}
 	wire := &jsonrpc.Error{Code: -32021, Message: "needs sampling (token s3cret-token)", Data: []byte(`{"requiredCapabilities":{"sampling":{}},"echo":"s3cret-token"}`)}
 	got, ok := UpstreamError(fmt.Errorf("forwarding: %w", c.callError(fmt.Errorf("calling: %w", wire))))
 	if !ok || got.Code != -32021 || got.Message != "needs sampling (token [redacted])" ||

@@ -108,7 +108,7 @@ func TestSSEEndpointOfAnotherOrigin(t *testing.T) {
 				Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: srv.URL + "/sse", Transport: v1alpha1.TransportSSE,
 					Headers: []v1alpha1.NameValue{{Name: "Authorization", Value: "Bearer ${TOKEN}"}}}},
 				Variables: func(context.Context) (map[string]string, error) { return map[string]string{"TOKEN": token}, nil },
-				Isolation: Isolation{Egress: eg},
+				Settings:  Settings{Isolation: Isolation{Egress: eg}},
 			})
 			s := waitPhase(t, c, v1alpha1.PhaseFailed)
 			want := "the SSE endpoint event names another origin: http://" + other.ln.Addr().String()
@@ -132,8 +132,8 @@ func TestSSEEndpointOfAnotherOrigin(t *testing.T) {
 func TestSSEEndpointRefusedByPolicy(t *testing.T) {
 	srv, got := legacySSE(t, func(self string) string { return self + "/admin/messages?sessionid=SESSION-1D" })
 	c := start(t, Options{
-		Server:    v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: srv.URL + "/sse", Transport: v1alpha1.TransportSSE}},
-		Isolation: Isolation{Egress: &Egress{Loopback: true, Deny: patterns(t, "http://127.0.0.1:*/admin/*")}},
+		Server:   v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: srv.URL + "/sse", Transport: v1alpha1.TransportSSE}},
+		Settings: Settings{Isolation: Isolation{Egress: &Egress{Loopback: true, Deny: patterns(t, "http://127.0.0.1:*/admin/*")}}},
 	})
 	s := waitPhase(t, c, v1alpha1.PhaseFailed)
 	if want := `the url that the SSE endpoint event names is refused here: it matches the controller's --deny-url "http://127.0.0.1:*/admin/*"`; !strings.Contains(s.LastError, want) {
@@ -154,7 +154,7 @@ func TestSSEEndpointOfTheSameOrigin(t *testing.T) {
 	c := start(t, Options{
 		Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--sse") + "/sse", Transport: v1alpha1.TransportSSE,
 			Headers: []v1alpha1.NameValue{{Name: "Authorization", Value: "Bearer x"}}}},
-		Isolation: Isolation{Egress: &Egress{Loopback: true}},
+		Settings: Settings{Isolation: Isolation{Egress: &Egress{Loopback: true}}},
 	})
 	if s := waitPhase(t, c, v1alpha1.PhaseReady); s.RawToolCount == 0 {
 		t.Errorf("no tools")

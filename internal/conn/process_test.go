@@ -76,7 +76,7 @@ func TestHelperHoldsConnection(t *testing.T) {
 		return // only a helper for TestServerDiesWithItsController
 	}
 	c := New(Options{Server: v1alpha1.MCPServer{Name: "sleeper", Stdio: &v1alpha1.StdioServer{Command: "sleep", Args: []string{"300"}}},
-		ConnectTimeout: 10 * time.Minute})
+		Settings: Settings{ConnectTimeout: 10 * time.Minute}})
 	defer c.Destroy()
 	time.Sleep(10 * time.Minute)
 }

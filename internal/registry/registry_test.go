@@ -35,7 +35,7 @@ func fixtureOpts(name string) conn.Options {
 		Server: v1alpha1.MCPServer{Name: name, Stdio: &v1alpha1.StdioServer{
 			Command: os.Args[0], Env: []v1alpha1.NameValue{{Name: fixture.EnvVar, Value: "1"}},
 		}},
-		ConnectTimeout: 5 * time.Second,
+		Settings: conn.Settings{ConnectTimeout: 5 * time.Second},
 	}
 }
 

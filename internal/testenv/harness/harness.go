@@ -50,10 +50,10 @@ import (
 const CallTimeout = 4 * time.Second
 
 // Conn are the connection settings the suite's reconciler runs with.
-var Conn = controllers.ConnDefaults{ConnectTimeout: 5 * time.Second, HealthInterval: time.Second, RelistInterval: 5 * time.Second,
+var Conn = controllers.ConnDefaults{Settings: conn.Settings{ConnectTimeout: 5 * time.Second, HealthInterval: time.Second, RelistInterval: 5 * time.Second,
 	Isolation: conn.Isolation{PassEnv: testutil.ShareNpmCache()},
 	// Bounds small enough for TestServerBoundsReachStatus, large enough for the rest.
-	MaxMessageBytes: 1 << 20, MaxListPages: 50, MaxSchemaBytes: 64 << 10}
+	MaxMessageBytes: 1 << 20, MaxListPages: 50, MaxSchemaBytes: 64 << 10}}
 
 var (
 	// Env is the suite's API server, started by NeedAPI.

@@ -61,11 +61,11 @@ func (at *streamCursor) delay(stale int) time.Duration {
 
 // follow reads the event stream of request id (body) to the response, resuming the stream
 // each time the server ends it before (while it gives its events ids).
-func (w *wire) follow(ctx context.Context, body io.ReadCloser, id string) (json.RawMessage, error) {
+func (u *httpUpstream) follow(ctx context.Context, body io.ReadCloser, id string) (json.RawMessage, error) {
 	var at streamCursor
 	for stale := 0; ; {
 		seen := at.lastID
-		res, err := w.readStream(ctx, body, id, &at)
+		res, err := u.readStream(ctx, body, id, &at)
 		if err == nil {
 			// The server ends the stream right after the response; reading to its end lets
 			// the HTTP client keep the TCP connection for the next request.
@@ -76,42 +76,42 @@ func (w *wire) follow(ctx context.Context, body io.ReadCloser, id string) (json.
 		case err == nil:
 			return res, nil
 		case ctx.Err() != nil:
-			w.cancel(id, ctx.Err())
+			u.cancel(id, ctx.Err())
 			return nil, err
 		case !errors.Is(err, ErrStreamEnded):
 			return nil, err
 		case at.lastID == "":
-			return nil, w.abandon(id, err)
+			return nil, u.abandon(id, err)
 		}
 		if stale++; at.lastID != seen {
 			stale = 0
 		} else if stale >= maxStaleResumes {
-			return nil, w.abandon(id, fmt.Errorf("%w (resumed %d times in a row without a new event)", ErrStreamEnded, stale))
+			return nil, u.abandon(id, fmt.Errorf("%w (resumed %d times in a row without a new event)", ErrStreamEnded, stale))
 		}
-		if body, err = w.resumeStream(ctx, &at, stale); err != nil {
+		if body, err = u.resumeStream(ctx, &at, stale); err != nil {
 			if ctx.Err() != nil {
-				w.cancel(id, ctx.Err())
+				u.cancel(id, ctx.Err())
 				return nil, context.Cause(ctx)
 			}
 			if isGone(err) { // the session is gone, and the request with it: nothing to tell the server
 				return nil, err
 			}
-			return nil, w.abandon(id, err)
+			return nil, u.abandon(id, err)
 		}
 	}
 }
 
 // abandon gives up on request id, whose stream ended: the server, which may be running it
 // still for nobody, is told so, and the error says that it may have run.
-func (w *wire) abandon(id string, err error) error {
-	w.cancel(id, err)
+func (u *httpUpstream) abandon(id string, err error) error {
+	u.cancel(id, err)
 	return fmt.Errorf("%w; it may or may not have completed", err)
 }
 
 // resumeStream asks for the events of a request's stream after at.lastID, once at's delay has
 // passed. A server that no longer knows the session is ErrConnectionClosed: the session is
 // gone, and the request's answer with it.
-func (w *wire) resumeStream(ctx context.Context, at *streamCursor, stale int) (io.ReadCloser, error) {
+func (u *httpUpstream) resumeStream(ctx context.Context, at *streamCursor, stale int) (io.ReadCloser, error) {
 	wait := time.NewTimer(at.delay(stale))
 	defer wait.Stop()
 	select {
@@ -119,20 +119,20 @@ func (w *wire) resumeStream(ctx context.Context, at *streamCursor, stale int) (i
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.url, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Last-Event-ID", at.lastID)
-	w.sessionHeaders(req.Header)
-	resp, err := w.http.Do(req)
+	u.sessionHeaders(req.Header)
+	resp, err := u.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w, and resuming it failed: %w", ErrStreamEnded, err)
 	}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
-	case resp.StatusCode == http.StatusNotFound && w.sessionID() != "":
+	case resp.StatusCode == http.StatusNotFound && u.sessionID() != "":
 		resp.Body.Close()
 		return nil, fmt.Errorf("%w, and the server no longer knows the session, so the rest is lost; it may or may not have completed: %w",
 			ErrStreamEnded, mcp.ErrConnectionClosed)

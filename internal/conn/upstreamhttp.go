@@ -10,19 +10,104 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
-// post sends one raw request on its own POST and reads its response: JSON, or an event
+// httpUpstream is a streamable HTTP session's upstream: each forwarded request is POSTed on
+// its own, with the session's headers, and its answer (JSON, or an event stream) is read in
+// the caller's goroutine.
+type httpUpstream struct {
+	upstreamBase
+	resp      *responder // what the server sends on a request's stream besides the response
+	bound     int64      // MaxMessageBytes
+	http      *http.Client
+	url       string
+	version   string        // the agreed protocol version, once Ready
+	sessionID func() string // the SDK session's id
+}
+
+// sdkTransport is t with an HTTP client that notes the session's _meta members from the SDK
+// client's requests (metaNoter).
+func (u *httpUpstream) sdkTransport(t *mcp.StreamableClientTransport) *mcp.StreamableClientTransport {
+	sdk, noting := *t, *u.http // copies: the endpoint's transport is not changed
+	noting.Transport = metaNoter{base: u.http.Transport, up: u}
+	sdk.HTTPClient = &noting
+	return &sdk
+}
+
+// metaNoter is the HTTP transport of the SDK client on a streamable HTTP session: it hands the
+// SDK's first request after the handshake to noteMeta, as lockedWriter does on stdio, and is a
+// pass-through from then on.
+type metaNoter struct {
+	base http.RoundTripper // nil: http.DefaultTransport
+	up   *httpUpstream
+}
+
+func (m metaNoter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if m.up.meta.Load() == nil && req.Method == http.MethodPost && req.GetBody != nil {
+		if body, err := req.GetBody(); err == nil {
+			data, _ := io.ReadAll(io.LimitReader(body, metaNoteBytes))
+			body.Close()
+			m.up.noteMeta(data)
+		}
+	}
+	if m.base == nil {
+		return http.DefaultTransport.RoundTrip(req)
+	}
+	return m.base.RoundTrip(req)
+}
+
+// metaNoteBytes bounds what metaNoter reads of a request: the SDK's requests after the
+// handshake are small (a list, a ping); a larger one is passed by unnoted.
+const metaNoteBytes = 1 << 20
+
+func (u *httpUpstream) ready(s *mcp.ClientSession) {
+	u.version = s.InitializeResult().ProtocolVersion
+	u.sessionID = s.ID
+	u.agreed(u.version)
+}
+
+// takes: once the session is Ready, and at 2026-07-28 once its _meta members are known.
+func (u *httpUpstream) takes() bool {
+	if u.version == "" {
+		return false
+	}
+	return u.version < "2026-07-28" || u.metaKnown()
+}
+
+// probedByRelist: a 2026-07-28 HTTP connection has no ping and no session to lose.
+func (u *httpUpstream) probedByRelist() bool { return true }
+
+// toolHeaders: the SDK client sets Mcp-Param headers from its own tools/list at 2026-07-28.
+func (u *httpUpstream) toolHeaders() bool { return u.version >= "2026-07-28" }
+
+func (u *httpUpstream) call(ctx context.Context, method string, members, meta []byte) (json.RawMessage, error) {
+	return u.post(ctx, u.nextID(), method, u.params(ctx, members, meta))
+}
+
+// cancel tells the server a forwarded request is abandoned, as the SDK client does for its own.
+func (u *httpUpstream) cancel(id string, why error) {
+	ctx, stop := context.WithTimeout(context.Background(), cancelNoticeTimeout)
+	defer stop()
+	u.send(ctx, jsonrpcwire.Notification("notifications/cancelled", cancelParams(id, why)), "notifications/cancelled")
+}
+
+// cancelNoticeTimeout bounds sending notifications/cancelled for an abandoned request.
+const cancelNoticeTimeout = 5 * time.Second
+
+// post sends one forwarded request on its own POST and reads its response: JSON, or an event
 // stream whose other messages (the server's own requests, notifications) are handled as the
 // SDK client would handle them.
-func (w *wire) post(ctx context.Context, id, method string, params json.RawMessage) (json.RawMessage, error) {
-	resp, err := w.do(ctx, request(id, method, params), method, params)
+func (u *httpUpstream) post(ctx context.Context, id, method string, params json.RawMessage) (json.RawMessage, error) {
+	resp, err := u.do(ctx, jsonrpcwire.Request(id, method, params), method, params)
 	if err != nil {
 		if ctx.Err() != nil { // abandoned before the server answered (it may send nothing until the result)
-			w.cancel(id, ctx.Err())
+			u.cancel(id, ctx.Err())
 			return nil, context.Cause(ctx)
 		}
 		return nil, fmt.Errorf("sending %q: %w", method, err)
@@ -30,25 +115,25 @@ func (w *wire) post(ctx context.Context, id, method string, params json.RawMessa
 	defer resp.Body.Close()
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
-	case resp.StatusCode == http.StatusNotFound && w.sessionID() != "":
+	case resp.StatusCode == http.StatusNotFound && u.sessionID() != "":
 		return nil, fmt.Errorf("sending %q: the server no longer knows the session: %w", method, mcp.ErrSessionMissing)
 	case resp.StatusCode < 200 || resp.StatusCode >= 300:
 		// A JSON-RPC error in the body is the server's answer; any other body is not
 		// repeated (it may be anything, and errors reach status and the agent).
 		if ct == "application/json" {
-			if r, err := readResponse(io.LimitReader(resp.Body, errorBodyBytes), id, w.limit()); err == nil && r.Error != nil {
+			if r, err := readResponse(io.LimitReader(resp.Body, errorBodyBytes), id, u.limit()); err == nil && r.Error != nil {
 				return nil, r.Error
 			}
 		}
 		return nil, fmt.Errorf("sending %q: the server answered HTTP %d (%s)", method, resp.StatusCode, orNone(ct))
 	case ct == "application/json":
-		r, err := readResponse(io.LimitReader(resp.Body, w.limit()+1), id, w.limit())
+		r, err := readResponse(io.LimitReader(resp.Body, u.limit()+1), id, u.limit())
 		if err != nil {
 			return nil, err
 		}
 		return r.result()
 	case ct == "text/event-stream":
-		return w.follow(ctx, resp.Body, id)
+		return u.follow(ctx, resp.Body, id)
 	}
 	return nil, fmt.Errorf("sending %q: the server answered with content type %s, not JSON or an event stream", method, orNone(ct))
 }
@@ -57,28 +142,28 @@ func (w *wire) post(ctx context.Context, id, method string, params json.RawMessa
 // notification also carries the standard headers the server checks against the body:
 // Mcp-Method (method, "" for a response), and Mcp-Name for the methods that name something
 // in their params.
-func (w *wire) do(ctx context.Context, body []byte, method string, params json.RawMessage) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+func (u *httpUpstream) do(ctx context.Context, body []byte, method string, params json.RawMessage) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	w.sessionHeaders(req.Header)
-	if method != "" && w.version >= "2026-07-28" {
+	u.sessionHeaders(req.Header)
+	if method != "" && u.version >= "2026-07-28" {
 		req.Header.Set("Mcp-Method", method)
 		if name := nameOf(method, params); name != "" {
 			req.Header.Set("Mcp-Name", name)
 		}
 	}
-	return w.http.Do(req)
+	return u.http.Do(req)
 }
 
 // sessionHeaders are what every request of the session carries: the version agreed and the
 // session's id (none on a stateless session).
-func (w *wire) sessionHeaders(h http.Header) {
-	h.Set("Mcp-Protocol-Version", w.version)
-	if sid := w.sessionID(); sid != "" {
+func (u *httpUpstream) sessionHeaders(h http.Header) {
+	h.Set("Mcp-Protocol-Version", u.version)
+	if sid := u.sessionID(); sid != "" {
 		h.Set("Mcp-Session-Id", sid)
 	}
 }
@@ -110,8 +195,8 @@ func nameOf(method string, params json.RawMessage) string {
 
 // send POSTs a notification (method) or a response (method ""), whose answer is only a
 // status.
-func (w *wire) send(ctx context.Context, body []byte, method string) {
-	resp, err := w.do(ctx, body, method, nil)
+func (u *httpUpstream) send(ctx context.Context, body []byte, method string) {
+	resp, err := u.do(ctx, body, method, nil)
 	if err != nil {
 		return
 	}
@@ -119,8 +204,8 @@ func (w *wire) send(ctx context.Context, body []byte, method string) {
 	resp.Body.Close()
 }
 
-// wireResponse is a response as the wire reads it: the result stays raw.
-type wireResponse struct {
+// upstreamResponse is a response as an upstream reads it: the result stays as received.
+type upstreamResponse struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
@@ -128,7 +213,7 @@ type wireResponse struct {
 	Error  *jsonrpc.Error  `json:"error"`
 }
 
-func (r *wireResponse) result() (json.RawMessage, error) {
+func (r *upstreamResponse) result() (json.RawMessage, error) {
 	if r.Error != nil {
 		return nil, r.Error
 	}
@@ -139,7 +224,7 @@ func (r *wireResponse) result() (json.RawMessage, error) {
 }
 
 // readResponse reads one JSON response of at most limit bytes, which must answer id.
-func readResponse(r io.Reader, id string, limit int64) (*wireResponse, error) {
+func readResponse(r io.Reader, id string, limit int64) (*upstreamResponse, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
@@ -147,11 +232,11 @@ func readResponse(r io.Reader, id string, limit int64) (*wireResponse, error) {
 	if int64(len(data)) > limit {
 		return nil, tooLarge(limit)
 	}
-	var resp wireResponse
+	var resp upstreamResponse
 	if err := json.Unmarshal(data, &resp); err != nil {
 		return nil, fmt.Errorf("the server's response is not JSON-RPC: %v", err)
 	}
-	if !sameID(resp.ID, id) {
+	if !jsonrpcwire.StringID(resp.ID, id) {
 		return nil, fmt.Errorf("the server answered a request it was not sent (id %s)", resp.ID)
 	}
 	return &resp, nil
@@ -160,9 +245,9 @@ func readResponse(r io.Reader, id string, limit int64) (*wireResponse, error) {
 // readStream reads an event stream until the response to id; every other message goes to
 // the SDK client. at follows the events' ids and the server's retry, for resuming the stream.
 // A stream that ends before the response is ErrStreamEnded (with the read error, if any).
-func (w *wire) readStream(ctx context.Context, body io.Reader, id string, at *streamCursor) (json.RawMessage, error) {
+func (u *httpUpstream) readStream(ctx context.Context, body io.Reader, id string, at *streamCursor) (json.RawMessage, error) {
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 4096), int(min(w.limit(), 1<<31-1)))
+	sc.Buffer(make([]byte, 0, 4096), int(min(u.limit(), 1<<31-1)))
 	var ev sseEvent
 	for {
 		more := sc.Scan()
@@ -176,7 +261,7 @@ func (w *wire) readStream(ctx context.Context, body io.Reader, id string, at *st
 			at.lastID, ev.hasID = string(ev.id), false
 		}
 		if len(ev.data) > 0 {
-			if res, done, err := w.event(ctx, ev.data, id); done {
+			if res, done, err := u.event(ctx, ev.data, id); done {
 				return res, err
 			}
 			ev.data = ev.data[:0]
@@ -187,7 +272,7 @@ func (w *wire) readStream(ctx context.Context, body io.Reader, id string, at *st
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, tooLarge(w.limit())
+			return nil, tooLarge(u.limit())
 		}
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
@@ -232,46 +317,35 @@ func sseField(line []byte, field string) ([]byte, bool) {
 	return bytes.TrimPrefix(rest, []byte(" ")), true
 }
 
-// event handles one event of a raw request's stream; done when it was the response.
-func (w *wire) event(ctx context.Context, data []byte, id string) (json.RawMessage, bool, error) {
-	var r wireResponse
+// event handles one event of a forwarded request's stream; done when it was the response.
+func (u *httpUpstream) event(ctx context.Context, data []byte, id string) (json.RawMessage, bool, error) {
+	var r upstreamResponse
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, true, fmt.Errorf("the server sent an event that is not JSON-RPC: %v", err)
 	}
 	if r.Method == "" {
-		if sameID(r.ID, id) {
+		if jsonrpcwire.StringID(r.ID, id) {
 			res, err := r.result()
 			return res, true, err
 		}
 		return nil, false, nil // a response to nothing this stream asked: dropped
 	}
 	if len(r.ID) == 0 {
-		w.c.notification(ctx, r.Method, r.Params)
+		u.resp.notification(ctx, r.Method, r.Params)
 		return nil, false, nil
 	}
 	// The server asks something of the session while the call runs; the server waits for the
 	// answer before going on with the call.
-	result, rpcErr := w.c.serverRequest(ctx, r.Method, r.Params)
-	w.send(ctx, response(r.ID, result, rpcErr), "")
+	result, rpcErr := u.resp.serverRequest(ctx, r.Method, r.Params)
+	u.send(ctx, jsonrpcwire.ResponseTo(r.ID, result, rpcErr), "")
 	return nil, false, nil
-}
-
-func sameID(raw json.RawMessage, id string) bool {
-	var s string
-	return json.Unmarshal(raw, &s) == nil && s == id
-}
-
-// appendQuoted appends s as a JSON string.
-func appendQuoted(dst []byte, s string) []byte {
-	q, _ := json.Marshal(s)
-	return append(dst, q...)
 }
 
 // drainBytes bounds what is read after a response to let its connection be reused.
 const drainBytes = 64 << 10
 
 // limit is the bound on one message from the server.
-func (w *wire) limit() int64 { return w.c.opts.MaxMessageBytes }
+func (u *httpUpstream) limit() int64 { return u.bound }
 
 func orNone(ct string) string {
 	if ct == "" {

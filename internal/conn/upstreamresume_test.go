@@ -32,7 +32,7 @@ func cutConn(t *testing.T, args ...string) (*Conn, <-chan struct{}) {
 	return c, c.Changed()
 }
 
-// forwardCut calls cut_stream raw as one session, with the progress it gets.
+// forwardCut forwards cut_stream as one session, with the progress it gets.
 func forwardCut(c *Conn, args string) (RawResult, []string, error) {
 	var mu sync.Mutex
 	var progress []string

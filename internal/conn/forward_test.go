@@ -22,7 +22,7 @@ import (
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
-// forward sends tools/call echo raw and decodes the result the way a session would.
+// forwardEcho forwards tools/call echo and decodes the result the way a session would.
 func forwardEcho(t *testing.T, c *Conn, text string, rev Revision) (*mcp.CallToolResult, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -34,7 +34,7 @@ func forwardEcho(t *testing.T, c *Conn, text string, rev Revision) (*mcp.CallToo
 	}
 	var res mcp.CallToolResult
 	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatalf("the raw result is not a CallToolResult: %v: %s", err, raw)
+		t.Fatalf("the forwarded result is not a CallToolResult: %v: %s", err, raw)
 	}
 	return &res, nil
 }
@@ -50,7 +50,7 @@ func textOf(res *mcp.CallToolResult) string {
 	return tc.Text
 }
 
-// serverKinds start a fixture server of each kind the wire tells apart, by name.
+// serverKinds start a fixture server of each kind the upstreams tell apart, by name.
 var serverKinds = map[string]func(t *testing.T) v1alpha1.MCPServer{
 	"stdio 2025-11-25": func(*testing.T) v1alpha1.MCPServer { return stdioServer("s", "--protocol", "2025-11-25") },
 	"stdio 2026-07-28": func(*testing.T) v1alpha1.MCPServer { return stdioServer("s") },
@@ -70,9 +70,9 @@ var serverKinds = map[string]func(t *testing.T) v1alpha1.MCPServer{
 // the server speaks 2026-07-28.
 func TestForwardEveryTransport(t *testing.T) {
 	cases := map[string]struct {
-		server func(t *testing.T) v1alpha1.MCPServer
-		newest bool // the server speaks 2026-07-28
-		raw    bool // requests can go raw (else ErrNotRaw, and the typed path is used)
+		server   func(t *testing.T) v1alpha1.MCPServer
+		newest   bool // the server speaks 2026-07-28
+		forwards bool // requests can be forwarded (else ErrNotRaw, and the typed path is used)
 	}{
 		"stdio 2025-11-25":     {serverKinds["stdio 2025-11-25"], false, true},
 		"stdio 2026-07-28":     {serverKinds["stdio 2026-07-28"], true, true},
@@ -92,29 +92,29 @@ func TestForwardEveryTransport(t *testing.T) {
 				wantTakes[Newest] = ErrOtherRevision
 			}
 			for rev, want := range wantTakes {
-				if !tc.raw && want == nil {
+				if !tc.forwards && want == nil {
 					want = ErrNotRaw
 				}
 				if got := c.Takes(rev); !errors.Is(got, want) || (want == nil) != (got == nil) {
 					t.Fatalf("Takes(%d) = %v, want %v", rev, got, want)
 				}
 			}
-			res, err := forwardEcho(t, c, "raw", AnyRevision)
-			if !tc.raw {
+			res, err := forwardEcho(t, c, "forwarded", AnyRevision)
+			if !tc.forwards {
 				if !errors.Is(err, ErrNotRaw) {
-					t.Fatalf("a connection that takes no raw requests: %v", err)
+					t.Fatalf("a connection that takes no forwarded requests: %v", err)
 				}
 				return
 			}
-			if err != nil || textOf(res) != "raw" || res.IsError {
+			if err != nil || textOf(res) != "forwarded" || res.IsError {
 				t.Fatalf("forwarded echo: %+v %v", res, err)
 			}
-			typed, err := c.Call(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "raw"}}, nil)
+			typed, err := c.Call(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "forwarded"}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got, want := asJSON(t, res.StructuredContent), asJSON(t, typed.StructuredContent); got != want {
-				t.Fatalf("structuredContent: raw %s, typed %s", got, want)
+				t.Fatalf("structuredContent: forwarded %s, typed %s", got, want)
 			}
 			// A 2025-11-25 caller gets a 2026-07-28 server's result in the shape that revision
 			// has; a 2026-07-28 caller is refused a 2025-11-25 server's before anything is sent.
@@ -179,7 +179,7 @@ func TestForwardBoundsMessageSize(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := start(t, Options{Server: server(t), MaxMessageBytes: 1 << 20})
+			c := start(t, Options{Server: server(t), Settings: Settings{MaxMessageBytes: 1 << 20}})
 			waitPhase(t, c, v1alpha1.PhaseReady)
 			if _, err := forwardEcho(t, c, strings.Repeat("x", 2<<20), Legacy); err == nil || !strings.Contains(err.Error(), "exceeds --max-message-bytes (1 MiB)") {
 				t.Fatalf("an answer over the bound: %v", err)
@@ -263,10 +263,10 @@ func TestServerRequestToSilentSessionIsBounded(t *testing.T) {
 func TestListChangedStormCoalesced(t *testing.T) {
 	c := start(t, Options{Server: stdioServer("s", "--protocol", "2025-11-25", "--flap", "20ms")})
 	before := waitPhase(t, c, v1alpha1.PhaseReady).Generation
-	relists := c.relists.Load()
+	relists := c.counts.relists.Load()
 	const window = 2 * time.Second
 	time.Sleep(window)
-	changes, relists := c.Snapshot().Generation-before, c.relists.Load()-relists
+	changes, relists := c.Snapshot().Generation-before, c.counts.relists.Load()-relists
 	// At most one re-list per interval in the window, and one more for a list_changed that
 	// came at its start; the server sent about a hundred meanwhile.
 	limit := uint64(window/minRelistInterval) + 2
@@ -278,10 +278,10 @@ func TestListChangedStormCoalesced(t *testing.T) {
 	}
 }
 
-// On a 2026-07-28 HTTP session every raw request and notification carries the standard headers
+// On a 2026-07-28 HTTP session every forwarded request and notification carries the standard headers
 // the server checks against the body (Mcp-Method; Mcp-Name for tools/call), and the server
 // takes them: the cancellation of an abandoned call included.
-func TestRawStandardHeadersOnStatelessHTTP(t *testing.T) {
+func TestForwardedStandardHeadersOnStatelessHTTP(t *testing.T) {
 	target, _ := url.Parse(fixture.StartHTTP(t, "--stateless"))
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	var mu sync.Mutex
@@ -301,7 +301,7 @@ func TestRawStandardHeadersOnStatelessHTTP(t *testing.T) {
 			} `json:"params"`
 		}
 		_ = json.Unmarshal(body, &msg)
-		ours := msg.Method == "notifications/cancelled" || strings.HasPrefix(fmt.Sprint(msg.ID), wireIDPrefix)
+		ours := msg.Method == "notifications/cancelled" || strings.HasPrefix(fmt.Sprint(msg.ID), forwardIDPrefix)
 		if msg.Method == "tools/call" && msg.Params.Name == "sleep" {
 			ours = false // abandoned before its answer
 		}
@@ -337,7 +337,7 @@ func TestRawStandardHeadersOnStatelessHTTP(t *testing.T) {
 		mu.Unlock()
 		if callSeen && cancelSeen {
 			if call != (seenAs{"tools/call", "echo", http.StatusOK}) {
-				t.Fatalf("the raw tools/call: headers %q %q, status %d", call.method, call.name, call.code)
+				t.Fatalf("the forwarded tools/call: headers %q %q, status %d", call.method, call.name, call.code)
 			}
 			if cancelled.method != "notifications/cancelled" || cancelled.name != "" || cancelled.code >= 300 {
 				t.Fatalf("the cancellation: headers %q %q, status %d", cancelled.method, cancelled.name, cancelled.code)

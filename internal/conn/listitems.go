@@ -13,10 +13,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	segjson "github.com/segmentio/encoding/json"
+
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
-// Lists are read raw on every session that takes raw requests (stdio, streamable HTTP: see
-// wire.go), and decoded into the SDK's types here, once, only when their bytes changed.
+// Lists are read with forwarded requests on every session whose upstream takes them (stdio,
+// streamable HTTP: see upstream.go), kept as the server sent them, and decoded into the SDK's
+// types here, once, only when their bytes changed.
 //
 // Why: the SDK's types model only the fields its version knows. Decoded through them, an item
 // a server lists loses every other field (server-everything's tools lose `execution`, a newer
@@ -67,8 +70,8 @@ func (s Snapshot) RawItem(kind Kind, key string) *RawItem {
 }
 
 // listedItem is what the walk reads of each item: its key and a tool's schemas (for the
-// schema bound), all still raw. Every member is read raw, so a member of another kind's
-// (a tool's own "uri", say) never fails the item, as the SDK's types ignore it.
+// schema bound), all as received. Every member is read as received, so a member of another
+// kind's (a tool's own "uri", say) never fails the item, as the SDK's types ignore it.
 type listedItem struct {
 	Name         json.RawMessage `json:"name"`
 	URI          json.RawMessage `json:"uri"`
@@ -89,7 +92,7 @@ func (it *listedItem) keyOf(kind Kind) error {
 	return parseExact(member, &it.name)
 }
 
-// listedPage is one page of any of the four lists, its lists still raw (only the kind listed
+// listedPage is one page of any of the four lists, its lists as received (only the kind listed
 // is read further).
 type listedPage struct {
 	Tools             json.RawMessage `json:"tools"`
@@ -180,9 +183,9 @@ func tooDeep(data []byte) bool {
 	return false
 }
 
-// rawLists is one raw listing of a server: the items kept, in the order listed, and a digest
-// of every page's bytes.
-type rawLists struct {
+// listedItems is one forwarded listing of a server: the items kept, in the order listed, and a
+// digest of every page's bytes.
+type listedItems struct {
 	items  [kinds][]*listedItem
 	hints  [kinds]CacheHints // each list's: the most cautious of its pages'
 	tools  *toolSieve        // what the tools list left out
@@ -190,12 +193,12 @@ type rawLists struct {
 	digest [sha256.Size]byte
 }
 
-// fetchLists walks every page of each list the server declares, raw, the four at once (as
+// fetch walks every page of each list the server declares, forwarded, the four at once (as
 // list does). The first to fail ends the others, and its error is the one returned.
-func (c *Conn) fetchLists(ctx context.Context, session *mcp.ClientSession, w *wire) (*rawLists, error) {
+func (l *lister) fetch(ctx context.Context) (*listedItems, error) {
 	g, ctx := atOnce(ctx)
 	asked := []Kind{KindTool}
-	if caps := session.InitializeResult().Capabilities; caps != nil {
+	if caps := l.session.InitializeResult().Capabilities; caps != nil {
 		if caps.Prompts != nil {
 			asked = append(asked, KindPrompt)
 		}
@@ -203,11 +206,11 @@ func (c *Conn) fetchLists(ctx context.Context, session *mcp.ClientSession, w *wi
 			asked = append(asked, KindResource, KindTemplate)
 		}
 	}
-	l := &rawLists{newest: w.version >= "2026-07-28", tools: c.toolSieve()}
+	items := &listedItems{newest: l.session.InitializeResult().ProtocolVersion >= "2026-07-28", tools: l.sieve()}
 	var digests [kinds]hash.Hash
 	for _, kind := range asked {
 		digests[kind] = sha256.New()
-		g.run(listMethods[kind], func() error { return c.walkRaw(ctx, w, kind, l, digests[kind]) })
+		g.run(listMethods[kind], func() error { return l.walkForwarded(ctx, kind, items, digests[kind]) })
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
@@ -219,20 +222,21 @@ func (c *Conn) fetchLists(ctx context.Context, session *mcp.ClientSession, w *wi
 			h.Write(d.Sum(nil))
 		}
 	}
-	h.Sum(l.digest[:0])
-	return l, nil
+	h.Sum(items.digest[:0])
+	return items, nil
 }
 
-// walkRaw walks one list within the bounds (walk), keeping its items in l.items[kind] and
-// the pages' bytes in digest. Only l.items[kind] (and, for tools, the counts) are written.
-func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, digest hash.Hash) error {
+// walkForwarded walks one list within the bounds (walk), keeping its items in
+// out.items[kind] and the pages' bytes in digest. Only out.items[kind] (and, for tools, the
+// counts) are written.
+func (l *lister) walkForwarded(ctx context.Context, kind Kind, out *listedItems, digest hash.Hash) error {
 	method := listMethods[kind]
 	page := func(ctx context.Context, cursor string) ([]*listedItem, string, error) {
 		var members []byte
 		if cursor != "" {
-			members = appendQuoted([]byte(`"cursor":`), cursor)
+			members = jsonrpcwire.AppendQuoted([]byte(`"cursor":`), cursor)
 		}
-		res, err := w.call(ctx, method, members, nil)
+		res, err := l.up.call(ctx, method, members, nil)
 		if err != nil {
 			return nil, "", err
 		}
@@ -245,8 +249,8 @@ func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, dig
 		if err != nil {
 			return nil, "", fmt.Errorf("the server's answer is not a list of %s: %v", listWhats[kind], err)
 		}
-		l.hints[kind] = l.hints[kind].Merge(pg.hints())
-		items := make([]*listedItem, 0, len(raws))
+		out.hints[kind] = out.hints[kind].Merge(pg.hints())
+		got := make([]*listedItem, 0, len(raws))
 		for i, raw := range raws {
 			if string(raw) == "null" {
 				continue // as the SDK's client does with a null tool
@@ -259,30 +263,30 @@ func (c *Conn) walkRaw(ctx context.Context, w *wire, kind Kind, l *rawLists, dig
 			if err != nil {
 				return nil, "", fmt.Errorf("item %d of the server's %s cannot be read: %v", i, listWhats[kind], err)
 			}
-			items = append(items, it)
+			got = append(got, it)
 		}
-		return items, pg.NextCursor, nil
+		return got, pg.NextCursor, nil
 	}
 	keep := func(it *listedItem) int64 {
-		l.items[kind] = append(l.items[kind], it)
+		out.items[kind] = append(out.items[kind], it)
 		return int64(len(it.raw))
 	}
 	if kind == KindTool {
 		keep = func(it *listedItem) int64 {
 			size := int64(len(it.raw))
-			if !l.tools.offered(it.name) || l.tools.tooLarge(it.name, size, func() int64 { return int64(len(it.InputSchema) + len(it.OutputSchema)) }) {
+			if !out.tools.offered(it.name) || out.tools.tooLarge(it.name, size, func() int64 { return int64(len(it.InputSchema) + len(it.OutputSchema)) }) {
 				return 0
 			}
-			l.items[kind] = append(l.items[kind], it)
+			out.items[kind] = append(out.items[kind], it)
 			return size
 		}
 	}
-	return walk(ctx, &c.opts, method, listWhats[kind], page, keep)
+	return walk(ctx, l.opts, method, listWhats[kind], page, keep)
 }
 
 // catalog decodes the items kept into the SDK's types, each beside its RawItem, and interns
 // the catalog.
-func (l *rawLists) catalog() (*catalog, error) {
+func (l *listedItems) catalog() (*catalog, error) {
 	cat := catalog{hints: l.hints}
 	l.tools.note(&cat)
 	var err error
@@ -306,7 +310,7 @@ func (l *rawLists) catalog() (*catalog, error) {
 
 // decodeItems decodes the items of a kind, and notes each one's RawItem under its key; a key
 // listed twice has none (which item would it be?).
-func decodeItems[T any](l *rawLists, kind Kind, cat *catalog) ([]*T, error) {
+func decodeItems[T any](l *listedItems, kind Kind, cat *catalog) ([]*T, error) {
 	items := l.items[kind]
 	if len(items) == 0 {
 		return nil, nil
@@ -342,7 +346,7 @@ func decodeItems[T any](l *rawLists, kind Kind, cat *catalog) ([]*T, error) {
 // SDK's client left them out of tools/list, whatever the revision, and the gateway's SDK
 // server will not take them), with a note. The SDK's own check decides: a tool is added to a
 // scratch server, which refuses such a tool by panicking.
-func (l *rawLists) dropInvalidHeaders(cat *catalog) {
+func (l *listedItems) dropInvalidHeaders(cat *catalog) {
 	var scratch *mcp.Server
 	kept := cat.tools[:0]
 	for i, t := range cat.tools { // in the order listed, as l.items
@@ -427,7 +431,7 @@ func editMember(members []byte, key string, edit func(json.RawMessage) json.RawM
 				continue
 			}
 		}
-		out = AppendMember(out, k, v)
+		out = jsonrpcwire.AppendMember(out, k, v)
 	}
 	return out, nil
 }
@@ -453,7 +457,7 @@ func objectMembers(raw json.RawMessage, drop bool) ([]byte, error) {
 		if drop && key == "name" {
 			continue
 		}
-		out = AppendMember(out, key, v)
+		out = jsonrpcwire.AppendMember(out, key, v)
 	}
 	return out, nil
 }
@@ -461,8 +465,8 @@ func objectMembers(raw json.RawMessage, drop bool) ([]byte, error) {
 // primeToolCache lists the tools through the SDK too on a 2026-07-28 streamable HTTP session
 // whose tools ask for Mcp-Param headers: the SDK's client sets those headers on a call only
 // for tools it has listed itself.
-func (c *Conn) primeToolCache(ctx context.Context, session *mcp.ClientSession, w *wire, cat *catalog) error {
-	if w.stdin != nil || w.version < "2026-07-28" {
+func (l *lister) primeToolCache(ctx context.Context, cat *catalog) error {
+	if !l.up.toolHeaders() {
 		return nil
 	}
 	if !slices.ContainsFunc(cat.tools, func(t *mcp.Tool) bool {
@@ -472,8 +476,8 @@ func (c *Conn) primeToolCache(ctx context.Context, session *mcp.ClientSession, w
 		return nil
 	}
 	cursor := ""
-	for range c.opts.MaxListPages {
-		res, err := session.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+	for range l.opts.MaxListPages {
+		res, err := l.session.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
 			return fmt.Errorf("tools/list failed: %w", err)
 		}
@@ -481,26 +485,26 @@ func (c *Conn) primeToolCache(ctx context.Context, session *mcp.ClientSession, w
 			return nil
 		}
 	}
-	return tooManyPages("tools/list", c.opts.MaxListPages)
+	return tooManyPages("tools/list", l.opts.MaxListPages)
 }
 
-// listedRaw lists raw and returns the catalog, or nil when the pages' bytes are those the
-// digest unless was taken of (nothing changed).
-func (c *Conn) listedRaw(ctx context.Context, session *mcp.ClientSession, w *wire, unless [sha256.Size]byte) (*catalog, [sha256.Size]byte, error) {
-	l, err := c.fetchLists(ctx, session, w)
+// forwarded lists with forwarded requests and returns the catalog, or nil when the pages'
+// bytes are those the digest unless was taken of (nothing changed).
+func (l *lister) forwarded(ctx context.Context, unless [sha256.Size]byte) (*catalog, [sha256.Size]byte, error) {
+	items, err := l.fetch(ctx)
 	if err != nil {
 		return nil, unless, err
 	}
-	if l.digest == unless {
+	if items.digest == unless {
 		return nil, unless, nil
 	}
-	c.lists.Add(1)
-	cat, err := l.catalog()
+	l.counts.lists.Add(1)
+	cat, err := items.catalog()
 	if err == nil {
-		err = c.primeToolCache(ctx, session, w, cat)
+		err = l.primeToolCache(ctx, cat)
 	}
 	if err != nil {
 		return nil, unless, err
 	}
-	return cat, l.digest, nil
+	return cat, items.digest, nil
 }
