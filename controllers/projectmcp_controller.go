@@ -61,9 +61,13 @@ type Reconciler struct {
 	// MaxToolName is the gateway's (gateway.Options.MaxToolName), so that status names tools
 	// as sessions see them (zero: toolname.DefaultBudget).
 	MaxToolName int
+	// Owners says which projects this replica serves (buckets.go); nil: all of them.
+	Owners Owners
 
 	reconnects handledReconnects
-	consents   *consentWatch // Secrets' consent annotations; nil: not watched (consent checked at connect only)
+	taken      chan event.GenericEvent // projects of buckets this replica took (BucketTaken)
+	gates      sync.Map                // bucket → *sync.RWMutex (buckets.go)
+	consents   *consentWatch           // Secrets' consent annotations; nil: not watched (consent checked at connect only)
 }
 
 // maxConcurrentReconciles is how many projects are reconciled at once. A reconcile spends most
@@ -89,15 +93,22 @@ func (r *Reconciler) setupWithManager(mgr manager.Manager, rec reconcile.Reconci
 		return err
 	}
 	r.consents = consents
+	r.taken = make(chan event.GenericEvent, takenBuffer)
 	return builder.ControllerManagedBy(mgr).
 		For(&v1alpha1.ProjectMCP{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
+			predicate.LabelChangedPredicate{}))). // the bucket pin
 		WatchesRawSource(source.Channel(r.Registry.Events(), wakeUps())).
+		WatchesRawSource(source.Channel(r.taken, &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(consents.source(r.projectsNaming)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles, RateLimiter: retryLimiter()}).
 		Named("projectmcp").
 		Complete(rec)
 }
+
+// takenBuffer is how many projects of buckets taken wait to be enqueued before BucketTaken
+// blocks: a bucket's projects, times a few buckets taken at once.
+const takenBuffer = 1024
 
 // wakeUpPriority is the queue priority of the registry's wake-ups: below a change of spec or
 // of the reconnect request (0, controller-runtime's default for an event that changed the
@@ -148,6 +159,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, err
 	}
+	owner, mine, release := r.owns(obj)
+	defer release()
+	if !mine { // another replica serves it, or none yet: hold nothing of it, write nothing
+		if r.Registry.Known(req.NamespacedName) {
+			r.forget(req.NamespacedName)
+		}
+		return reconcile.Result{}, nil
+	}
 	if !obj.DeletionTimestamp.IsZero() {
 		r.forget(req.NamespacedName)
 		if controllerutil.RemoveFinalizer(obj, v1alpha1.Finalizer) {
@@ -182,6 +201,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	obs, now := r.Registry.Observe(req.NamespacedName), r.Clock.Now()
 	status := buildStatus(obj, obs, r.endpoint(req.NamespacedName), r.MaxToolName, now)
 	status.LastHandledReconnectAt = handled
+	status.Owner = owner
 	if err := r.writeStatus(ctx, obj, status); err != nil {
 		return reconcile.Result{}, err
 	}

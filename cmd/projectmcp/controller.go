@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -25,6 +24,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -34,6 +34,7 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/controllers"
 	"github.com/dsh-dev/projectmcp/internal/audit"
+	"github.com/dsh-dev/projectmcp/internal/buckets"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
@@ -56,6 +57,9 @@ type controllerFlags struct {
 	leaseDuration  time.Duration
 	renewDeadline  time.Duration
 	retryPeriod    time.Duration
+	buckets        int
+	handoffTimeout time.Duration
+	advertise      string
 	gatewayAddr    string
 	gatewayURL     string
 	gatewayAuth    string
@@ -101,6 +105,8 @@ func defaultControllerFlags() controllerFlags {
 		leaseDuration:  15 * time.Second,
 		renewDeadline:  10 * time.Second,
 		retryPeriod:    2 * time.Second,
+		buckets:        buckets.DefaultBuckets,
+		handoffTimeout: 30 * time.Second,
 		gatewayAddr:    "127.0.0.1:8484",
 		gatewayAuth:    "local",
 		reviewTTL:      30 * time.Second,
@@ -128,11 +134,14 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.BoolVar(&f.projectLabels, "metrics-project-labels", f.projectLabels, "label metrics with the project's namespace and name (project_namespace, project): series for every project")
 	all.StringVar(&f.probeAddr, "health-probe-bind-address", f.probeAddr, `healthz/readyz address ("0" disables)`)
 	all.StringVar(&f.pprofAddr, "pprof-bind-address", f.pprofAddr, `address of Go's /debug/pprof endpoints, for profiling a live controller ("0" disables; keep it on loopback: it has no authentication)`)
-	all.BoolVar(&f.leaderElect, "leader-elect", f.leaderElect, "hold a Lease so that one replica owns the connections")
-	all.StringVar(&f.leaderElectNS, "leader-election-namespace", f.leaderElectNS, "namespace of the Lease (default: the pod's in a cluster, else the kubeconfig context's)")
-	all.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", f.leaseDuration, "how long followers wait after the leader's last renewal before taking the Lease: the longest failover after a leader dies without releasing it")
-	all.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", f.renewDeadline, "how long the leader keeps trying to renew before it gives up leading and exits (less than the lease duration)")
-	all.DurationVar(&f.retryPeriod, "leader-elect-retry-period", f.retryPeriod, "how often the leader renews and followers try to acquire")
+	all.BoolVar(&f.leaderElect, "leader-elect", f.leaderElect, "share the projects with the other replicas by bucket Leases (projectmcp-bucket-<k>): each serves the projects of the buckets it holds and proxies the others' (off: this process serves every project)")
+	all.StringVar(&f.leaderElectNS, "leader-election-namespace", f.leaderElectNS, "namespace of the Leases (default: the pod's in a cluster, else the kubeconfig context's)")
+	all.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", f.leaseDuration, "how long the others wait after a replica's last renewal before taking its buckets: the longest a dead replica's projects go unserved")
+	all.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", f.renewDeadline, "how long a replica keeps trying to renew a bucket before it stops serving its projects (less than the lease duration)")
+	all.DurationVar(&f.retryPeriod, "leader-elect-retry-period", f.retryPeriod, "how often a replica renews its buckets and tries to take its share")
+	all.IntVar(&f.buckets, "buckets", f.buckets, "how many buckets the projects are spread over (every replica the same); a project's bucket is a hash of its namespace and name, or its label mcp.dsh.dev/bucket")
+	all.DurationVar(&f.handoffTimeout, "handoff-timeout", f.handoffTimeout, "bound on handing one bucket off (a rebalance, a shutdown): its calls drained, its sessions closed, its servers stopped")
+	all.StringVar(&f.advertise, "advertise-address", f.advertise, "host:port other replicas reach this one's gateway at (default: the bind address, or POD_IP and its port when it binds every address)")
 	all.DurationVar(&f.conn.ConnectTimeout, "connect-timeout", f.conn.ConnectTimeout, "bound on one connect attempt (initialize and first tools/list)")
 	all.DurationVar(&f.conn.HealthInterval, "health-interval", f.conn.HealthInterval, "how often an idle connection is probed")
 	all.DurationVar(&f.conn.RelistInterval, "relist-interval", f.conn.RelistInterval, "backstop tools/list interval")
@@ -235,33 +244,30 @@ func (f *controllerFlags) isolation() (conn.Isolation, error) {
 	return iso, nil
 }
 
-// electionNamespace makes leader election work with no extra flags: in a cluster the Lease
-// lives in the pod's namespace (controller-runtime finds it); outside one, in the namespace of
-// the kubeconfig's current context ("default" when it names none). It says which, first thing.
+// electionNamespace makes sharing by buckets work with no extra flags: in a cluster the Leases
+// live in the pod's namespace; outside one, in the namespace of the kubeconfig's current
+// context ("default" when it names none). It says which, first thing.
 func (f *controllerFlags) electionNamespace() error {
 	log := ctrl.Log.WithName("setup")
 	if !f.leaderElect {
-		log.Info("Leader election off: this process owns every ProjectMCP it sees")
+		log.Info("Sharing by buckets off: this process serves every ProjectMCP it sees")
 		return nil
 	}
 	source := "flag"
 	if f.leaderElectNS == "" {
 		if runningInCluster() {
-			log.Info("Leader election on", "lease", leaseName, "namespace", "the pod's", "source", "in-cluster")
+			log.Info("Sharing projects by bucket Leases", "buckets", f.buckets, "namespace", "the pod's", "source", "in-cluster")
 			return nil
 		}
 		ns, err := kubeconfigNamespace(f.kubeconfig)
 		if err != nil {
-			return fmt.Errorf("leader election: %w (or set --leader-election-namespace, or --leader-elect=false)", err)
+			return fmt.Errorf("bucket Leases: %w (or set --leader-election-namespace, or --leader-elect=false)", err)
 		}
 		f.leaderElectNS, source = ns, "kubeconfig context (not running in a cluster)"
 	}
-	log.Info("Leader election on", "lease", leaseName, "namespace", f.leaderElectNS, "source", source)
+	log.Info("Sharing projects by bucket Leases", "buckets", f.buckets, "namespace", f.leaderElectNS, "source", source)
 	return nil
 }
-
-// leaseName is the Lease replicas elect with.
-const leaseName = "projectmcp.mcp.dsh.dev"
 
 // newScheme holds the types the controller reads and writes.
 func newScheme() (*runtime.Scheme, error) {
@@ -270,14 +276,6 @@ func newScheme() (*runtime.Scheme, error) {
 		return nil, err
 	}
 	return s, v1alpha1.AddToScheme(s)
-}
-
-// orDefault is nil for an unset duration, which leaves controller-runtime's default in force.
-func orDefault(d time.Duration) *time.Duration {
-	if d == 0 {
-		return nil
-	}
-	return &d
 }
 
 // checkLeaseTimings refuses lease timings the election cannot work with, naming the flags
@@ -294,6 +292,11 @@ func (f *controllerFlags) checkLeaseTimings() error {
 		return fmt.Errorf("--leader-elect-renew-deadline (%s) must be less than --leader-elect-lease-duration (%s)", f.renewDeadline, f.leaseDuration)
 	case float64(f.retryPeriod)*1.2 >= float64(f.renewDeadline): // client-go's jitter factor
 		return fmt.Errorf("--leader-elect-retry-period (%s) must be less than --leader-elect-renew-deadline (%s) / 1.2", f.retryPeriod, f.renewDeadline)
+	case f.renewDeadline+f.retryPeriod >= f.leaseDuration:
+		// A replica notices it could not renew up to a retry period after the deadline: it
+		// must have stopped serving before the others may take its buckets.
+		return fmt.Errorf("--leader-elect-renew-deadline (%s) plus --leader-elect-retry-period (%s) must be less than --leader-elect-lease-duration (%s)",
+			f.renewDeadline, f.retryPeriod, f.leaseDuration)
 	}
 	return nil
 }
@@ -310,17 +313,14 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 		return nil, nil, err
 	}
 	mgr, err = ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
-		HealthProbeBindAddress:        f.probeAddr,
-		PprofBindAddress:              f.pprofAddr,
-		LeaderElection:                f.leaderElect,
-		LeaderElectionID:              leaseName,
-		LeaderElectionNamespace:       f.leaderElectNS,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 orDefault(f.leaseDuration),
-		RenewDeadline:                 orDefault(f.renewDeadline),
-		RetryPeriod:                   orDefault(f.retryPeriod),
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress: f.probeAddr,
+		PprofBindAddress:       f.pprofAddr,
+		// The buckets' Leases, not one leader's, say which replica serves what (buckets.go).
+		LeaderElection: false,
+		// Room for handing every bucket off, then the requests that still reach this replica.
+		GracefulShutdownTimeout: ptr.To(f.handoffTimeout + f.renewDeadline + 4*f.retryPeriod + 5*time.Second),
 	})
 	if err != nil {
 		return nil, nil, err
@@ -338,14 +338,30 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 		Conn:        connDefaults,
 		MaxToolName: f.maxToolName,
 	}
+	var ln net.Listener
+	address := ""
 	if f.gatewayAddr != "0" {
 		// Bound now, so that a port of 0 is resolved before any endpoint is written to status.
-		ln, err := net.Listen("tcp", f.gatewayAddr)
-		if err != nil {
+		if ln, err = net.Listen("tcp", f.gatewayAddr); err != nil {
 			return nil, nil, fmt.Errorf("gateway: %w", err)
 		}
-		gw, err = f.gateway(cfg, mgr, reg, ln.Addr().String())
-		if err != nil {
+		if address, err = f.advertisedAddress(ln.Addr().String()); err != nil {
+			ln.Close()
+			return nil, nil, err
+		}
+	}
+	var holder *buckets.Holder
+	if f.leaderElect {
+		if holder, err = f.newHolder(mgr, r, address); err != nil {
+			if ln != nil {
+				ln.Close()
+			}
+			return nil, nil, err
+		}
+		r.Owners = holder
+	}
+	if ln != nil {
+		if gw, err = f.gateway(cfg, mgr, reg, ln.Addr().String(), holder); err != nil {
 			ln.Close()
 			return nil, nil, err
 		}
@@ -353,7 +369,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 		metrics.SetSessions(gw.SessionCounts)
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 			ctrl.Log.WithName("gateway").Info("Serving MCP endpoints", "address", ln.Addr().String())
-			return gw.Serve(ctx, ln)
+			return gw.Serve(serveUntil(ctx, holder), ln)
 		})); err != nil {
 			return nil, nil, err
 		}
@@ -367,17 +383,12 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, nil, err
 	}
-	// Only the leader holds connections and serves the gateway: a replica waiting for the
-	// Lease is not ready, so a Service sends sessions to the leader alone.
-	if err := mgr.AddReadyzCheck("leader", func(*http.Request) error {
-		select {
-		case <-mgr.Elected():
-			return nil
-		default:
-			return errors.New("not the leader: waiting for the Lease")
+	if holder != nil {
+		// Every replica serves the gateway (proxying what another serves) once it holds its
+		// share; a Service may send sessions to any ready replica.
+		if err := mgr.AddReadyzCheck("buckets", bucketsSettled(holder)); err != nil {
+			return nil, nil, err
 		}
-	}); err != nil {
-		return nil, nil, err
 	}
 	return mgr, gw, nil
 }
@@ -430,8 +441,9 @@ func (f *controllerFlags) commandAllowlist() []string {
 }
 
 // gateway builds the per-project MCP endpoint server from the flags.
-func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *registry.Registry, bound string) (*gateway.Gateway, error) {
+func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *registry.Registry, bound string, holder *buckets.Holder) (*gateway.Gateway, error) {
 	opts := gateway.Options{
+		Front:    f.front(holder),
 		Registry: reg, BaseURL: f.gatewayURL, SessionTimeout: f.sessionTimeout,
 		StatelessIdle: f.statelessIdle, MaxBodyBytes: f.maxBodyBytes, CallTimeout: f.callTimeout, Log: ctrl.Log.WithName("gateway"),
 		MaxSessionsPerPrincipal: f.maxPerUser, MaxSubscriptionsPerSession: f.maxSubsEach, MaxToolName: f.maxToolName,
@@ -575,6 +587,9 @@ func newControllerCmd(g *globalFlags, stderr io.Writer) *cobra.Command {
 // destroyed and every server process ends.
 func runController(f *controllerFlags, g *globalFlags) error {
 	if err := f.checkLeaseTimings(); err != nil {
+		return usageErrorf("%v", err)
+	}
+	if err := f.checkBuckets(); err != nil {
 		return usageErrorf("%v", err)
 	}
 	if err := f.checkToolNameBudget(); err != nil {

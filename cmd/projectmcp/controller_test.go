@@ -74,8 +74,8 @@ func TestControllerCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Leader election comes first, and the first lines say where.
-	testutil.EventuallyOK(t, 30*time.Second, "the leader election log line", func() error {
-		if strings.Contains(out.String(), `"Leader election on"`) && strings.Contains(out.String(), `"namespace":"default"`) {
+	testutil.EventuallyOK(t, 30*time.Second, "the log line of sharing by buckets", func() error {
+		if strings.Contains(out.String(), `"Sharing projects by bucket Leases"`) && strings.Contains(out.String(), `"namespace":"default"`) {
 			return nil
 		}
 		return errors.New("not yet")
@@ -257,8 +257,8 @@ func TestControllerCommand(t *testing.T) {
 			t.Errorf("process %d outlived the controller", pid)
 		}
 	}
-	if !strings.Contains(strings.ToLower(out.String()), "successfully acquired lease") {
-		t.Errorf("the controller should have taken the leader lease:\n%s", out.String())
+	if !strings.Contains(out.String(), `"Took a bucket"`) || !strings.Contains(out.String(), `"Released a bucket"`) {
+		t.Errorf("the controller should have taken its buckets, and released them on SIGTERM:\n%s", out.String())
 	}
 }
 

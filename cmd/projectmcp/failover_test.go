@@ -172,7 +172,9 @@ func TestFailoverToSecondReplica(t *testing.T) {
 		leaseDuration = 4 * time.Second
 		retryPeriod   = 500 * time.Millisecond
 	)
-	lease := []string{"--leader-elect-lease-duration", leaseDuration.String(), "--leader-elect-renew-deadline", "3s",
+	// One bucket: one replica serves every project, as one leader did, and the other proxies
+	// to it until it takes the bucket over.
+	lease := []string{"--buckets", "1", "--leader-elect-lease-duration", leaseDuration.String(), "--leader-elect-renew-deadline", "3s",
 		"--leader-elect-retry-period", retryPeriod.String()}
 
 	svc := newService(t)
@@ -213,23 +215,22 @@ func TestFailoverToSecondReplica(t *testing.T) {
 		if obj.Status.ReadyServers != "2/2" || obj.Status.Endpoint != endpoint || len(obj.Status.Servers) != 2 {
 			return fmt.Errorf("status %+v", obj.Status)
 		}
+		if obj.Status.Owner == nil {
+			return errors.New("status names no owner")
+		}
 		for _, s := range obj.Status.Servers {
 			firstConns[s.Name] = s.Connection
 		}
 		return nil
 	})
-	testutil.EventuallyOK(t, 30*time.Second, "the follower's probe endpoint", func() error {
-		if follower.ready() == 0 {
-			return errors.New("not answering yet")
+	firstOwner := *obj.Status.Owner
+	// The follower serves the endpoint too, by proxying to the replica holding the bucket.
+	testutil.EventuallyOK(t, 30*time.Second, "the follower ready, proxying", func() error {
+		if code := follower.ready(); code != http.StatusOK {
+			return fmt.Errorf("/readyz %d", code)
 		}
 		return nil
 	})
-	for range 5 {
-		if code := follower.ready(); code != http.StatusServiceUnavailable && code != http.StatusInternalServerError {
-			t.Fatalf("the follower's /readyz answered %d while the leader lives", code)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -294,22 +295,25 @@ func TestFailoverToSecondReplica(t *testing.T) {
 		}
 		return nil
 	})
-	testutil.EventuallyOK(t, 30*time.Second, "the follower to take over", func() error {
-		if code := follower.ready(); code != http.StatusOK {
-			return fmt.Errorf("/readyz %d", code)
+	testutil.EventuallyOK(t, 30*time.Second, "the follower to take the bucket over", func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Fatal(err)
+		}
+		if o := obj.Status.Owner; o == nil || o.Replica == firstOwner.Replica || o.Epoch <= firstOwner.Epoch {
+			return fmt.Errorf("status.owner %+v (the leader's %+v)", o, firstOwner)
 		}
 		return nil
 	})
 	took := time.Since(killed)
 	// The follower may only take an expired Lease: it last saw a renewal at most a retry period
-	// or two before the kill, and tries again every retry period (with jitter) after expiry.
-	// A second of grace for a loaded machine.
+	// or two before the kill, and tries again every retry period after expiry; then its first
+	// reconcile writes status. A second of grace for a loaded machine.
 	if took < leaseDuration-2*retryPeriod || took > leaseDuration+2*retryPeriod+time.Second {
-		t.Errorf("the follower became ready %s after the kill; the lease is %s, retry period %s", took, leaseDuration, retryPeriod)
+		t.Errorf("the follower served the project %s after the kill; the lease is %s, retry period %s", took, leaseDuration, retryPeriod)
 	}
-	t.Logf("failover: the follower was ready %s after the leader was killed (lease %s)", took.Round(time.Millisecond), leaseDuration)
-	if !strings.Contains(strings.ToLower(follower.out.String()), "successfully acquired lease") {
-		t.Errorf("the follower did not log taking the Lease")
+	t.Logf("failover: the follower served the project %s after the leader was killed (lease %s)", took.Round(time.Millisecond), leaseDuration)
+	if !strings.Contains(follower.out.String(), `"Took a bucket"`) {
+		t.Errorf("the follower did not log taking the bucket")
 	}
 
 	// It rebuilds the connections from the object: new ones, Ready.
@@ -371,8 +375,8 @@ func TestFailoverToSecondReplica(t *testing.T) {
 	}
 }
 
-// Lease timings the election cannot work with are refused before anything starts, naming
-// the flag.
+// Lease timings and bucket settings the replicas cannot work with are refused before
+// anything starts, naming the flag.
 func TestLeaseTimingsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -381,6 +385,9 @@ func TestLeaseTimingsRefused(t *testing.T) {
 		{[]string{"--leader-elect-renew-deadline", "20s"}, "--leader-elect-renew-deadline (20s) must be less than --leader-elect-lease-duration (15s)"},
 		{[]string{"--leader-elect-retry-period", "9s"}, "--leader-elect-retry-period (9s) must be less than --leader-elect-renew-deadline (10s) / 1.2"},
 		{[]string{"--leader-elect-lease-duration", "0s"}, "must be positive"},
+		{[]string{"--leader-elect-lease-duration", "11s"}, "--leader-elect-renew-deadline (10s) plus --leader-elect-retry-period (2s) must be less than --leader-elect-lease-duration (11s)"},
+		{[]string{"--buckets", "0"}, "--buckets must be within 1..1024, not 0"},
+		{[]string{"--handoff-timeout", "0s"}, "--handoff-timeout must be positive"},
 	} {
 		cmd := exec.Command(os.Args[0], append([]string{"controller", "--kubeconfig", "/nonexistent"}, tc.args...)...)
 		cmd.Env = append(os.Environ(), mainEnvVar+"=1")

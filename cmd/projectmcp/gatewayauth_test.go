@@ -273,7 +273,7 @@ func startGateway(t *testing.T, env *testenv.Env, reqs *requestCounter, f *contr
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := f.gateway(cfg, mgr, reg, ln.Addr().String())
+	gw, err := f.gateway(cfg, mgr, reg, ln.Addr().String(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,8 @@ func TestGeneratedRBACSuffices(t *testing.T) {
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:projectmcp-system", "system:authenticated"},
 	}
 	f := controllerFlags{
-		metricsAddr: "0", probeAddr: "0", leaderElect: true, leaderElectNS: "projectmcp-system",
+		metricsAddr: "0", probeAddr: "0", leaderElect: true, leaderElectNS: "projectmcp-system", buckets: 4,
+		leaseDuration: 4 * time.Second, renewDeadline: 3 * time.Second, retryPeriod: 500 * time.Millisecond, handoffTimeout: 10 * time.Second,
 		gatewayAddr: "127.0.0.1:0", gatewayAuth: "kubernetes", allowCommands: []string{os.Args[0]},
 		conn:           conn.Settings{ConnectTimeout: 10 * time.Second, HealthInterval: 15 * time.Second, RelistInterval: time.Minute},
 		sessionTimeout: time.Minute, statelessIdle: time.Minute, maxBodyBytes: 1 << 20,

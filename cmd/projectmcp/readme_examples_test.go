@@ -193,8 +193,8 @@ func TestReadmeExamples(t *testing.T) {
 	// The controller, as the docs start it, serves the rest.
 	ctlLine := example("projectmcp controller --kubeconfig ~/.kube/config").line
 	ctl := startShell(t, sh, "", ctlLine)
-	ctl.waitFor(t, 60*time.Second, `"Leader election on"`)
-	ctl.waitFor(t, 60*time.Second, "Successfully acquired lease")
+	ctl.waitFor(t, 60*time.Second, `"Sharing projects by bucket Leases"`)
+	ctl.waitFor(t, 60*time.Second, `"Took a bucket"`)
 
 	mirrorLine := example("projectmcp mirror --project ~/src/shop --project ~/src/web").line
 	mirror := startShell(t, sh, "", mirrorLine)

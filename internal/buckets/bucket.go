@@ -43,6 +43,9 @@ const (
 // replicas, so that a replica joining or leaving moves few projects.
 const DefaultBuckets = 64
 
+// MaxBuckets bounds --buckets: each bucket is a Lease every replica lists each retry period.
+const MaxBuckets = 1024
+
 // Of is the bucket of the project key among n: the pin when it is a number below n, else
 // FNV-1a of "namespace/name" modulo n. It depends on nothing but its arguments, so every
 // replica agrees.

@@ -32,6 +32,8 @@ type Config struct {
 	// Address is this replica's gateway address (host:port), written on the Leases it holds.
 	Address string
 	Buckets int
+	// Pins puts projects in the buckets (NewPins(Buckets) when nil).
+	Pins *Pins
 	// LeaseDuration, RenewDeadline and RetryPeriod are leader election's: how long a Lease
 	// not renewed stays its holder's, how long the holder keeps trying to renew before it
 	// stops serving the bucket, and how often it renews and others try to take it.
@@ -46,8 +48,13 @@ type Config struct {
 	Release func(ctx context.Context, k int)
 	// HandoffTimeout bounds one Release of a bucket handed off (default 30 s).
 	HandoffTimeout time.Duration
-	Clock          clock.WithTicker
-	Log            logr.Logger
+	// Linger is how long a stopping Holder goes on following the Leases after its last
+	// bucket is released, for the requests still reaching it: those of replicas whose view
+	// is a retry period old, and those waiting for the next holders, who take the buckets at
+	// their next tick and are seen here at this one's (default: four retry periods).
+	Linger time.Duration
+	Clock  clock.WithTicker
+	Log    logr.Logger
 }
 
 // Holder takes, renews and hands off bucket Leases. Run it once; Serving and Owner are safe
@@ -60,11 +67,14 @@ type Holder struct {
 	observed map[string]observation // Lease name → when its record last changed, as seen here
 	ticks    int
 
-	serving atomic.Pointer[map[int]int64]  // the buckets served now → epoch
-	owners  atomic.Pointer[map[int]string] // every held bucket → its holder's address
-	handoff sync.WaitGroup                 // Release calls of buckets handed off
-	ready   chan struct{}                  // closed after the first tick's moves
-	readyOn sync.Once
+	serving   atomic.Pointer[map[int]int64]  // the buckets served now → epoch
+	addresses atomic.Pointer[map[int]string] // every held bucket → its holder's address
+	handoff   sync.WaitGroup                 // Release calls of buckets handed off
+	ready     chan struct{}                  // closed after the first tick's moves
+	readyOn   sync.Once
+	wake      chan struct{} // a Release returned (nudge)
+	stopping  chan struct{} // closed when Run's context ends
+	done      chan struct{} // closed when Run has handed everything off and returned
 }
 
 // holding is one bucket the replica holds.
@@ -95,6 +105,12 @@ func New(cfg Config) (*Holder, error) {
 	case cfg.Identity == "":
 		return nil, errors.New("buckets: no identity")
 	}
+	if cfg.Pins == nil {
+		cfg.Pins = NewPins(cfg.Buckets)
+	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = 4 * cfg.RetryPeriod
+	}
 	if cfg.HandoffTimeout <= 0 {
 		cfg.HandoffTimeout = 30 * time.Second
 	}
@@ -107,7 +123,8 @@ func New(cfg Config) (*Holder, error) {
 	if cfg.Release == nil {
 		cfg.Release = func(context.Context, int) {}
 	}
-	h := &Holder{cfg: cfg, held: map[int]*holding{}, observed: map[string]observation{}, ready: make(chan struct{})}
+	h := &Holder{cfg: cfg, held: map[int]*holding{}, observed: map[string]observation{},
+		ready: make(chan struct{}), wake: make(chan struct{}, 1), stopping: make(chan struct{}), done: make(chan struct{})}
 	h.publish()
 	return h, nil
 }
@@ -125,10 +142,10 @@ func (h *Holder) Serving(k int) (epoch int64, ok bool) {
 	return epoch, ok
 }
 
-// Owner is the address of the replica holding bucket k, as last seen; false when nobody
-// holds it (or its holder has no address).
-func (h *Holder) Owner(k int) (string, bool) {
-	addr, ok := (*h.owners.Load())[k]
+// Address is the gateway address of the replica holding bucket k, as last seen; false when
+// nobody holds it (or its holder has no address).
+func (h *Holder) Address(k int) (string, bool) {
+	addr, ok := (*h.addresses.Load())[k]
 	return addr, ok && addr != ""
 }
 
@@ -139,30 +156,88 @@ func (h *Holder) Held() int { return len(*h.serving.Load()) }
 // start are taken (readiness waits for it).
 func (h *Holder) Settled() <-chan struct{} { return h.ready }
 
+// Stopping is closed when Run's context has ended: the replica is handing its buckets off.
+func (h *Holder) Stopping() <-chan struct{} { return h.stopping }
+
+// Done is closed when Run has returned: every bucket handed off.
+func (h *Holder) Done() <-chan struct{} { return h.done }
+
+// Pins is what puts projects in buckets.
+func (h *Holder) Pins() *Pins { return h.cfg.Pins }
+
+// Identity is this replica's name in the Leases.
+func (h *Holder) Identity() string { return h.cfg.Identity }
+
+// Advertised is this replica's gateway address, as it writes it on its Leases.
+func (h *Holder) Advertised() string { return h.cfg.Address }
+
 // Run takes and keeps buckets until ctx ends, then hands every held bucket off (each Release
 // returns before its Lease is released) and deletes the replica's own Lease.
 func (h *Holder) Run(ctx context.Context) {
+	defer close(h.done)
 	t := h.cfg.Clock.NewTicker(h.cfg.RetryPeriod)
 	defer t.Stop()
-	for {
-		h.tick(ctx)
+	for ctx.Err() == nil {
+		h.tick(ctx, true)
 		select {
 		case <-ctx.Done():
-			h.stop()
-			return
 		case <-t.C():
+		case <-h.wake:
 		}
 	}
+	h.stop(t)
 }
 
-// tick is one round: renew what is held, count the replicas, and move toward the fair share.
-func (h *Holder) tick(ctx context.Context) {
+// stop deletes the replica's own Lease, so that the others count it gone and take what it
+// releases, and hands every bucket off. Until the last is released, and for Linger after, it
+// goes on ticking without taking anything: renewing what still drains, and following the
+// others' Leases, so that what reaches this replica meanwhile is proxied to the next holders.
+func (h *Holder) stop(t clock.Ticker) {
+	close(h.stopping)
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.HandoffTimeout+h.cfg.RenewDeadline+h.cfg.Linger)
+	defer cancel()
+	replica := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: ReplicaPrefix + h.cfg.Identity, Namespace: h.cfg.Namespace}}
+	if err := h.cfg.Client.Delete(ctx, replica); err != nil && !apierrors.IsNotFound(err) {
+		h.cfg.Log.Info("deleting the replica Lease failed; it expires instead", "error", err.Error())
+	}
+	for k, b := range h.held {
+		if !b.draining {
+			h.handOff(k)
+		}
+	}
+	var handedOff time.Time
+	for ctx.Err() == nil {
+		h.tick(ctx, false)
+		if len(h.held) == 0 {
+			now := h.cfg.Clock.Now()
+			if handedOff.IsZero() {
+				handedOff = now
+			}
+			if now.Sub(handedOff) >= h.cfg.Linger {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-t.C():
+		case <-h.wake:
+		}
+	}
+	h.handoff.Wait()
+	h.publish()
+}
+
+// tick is one round: renew what is held, count the replicas, and (move) move toward the fair
+// share.
+func (h *Holder) tick(ctx context.Context, move bool) {
 	now := h.cfg.Clock.Now()
 	leases, err := h.list(ctx)
 	if err != nil {
 		h.cfg.Log.Info("listing the bucket Leases failed", "error", err.Error())
 	}
-	h.renewReplica(ctx, leases)
+	if move { // a stopping replica has deleted its Lease
+		h.renewReplica(ctx, leases)
+	}
 	h.collect(ctx, leases, now)
 	h.renewHeld(ctx, leases, now)
 	h.releaseDrained(ctx)
@@ -170,7 +245,7 @@ func (h *Holder) tick(ctx context.Context) {
 	// The first tick only announces the replica: moving at once, before the others have seen
 	// it (or it them), would take every bucket at a start of several replicas and hand most
 	// of them off a tick later.
-	if err == nil && ctx.Err() == nil && h.ticks > 1 {
+	if move && err == nil && ctx.Err() == nil && h.ticks > 1 {
 		v := h.view(leases, now)
 		m := plan(v)
 		for _, k := range m.release {
@@ -181,7 +256,7 @@ func (h *Holder) tick(ctx context.Context) {
 		}
 		h.readyOn.Do(func() { close(h.ready) })
 	}
-	h.publishOwners(leases, now)
+	h.publishAddresses(leases, now)
 	h.publish()
 }
 
@@ -344,7 +419,7 @@ func (h *Holder) take(ctx context.Context, k int, l *coordinationv1.Lease, now t
 	h.held[k] = &holding{lease: l, renewed: now, epoch: epoch}
 	h.publish()
 	metrics.BucketMoves.WithLabelValues("taken").Inc()
-	h.cfg.Log.V(1).Info("took a bucket", "bucket", k, "epoch", epoch)
+	h.cfg.Log.Info("Took a bucket", "bucket", k, "epoch", epoch)
 	h.cfg.Acquired(k, epoch)
 }
 
@@ -356,9 +431,11 @@ func (h *Holder) handOff(k int) {
 	b.released = make(chan struct{})
 	h.publish()
 	metrics.BucketMoves.WithLabelValues("handed_off").Inc()
+	h.cfg.Log.Info("Handing a bucket off", "bucket", k)
 	h.handoff.Add(1)
 	go func() {
 		defer h.handoff.Done()
+		defer h.nudge()
 		defer close(b.released)
 		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.HandoffTimeout)
 		defer cancel()
@@ -373,7 +450,7 @@ func (h *Holder) lose(k int, why string) {
 	delete(h.held, k)
 	h.publish()
 	metrics.BucketMoves.WithLabelValues("lost").Inc()
-	h.cfg.Log.Info("lost a bucket", "bucket", k, "why", why)
+	h.cfg.Log.Info("Lost a bucket", "bucket", k, "why", why)
 	if b.draining {
 		return // its Release runs already
 	}
@@ -385,6 +462,15 @@ func (h *Holder) lose(k int, why string) {
 		defer cancel()
 		h.cfg.Release(ctx, k)
 	}()
+}
+
+// nudge has the run loop tick now rather than at the next retry period: a Release returned,
+// and its Lease can go at once.
+func (h *Holder) nudge() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
 }
 
 // releaseDrained releases the Leases of buckets whose Release has returned.
@@ -400,6 +486,7 @@ func (h *Holder) releaseDrained(ctx context.Context) {
 		}
 		h.releaseLease(ctx, b.lease)
 		delete(h.held, k)
+		h.cfg.Log.Info("Released a bucket", "bucket", k)
 	}
 }
 
@@ -416,24 +503,6 @@ func (h *Holder) releaseLease(ctx context.Context, l *coordinationv1.Lease) {
 	}
 }
 
-// stop hands every bucket off, releases their Leases and deletes the replica Lease.
-func (h *Holder) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.HandoffTimeout+h.cfg.RenewDeadline)
-	defer cancel()
-	for k, b := range h.held {
-		if !b.draining {
-			h.handOff(k)
-		}
-	}
-	h.handoff.Wait()
-	h.releaseDrained(ctx)
-	h.publish()
-	replica := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: ReplicaPrefix + h.cfg.Identity, Namespace: h.cfg.Namespace}}
-	if err := h.cfg.Client.Delete(ctx, replica); err != nil && !apierrors.IsNotFound(err) {
-		h.cfg.Log.Info("deleting the replica Lease failed; it expires instead", "error", err.Error())
-	}
-}
-
 // publish makes the served buckets visible to Serving.
 func (h *Holder) publish() {
 	serving := make(map[int]int64, len(h.held))
@@ -444,28 +513,28 @@ func (h *Holder) publish() {
 	}
 	h.serving.Store(&serving)
 	metrics.BucketsHeld.Set(float64(len(serving)))
-	if h.owners.Load() == nil {
-		h.owners.Store(&map[int]string{})
+	if h.addresses.Load() == nil {
+		h.addresses.Store(&map[int]string{})
 	}
 }
 
-// publishOwners makes the holders' addresses visible to Owner.
-func (h *Holder) publishOwners(leases map[string]*coordinationv1.Lease, now time.Time) {
+// publishAddresses makes the holders' addresses visible to Address.
+func (h *Holder) publishAddresses(leases map[string]*coordinationv1.Lease, now time.Time) {
 	if leases == nil {
 		return
 	}
-	owners := map[int]string{}
+	addresses := map[int]string{}
 	for k := range h.cfg.Buckets {
 		l := leases[LeaseName(k)]
 		if !h.live(l, now) {
 			continue
 		}
-		// A Lease naming this replica is an owner only while the replica serves the bucket:
+		// A Lease naming this replica is an address only while the replica serves the bucket:
 		// not while it hands it off, nor after it lost it (a request would come back here).
 		if b, mine := h.held[k]; *l.Spec.HolderIdentity == h.cfg.Identity && (!mine || b.draining) {
 			continue
 		}
-		owners[k] = l.Annotations[AnnotationAddress]
+		addresses[k] = l.Annotations[AnnotationAddress]
 	}
-	h.owners.Store(&owners)
+	h.addresses.Store(&addresses)
 }

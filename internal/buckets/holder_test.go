@@ -223,7 +223,7 @@ func TestHoldersShareHandOffAndFailOver(t *testing.T) {
 	waitFor(t, 15*time.Second, "three replicas share the buckets:"+spread(a, b, c), func() bool { return balanced(a, b, c) })
 	waitFor(t, 5*time.Second, "each replica sees every holder's address", func() bool {
 		for k := range testBuckets {
-			addr, ok := c.h.Owner(k)
+			addr, ok := c.h.Address(k)
 			if !ok || (addr != "a:8080" && addr != "b:8080" && addr != "c:8080") {
 				return false
 			}
@@ -231,7 +231,7 @@ func TestHoldersShareHandOffAndFailOver(t *testing.T) {
 		return true
 	})
 	for k := range testBuckets {
-		addr, _ := a.h.Owner(k)
+		addr, _ := a.h.Address(k)
 		if _, mine := a.h.Serving(k); mine != (addr == "a:8080") {
 			t.Fatalf("bucket %d: a serves it %v, and sees its holder at %q", k, mine, addr)
 		}
@@ -254,6 +254,13 @@ func TestHoldersShareHandOffAndFailOver(t *testing.T) {
 		t.Fatal("a stopped replica still serves buckets")
 	}
 	took = waitFor(t, lease, "the last replica takes the stopped one's "+fmt.Sprint(before)+" buckets", func() bool { return a.h.Held() == testBuckets })
+	// The stopped replica followed the Leases until the next holder had them: what reached it
+	// while it stopped went on to the holder.
+	for k := range testBuckets {
+		if addr, ok := c.h.Address(k); !ok || addr != "a:8080" {
+			t.Errorf("after it stopped, the replica sees bucket %d at %q (%v), not at its next holder's address", k, addr, ok)
+		}
+	}
 	t.Logf("a stopped replica's buckets were served again %s after it stopped (%s after Stop began)", took, time.Since(stopped))
 
 	var leases coordinationv1.LeaseList

@@ -5,7 +5,10 @@ import (
 	"slices"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
 
 func TestPlan(t *testing.T) {
@@ -152,5 +155,25 @@ func TestOf(t *testing.T) {
 	}
 	if FairShare(64, 3) != 22 || FairShare(64, 0) != 64 || FairShare(1, 2) != 1 {
 		t.Fatal("FairShare is the ceiling of buckets over replicas")
+	}
+}
+
+// A pinned project's requests find its bucket once its object has been seen, and lose the pin
+// with the label.
+func TestPins(t *testing.T) {
+	p := NewPins(64)
+	key := types.NamespacedName{Namespace: "ns", Name: "shop"}
+	hashed := Of(key, 64, "")
+	pin := (hashed + 1) % 64
+	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shop", Labels: map[string]string{LabelPin: fmt.Sprint(pin)}}}
+	if p.Of(key) != hashed {
+		t.Fatal("a project not seen yet is in its hash's bucket")
+	}
+	if p.note(obj) != pin || p.Of(key) != pin {
+		t.Fatalf("pinned to %d: note %d, Of %d", pin, p.note(obj), p.Of(key))
+	}
+	obj.Labels = nil
+	if p.note(obj) != hashed || p.Of(key) != hashed {
+		t.Fatal("a pin removed: the hash's bucket again")
 	}
 }

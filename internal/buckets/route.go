@@ -14,15 +14,15 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 )
 
-// HeaderProxiedBy is added to a request each time a replica proxies it to another (the
-// sender's identity): it counts the hops (maxHops), so a stale view of the Leases cannot make
-// a loop.
+// HeaderProxiedBy is added to a request each time a replica proxies it to another: the
+// sender's gateway address. It counts the hops (maxHops), so views of the Leases that disagree
+// for a moment cannot make a loop.
 const HeaderProxiedBy = "X-ProjectMCP-Proxied-By"
 
 // Ownership is what the Router asks of a Holder.
 type Ownership interface {
 	Serving(k int) (epoch int64, ok bool)
-	Owner(k int) (address string, ok bool)
+	Address(k int) (address string, ok bool)
 }
 
 // Router sends each project request to the replica serving the project's bucket: here (Next),
@@ -33,8 +33,10 @@ type Router struct {
 	// BucketOf is the bucket of a project (Of, with the project's pin label).
 	BucketOf func(types.NamespacedName) int
 	Next     http.Handler
-	// Identity is this replica's (HeaderProxiedBy); Scheme the owners' gateway scheme.
+	// Identity is this replica's name in the Leases (for errors), Address its gateway's
+	// (HeaderProxiedBy); Scheme is the owners' gateway scheme.
 	Identity string
+	Address  string
 	Scheme   string
 	// Transport carries proxied requests (nil: a transport of the Router's own, like
 	// http.DefaultTransport but not shared with the rest of the process).
@@ -73,14 +75,14 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := rt.BucketOf(key)
-	hops := hopsOf(r)
+	visited := visitedBy(r)
 	var wait *time.Timer
 	for {
 		if _, serving := rt.Ownership.Serving(k); serving {
 			rt.Next.ServeHTTP(w, r)
 			return
 		}
-		if owner, known := rt.Ownership.Owner(k); known && hops < maxHops {
+		if owner, known := rt.Ownership.Address(k); known && owner != rt.Address && len(visited) < maxHops {
 			metrics.ProxiedRequests.WithLabelValues("proxied").Inc()
 			rt.reverseProxy().ServeHTTP(w, withOwner(r, owner))
 			return
@@ -102,25 +104,26 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// maxHops bounds how often a request is proxied: once by the replica it reached, once more by
-// a replica that was handing the bucket off when it arrived. A third replica serves it or
-// answers 503, so views of the Leases that disagree for a moment cannot make a loop.
-const maxHops = 2
+// maxHops bounds how often one request is proxied: by the replica it reached, then by replicas
+// that had just handed the bucket off when it arrived. A request may come back to a replica
+// that has taken the bucket back meanwhile; two replicas whose views disagree bounce it at
+// most this often before one of them waits for the bucket's next holder.
+const maxHops = 4
 
 // ownerPoll is how often a request waiting for its bucket's next holder looks again.
 const ownerPoll = 25 * time.Millisecond
 
-// hopsOf is how many replicas have proxied r.
-func hopsOf(r *http.Request) int {
-	n := 0
+// visitedBy is the gateway addresses of the replicas that have proxied r.
+func visitedBy(r *http.Request) []string {
+	var out []string
 	for _, v := range r.Header.Values(HeaderProxiedBy) {
-		for _, id := range strings.Split(v, ",") {
-			if strings.TrimSpace(id) != "" {
-				n++
+		for _, addr := range strings.Split(v, ",") {
+			if addr = strings.TrimSpace(addr); addr != "" {
+				out = append(out, addr)
 			}
 		}
 	}
-	return n
+	return out
 }
 
 // unavailable answers a request whose project no replica serves now: its bucket is between
@@ -132,7 +135,7 @@ func (rt *Router) unavailable(w http.ResponseWriter, k int) {
 		after = time.Second
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(int(max(after.Round(time.Second), time.Second)/time.Second)))
-	http.Error(w, "the project's bucket ("+LeaseName(k)+") has no replica serving it now: it is moving between replicas; retry", http.StatusServiceUnavailable)
+	http.Error(w, "the project's bucket ("+LeaseName(k)+") has no replica serving it now (as replica "+rt.Identity+" sees the Leases): it is moving between replicas; retry", http.StatusServiceUnavailable)
 }
 
 type ownerKey struct{}
@@ -167,7 +170,7 @@ func (rt *Router) newProxy() {
 			pr.Out.URL.Host = ownerFrom(pr.In.Context())
 			pr.Out.Host = pr.In.Host // the owner checks Host as the client sent it (DNS rebinding)
 			pr.SetXForwarded()
-			pr.Out.Header.Add(HeaderProxiedBy, rt.Identity)
+			pr.Out.Header.Add(HeaderProxiedBy, rt.Address)
 		},
 		Transport:     transport,
 		FlushInterval: -1, // SSE streams and long calls: every write goes through at once

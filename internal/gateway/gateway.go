@@ -94,6 +94,9 @@ type Options struct {
 	MaxAwaitingInputPerSession int
 	// Auth decides who may use a project; nil means local mode (loopback callers only).
 	Auth Authorizer
+	// Front, when set, wraps the gateway's handler: the replicas' router (internal/buckets)
+	// sends a project's requests here or to the replica serving the project.
+	Front func(http.Handler) http.Handler
 	// Audit, when set, records every use of a tool, prompt or resource (audit.go);
 	// AuditArguments adds the arguments of tool calls and prompts.
 	Audit          *audit.Log
@@ -498,7 +501,11 @@ func (g *Gateway) project(key types.NamespacedName) *project {
 func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 	// No ReadTimeout: its deadline stays on the connection while the handler runs and would
 	// cancel long calls and the GET streams that carry list_changed.
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	var handler http.Handler = g
+	if g.opts.Front != nil {
+		handler = g.opts.Front(g)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	if g.opts.Auth == nil {
 		srv.ConnContext = peerContext // local mode: whose process is calling (peer.go)
 	}
