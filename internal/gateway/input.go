@@ -56,8 +56,8 @@ const inputStatePrefix = "projectmcp-input."
 // isInputState reports whether a requestState is one the gateway issued (of any project).
 func isInputState(state string) bool { return strings.HasPrefix(state, inputStatePrefix) }
 
-// isRawInputState is isInputState for a requestState as it came, a JSON string.
-func isRawInputState(state json.RawMessage) bool {
+// isInputStateJSON is isInputState for a requestState as it came, a JSON string.
+func isInputStateJSON(state json.RawMessage) bool {
 	return bytes.HasPrefix(state, []byte(`"`+inputStatePrefix))
 }
 
@@ -162,7 +162,7 @@ func statelessRound[T any](ctx context.Context, p *project, o origin, caps *mcp.
 		}
 	} else {
 		pc = in.start(ctx, o, caps, func(ctx context.Context, o origin) (any, error) {
-			return forward(ctx, p, o, server, send)
+			return dispatch(ctx, p, o, server, send)
 		})
 	}
 	round, err := in.wait(ctx, pc)

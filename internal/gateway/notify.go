@@ -214,7 +214,7 @@ func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		return err
 	}
 	var subscribed *conn.Conn
-	_, err := forward(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (struct{}, error) {
+	_, err := dispatch(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (struct{}, error) {
 		err := c.Subscribe(ctx, uri)
 		if err == nil {
 			subscribed = c
@@ -353,7 +353,7 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	params.Ref = &up
 	o := originOf(req)
 	o.item = p.completionItem(server, raw, ref)
-	res, err := forward(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (*mcp.CompleteResult, error) { return c.Complete(ctx, &params) })
+	res, err := dispatch(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (*mcp.CompleteResult, error) { return c.Complete(ctx, &params) })
 	if err != nil {
 		return nil, protocolError(err)
 	}

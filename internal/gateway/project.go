@@ -134,7 +134,7 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	r.Header.Set(remoteHeader, r.RemoteAddr)
 	sid := r.Header.Get("Mcp-Session-Id")
 	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" && sid == "" {
-		if r.Method == http.MethodPost && p.serveStatelessFast(w, r) {
+		if r.Method == http.MethodPost && p.serveStatelessForward(w, r) {
 			return
 		}
 		p.stateless.ServeHTTP(w, r)
@@ -173,7 +173,7 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer p.leave(ref)
-		if p.serveFast(w, r, ref) {
+		if p.serveForward(w, r, ref) {
 			return
 		}
 	}

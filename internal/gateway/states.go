@@ -104,11 +104,11 @@ func openState(b stateBinding, sealed string) (string, *inputError) {
 // opened on its way back: any but none and the gateway's own.
 func isServerState(state string) bool { return state != "" && !isInputState(state) }
 
-// openRawState is openState for a requestState as a request carries it, a JSON string; it
+// openStateJSON is openState for a requestState as a request carries it, a JSON string; it
 // returns the server's own, a JSON string too. ok false: the state is not acceptable (a
 // string the SDK's types would refuse, or a sealed one that does not fit), and the SDK path
 // is to answer.
-func openRawState(b stateBinding, raw json.RawMessage) (json.RawMessage, bool) {
+func openStateJSON(b stateBinding, raw json.RawMessage) (json.RawMessage, bool) {
 	var sealed string
 	if conn.DecodeExact(raw, &sealed) != nil {
 		return nil, false
@@ -126,9 +126,9 @@ func openRawState(b stateBinding, raw json.RawMessage) (json.RawMessage, bool) {
 
 var requestStateKey = []byte(`"requestState"`)
 
-// sealRawResult seals the requestState at the top level of a result as the server sent it; a
+// sealResultJSON seals the requestState at the top level of a result as the server sent it; a
 // result without one is returned as it is.
-func sealRawResult(b stateBinding, res conn.RawResult) conn.RawResult {
+func sealResultJSON(b stateBinding, res conn.RawResult) conn.RawResult {
 	if !bytes.Contains(res, requestStateKey) {
 		return res
 	}
@@ -207,7 +207,7 @@ func (p *project) routed(req mcp.Request) (o origin, server string, ok bool) {
 // sealStates is a receiving middleware of the project's MCP server: on the SDK path, it opens
 // the sealed server state a request brings back before the handler sends it on, and seals the
 // server's state in the handler's result. (The message-level path does the same itself:
-// openRawState, sealRawResult.)
+// openStateJSON, sealResultJSON.)
 func (p *project) sealStates(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		o, server, ok := p.routed(req)

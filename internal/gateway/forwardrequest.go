@@ -27,28 +27,28 @@ import (
 // would refuse, a progress token, the other revision, a connection that takes typed requests
 // only.
 
-// rawMethods are the requests besides tools/call forwarded at the message level.
-var rawMethods = map[string]bool{"prompts/get": true, "resources/read": true, "completion/complete": true}
+// forwardedMethods are the requests besides tools/call forwarded at the message level.
+var forwardedMethods = map[string]bool{"prompts/get": true, "resources/read": true, "completion/complete": true}
 
-// requestFast forwards one prompts/get, resources/read or completion/complete and answers
-// pathRaw, or answers why the SDK server must handle it instead (nothing has been written to
+// forwardRequest forwards one prompts/get, resources/read or completion/complete and answers
+// pathForward, or answers why the SDK server must handle it instead (nothing has been written to
 // w then). The caller is what identify makes of the request's _meta and the name or URI it
 // names (false: the SDK must handle it).
-func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEnvelope,
-	identify func(*fastMeta, string) (fastCaller, bool)) string {
+func (p *project) forwardRequest(w http.ResponseWriter, r *http.Request, env envelope,
+	identify func(*requestMeta, string) (forwardCaller, bool)) string {
 	var members map[string]json.RawMessage
 	if conn.DecodeExact(env.Params, &members) != nil || members == nil {
-		return pathSDK
+		return pathTyped
 	}
-	var meta fastMeta
+	var meta requestMeta
 	if m, ok := members["_meta"]; ok && conn.DecodeExact(m, &meta) != nil {
-		return pathSDK
+		return pathTyped
 	}
 	if len(meta.ProgressToken) > 0 {
-		return pathSDK
+		return pathTyped
 	}
-	if isRawInputState(members["requestState"]) {
-		return pathSDK // answers for a request the gateway holds (input.go), never for a server
+	if isInputStateJSON(members["requestState"]) {
+		return pathTyped // answers for a request the gateway holds (input.go), never for a server
 	}
 	delete(members, "_meta")
 
@@ -60,11 +60,11 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 	case "prompts/get":
 		var params mcp.GetPromptParams
 		if conn.DecodeExact(env.Params, &params) != nil || params.Name == "" {
-			return pathSDK
+			return pathTyped
 		}
 		pr, ok := p.prompt(params.Name)
 		if !ok {
-			return pathSDK
+			return pathTyped
 		}
 		server, name, raw = pr.server, params.Name, pr.raw
 		item = Item{Resource: ResourcePrompts, Server: server, Name: raw, Unlisted: pr.unlisted}
@@ -72,42 +72,42 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 	case "resources/read":
 		var params mcp.ReadResourceParams
 		if conn.DecodeExact(env.Params, &params) != nil || params.URI == "" {
-			return pathSDK
+			return pathTyped
 		}
 		var ok bool
 		if server, ok = p.owner(params.URI); !ok {
-			return pathSDK
+			return pathTyped
 		}
 		name = params.URI
 		item = p.resourceItem(server, params.URI)
 	case "completion/complete":
 		var params mcp.CompleteParams
 		if conn.DecodeExact(env.Params, &params) != nil || params.Ref == nil {
-			return pathSDK
+			return pathTyped
 		}
 		if server, raw = p.completionTarget(params.Ref); server == "" {
-			return pathSDK
+			return pathTyped
 		}
 		item = p.completionItem(server, raw, params.Ref)
 		if params.Ref.Type == "ref/prompt" {
 			var ref map[string]json.RawMessage
 			if conn.DecodeExact(members["ref"], &ref) != nil {
-				return pathSDK
+				return pathTyped
 			}
 			ref["name"], _ = json.Marshal(raw)
 			members["ref"], _ = json.Marshal(ref)
 		}
 	default:
-		return pathSDK
+		return pathTyped
 	}
 	fc, ok := identify(&meta, name)
 	if !ok {
-		return pathSDK
+		return pathTyped
 	}
 	b := p.binding(origin{method: env.Method, name: name}, fc.id, server)
 	if state, ok := members["requestState"]; ok {
-		if members["requestState"], ok = openRawState(b, state); !ok {
-			return pathSDK // a state the SDK path refuses (sealStates)
+		if members["requestState"], ok = openStateJSON(b, state); !ok {
+			return pathTyped // a state the SDK path refuses (sealStates)
 		}
 	}
 
@@ -119,24 +119,24 @@ func (p *project) requestFast(w http.ResponseWriter, r *http.Request, env fastEn
 		o.name, o.raw = name, raw
 	}
 	body := joinMembers(members)
-	res, err := forward(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
+	res, err := dispatch(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
 		return c.Forward(ctx, env.Method, body, nil, fc.rev)
 	})
 	switch {
 	case errors.Is(err, conn.ErrOtherRevision):
 		return pathRevision // nothing was sent: the SDK translates between the revisions
 	case errors.Is(err, conn.ErrNotRaw):
-		return pathSDK // nothing was sent: the connection takes typed requests only
+		return pathTyped // nothing was sent: the connection takes typed requests only
 	case err == nil:
-		writeFast(w, nil, env.ID, sealRawResult(b, res), nil)
+		writeResponse(w, nil, env.ID, sealResultJSON(b, res), nil)
 	case ctx.Err() != nil && !errors.Is(err, conn.ErrUnavailable):
-		writeFast(w, nil, env.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request cancelled: " + err.Error()})
+		writeResponse(w, nil, env.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request cancelled: " + err.Error()})
 	default: // as through the SDK: the server's own error as it gave it, else one naming the server
 		var rpcErr *jsonrpc.Error
 		errors.As(protocolError(err), &rpcErr)
-		writeFastError(w, nil, env.ID, rpcErr, fc.stateless)
+		writeError(w, nil, env.ID, rpcErr, fc.stateless)
 	}
-	return pathRaw
+	return pathForward
 }
 
 // joinMembers encodes the members of a params object without its braces, in name order.
