@@ -169,9 +169,7 @@ func (p *project) serveStatelessForward(w http.ResponseWriter, r *http.Request) 
 		if !p.g.opts.Registry.Mounted(p.key, id) {
 			return forwardCaller{}, false // the SDK path mounts it
 		}
-		p.mu.Lock()
-		p.lastSeen[id] = p.g.opts.Clock.Now()
-		p.mu.Unlock()
+		p.sessions.touch(id, p.g.opts.Clock.Now())
 		return forwardCaller{id: id, rev: conn.Newest, caps: requestCapabilities(m.Capabilities), stateless: true}, true
 	}
 	if method != "tools/call" {
@@ -397,15 +395,10 @@ func (p *project) track(r *http.Request, fc forwardCaller, id json.RawMessage) (
 	if !fc.cancellable {
 		return ctx, cancel
 	}
-	key := callKey(fc.id, id)
-	p.mu.Lock()
-	p.calls[key] = cancel
-	p.mu.Unlock()
+	p.sessions.addCall(fc.id, string(id), cancel)
 	return ctx, func() {
 		cancel()
-		p.mu.Lock()
-		delete(p.calls, key)
-		p.mu.Unlock()
+		p.sessions.dropCall(fc.id, string(id))
 	}
 }
 
@@ -641,9 +634,7 @@ func (p *project) cancelForwarded(w http.ResponseWriter, ref string, raw json.Ra
 	if conn.DecodeExact(raw, &params) != nil || len(params.RequestID) == 0 {
 		return false
 	}
-	p.mu.Lock()
-	cancel := p.calls[callKey(ref, params.RequestID)]
-	p.mu.Unlock()
+	cancel := p.sessions.call(ref, string(params.RequestID))
 	if cancel == nil {
 		return false
 	}
@@ -651,9 +642,6 @@ func (p *project) cancelForwarded(w http.ResponseWriter, ref string, raw json.Ra
 	w.WriteHeader(http.StatusAccepted)
 	return true
 }
-
-// callKey names a session's request by its JSON-RPC id (as sent: 1 and "1" differ).
-func callKey(ref string, id json.RawMessage) string { return ref + "\x00" + string(id) }
 
 // ownResult is a tool result the gateway makes (a failing tool saying why), encoded for the
 // session's revision: a 2026-07-28 result names its resultType, as every result of that

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/http"
 )
 
@@ -38,44 +37,14 @@ func sessionRef(wireName string) string {
 // own records that the session ref belongs to principal. It refuses (with the reason) a
 // session another principal owns, and a new one past the principal's share of the project.
 func (p *project) own(ref, principal string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch owner, known := p.owners[ref]; {
-	case known && owner == principal:
-		return nil
-	case known:
-		return errNotOwner
-	case p.held[principal] >= p.g.opts.MaxSessionsPerPrincipal:
-		return fmt.Errorf("this identity holds %d sessions of projectmcp %s, the most one identity may (--max-sessions-per-principal); end one first",
-			p.held[principal], p.key)
-	}
-	p.owners[ref] = principal
-	p.held[principal]++
-	return nil
+	return p.sessions.own(ref, principal, p.g.opts.MaxSessionsPerPrincipal, p.key.String())
 }
 
 // disown forgets a released session's owner.
-func (p *project) disown(ref string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	principal, ok := p.owners[ref]
-	if !ok {
-		return
-	}
-	delete(p.owners, ref)
-	if p.held[principal]--; p.held[principal] <= 0 {
-		delete(p.held, principal)
-	}
-}
+func (p *project) disown(ref string) { p.sessions.disown(ref) }
 
-// foreign reports whether a session is owned by a principal other than the caller's. An
-// unknown session is not foreign: the SDK answers it (404) as it does any unknown id.
-func (p *project) foreign(ref, principal string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	owner, known := p.owners[ref]
-	return known && owner != principal
-}
+// foreign reports whether a session is owned by a principal other than the caller's.
+func (p *project) foreign(ref, principal string) bool { return p.sessions.foreign(ref, principal) }
 
 // errNotOwner refuses a mount under a ref another principal owns. Refs of both kinds make that
 // unreachable today (a stateful ref is minted by initialize, a stateless one hashes the

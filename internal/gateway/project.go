@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"reflect"
@@ -54,19 +53,7 @@ type project struct {
 	routes    atomic.Pointer[routes]                // what requests are routed by (routes.go), replaced on change
 	rawItems  atomic.Pointer[map[any]*conn.RawItem] // the items as their servers listed them (lists.go)
 
-	mu         sync.Mutex
-	statefuls  map[string]*mcp.ServerSession // mounted stateful sessions
-	activity   map[string]*activity          // stateful sessions' requests, for SessionTimeout
-	calls      map[string]context.CancelFunc // fast-path calls in flight, by session and id
-	lastSeen   map[string]time.Time          // stateless sessions and their last request
-	levels     map[string]mcp.LoggingLevel   // the log level each session set
-	leveled    bool                          // a session has set a level (applyLevel)
-	leveling   bool                          // relevel's goroutine runs
-	levelStale bool                          // the levels changed since it last applied them
-	subs       map[string]map[string]string  // session → subscribed URI → server
-	owners     map[string]string             // session → the principal that mounted it (owners.go)
-	held       map[string]int                // principal → sessions it holds
-
+	sessions sessions // the endpoint's sessions (sessions.go)
 	inputs   *inputs  // stateless sessions' calls waiting for their input (input.go)
 	outboxes outboxes // what waits for each session's own writer (outbox.go)
 	replays  replays  // stateful sessions' resumable call streams (resume.go)
@@ -81,14 +68,6 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string)
 		prompts:   map[string]projected{},
 		resources: map[string]projected{},
 		templates: map[string]projected{},
-		statefuls: map[string]*mcp.ServerSession{},
-		activity:  map[string]*activity{},
-		calls:     map[string]context.CancelFunc{},
-		lastSeen:  map[string]time.Time{},
-		levels:    map[string]mcp.LoggingLevel{},
-		subs:      map[string]map[string]string{},
-		owners:    map[string]string{},
-		held:      map[string]int{},
 	}
 	p.inputs = newInputs(g, p)
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "projectmcp", Title: "projectmcp " + key.String(), Version: "v1alpha1"},
@@ -180,57 +159,20 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	p.stateful.ServeHTTP(w, r)
 }
 
-// activity is a stateful session's request count and when its last request ended.
-type activity struct {
-	busy int
-	last time.Time
-}
-
 // session returns a mounted stateful session, or nil.
-func (p *project) session(sid string) *mcp.ServerSession {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.statefuls[sid]
-}
+func (p *project) session(ref string) *mcp.ServerSession { return p.sessions.stateful(ref) }
 
 // enter notes a request of a stateful session; false when it is not one of ours.
-func (p *project) enter(sid string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	a := p.activity[sid]
-	if a == nil {
-		return false
-	}
-	a.busy++
-	return true
-}
+func (p *project) enter(ref string) bool { return p.sessions.enter(ref) }
 
-func (p *project) leave(sid string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if a := p.activity[sid]; a != nil {
-		a.busy--
-		a.last = p.g.opts.Clock.Now()
-	}
-}
+func (p *project) leave(ref string) { p.sessions.leave(ref, p.g.opts.Clock.Now()) }
 
 // expireStateful closes stateful sessions that have had no request for SessionTimeout (a
 // request in flight keeps a session alive, as the SDK's own timeout does), and releases them.
 func (p *project) expireStateful(now time.Time) {
-	p.mu.Lock()
-	idle := map[string]*mcp.ServerSession{}
-	for sid, a := range p.activity {
-		if a.busy == 0 && now.Sub(a.last) > p.g.opts.SessionTimeout {
-			if ss := p.statefuls[sid]; ss != nil {
-				idle[sid] = ss
-			}
-			delete(p.activity, sid)
-		}
-	}
-	p.mu.Unlock()
-	for sid, ss := range idle {
+	for ref, ss := range p.sessions.idle(now, p.g.opts.SessionTimeout) {
 		_ = ss.Close()
-		p.ended(sid, ss)
+		p.ended(ref, ss)
 	}
 }
 
@@ -286,18 +228,13 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 					return nil, err
 				}
 			}
-			p.mu.Lock()
-			p.lastSeen[id] = p.g.opts.Clock.Now()
-			p.mu.Unlock()
+			p.sessions.touch(id, p.g.opts.Clock.Now())
 		case method == "initialize":
 			ss := req.GetSession().(*mcp.ServerSession)
 			if err := p.mount(ctx, id, principalOf(req.GetExtra().Header), clientName(req)); err != nil {
 				return nil, err // the SDK closes a session whose initialize failed
 			}
-			p.mu.Lock()
-			p.statefuls[id] = ss
-			p.activity[id] = &activity{last: p.g.opts.Clock.Now()}
-			p.mu.Unlock()
+			p.sessions.initialized(id, ss, p.g.opts.Clock.Now())
 			res, err := next(ctx, method, req)
 			if ss.InitializeParams() == nil {
 				p.ended(id, ss) // the SDK closes a session whose initialize failed, once this POST ends
@@ -342,19 +279,9 @@ func (p *project) mount(ctx context.Context, id, principal, client string) error
 // a session (the gateway sets neither the SDK's SessionTimeout nor KeepAlive), so every close
 // is one the gateway sees.
 func (p *project) ended(id string, ss *mcp.ServerSession) {
-	p.mu.Lock()
-	if p.statefuls[id] != ss {
-		p.mu.Unlock()
+	if !p.sessions.end(id, ss) {
 		return // released already, or a different session under the same id
 	}
-	delete(p.statefuls, id)
-	delete(p.activity, id)
-	for key, cancel := range p.calls { // its fast-path calls, which no disconnect ends (resume.go)
-		if strings.HasPrefix(key, id+"\x00") {
-			cancel()
-		}
-	}
-	p.mu.Unlock()
 	p.replays.dropSession(id)
 	p.release(id)
 }
@@ -366,17 +293,10 @@ func (p *project) reapClosed() {
 	for ss := range p.server.Sessions() {
 		live[ss] = true
 	}
-	p.mu.Lock()
-	var gone []string
-	var sessions []*mcp.ServerSession
-	for id, ss := range p.statefuls {
+	for id, ss := range p.sessions.statefuls() {
 		if !live[ss] {
-			gone, sessions = append(gone, id), append(sessions, ss)
+			p.ended(id, ss)
 		}
-	}
-	p.mu.Unlock()
-	for i, id := range gone {
-		p.ended(id, sessions[i])
 	}
 }
 
@@ -412,16 +332,7 @@ func announcedName(req mcp.Request) string {
 
 // expireStateless releases stateless sessions idle for longer than StatelessIdle.
 func (p *project) expireStateless(now time.Time) {
-	p.mu.Lock()
-	var gone []string
-	for id, seen := range p.lastSeen {
-		if now.Sub(seen) > p.g.opts.StatelessIdle {
-			gone = append(gone, id)
-			delete(p.lastSeen, id)
-		}
-	}
-	p.mu.Unlock()
-	for _, id := range gone {
+	for _, id := range p.sessions.stale(now, p.g.opts.StatelessIdle, false) {
 		p.release(id)
 	}
 }
@@ -431,14 +342,8 @@ func (p *project) close() {
 	for _, v := range p.g.viewsOf(p) {
 		v.close()
 	}
-	p.mu.Lock()
-	sessions := maps.Clone(p.statefuls)
-	stateless := make([]string, 0, len(p.lastSeen))
-	for id := range p.lastSeen {
-		stateless = append(stateless, id)
-	}
-	clear(p.lastSeen)
-	p.mu.Unlock()
+	sessions := p.sessions.statefuls()
+	stateless := p.sessions.stale(time.Time{}, 0, true)
 	p.inputs.closeAll()
 	for id, ss := range sessions {
 		_ = ss.Close()

@@ -87,9 +87,9 @@ func TestStatefulSessionsHoldNoGoroutine(t *testing.T) {
 
 	p := g.project(key)
 	// Expiry closes and releases.
-	p.mu.Lock()
-	p.activity[sessionRef(sessions[1].ID())].last = time.Now().Add(-2 * g.opts.SessionTimeout)
-	p.mu.Unlock()
+	p.sessions.mu.Lock()
+	p.sessions.records[sessionRef(sessions[1].ID())].activity.last = time.Now().Add(-2 * g.opts.SessionTimeout)
+	p.sessions.mu.Unlock()
 	p.expireStateful(time.Now())
 	if reg.Mounted(key, sessionRef(sessions[1].ID())) {
 		t.Error("an expired session is still mounted")
