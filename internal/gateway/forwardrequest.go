@@ -3,139 +3,117 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"sort"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
 )
 
-// prompts/get, resources/read and completion/complete at the JSON-RPC message level.
+// prompts/get, resources/read and completion/complete on the forward path.
 //
 // Through the SDK these are decoded into the SDK's Go types on both sides and encoded again,
 // so whatever those types do not model is lost: the server's _meta, fields of newer revisions,
-// unknown content fields (and false or zero values are left out). When the session and the
-// server speak the same revision and the connection takes raw requests, the gateway forwards
-// them as it forwards tools/call: the params stay as the session sent them except the name (a
-// prompt's, or a completion's prompt reference) spliced in for the server's own and the
-// session's _meta (the connection's own is sent, with the trace context); the server's result
-// comes back as it came. Anything else goes to the SDK as before, so its validation, routing
-// errors and revision translation apply: a name or URI no server offers, params the SDK's types
-// would refuse, a progress token, the other revision, a connection that takes typed requests
-// only.
+// unknown content fields (and false or zero values are left out). Forwarded, the params stay as
+// the session sent them but for the name (a prompt's, or a completion's prompt reference)
+// spliced in for the server's own and the session's _meta (the connection's own is sent, with
+// the trace context); the server's result comes back as it came, from a server of the
+// session's revision (revisionOf).
 
-// forwardedMethods are the requests besides tools/call forwarded at the message level.
-var forwardedMethods = map[string]bool{"prompts/get": true, "resources/read": true, "completion/complete": true}
+// The routes of the routing table's rows (planner.go): each reads its method's params as the
+// SDK's types take them, as a check (what they refuse, the typed path answers), and finds the
+// server that serves what they name.
 
-// forwardRequest forwards one prompts/get, resources/read or completion/complete and answers
-// pathForward, or answers why the SDK server must handle it instead (nothing has been written to
-// w then). The caller is what identify makes of the request's _meta and the name or URI it
-// names (false: the SDK must handle it).
-func (p *project) forwardRequest(w http.ResponseWriter, r *http.Request, env envelope,
-	identify func(*requestMeta, string) (forwardCaller, bool)) string {
-	var members map[string]json.RawMessage
-	if conn.DecodeExact(env.Params, &members) != nil || members == nil {
-		return pathTyped
-	}
-	var meta requestMeta
-	if m, ok := members["_meta"]; ok && conn.DecodeExact(m, &meta) != nil {
-		return pathTyped
-	}
-	if len(meta.ProgressToken) > 0 {
-		return pathTyped
-	}
-	if isInputStateJSON(members["requestState"]) {
-		return pathTyped // answers for a request the gateway holds (input.go), never for a server
-	}
-	delete(members, "_meta")
+// routeTool routes a tools/call by its projected name.
+func (p *project) routeTool(in *incoming) bool {
+	in.name = in.call.Name
+	t, ok := p.tool(in.name)
+	in.routed, in.paramHeaders = ok, t.paramHeaders // whichever the session's revision: the server's is what matters
+	in.target = target{server: t.server, raw: t.raw, item: Item{Resource: ResourceTools, Server: t.server, Name: t.raw, Unlisted: t.unlisted}}
+	return true
+}
 
-	// Routing, and the SDK's own decoding of the params as a check: what its types refuse,
-	// it answers.
-	var server, name, raw string
-	var item Item
-	switch env.Method {
-	case "prompts/get":
-		var params mcp.GetPromptParams
-		if conn.DecodeExact(env.Params, &params) != nil || params.Name == "" {
-			return pathTyped
-		}
-		pr, ok := p.prompt(params.Name)
-		if !ok {
-			return pathTyped
-		}
-		server, name, raw = pr.server, params.Name, pr.raw
-		item = Item{Resource: ResourcePrompts, Server: server, Name: raw, Unlisted: pr.unlisted}
-		members["name"], _ = json.Marshal(pr.raw)
-	case "resources/read":
-		var params mcp.ReadResourceParams
-		if conn.DecodeExact(env.Params, &params) != nil || params.URI == "" {
-			return pathTyped
-		}
-		var ok bool
-		if server, ok = p.owner(params.URI); !ok {
-			return pathTyped
-		}
-		name = params.URI
-		item = p.resourceItem(server, params.URI)
-	case "completion/complete":
-		var params mcp.CompleteParams
-		if conn.DecodeExact(env.Params, &params) != nil || params.Ref == nil {
-			return pathTyped
-		}
-		if server, raw = p.completionTarget(params.Ref); server == "" {
-			return pathTyped
-		}
-		item = p.completionItem(server, raw, params.Ref)
-		if params.Ref.Type == "ref/prompt" {
-			var ref map[string]json.RawMessage
-			if conn.DecodeExact(members["ref"], &ref) != nil {
-				return pathTyped
-			}
-			ref["name"], _ = json.Marshal(raw)
-			members["ref"], _ = json.Marshal(ref)
-		}
-	default:
-		return pathTyped
+// routePrompt routes a prompts/get by its projected name, sent as the server's own.
+func (p *project) routePrompt(in *incoming) bool {
+	var params mcp.GetPromptParams
+	if conn.DecodeExact(in.env.Params, &params) != nil || params.Name == "" {
+		return false
 	}
-	fc, ok := identify(&meta, name)
-	if !ok {
-		return pathTyped
+	in.name = params.Name
+	pr, ok := p.prompt(params.Name)
+	if in.routed = ok; ok {
+		in.target = target{server: pr.server, raw: pr.raw, item: Item{Resource: ResourcePrompts, Server: pr.server, Name: pr.raw, Unlisted: pr.unlisted}}
+		in.members["name"], _ = json.Marshal(pr.raw)
 	}
-	b := p.binding(origin{method: env.Method, name: name}, fc.id, server)
-	if state, ok := members["requestState"]; ok {
-		if members["requestState"], ok = openStateJSON(b, state); !ok {
-			return pathTyped // a state the SDK path refuses (sealStates)
-		}
-	}
+	return true
+}
 
-	ctx, cancel := p.track(r, fc, env.ID)
+// routeResource routes a resources/read by its URI, unchanged (owner).
+func (p *project) routeResource(in *incoming) bool {
+	var params mcp.ReadResourceParams
+	if conn.DecodeExact(in.env.Params, &params) != nil || params.URI == "" {
+		return false
+	}
+	in.name = params.URI
+	server, ok := p.owner(params.URI)
+	if in.routed = ok; ok {
+		in.target = target{server: server, item: p.resourceItem(server, params.URI)}
+	}
+	return true
+}
+
+// routeCompletion routes a completion/complete by its reference (completionTarget): a
+// prompt's is sent under the server's own name.
+func (p *project) routeCompletion(in *incoming) bool {
+	var params mcp.CompleteParams
+	if conn.DecodeExact(in.env.Params, &params) != nil || params.Ref == nil {
+		return false
+	}
+	server, raw := p.completionTarget(params.Ref)
+	if server == "" {
+		return true
+	}
+	if params.Ref.Type == "ref/prompt" {
+		var ref map[string]json.RawMessage
+		if conn.DecodeExact(in.members["ref"], &ref) != nil {
+			return false
+		}
+		ref["name"], _ = json.Marshal(raw)
+		in.members["ref"], _ = json.Marshal(ref)
+	}
+	in.routed = true
+	in.target = target{server: server, item: p.completionItem(server, raw, params.Ref)}
+	return true
+}
+
+// forwardRequest forwards one request of a method other than tools/call and answers
+// pathForward, or the typed path that is to carry it when Forward answered so (retry).
+func (p *project) forwardRequest(w http.ResponseWriter, r *http.Request, in *incoming) path {
+	fc, t := in.caller, in.target
+	if len(in.state) > 0 {
+		in.members["requestState"] = in.state
+	}
+	ctx, cancel := p.track(r, fc, in.env.ID)
 	defer cancel()
-	o := origin{method: env.Method, session: fc.id, caller: fc.caller, meta: meta.trace(), caps: fc.caps, header: r.Header, traced: true, item: item,
-		args: members["arguments"]}
-	if env.Method == "prompts/get" {
-		o.name, o.raw = name, raw
+	o := origin{method: in.method, session: fc.id, caller: fc.caller, meta: in.meta.trace(), caps: fc.caps, header: r.Header, traced: true,
+		item: t.item, args: in.members["arguments"]}
+	if in.method == "prompts/get" {
+		o.name, o.raw = in.name, t.raw
 	}
-	body := joinMembers(members)
-	res, err := dispatch(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
-		return c.Forward(ctx, env.Method, body, nil, fc.rev)
+	body := joinMembers(in.members)
+	res, err := dispatch(ctx, p, o, t.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
+		return c.Forward(ctx, in.method, body, nil, fc.rev)
 	})
-	switch {
-	case errors.Is(err, conn.ErrOtherRevision):
-		return pathRevision // nothing was sent: the SDK translates between the revisions
-	case errors.Is(err, conn.ErrNotRaw):
-		return pathTyped // nothing was sent: the connection takes typed requests only
-	case err == nil:
-		writeResponse(w, nil, env.ID, sealResultJSON(b, res), nil)
-	case ctx.Err() != nil && !errors.Is(err, conn.ErrUnavailable):
-		writeResponse(w, nil, env.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request cancelled: " + err.Error()})
-	default: // as through the SDK: the server's own error as it gave it, else one naming the server
-		var rpcErr *jsonrpc.Error
-		errors.As(protocolError(err), &rpcErr)
-		writeError(w, nil, env.ID, rpcErr, fc.stateless)
+	if again, ok := retry(err); ok {
+		return again // nothing was written
 	}
+	if err != nil {
+		rpcErr, _ := failureOf(err, false, ctx.Err() != nil)
+		writeError(w, nil, in.env.ID, rpcErr, fc.stateless)
+		return pathForward
+	}
+	writeResponse(w, nil, in.env.ID, sealResultJSON(in.binding, res), nil)
 	return pathForward
 }
 

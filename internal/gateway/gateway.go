@@ -386,14 +386,6 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	p.serveHTTP(w, r)
 }
 
-// refuse answers a request with an error status; 429 and 503 say when to retry.
-func refuse(w http.ResponseWriter, msg string, status int) {
-	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	http.Error(w, msg, status)
-}
-
 // BodyReadTimeout bounds reading one request's body. A client that sends its body slowly, or
 // never, then costs a goroutine and a connection for that long, and holds no place of its
 // session's share of a connection (the body is read before the request is admitted).

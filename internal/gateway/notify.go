@@ -195,7 +195,7 @@ func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	})
 	still := p.sessions.settle(id, uri, server, err == nil)
 	if err != nil {
-		return protocolError(err)
+		return requestError(ctx, err)
 	}
 	if !still {
 		subscribed.Unsubscribe(uri)
@@ -298,7 +298,7 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	o.item = p.completionItem(server, raw, ref)
 	res, err := dispatch(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (*mcp.CompleteResult, error) { return c.Complete(ctx, &params) })
 	if err != nil {
-		return nil, protocolError(err)
+		return nil, requestError(ctx, err)
 	}
 	return &mcp.CompleteResult{Completion: res.Completion}, nil
 }

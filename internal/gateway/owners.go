@@ -51,12 +51,6 @@ func (p *project) foreign(ref, principal string) bool { return p.sessions.foreig
 // principal in); the check keeps the table's one rule in the one place that writes it.
 var errNotOwner = errors.New("session not found")
 
-// notFound answers a request for a session the caller does not own, as the SDK answers one
-// for a session that does not exist.
-func notFound(w http.ResponseWriter) {
-	http.Error(w, "session not found", http.StatusNotFound)
-}
-
 // principalOf is the principal the gateway authenticated for a request (see principalHeader).
 func principalOf(h http.Header) string {
 	if h == nil {

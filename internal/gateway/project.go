@@ -113,7 +113,7 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	r.Header.Set(remoteHeader, r.RemoteAddr)
 	sid := r.Header.Get("Mcp-Session-Id")
 	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" && sid == "" {
-		if r.Method == http.MethodPost && p.serveStatelessForward(w, r) {
+		if r.Method == http.MethodPost && p.serveForward(w, r, "") {
 			return
 		}
 		p.stateless.ServeHTTP(w, r)

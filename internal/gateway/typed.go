@@ -108,9 +108,8 @@ func dispatch[T any](ctx context.Context, p *project, o origin, server string, d
 	}()
 	start, session, timedOut := time.Now(), ctx, false
 	defer func() {
-		// Sent again (or first) through the SDK, which counts it then.
-		if errors.Is(err, conn.ErrOtherRevision) || errors.Is(err, conn.ErrNotRaw) || errors.Is(err, conn.ErrAsksInput) {
-			return
+		if _, again := retry(err); again {
+			return // the typed path sends it again, and counts it then
 		}
 		m := metrics.ServerOf(p.key.Namespace, p.key.Name, server)
 		outcome := outcomeOf(session, err, timedOut)
@@ -288,7 +287,7 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 				}
 				onProgress := progressTo(put)
 				if len(req.Params.InputResponses) == 0 && len(req.Params.RequestState) == 0 {
-					if res, err := callForwarded(ctx, c, raw, args, onProgress); !errors.Is(err, conn.ErrNotRaw) && !errors.Is(err, conn.ErrOtherRevision) {
+					if res, err := callForwarded(ctx, c, raw, args, onProgress); !retried(err) {
 						return res, err
 					}
 				}
@@ -297,21 +296,15 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 			})
 		}
 		res, round, err := inRounds(ctx, p, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server, send)
-		var refused *inputError
 		switch {
-		case errors.As(err, &refused):
-			return nil, refused.err
 		case round != nil:
 			return &mcp.CallToolResult{InputRequests: round.requests, RequestState: round.state}, nil
-		}
-		if err != nil {
-			if rpcErr := rpcErrorOf(err); rpcErr != nil && ctx.Err() == nil {
-				return nil, rpcErr // the server's answer, as it gave it
+		case err != nil:
+			rpcErr, text := failureOf(err, true, ctx.Err() != nil)
+			if rpcErr != nil {
+				return nil, rpcErr
 			}
-			if errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil {
-				return errorResult(err.Error()), nil
-			}
-			return nil, err
+			return errorResult(text), nil
 		}
 		return &mcp.CallToolResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError,
 			InputRequests: res.InputRequests, RequestState: res.RequestState}, nil
@@ -351,7 +344,7 @@ func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
 			})
 		switch {
 		case err != nil:
-			return nil, protocolError(err)
+			return nil, requestError(ctx, err)
 		case round != nil:
 			return &mcp.GetPromptResult{InputRequests: round.requests, RequestState: round.state}, nil
 		}
@@ -374,53 +367,12 @@ func (p *project) resourceHandler(server string) mcp.ResourceHandler {
 			})
 		switch {
 		case err != nil:
-			return nil, protocolError(err)
+			return nil, requestError(ctx, err)
 		case round != nil:
 			return &mcp.ReadResourceResult{InputRequests: round.requests, RequestState: round.state}, nil
 		}
 		return &mcp.ReadResourceResult{Contents: res.Contents, InputRequests: res.InputRequests, RequestState: res.RequestState}, nil
 	}
-}
-
-// protocolError is the JSON-RPC error a session gets for a failed forwarded request: the
-// upstream's own code when it answered with one (so "not found" stays "not found"), an
-// internal error otherwise; the message names the server and carries no secret (conn scrubs).
-func protocolError(err error) error {
-	if rpcErr := rpcErrorOf(err); rpcErr != nil {
-		return rpcErr
-	}
-	code := int64(jsonrpc.CodeInternalError)
-	if own := (*jsonrpc.Error)(nil); errors.As(err, &own) {
-		code = own.Code
-	}
-	return &jsonrpc.Error{Code: code, Message: err.Error()}
-}
-
-// rpcErrorOf is the JSON-RPC error a session gets for err when the server answered with one:
-// the server's own answer as it gave it (code, message, data; conn.UpstreamError), or the
-// error for a tool its filter withholds; nil for the gateway's own failures (a server down, a
-// timeout, a bound), which a tool call reports as a failing tool naming the server.
-func rpcErrorOf(err error) *jsonrpc.Error {
-	if wire, ok := conn.UpstreamError(err); ok {
-		return wire
-	}
-	if w := (*withheldTool)(nil); errors.As(err, &w) {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: w.Error()}
-	}
-	if d := (*deniedItem)(nil); errors.As(err, &d) {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: d.Error()}
-	}
-	return nil
-}
-
-// withheldTool is a call on a tool the server's filter withholds, answered as the SDK's server
-// answers a call on a tool it does not have.
-type withheldTool struct{ name string }
-
-func (w *withheldTool) Error() string { return fmt.Sprintf("unknown tool %q", w.name) }
-
-func errorResult(msg string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
 }
 
 // sessionCaller sends a server's requests to a stateful agent session, when the session
