@@ -55,24 +55,15 @@ func (p *project) observe() registry.Observation {
 	return obs
 }
 
-// ownNames gives a per-server endpoint's tools and prompts the names their server gives them
-// (one server's names are distinct).
-func ownNames(tools map[string]projection.Tool, prompts map[string]projection.Prompt) (map[string]projection.Tool, map[string]projection.Prompt) {
-	ownTools := make(map[string]projection.Tool, len(tools))
-	for _, t := range tools {
-		own := *t.Tool
-		own.Name = t.Raw
-		t.Tool = &own
-		ownTools[t.Raw] = t
+// ownNames gives a per-server endpoint's items (tools, prompts) the names their server gives
+// them (one server's names are distinct): rename makes one's copy under its own name.
+func ownNames[T any](set map[string]T, rename func(T) (string, T)) map[string]T {
+	own := make(map[string]T, len(set))
+	for _, it := range set {
+		name, renamed := rename(it)
+		own[name] = renamed
 	}
-	ownPrompts := make(map[string]projection.Prompt, len(prompts))
-	for _, pr := range prompts {
-		own := *pr.Prompt
-		own.Name = pr.Raw
-		pr.Prompt = &own
-		ownPrompts[pr.Raw] = pr
-	}
-	return ownTools, ownPrompts
+	return own
 }
 
 // reannounce tells a per-server endpoint's sessions of a list_changed their server sent that
@@ -121,7 +112,16 @@ func (p *project) sync() {
 	prompts, _ := projection.Prompts(obs.Prompts(), p.g.opts.MaxToolName)
 	resources, templates, _ := projection.Resources(obs.Resources())
 	if p.only != "" {
-		tools, prompts = ownNames(tools, prompts)
+		tools = ownNames(tools, func(t projection.Tool) (string, projection.Tool) {
+			own := *t.Tool
+			own.Name, t.Tool = t.Raw, &own
+			return t.Raw, t
+		})
+		prompts = ownNames(prompts, func(pr projection.Prompt) (string, projection.Prompt) {
+			own := *pr.Prompt
+			own.Name, pr.Prompt = pr.Raw, &own
+			return pr.Raw, pr
+		})
 	}
 	// The raw forms of the items about to be added are published before they are: the SDK
 	// server announces an add (list_changed, 10 ms later), and a list between the add and

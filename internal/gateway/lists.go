@@ -140,38 +140,33 @@ type (
 )
 
 func (r *rawTools) MarshalJSON() ([]byte, error) {
-	env := *r.ListToolsResult
-	env.Tools = []*mcp.Tool{}
-	return spliceItems(&env, "tools", r.items)
+	return spliceItems(r.ListToolsResult, func(e *mcp.ListToolsResult) { e.Tools = []*mcp.Tool{} }, "tools", r.items)
 }
 
 func (r *rawPrompts) MarshalJSON() ([]byte, error) {
-	env := *r.ListPromptsResult
-	env.Prompts = []*mcp.Prompt{}
-	return spliceItems(&env, "prompts", r.items)
+	return spliceItems(r.ListPromptsResult, func(e *mcp.ListPromptsResult) { e.Prompts = []*mcp.Prompt{} }, "prompts", r.items)
 }
 
 func (r *rawResources) MarshalJSON() ([]byte, error) {
-	env := *r.ListResourcesResult
-	env.Resources = []*mcp.Resource{}
-	return spliceItems(&env, "resources", r.items)
+	return spliceItems(r.ListResourcesResult, func(e *mcp.ListResourcesResult) { e.Resources = []*mcp.Resource{} }, "resources", r.items)
 }
 
 func (r *rawTemplates) MarshalJSON() ([]byte, error) {
-	env := *r.ListResourceTemplatesResult
-	env.ResourceTemplates = []*mcp.ResourceTemplate{}
-	return spliceItems(&env, "resourceTemplates", r.items)
+	return spliceItems(r.ListResourceTemplatesResult, func(e *mcp.ListResourceTemplatesResult) { e.ResourceTemplates = []*mcp.ResourceTemplate{} },
+		"resourceTemplates", r.items)
 }
 
-// spliceItems encodes env, a list result whose list (field, its last member) is empty, with
-// items in the list.
-func spliceItems(env any, field string, items []json.RawMessage) ([]byte, error) {
-	b, err := marshal(env)
+// spliceItems encodes a copy of a list result whose list (field, its last member) empty
+// empties, with items in the list.
+func spliceItems[R any](res *R, empty func(*R), field string, items []json.RawMessage) ([]byte, error) {
+	env := *res
+	empty(&env)
+	b, err := marshal(&env)
 	if err != nil {
 		return nil, err
 	}
-	empty := []byte(`"` + field + `":[]}`)
-	if !bytes.HasSuffix(b, empty) {
+	suffix := []byte(`"` + field + `":[]}`)
+	if !bytes.HasSuffix(b, suffix) {
 		return nil, fmt.Errorf("a %s list result does not end with its list", field)
 	}
 	out := make([]byte, 0, len(b)+64*len(items))

@@ -249,24 +249,38 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 // sessions bounds (the principal's and the project's) refuse it; a mount that fails otherwise
 // never fails the request (the session's servers come later).
 func (p *project) mount(ctx context.Context, id, principal, client string) error {
-	ctx, span := tracing.Tracer().Start(ctx, "projectmcp.mount", trace.WithAttributes(
-		attribute.String("projectmcp.project", p.key.String()), attribute.String("projectmcp.session", id)))
-	defer span.End()
+	ctx, end := p.span(ctx, "projectmcp.mount", id)
 	if err := p.own(id, principal); err != nil {
-		span.SetStatus(codes.Error, err.Error())
+		end(err)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	}
-	if _, err := p.g.opts.Registry.Mount(ctx, p.key, id, client); err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		if errors.Is(err, registry.ErrTooManySessions) {
-			p.disown(id)
-			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
-		}
+	_, err := p.g.opts.Registry.Mount(ctx, p.key, id, client)
+	switch {
+	case errors.Is(err, registry.ErrTooManySessions):
+		end(err)
+		p.disown(id)
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
+	case err != nil:
+		end(err)
 		p.g.opts.Log.V(1).Info("Mount failed", "projectmcp", p.key.String(), "session", id, "error", err.Error())
 		return nil
 	}
 	p.sync()
+	end(nil)
 	return nil
+}
+
+// span starts a span of an operation on one of the project's sessions; end ends it, with err's
+// status when err is not nil.
+func (p *project) span(ctx context.Context, name, session string, attrs ...attribute.KeyValue) (_ context.Context, end func(err error)) {
+	ctx, span := tracing.Tracer().Start(ctx, name, trace.WithAttributes(append(attrs,
+		attribute.String("projectmcp.project", p.key.String()), attribute.String("projectmcp.session", session))...))
+	return ctx, func(err error) {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
 }
 
 // ended releases a stateful session that has closed, once: the paths that close one call it

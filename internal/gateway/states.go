@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"reflect"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -143,32 +144,13 @@ func sealResultJSON(b stateBinding, res conn.RawResult) conn.RawResult {
 }
 
 // stateOf is the requestState member of a request's params or a result the SDK decoded (nil
-// when it has none).
+// when it has none): the field of that name, which each of these types has.
 func stateOf(v any) *string {
-	switch x := v.(type) {
-	case *mcp.CallToolParamsRaw:
-		if x != nil {
-			return &x.RequestState
-		}
-	case *mcp.GetPromptParams:
-		if x != nil {
-			return &x.RequestState
-		}
-	case *mcp.ReadResourceParams:
-		if x != nil {
-			return &x.RequestState
-		}
-	case *mcp.CallToolResult:
-		if x != nil {
-			return &x.RequestState
-		}
-	case *mcp.GetPromptResult:
-		if x != nil {
-			return &x.RequestState
-		}
-	case *mcp.ReadResourceResult:
-		if x != nil {
-			return &x.RequestState
+	switch v.(type) {
+	case *mcp.CallToolParamsRaw, *mcp.GetPromptParams, *mcp.ReadResourceParams,
+		*mcp.CallToolResult, *mcp.GetPromptResult, *mcp.ReadResourceResult:
+		if rv := reflect.ValueOf(v); !rv.IsNil() {
+			return rv.Elem().FieldByName("RequestState").Addr().Interface().(*string)
 		}
 	}
 	return nil

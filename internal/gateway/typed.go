@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -94,18 +93,12 @@ func dispatch[T any](ctx context.Context, p *project, o origin, server string, d
 	if o.caps != nil {
 		ctx = conn.WithClientCapabilities(ctx, o.caps)
 	}
-	ctx, span := tracing.Tracer().Start(ctx, "projectmcp.forward "+o.method, trace.WithAttributes(
-		attribute.String("mcp.method.name", o.method), attribute.String("projectmcp.project", p.key.String()),
-		attribute.String("projectmcp.server", server), attribute.String("projectmcp.session", o.session)))
+	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", o.method), attribute.String("projectmcp.server", server)}
 	if o.name != "" {
-		span.SetAttributes(attribute.String("projectmcp.name", o.name), attribute.String("projectmcp.raw_name", o.raw))
+		attrs = append(attrs, attribute.String("projectmcp.name", o.name), attribute.String("projectmcp.raw_name", o.raw))
 	}
-	defer func() {
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
-		}
-		span.End()
-	}()
+	ctx, end := p.span(ctx, "projectmcp.forward "+o.method, o.session, attrs...)
+	defer func() { end(err) }()
 	start, session, timedOut := time.Now(), ctx, false
 	defer func() {
 		if _, again := retry(err); again {
