@@ -22,7 +22,7 @@ type projected struct {
 	server, raw string
 	fingerprint string
 	// paramHeaders: the tool's schema asks for Mcp-Param headers (2026-07-28), which only the
-	// SDK path checks and sets, so its calls are not forwarded raw.
+	// typed path checks and sets, so its calls are not forwarded.
 	paramHeaders bool
 	// unlisted: a name no list holds, sent to a per-server endpoint's server (routes.go).
 	unlisted bool

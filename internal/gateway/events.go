@@ -82,7 +82,7 @@ func admits(level, line mcp.LoggingLevel) bool {
 // waiting the oldest go. What is queued when send returns is written before relayCall
 // returns, so it comes before the call's result. A panic in send is raised again on the
 // calling goroutine, whose owner recovers it (recovery.Middleware, or net/http on the
-// message-level path). A nil write relays nothing (send's put is nil).
+// forward path). A nil write relays nothing (send's put is nil).
 func relayCall[T any](ctx context.Context, write func(relayed), send func(context.Context, func(relayed)) (T, error)) (T, error) {
 	if write == nil {
 		return send(ctx, nil)

@@ -98,7 +98,7 @@ func (p *project) forwardRequest(w http.ResponseWriter, r *http.Request, in *inc
 	defer cancel()
 	o := origin{method: in.method, session: fc.id, caller: fc.caller, meta: in.meta.trace(), caps: fc.caps, header: r.Header, traced: true,
 		item: t.item, args: in.members["arguments"]}
-	if in.method == "prompts/get" {
+	if t.raw != "" { // an item the server names (a prompt): its two names, for the span and the audit log
 		o.name, o.raw = in.name, t.raw
 	}
 	body := joinMembers(in.members)

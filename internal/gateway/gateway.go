@@ -416,7 +416,7 @@ func readBody(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// postBody is a POST's body once readBody has read it: the fast path decodes data where it
+// postBody is a POST's body once readBody has read it: the forward path decodes data where it
 // lies, and the SDK reads it as any body.
 type postBody struct {
 	*bytes.Reader

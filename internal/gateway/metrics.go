@@ -41,7 +41,7 @@ func (w *statusWriter) FlushError() error {
 	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
-// Flush implements http.Flusher (the fast path's event streams use it).
+// Flush implements http.Flusher (the forward path's event streams use it).
 func (w *statusWriter) Flush() { _ = w.FlushError() }
 
 // Unwrap is for http.ResponseController.

@@ -90,13 +90,13 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string)
 	p.server.AddReceivingMiddleware(recovery.Middleware(g.opts.Log), p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware, p.listMiddleware, p.itemsMiddleware, p.sealStates, p.listenMiddleware)
 	p.server.AddSendingMiddleware(p.queueNotices, p.countSent)
 	getServer := func(*http.Request) *mcp.Server { return p.server }
-	// No SessionTimeout here: the SDK counts only the requests it handles, and the fast path
+	// No SessionTimeout here: the SDK counts only the requests it handles, and the forward path
 	// answers calls without it, so the project times sessions out itself (expireStateful).
 	p.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		MaxRequestBodyBytes: g.opts.MaxBodyBytes,
 	})
 	// A 2026-07-28 request is its whole exchange: a client that goes away has cancelled it,
-	// and the call to the server ends with it, on the SDK's path as on the fast path.
+	// and the call to the server ends with it, on the typed path as on the forward path.
 	p.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless: true, MaxRequestBodyBytes: g.opts.MaxBodyBytes, PropagateRequestCancellation: true,
 	})

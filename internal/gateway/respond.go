@@ -22,8 +22,8 @@ import (
 // ended first (its context's error).
 //
 //   - A resumption the gateway refuses (*inputError) is its invalid-params error.
-//   - A forwarded call that can no longer go the typed way, its event stream under way, is a
-//     failing tool saying why (retry carries it while nothing is written).
+//   - A forwarded call whose event stream is under way when Forward answers what retry would
+//     carry the typed way is a failing tool saying why: the typed path cannot answer it then.
 //   - The server's own JSON-RPC error (conn.UpstreamError), or the error for an item the
 //     session may not use or the server withholds, is the session's as it is, unless the
 //     session gave up.

@@ -107,7 +107,7 @@ func isServerState(state string) bool { return state != "" && !isInputState(stat
 
 // openStateJSON is openState for a requestState as a request carries it, a JSON string; it
 // returns the server's own, a JSON string too. ok false: the state is not acceptable (a
-// string the SDK's types would refuse, or a sealed one that does not fit), and the SDK path
+// string the SDK's types would refuse, or a sealed one that does not fit), and the typed path
 // is to answer.
 func openStateJSON(b stateBinding, raw json.RawMessage) (json.RawMessage, bool) {
 	var sealed string
@@ -186,9 +186,9 @@ func (p *project) routed(req mcp.Request) (o origin, server string, ok bool) {
 	return o, "", false
 }
 
-// sealStates is a receiving middleware of the project's MCP server: on the SDK path, it opens
+// sealStates is a receiving middleware of the project's MCP server: on the typed path, it opens
 // the sealed server state a request brings back before the handler sends it on, and seals the
-// server's state in the handler's result. (The message-level path does the same itself:
+// server's state in the handler's result. (The forward path does the same itself:
 // openStateJSON, sealResultJSON.)
 func (p *project) sealStates(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {

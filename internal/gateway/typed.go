@@ -33,9 +33,9 @@ type origin struct {
 	// header: the HTTP headers the request came with: its token and principal (rbac.go,
 	// audit.go) and, unless traced, its trace context.
 	header http.Header
-	// traced: the context already carries the request's trace context, as the fast paths' do
-	// (they run in the HTTP request's context, where serveProject read it); the SDK's handlers
-	// do not.
+	// traced: the context already carries the request's trace context, as the forward path's
+	// does (it runs in the HTTP request's context, where serveProject read it); the SDK's
+	// handlers' does not.
 	traced bool
 	// meta reads the request's own _meta, whose trace context (SEP-414) comes before the
 	// headers'; nil when it has none.
@@ -178,7 +178,7 @@ func outcomeOf(session context.Context, err error, timedOut bool) metrics.Outcom
 }
 
 // isError reports whether a tool call's result is a tool error: the server's isError, typed
-// or as the server sent it. A raw result is decoded only when it may have isError true.
+// or as the server sent it. A forwarded result is decoded only when it may have isError true.
 func isError(res any) bool {
 	switch r := res.(type) {
 	case *mcp.CallToolResult:
@@ -191,7 +191,7 @@ func isError(res any) bool {
 
 var isErrorKey = []byte(`"isError"`)
 
-// rawIsError reports whether a raw tools/call result has isError true at its top level.
+// rawIsError reports whether a forwarded tools/call result has isError true at its top level.
 func rawIsError(res []byte) bool {
 	for rest := res; ; {
 		i := bytes.Index(rest, isErrorKey)
@@ -213,13 +213,13 @@ func rawIsError(res []byte) bool {
 	}
 }
 
-// callForwarded sends a call the SDK's server took from the session (a 2026-07-28 session's call to a
-// server speaking 2025-11-25, mostly) to such a server raw, and decodes its result for the SDK
-// to send on. Over streamable HTTP the server's own requests during the call (sampling,
+// callForwarded forwards a call the SDK's server took from the session (a 2026-07-28
+// session's call to a server speaking 2025-11-25, mostly) to such a server, and decodes its
+// result for the SDK to send on. Over streamable HTTP the server's own requests during the call (sampling,
 // elicitation) then arrive on the call's own stream, which tells whose they are; the
 // SDK's client hands its handlers no trace of the call, and the connection could only guess
 // (the one session with a request in flight, else an error). A server speaking 2026-07-28, or
-// a connection that takes no raw requests, is ErrOtherRevision or ErrNotRaw before anything
+// a connection that takes typed requests only, is ErrOtherRevision or ErrNotRaw before anything
 // is sent, and the caller uses the SDK's client.
 func callForwarded(ctx context.Context, c *conn.Conn, raw string, args json.RawMessage, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
 	res, err := c.Forward(ctx, "tools/call", callMembers(raw, args, nil, nil), onProgress, conn.LegacyExact)
