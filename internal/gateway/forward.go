@@ -220,7 +220,7 @@ func (p *project) read(r *http.Request, ref string) *incoming {
 	}
 	// The session, as the server sees it.
 	if f.stateless {
-		id := ""
+		var id string
 		if id, f.identity = identify(r.Header, in.meta); !f.identity {
 			return in
 		}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func TestSessionTableRecords(t *testing.T) {
 	if err := tab.own("a", "alice", 1, "ns/p"); err != nil {
 		t.Fatalf("owning one's own session again: %v", err)
 	}
-	if err := tab.own("a", "bob", 1, "ns/p"); err != errNotOwner {
+	if err := tab.own("a", "bob", 1, "ns/p"); !errors.Is(err, errNotOwner) {
 		t.Fatalf("another's session: %v, want errNotOwner", err)
 	}
 	if err := tab.own("b", "alice", 1, "ns/p"); err == nil {
