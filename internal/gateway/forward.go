@@ -188,7 +188,7 @@ func (p *project) read(r *http.Request, ref string) *incoming {
 		}
 		env, ok = readEnvelope(body, f.mcpMethod)
 	} else {
-		if ss = p.session(ref); ss == nil {
+		if ss = p.sessions.stateful(ref); ss == nil {
 			return in
 		}
 		f.mounted = true

@@ -26,22 +26,22 @@ import (
 // server that serves what they name.
 
 // routeTool routes a tools/call by its projected name.
-func (p *project) routeTool(in *incoming) bool {
+func routeTool(p *project, in *incoming) bool {
 	in.name = in.call.Name
-	t, ok := p.tool(in.name)
+	t, ok := p.current().tool(in.name)
 	in.routed, in.paramHeaders = ok, t.paramHeaders // whichever the session's revision: the server's is what matters
 	in.target = target{server: t.server, raw: t.raw, item: Item{Resource: ResourceTools, Server: t.server, Name: t.raw, Unlisted: t.unlisted}}
 	return true
 }
 
 // routePrompt routes a prompts/get by its projected name, sent as the server's own.
-func (p *project) routePrompt(in *incoming) bool {
+func routePrompt(p *project, in *incoming) bool {
 	var params mcp.GetPromptParams
 	if conn.DecodeExact(in.env.Params, &params) != nil || params.Name == "" {
 		return false
 	}
 	in.name = params.Name
-	pr, ok := p.prompt(params.Name)
+	pr, ok := p.current().prompt(params.Name)
 	if in.routed = ok; ok {
 		in.target = target{server: pr.server, raw: pr.raw, item: Item{Resource: ResourcePrompts, Server: pr.server, Name: pr.raw, Unlisted: pr.unlisted}}
 		in.members["name"], _ = json.Marshal(pr.raw)
@@ -50,27 +50,27 @@ func (p *project) routePrompt(in *incoming) bool {
 }
 
 // routeResource routes a resources/read by its URI, unchanged (owner).
-func (p *project) routeResource(in *incoming) bool {
+func routeResource(p *project, in *incoming) bool {
 	var params mcp.ReadResourceParams
 	if conn.DecodeExact(in.env.Params, &params) != nil || params.URI == "" {
 		return false
 	}
 	in.name = params.URI
-	server, ok := p.owner(params.URI)
+	server, ok := p.current().owner(params.URI)
 	if in.routed = ok; ok {
-		in.target = target{server: server, item: p.resourceItem(server, params.URI)}
+		in.target = target{server: server, item: p.current().resourceItem(server, params.URI)}
 	}
 	return true
 }
 
 // routeCompletion routes a completion/complete by its reference (completionTarget): a
 // prompt's is sent under the server's own name.
-func (p *project) routeCompletion(in *incoming) bool {
+func routeCompletion(p *project, in *incoming) bool {
 	var params mcp.CompleteParams
 	if conn.DecodeExact(in.env.Params, &params) != nil || params.Ref == nil {
 		return false
 	}
-	server, raw := p.completionTarget(params.Ref)
+	server, raw := p.current().completionTarget(params.Ref)
 	if server == "" {
 		return true
 	}
@@ -83,7 +83,7 @@ func (p *project) routeCompletion(in *incoming) bool {
 		in.members["ref"], _ = json.Marshal(ref)
 	}
 	in.routed = true
-	in.target = target{server: server, item: p.completionItem(server, raw, params.Ref)}
+	in.target = target{server: server, item: p.current().completionItem(server, raw, params.Ref)}
 	return true
 }
 

@@ -26,7 +26,7 @@ import (
 // never of two different projections of one name.
 
 // indexRaw publishes, by the pointer the SDK server holds, each item's raw form, and those of
-// pending, items about to be added. Callers hold syncMu.
+// pending, items about to be added. Callers hold cat.mu.
 func (p *project) indexRaw(pending map[any]*conn.RawItem) {
 	idx := map[any]*conn.RawItem{}
 	for item, raw := range pending {
@@ -34,14 +34,14 @@ func (p *project) indexRaw(pending map[any]*conn.RawItem) {
 			idx[item] = raw
 		}
 	}
-	for _, set := range []map[string]projected{p.tools, p.prompts, p.resources, p.templates} {
+	for _, set := range []map[string]projected{p.cat.tools, p.cat.prompts, p.cat.resources, p.cat.templates} {
 		for _, it := range set {
 			if it.members != nil {
 				idx[it.item] = it.members
 			}
 		}
 	}
-	p.rawItems.Store(&idx)
+	p.cat.rawItems.Store(&idx)
 }
 
 // listMiddleware serves the list results' items raw where it can (see above).
@@ -51,7 +51,7 @@ func (p *project) listMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if err != nil || res == nil {
 			return res, err
 		}
-		idx := p.rawItems.Load()
+		idx := p.cat.rawItems.Load()
 		if idx == nil || len(*idx) == 0 {
 			return res, nil
 		}

@@ -173,14 +173,14 @@ const DefaultMaxSubscriptionsPerSession = 100
 // and one the session dropped meanwhile gives its reference back.
 func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
-	server, ok := p.owner(uri)
+	server, ok := p.current().owner(uri)
 	if !ok {
 		// The SDK's own code for a missing resource, which its compatibility setting can make
 		// -32002 rather than jsonrpc.CodeInvalidParams.
 		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no server of this project lists the resource %q", uri)} //nolint:staticcheck // see above
 	}
 	o := p.subscriber(req)
-	o.method, o.item = "resources/subscribe", p.resourceItem(server, uri) // for a listen's subscription too
+	o.method, o.item = "resources/subscribe", p.current().resourceItem(server, uri) // for a listen's subscription too
 	id := o.session
 	if claimed, err := p.claimSubscription(id, uri); !claimed {
 		return err
@@ -273,7 +273,7 @@ func (p *project) release(id string) {
 	if leveled {
 		p.relevel()
 	}
-	p.disown(id)
+	p.sessions.disown(id)
 	p.g.opts.Registry.Release(p.key, id)
 }
 
@@ -285,7 +285,7 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete needs a ref"}
 	}
 	up := *ref
-	server, raw := p.completionTarget(ref)
+	server, raw := p.current().completionTarget(ref)
 	if ref.Type == "ref/prompt" {
 		up.Name = raw
 	}
@@ -295,7 +295,7 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	params := *req.Params
 	params.Ref = &up
 	o := originOf(req)
-	o.item = p.completionItem(server, raw, ref)
+	o.item = p.current().completionItem(server, raw, ref)
 	res, err := dispatch(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (*mcp.CompleteResult, error) { return c.Complete(ctx, &params) })
 	if err != nil {
 		return nil, requestError(ctx, err)

@@ -40,12 +40,6 @@ func (p *project) own(ref, principal string) error {
 	return p.sessions.own(ref, principal, p.g.opts.MaxSessionsPerPrincipal, p.key.String())
 }
 
-// disown forgets a released session's owner.
-func (p *project) disown(ref string) { p.sessions.disown(ref) }
-
-// foreign reports whether a session is owned by a principal other than the caller's.
-func (p *project) foreign(ref, principal string) bool { return p.sessions.foreign(ref, principal) }
-
 // errNotOwner refuses a mount under a ref another principal owns. Refs of both kinds make that
 // unreachable today (a stateful ref is minted by initialize, a stateless one hashes the
 // principal in); the check keeps the table's one rule in the one place that writes it.

@@ -36,10 +36,10 @@ type forwardedMethod struct {
 // forwardedMethods is the routing table: the methods the forward path carries. Any other
 // goes the typed path.
 var forwardedMethods = map[string]forwardedMethod{
-	"tools/call":          {tool: true, named: true, route: (*project).routeTool},
-	"prompts/get":         {named: true, route: (*project).routePrompt},
-	"resources/read":      {named: true, route: (*project).routeResource},
-	"completion/complete": {route: (*project).routeCompletion},
+	"tools/call":          {tool: true, named: true, route: routeTool},
+	"prompts/get":         {named: true, route: routePrompt},
+	"resources/read":      {named: true, route: routeResource},
+	"completion/complete": {route: routeCompletion},
 }
 
 // path is how the gateway carries a request. The values of the counted paths are the path

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -23,7 +22,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/recovery"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
@@ -44,14 +42,7 @@ type project struct {
 	stateful  http.Handler
 	stateless http.Handler
 
-	syncMu    sync.Mutex // one sync at a time; guards the four sets and synced
-	tools     map[string]projected
-	prompts   map[string]projected
-	resources map[string]projected                  // by URI
-	templates map[string]projected                  // by URI template
-	synced    string                                // signature of the connection states last projected
-	routes    atomic.Pointer[routes]                // what requests are routed by (routes.go), replaced on change
-	rawItems  atomic.Pointer[map[any]*conn.RawItem] // the items as their servers listed them (lists.go)
+	cat catalog // what the endpoint serves (catalog.go)
 
 	sessions sessions // the endpoint's sessions (sessions.go)
 	inputs   *inputs  // stateless sessions' calls waiting for their input (input.go)
@@ -64,10 +55,8 @@ type project struct {
 func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string) *project {
 	p := &project{
 		g: g, key: key, epoch: epoch, only: only, views: map[string]*project{},
-		tools:     map[string]projected{},
-		prompts:   map[string]projected{},
-		resources: map[string]projected{},
-		templates: map[string]projected{},
+		cat: catalog{tools: map[string]projected{}, prompts: map[string]projected{},
+			resources: map[string]projected{}, templates: map[string]projected{}},
 	}
 	p.inputs = newInputs(g, p)
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "projectmcp", Title: "projectmcp " + key.String(), Version: "v1alpha1"},
@@ -122,14 +111,14 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	ref := ""
 	if sid != "" {
 		ref = sessionRef(sid)
-		if p.foreign(ref, principalOf(r.Header)) {
+		if p.sessions.foreign(ref, principalOf(r.Header)) {
 			notFound(w)
 			return
 		}
 	}
 	if sid != "" && r.Method == http.MethodDelete {
 		// The SDK closes the session and answers 204; then it is released here (ended).
-		ss := p.session(ref)
+		ss := p.sessions.stateful(ref)
 		dw := &statusWriter{ResponseWriter: w}
 		p.stateful.ServeHTTP(dw, r)
 		if ss != nil && dw.code == http.StatusNoContent {
@@ -138,7 +127,7 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sid != "" && r.Method == http.MethodGet && strings.HasPrefix(r.Header.Get("Last-Event-ID"), replayPrefix) {
-		if !p.enter(ref) {
+		if !p.sessions.enter(ref) {
 			notFound(w)
 			return
 		}
@@ -147,7 +136,7 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sid != "" && r.Method == http.MethodPost {
-		if !p.enter(ref) {
+		if !p.sessions.enter(ref) {
 			p.stateful.ServeHTTP(w, r) // not a session of ours: the SDK answers (404)
 			return
 		}
@@ -158,12 +147,6 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	p.stateful.ServeHTTP(w, r)
 }
-
-// session returns a mounted stateful session, or nil.
-func (p *project) session(ref string) *mcp.ServerSession { return p.sessions.stateful(ref) }
-
-// enter notes a request of a stateful session; false when it is not one of ours.
-func (p *project) enter(ref string) bool { return p.sessions.enter(ref) }
 
 func (p *project) leave(ref string) { p.sessions.leave(ref, p.g.opts.Clock.Now()) }
 
@@ -258,7 +241,7 @@ func (p *project) mount(ctx context.Context, id, principal, client string) error
 	switch {
 	case errors.Is(err, registry.ErrTooManySessions):
 		end(err)
-		p.disown(id)
+		p.sessions.disown(id)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	case err != nil:
 		end(err)

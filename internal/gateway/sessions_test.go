@@ -96,7 +96,7 @@ func TestStatefulSessionsHoldNoGoroutine(t *testing.T) {
 	}
 
 	// A close no path of the gateway saw is found by the sweep.
-	ss := p.session(sessionRef(sessions[2].ID()))
+	ss := p.sessions.stateful(sessionRef(sessions[2].ID()))
 	if ss == nil {
 		t.Fatal("session 2 is not held")
 	}

@@ -166,20 +166,20 @@ func (p *project) routed(req mcp.Request) (o origin, server string, ok bool) {
 		var t projected
 		if params != nil {
 			o.name = params.Name
-			t, ok = p.tool(params.Name)
+			t, ok = p.current().tool(params.Name)
 		}
 		return o, t.server, ok
 	case *mcp.GetPromptParams:
 		var pr projected
 		if params != nil {
 			o.name = params.Name
-			pr, ok = p.prompt(params.Name)
+			pr, ok = p.current().prompt(params.Name)
 		}
 		return o, pr.server, ok
 	case *mcp.ReadResourceParams:
 		if params != nil {
 			o.name = params.URI
-			server, ok = p.owner(params.URI)
+			server, ok = p.current().owner(params.URI)
 		}
 		return o, server, ok
 	}

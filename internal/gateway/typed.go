@@ -352,7 +352,7 @@ func (p *project) resourceHandler(server string) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		o := originOf(req)
 		o.name = req.Params.URI
-		o.item = p.resourceItem(server, req.Params.URI)
+		o.item = p.current().resourceItem(server, req.Params.URI)
 		res, round, err := inRounds(ctx, p, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server,
 			func(ctx context.Context, c *conn.Conn) (*mcp.ReadResourceResult, error) {
 				return c.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI,
