@@ -16,7 +16,7 @@ import (
 // else: the registry and so status.sessions, spans, logs, and the gateway's own tables. A ref
 // read from status cannot be sent back as an Mcp-Session-Id.
 //
-// The owners table binds each ref to the principal that mounted it. A request that names a
+// The session table (sessions.go) binds each ref to the principal that mounted it. A request that names a
 // session its principal does not own is answered 404, on every method and path, exactly as a
 // session that does not exist is: the caller learns nothing about it.
 
@@ -41,7 +41,7 @@ func (p *project) own(ref, principal string) error {
 }
 
 // errNotOwner refuses a mount under a ref another principal owns. Refs of both kinds make that
-// unreachable today (a stateful ref is minted by initialize, a stateless one hashes the
+// unreachable (a stateful ref is minted by initialize, a stateless one hashes the
 // principal in); the check keeps the table's one rule in the one place that writes it.
 var errNotOwner = errors.New("session not found")
 

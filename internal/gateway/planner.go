@@ -125,13 +125,13 @@ func decide(f facts) plan {
 	typed := func(why string) plan { return plan{path: pathTyped, why: why} }
 	m, forwarded := forwardedMethods[f.method]
 	if f.stateless {
-		named, known := forwardedMethods[f.mcpMethod]
+		row, known := forwardedMethods[f.mcpMethod]
 		switch {
 		case f.version != statelessRevision:
 			return typed("a protocol revision newer than the gateway's")
 		case !known:
 			return typed("Mcp-Method names a method the forward path does not carry")
-		case named.named && f.mcpName == "":
+		case row.named && f.mcpName == "":
 			return typed("no Mcp-Name")
 		case !f.content:
 			return typed("a content type or Accept header the SDK answers")
@@ -145,7 +145,7 @@ func decide(f facts) plan {
 		case !f.mounted:
 			return typed("not a session of this endpoint")
 		case f.sessionVersion == "" || f.sessionVersion >= statelessRevision:
-			return typed("a session that has not initialized")
+			return typed("a session not initialized, or of the stateless revision")
 		case f.version != f.sessionVersion:
 			return typed("Mcp-Protocol-Version is not the session's")
 		case !f.content:

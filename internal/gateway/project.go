@@ -204,7 +204,7 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		id, stateless := sessionID(req)
 		switch {
 		case stateless:
-			// Mount is idempotent; asking the registry (not lastSeen) also heals a session
+			// Mount is idempotent; asking the registry (not the session table) also heals a session
 			// released by expiry while a request was arriving.
 			if !p.g.opts.Registry.Mounted(p.key, id) {
 				if err := p.mount(ctx, id, principalOf(req.GetExtra().Header), clientName(req)); err != nil {
@@ -283,7 +283,7 @@ func (p *project) ended(id string, ss *mcp.ServerSession) {
 	p.release(id)
 }
 
-// reapClosed releases stateful sessions the SDK no longer holds (a close no path of ours
+// reapClosed releases stateful sessions the SDK has let go of (a close no path of ours
 // saw); the sweep runs it. A session leaves the server's list only once it has closed.
 func (p *project) reapClosed() {
 	live := map[*mcp.ServerSession]bool{}
