@@ -167,8 +167,27 @@ func (p *project) serveForward(w http.ResponseWriter, r *http.Request, ref strin
 	return pl.path == pathForward
 }
 
-// statefulMethods are the methods a stateful session's body is read for.
-var statefulMethods = append(slices.Sorted(maps.Keys(forwardedMethods)), cancelled)
+// statefulMethods are the methods a stateful session's body is read for, tools/call first
+// (the most frequent); quotedMethods has each as a JSON string, which readEnvelope looks for
+// in a body before it decodes it.
+var (
+	statefulMethods = func() []string {
+		methods := []string{"tools/call"}
+		for _, m := range slices.Sorted(maps.Keys(forwardedMethods)) {
+			if m != "tools/call" {
+				methods = append(methods, m)
+			}
+		}
+		return append(methods, cancelled)
+	}()
+	quotedMethods = func() map[string][]byte {
+		q := map[string][]byte{}
+		for _, m := range statefulMethods {
+			q[m] = []byte(`"` + m + `"`)
+		}
+		return q
+	}()
+)
 
 // read gathers the facts of a POST (read already: readBody), and what the forward path needs
 // to send it. It decides nothing: it stops where a fact's prerequisite is missing, and the
@@ -319,9 +338,9 @@ func badInputResponses(params json.RawMessage) bool {
 }
 
 // readEnvelope reads the JSON-RPC envelope of a body when it is a message of one of the
-// methods named; false otherwise.
+// methods named (of statefulMethods); false otherwise.
 func readEnvelope(body []byte, methods ...string) (env envelope, ok bool) {
-	if !slices.ContainsFunc(methods, func(m string) bool { return bytes.Contains(body, []byte(`"`+m+`"`)) }) {
+	if !slices.ContainsFunc(methods, func(m string) bool { return bytes.Contains(body, quotedMethods[m]) }) {
 		return env, false // most bodies of other methods are not decoded
 	}
 	if conn.DecodeExact(body, &env) != nil || env.JSONRPC != "2.0" || !slices.Contains(methods, env.Method) {
