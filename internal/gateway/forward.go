@@ -222,9 +222,9 @@ func (p *project) read(r *http.Request, ref string) *incoming {
 	if !ok {
 		return in
 	}
-	in.env, f.method, f.id = env, env.Method, string(env.ID)
+	in.env, f.method, f.id = env, env.Method, env.ID
 	if f.method == cancelled {
-		if !f.stateless && f.id == "" {
+		if !f.stateless && len(f.id) == 0 {
 			in.cancel = p.cancelOf(ref, env.Params)
 			f.cancels = in.cancel != nil
 		}
@@ -289,7 +289,7 @@ func (p *project) readParams(in *incoming) bool {
 		delete(in.members, "_meta")
 		in.state = in.members["requestState"]
 	}
-	f.token = string(in.meta.ProgressToken)
+	f.token = in.meta.ProgressToken
 	f.inputState = isInputStateJSON(in.state)
 	f.params = f.params && in.row.route(p, in)
 	return f.params
@@ -450,10 +450,11 @@ func (p *project) track(r *http.Request, fc forwardCaller, id json.RawMessage) (
 	if !fc.cancellable {
 		return ctx, cancel
 	}
-	p.sessions.addCall(fc.id, string(id), cancel)
+	key := string(id)
+	p.sessions.addCall(fc.id, key, cancel)
 	return ctx, func() {
 		cancel()
-		p.sessions.dropCall(fc.id, string(id))
+		p.sessions.dropCall(fc.id, key)
 	}
 }
 

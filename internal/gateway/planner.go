@@ -94,7 +94,7 @@ type facts struct {
 	// The body.
 	answer   bool   // it answers a request the gateway sent the session, which waits for it
 	method   string // its method, when it is a JSON-RPC 2.0 message the forward path reads; else ""
-	id       string // its id as sent ("": a notification)
+	id       []byte // its id as sent (none: a notification)
 	cancels  bool   // notifications/cancelled whose requestId names a forwarded call of the session in flight
 	badInput bool   // 2026-07-28 inputResponses that are not an object of answers that are objects
 
@@ -103,7 +103,7 @@ type facts struct {
 	name       string // the tool's or prompt's name, or the URI, they name
 	identity   bool   // 2026-07-28: their _meta describes the client as the SDK's stateless handler requires
 	mrtr       bool   // they carry inputResponses or a requestState
-	token      string // their progress token as sent ("": none)
+	token      []byte // their progress token as sent (none: no token)
 	inputState bool   // their requestState is one the gateway issued (input.go)
 	objectArgs bool   // a tool call's arguments are an object (or null, or absent)
 
@@ -152,7 +152,7 @@ func decide(f facts) plan {
 			return typed("a content type or Accept header the SDK answers")
 		case f.answer:
 			return plan{path: pathAnswer}
-		case f.method == cancelled && f.id == "" && f.cancels:
+		case f.method == cancelled && len(f.id) == 0 && f.cancels:
 			return plan{path: pathCancel}
 		case f.method == cancelled:
 			return typed("a cancellation of a request the typed path carries")
@@ -172,9 +172,9 @@ func decide(f facts) plan {
 		return counted(pathTyped, "a stateless session's first request: the typed path mounts it")
 	case m.tool && !f.stateless && f.mrtr:
 		return counted(pathTyped, "MRTR fields from a 2025-11-25 session")
-	case m.tool && f.token != "" && !progressToken(f.token):
+	case m.tool && len(f.token) > 0 && !progressToken(f.token):
 		return counted(pathTyped, "a progress token that is neither a string nor a number")
-	case !m.tool && f.token != "":
+	case !m.tool && len(f.token) > 0:
 		return counted(pathTyped, "a progress token")
 	case m.tool && f.inputState:
 		return counted(pathResume, "answers for a call the gateway holds")
@@ -236,11 +236,11 @@ func revisionOf(stateless, tool bool) conn.Revision {
 
 // requestID reports whether a request's id, as sent, is one the forward path answers under:
 // a string or a number (the SDK answers any other).
-func requestID(id string) bool {
-	return id != "" && id[0] != '{' && id[0] != '[' && id != "null"
+func requestID(id []byte) bool {
+	return len(id) > 0 && id[0] != '{' && id[0] != '[' && string(id) != "null"
 }
 
 // progressToken reports whether a progress token, as sent, is a string or a number.
-func progressToken(token string) bool {
+func progressToken(token []byte) bool {
 	return token[0] == '"' || token[0] == '-' || (token[0] >= '0' && token[0] <= '9')
 }

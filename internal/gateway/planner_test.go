@@ -14,7 +14,7 @@ import (
 // carries; each row of the planner's table changes what it is about.
 func stateful(method string) facts {
 	return facts{version: "2025-11-25", content: true, mounted: true, sessionVersion: "2025-11-25",
-		method: method, id: "7", params: true, name: "a__echo", objectArgs: true, routed: true, state: true}
+		method: method, id: []byte("7"), params: true, name: "a__echo", objectArgs: true, routed: true, state: true}
 }
 
 // stateless is the same for a 2026-07-28 request.
@@ -50,9 +50,9 @@ func TestDecide(t *testing.T) {
 		{"stateless resources/read", stateless("resources/read"), pathForward, true},
 		{"stateless completion/complete, no Mcp-Name", with(stateless("completion/complete"), func(f *facts) { f.mcpName = "" }), pathForward, true},
 		{"a connection not up yet: forward waits for it", with(stateful("tools/call"), func(f *facts) { f.takes = conn.ErrUnavailable }), pathForward, true},
-		{"a string id", with(stateful("tools/call"), func(f *facts) { f.id = `"a"` }), pathForward, true},
-		{"a string progress token", with(stateful("tools/call"), func(f *facts) { f.token = `"t"` }), pathForward, true},
-		{"a numeric progress token", with(stateful("tools/call"), func(f *facts) { f.token = `-1` }), pathForward, true},
+		{"a string id", with(stateful("tools/call"), func(f *facts) { f.id = []byte(`"a"`) }), pathForward, true},
+		{"a string progress token", with(stateful("tools/call"), func(f *facts) { f.token = []byte(`"t"`) }), pathForward, true},
+		{"a numeric progress token", with(stateful("tools/call"), func(f *facts) { f.token = []byte(`-1`) }), pathForward, true},
 		{"a stateless call with MRTR fields", with(stateless("tools/call"), func(f *facts) { f.mrtr = true }), pathForward, true},
 
 		// A stateless request's headers and envelope.
@@ -62,7 +62,7 @@ func TestDecide(t *testing.T) {
 		{"stateless content type", with(stateless("tools/call"), func(f *facts) { f.content = false }), pathTyped, false},
 		{"a body of another method", with(stateless("tools/call"), func(f *facts) { f.method = "prompts/get" }), pathTyped, false},
 		{"no envelope", with(stateless("tools/call"), func(f *facts) { f.method = "" }), pathTyped, false},
-		{"a null id", with(stateless("tools/call"), func(f *facts) { f.id = "null" }), pathTyped, false},
+		{"a null id", with(stateless("tools/call"), func(f *facts) { f.id = []byte("null") }), pathTyped, false},
 		{"bad inputResponses", with(stateless("resources/read"), func(f *facts) { f.badInput = true }), pathRefuse, false},
 
 		// A stateful request's session, headers and envelope.
@@ -72,13 +72,13 @@ func TestDecide(t *testing.T) {
 		{"another version header", with(stateful("tools/call"), func(f *facts) { f.version = "2025-06-18" }), pathTyped, false},
 		{"stateful content type", with(stateful("tools/call"), func(f *facts) { f.content = false }), pathTyped, false},
 		{"an answer to the gateway's request", with(stateful(""), func(f *facts) { f.answer = true }), pathAnswer, false},
-		{"a cancellation of a forwarded call", with(stateful(cancelled), func(f *facts) { f.id, f.cancels = "", true }), pathCancel, false},
-		{"a cancellation of another request", with(stateful(cancelled), func(f *facts) { f.id = "" }), pathTyped, false},
+		{"a cancellation of a forwarded call", with(stateful(cancelled), func(f *facts) { f.id, f.cancels = nil, true }), pathCancel, false},
+		{"a cancellation of another request", with(stateful(cancelled), func(f *facts) { f.id = []byte("") }), pathTyped, false},
 		{"a cancellation with an id", with(stateful(cancelled), func(f *facts) { f.cancels = true }), pathTyped, false},
 		{"another method", stateful("tools/list"), pathTyped, false},
-		{"a notification of a forwarded method", with(stateful("tools/call"), func(f *facts) { f.id = "" }), pathTyped, false},
-		{"an object id", with(stateful("tools/call"), func(f *facts) { f.id = `{}` }), pathTyped, false},
-		{"an array id", with(stateful("prompts/get"), func(f *facts) { f.id = `[1]` }), pathTyped, false},
+		{"a notification of a forwarded method", with(stateful("tools/call"), func(f *facts) { f.id = []byte("") }), pathTyped, false},
+		{"an object id", with(stateful("tools/call"), func(f *facts) { f.id = []byte(`{}`) }), pathTyped, false},
+		{"an array id", with(stateful("prompts/get"), func(f *facts) { f.id = []byte(`[1]`) }), pathTyped, false},
 
 		// The params, the session as the server sees it, the route.
 		{"params the SDK refuses", with(stateful("tools/call"), func(f *facts) { f.params = false }), pathTyped, true},
@@ -86,8 +86,8 @@ func TestDecide(t *testing.T) {
 		{"Mcp-Name differs", with(stateless("resources/read"), func(f *facts) { f.mcpName = "file:///other" }), pathTyped, true},
 		{"a stateless session not mounted yet", with(stateless("tools/call"), func(f *facts) { f.mounted = false }), pathTyped, true},
 		{"MRTR fields from a 2025-11-25 session", with(stateful("tools/call"), func(f *facts) { f.mrtr = true }), pathTyped, true},
-		{"an object progress token", with(stateful("tools/call"), func(f *facts) { f.token = `{}` }), pathTyped, true},
-		{"a progress token on a prompt", with(stateful("prompts/get"), func(f *facts) { f.token = `"t"` }), pathTyped, true},
+		{"an object progress token", with(stateful("tools/call"), func(f *facts) { f.token = []byte(`{}`) }), pathTyped, true},
+		{"a progress token on a prompt", with(stateful("prompts/get"), func(f *facts) { f.token = []byte(`"t"`) }), pathTyped, true},
 		{"a call the gateway holds", with(stateless("tools/call"), func(f *facts) { f.inputState, f.mrtr = true, true }), pathResume, true},
 		{"a call the gateway holds, named by another", with(stateless("tools/call"), func(f *facts) { f.inputState, f.mcpName = true, "x" }), pathTyped, true},
 		{"a read the gateway holds", with(stateless("resources/read"), func(f *facts) { f.inputState = true }), pathTyped, true},
