@@ -60,6 +60,14 @@ func (a *asks) forget(session, id string) {
 	delete(a.waiting, askKey(session, id))
 }
 
+// awaits reports whether session has a request id waiting for its answer.
+func (a *asks) awaits(session, id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.waiting[askKey(session, id)]
+	return ok
+}
+
 // deliver hands session's answer to the request it names; false when session has no such
 // request waiting (another session's, answered already, or never sent).
 func (a *asks) deliver(session, id string, ans answer) bool {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -15,6 +17,18 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
+// catalog is what an endpoint serves, as its last sync projected it.
+type catalog struct {
+	mu        sync.Mutex // one sync at a time; guards the four sets and synced
+	tools     map[string]projected
+	prompts   map[string]projected
+	resources map[string]projected                  // by URI
+	templates map[string]projected                  // by URI template
+	synced    string                                // signature of the connection states last projected
+	routes    atomic.Pointer[routes]                // what requests are routed by (routes.go), replaced on change
+	rawItems  atomic.Pointer[map[any]*conn.RawItem] // the items as their servers listed them (lists.go)
+}
+
 // projected is one item (tool, prompt, resource or template) as sessions see it; fingerprint
 // covers everything they see, so an unchanged item is never re-added (every add is a
 // list_changed).
@@ -22,7 +36,7 @@ type projected struct {
 	server, raw string
 	fingerprint string
 	// paramHeaders: the tool's schema asks for Mcp-Param headers (2026-07-28), which only the
-	// SDK path checks and sets, so its calls are not forwarded raw.
+	// typed path checks and sets, so its calls are not forwarded.
 	paramHeaders bool
 	// unlisted: a name no list holds, sent to a per-server endpoint's server (routes.go).
 	unlisted bool
@@ -55,24 +69,15 @@ func (p *project) observe() registry.Observation {
 	return obs
 }
 
-// ownNames gives a per-server endpoint's tools and prompts the names their server gives them
-// (one server's names are distinct).
-func ownNames(tools map[string]projection.Tool, prompts map[string]projection.Prompt) (map[string]projection.Tool, map[string]projection.Prompt) {
-	ownTools := make(map[string]projection.Tool, len(tools))
-	for _, t := range tools {
-		own := *t.Tool
-		own.Name = t.Raw
-		t.Tool = &own
-		ownTools[t.Raw] = t
+// ownNames gives a per-server endpoint's items (tools, prompts) the names their server gives
+// them (one server's names are distinct): rename makes one's copy under its own name.
+func ownNames[T any](set map[string]T, rename func(T) (string, T)) map[string]T {
+	own := make(map[string]T, len(set))
+	for _, it := range set {
+		name, renamed := rename(it)
+		own[name] = renamed
 	}
-	ownPrompts := make(map[string]projection.Prompt, len(prompts))
-	for _, pr := range prompts {
-		own := *pr.Prompt
-		own.Name = pr.Raw
-		pr.Prompt = &own
-		ownPrompts[pr.Raw] = pr
-	}
-	return ownTools, ownPrompts
+	return own
 }
 
 // reannounce tells a per-server endpoint's sessions of a list_changed their server sent that
@@ -83,15 +88,15 @@ func (p *project) reannounce(l conn.Lists) {
 	if p.only == "" {
 		return
 	}
-	p.syncMu.Lock()
-	defer p.syncMu.Unlock()
-	if t, ok := firstOf(p.tools); ok && l&conn.ToolList != 0 {
+	p.cat.mu.Lock()
+	defer p.cat.mu.Unlock()
+	if t, ok := firstOf(p.cat.tools); ok && l&conn.ToolList != 0 {
 		_ = addTool(p.server, t.item.(*mcp.Tool), p.handler(t.server, t.raw))
 	}
-	if pr, ok := firstOf(p.prompts); ok && l&conn.PromptList != 0 {
+	if pr, ok := firstOf(p.cat.prompts); ok && l&conn.PromptList != 0 {
 		_ = guard("prompt", func() { p.server.AddPrompt(pr.item.(*mcp.Prompt), p.promptHandler(pr.server, pr.raw)) })
 	}
-	if r, ok := firstOf(p.resources); ok && l&conn.ResourceList != 0 {
+	if r, ok := firstOf(p.cat.resources); ok && l&conn.ResourceList != 0 {
 		_ = guard("resource", func() { p.server.AddResource(r.item.(*mcp.Resource), p.resourceHandler(r.server)) })
 	}
 }
@@ -105,14 +110,14 @@ func firstOf(set map[string]projected) (projected, bool) {
 }
 
 func (p *project) sync() {
-	p.syncMu.Lock()
-	defer p.syncMu.Unlock()
+	p.cat.mu.Lock()
+	defer p.cat.mu.Unlock()
 	obs := p.observe()
 	sig := signature(obs.Servers)
-	if sig == p.synced {
+	if sig == p.cat.synced {
 		return // no connection changed since the last projection (the common case at mount)
 	}
-	p.synced = sig
+	p.cat.synced = sig
 
 	rawOf := func(kind conn.Kind, server, key string) *conn.RawItem {
 		return obs.Servers[server].RawItem(kind, key)
@@ -121,7 +126,16 @@ func (p *project) sync() {
 	prompts, _ := projection.Prompts(obs.Prompts(), p.g.opts.MaxToolName)
 	resources, templates, _ := projection.Resources(obs.Resources())
 	if p.only != "" {
-		tools, prompts = ownNames(tools, prompts)
+		tools = ownNames(tools, func(t projection.Tool) (string, projection.Tool) {
+			own := *t.Tool
+			own.Name, t.Tool = t.Raw, &own
+			return t.Raw, t
+		})
+		prompts = ownNames(prompts, func(pr projection.Prompt) (string, projection.Prompt) {
+			own := *pr.Prompt
+			own.Name, pr.Prompt = pr.Raw, &own
+			return pr.Raw, pr
+		})
 	}
 	// The raw forms of the items about to be added are published before they are: the SDK
 	// server announces an add (list_changed, 10 ms later), and a list between the add and
@@ -142,7 +156,7 @@ func (p *project) sync() {
 		note(t.Template, conn.KindTemplate, t.Server, t.Template.URITemplate)
 	}
 	p.indexRaw(pending)
-	applySet(p, "tool", p.tools, tools, func(t projection.Tool) (projected, any) {
+	applySet(p, "tool", p.cat.tools, tools, func(t projection.Tool) (projected, any) {
 		schema, _ := json.Marshal(t.Tool.InputSchema)
 		return projected{server: t.Server, raw: t.Raw, paramHeaders: bytes.Contains(schema, []byte("x-mcp-header")),
 			item: t.Tool, members: pending[t.Tool]}, t.Tool
@@ -150,18 +164,18 @@ func (p *project) sync() {
 		return addTool(p.server, t.Tool, p.handler(t.Server, t.Raw))
 	})
 
-	applySet(p, "prompt", p.prompts, prompts, func(pr projection.Prompt) (projected, any) {
+	applySet(p, "prompt", p.cat.prompts, prompts, func(pr projection.Prompt) (projected, any) {
 		return projected{server: pr.Server, raw: pr.Raw, item: pr.Prompt, members: pending[pr.Prompt]}, pr.Prompt
 	}, p.server.RemovePrompts, func(name string, pr projection.Prompt) error {
 		return guard("prompt", func() { p.server.AddPrompt(pr.Prompt, p.promptHandler(pr.Server, pr.Raw)) })
 	})
 
-	applySet(p, "resource", p.resources, resources, func(r projection.Resource) (projected, any) {
+	applySet(p, "resource", p.cat.resources, resources, func(r projection.Resource) (projected, any) {
 		return projected{server: r.Server, raw: r.Resource.URI, item: r.Resource, members: pending[r.Resource]}, r.Resource
 	}, p.server.RemoveResources, func(uri string, r projection.Resource) error {
 		return guard("resource", func() { p.server.AddResource(r.Resource, p.resourceHandler(r.Server)) })
 	})
-	applySet(p, "resource template", p.templates, templates, func(t projection.Template) (projected, any) {
+	applySet(p, "resource template", p.cat.templates, templates, func(t projection.Template) (projected, any) {
 		return projected{server: t.Server, raw: t.Template.URITemplate, item: t.Template, members: pending[t.Template]}, t.Template
 	}, p.server.RemoveResourceTemplates, func(uri string, t projection.Template) error {
 		return guard("resource template", func() { p.server.AddResourceTemplate(t.Template, p.resourceHandler(t.Server)) })

@@ -5,449 +5,486 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"maps"
 	"net/http"
-	"time"
-
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
+	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
-	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
-// origin is who sent a forwarded request, and what it is: its MCP method (for metrics), the
-// session it belongs to (for the slot) and, for a stateful session, who answers the server's
-// own requests made meanwhile.
-type origin struct {
-	method    string
-	session   string
-	stateless bool // a 2026-07-28 session (see sessionID)
-	caller    conn.Caller
-	// name and raw: the projected and the server's own name of the tool or prompt called.
-	name, raw string
-	// header: the HTTP headers the request came with: its token and principal (rbac.go,
-	// audit.go) and, unless traced, its trace context.
-	header http.Header
-	// traced: the context already carries the request's trace context, as the fast paths' do
-	// (they run in the HTTP request's context, where serveProject read it); the SDK's handlers
-	// do not.
-	traced bool
-	// meta reads the request's own _meta, whose trace context (SEP-414) comes before the
-	// headers'; nil when it has none.
-	meta func(key string) string
-	// caps: the session's client capabilities as a 2026-07-28 server is told them (relayable).
-	caps func() json.RawMessage
-	// item is the tool, prompt or resource the request uses, as RBAC names it (rbac.go).
-	item Item
-	// args are a tool call's or prompt's arguments as the session sent them, for the audit
-	// log (--audit-arguments).
-	args json.RawMessage
+// The forward path carries a session's request as JSON-RPC bytes: the methods of the routing
+// table (planner.go), for a stateful (2025-11-25) session and a stateless (2026-07-28) one.
+//
+// Through the SDK on both sides, one request would be decoded several times (the envelope,
+// the params, the typed result and each content item) and encoded again, and the SDK's JSON
+// decoder allocates a 32 KiB buffer per decode; its types also lose what they do not model (a
+// server's _meta, fields of newer revisions, unknown content fields). Here the envelope and
+// the params are decoded once (conn.DecodeExact), the arguments stay as they came, the
+// projected name is replaced by the server's own, and the server's result is written back to
+// the session byte for byte (conn.Forward sends it on the shared connection with an id of its
+// own). What the forward path does not carry (planner.go: decide) goes to the SDK's server,
+// whose validation, limits, error codes and revision translation then apply.
+//
+// A tools/call with a progress token gets its response as an event stream once the server
+// reports progress, the progress relayed with the session's own token; a stateful session's
+// call is a resumable stream (resume.go). notifications/cancelled naming a forwarded call
+// cancels it (and conn.Forward tells the server), as does the session closing its HTTP
+// request.
+
+// envelope is a JSON-RPC message as the forward path reads it.
+type envelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
 }
 
-// originOf describes a request the SDK server decoded.
-func originOf(req mcp.Request) origin {
-	o := origin{method: methodOf(req)}
-	o.session, o.stateless = sessionID(req)
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
-		o.caller = sessionCaller{ss}
-		o.caps = sessionCapabilities(ss)
+// callParams are the tools/call params the forward path understands; anything it would have
+// to act on beyond these sends the request the typed path.
+type callParams struct {
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	InputResponses json.RawMessage `json:"inputResponses"`
+	RequestState   json.RawMessage `json:"requestState"`
+	Meta           requestMeta     `json:"_meta"`
+}
+
+// requestMeta is what the forward path reads of a request's _meta.
+type requestMeta struct {
+	ProgressToken json.RawMessage `json:"progressToken"`
+	// The level of the log lines a 2026-07-28 request asks for with it.
+	LogLevel mcp.LoggingLevel `json:"io.modelcontextprotocol/logLevel"`
+	// A 2026-07-28 request's own description of its client (SEP-2575).
+	ProtocolVersion string          `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientInfo      json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
+	Capabilities    json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	// The session's trace context (SEP-414).
+	Traceparent string `json:"traceparent"`
+	Tracestate  string `json:"tracestate"`
+	Baggage     string `json:"baggage"`
+}
+
+// trace reads the session's trace context, for origin.meta; nil when there is none.
+func (m *requestMeta) trace() func(string) string {
+	if m.Traceparent == "" {
+		return nil
 	}
-	if extra := req.GetExtra(); extra != nil {
-		o.header = extra.Header
-	}
-	if m := metaOf(req); m != nil {
-		if _, ok := m["traceparent"]; ok {
-			o.meta = func(key string) string { v, _ := m[key].(string); return v }
+	return func(key string) string {
+		switch key {
+		case "traceparent":
+			return m.Traceparent
+		case "tracestate":
+			return m.Tracestate
+		case "baggage":
+			return m.Baggage
 		}
-		if caps, ok := m[mcp.MetaKeyClientCapabilities]; ok && o.stateless {
-			o.caps = func() json.RawMessage {
-				raw, _ := json.Marshal(caps)
-				return relayable(raw)
+		return ""
+	}
+}
+
+// forwardCaller is the session a forwarded request comes from.
+type forwardCaller struct {
+	id     string                 // the session's slots' key
+	caller conn.Caller            // who answers the server's own requests (stateful sessions)
+	rev    conn.Revision          // the revision the session takes results in
+	caps   func() json.RawMessage // its client capabilities, as a 2026-07-28 server is told them
+	// resumable: the answer is a resumable event stream (resume.go), kept in replay.
+	resumable bool
+	replay    *replayStream
+	// stateful sessions may cancel a call by notifications/cancelled; a stateless session's
+	// call ends with its HTTP request.
+	cancellable bool
+	stateless   bool // a 2026-07-28 session: it gets its log lines with its requests
+}
+
+// incoming is one POST as read for the planner: its facts, and what the forward path sends.
+type incoming struct {
+	facts
+	row     forwardedMethod
+	env     envelope
+	call    callParams                 // a tools/call's params
+	members map[string]json.RawMessage // another method's params but _meta, as the server gets them
+	meta    *requestMeta               // the params' _meta
+	args    json.RawMessage            // a tools/call's arguments, an object
+	state   json.RawMessage            // the requestState as the server gets it (opened), or none
+	target  target
+	caller  forwardCaller
+	binding stateBinding
+	// answer: the session's answer to a request of the gateway's, by its id; cancel: the call
+	// a notifications/cancelled names.
+	answerID string
+	answer   answer
+	cancel   context.CancelFunc
+}
+
+// target is where a forwarded request goes: the server, the name it has there (a tool's or
+// prompt's own; "" for a URI) and the item as RBAC names it.
+type target struct {
+	server, raw string
+	item        Item
+}
+
+// serveForward executes the plan for a session's POST (ref: a stateful session's; "" for a
+// 2026-07-28 request): true when the gateway has answered it, false for the SDK's server to.
+func (p *project) serveForward(w http.ResponseWriter, r *http.Request, ref string) bool {
+	in := p.read(r, ref)
+	pl := decide(in.facts)
+	switch pl.path {
+	case pathAnswer:
+		if !p.asks.deliver(ref, in.answerID, in.answer) {
+			return false // another POST answered it meanwhile: the SDK answers this one as any stray response
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return true
+	case pathCancel:
+		in.cancel()
+		w.WriteHeader(http.StatusAccepted)
+		return true
+	case pathRefuse:
+		writeError(w, nil, in.env.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+			Message: "inputResponses must be an object of answers, each an object, by the keys of the input requests"}, true)
+		return true
+	case pathForward:
+		if in.stateless {
+			p.sessions.touch(in.caller.id, p.g.opts.Clock.Now())
+		}
+		if in.row.tool {
+			pl.path = p.forwardCall(w, r, in)
+		} else {
+			pl.path = p.forwardRequest(w, r, in)
+		}
+	}
+	if pl.counted && in.row.tool {
+		metrics.FastPath.WithLabelValues(string(pl.path)).Inc()
+	} else if pl.counted {
+		metrics.RequestPath.WithLabelValues(in.method, string(pl.path)).Inc()
+	}
+	return pl.path == pathForward
+}
+
+// statefulMethods are the methods a stateful session's body is read for, tools/call first
+// (the most frequent); quotedMethods has each as a JSON string, which readEnvelope looks for
+// in a body before it decodes it.
+var (
+	statefulMethods = func() []string {
+		methods := []string{"tools/call"}
+		for _, m := range slices.Sorted(maps.Keys(forwardedMethods)) {
+			if m != "tools/call" {
+				methods = append(methods, m)
 			}
 		}
-	}
-	return o
-}
-
-// forward sends one request of a session to the session's slot for server. It waits through
-// a repoint or rebuild (registry.Await), and sends once more, on the new connection, when a
-// swap replaced the connection before the request was sent (conn.ErrDestroyed: the old server
-// never saw it). The server's own requests made meanwhile (sampling, elicitation) go to this
-// session (conn.WithCaller).
-func forward[T any](ctx context.Context, p *project, o origin, server string, do func(context.Context, *conn.Conn) (T, error)) (res T, err error) {
-	if err = p.admit(ctx, o); err != nil {
-		p.audit(o, server, time.Now(), "denied")
-		return res, err
-	}
-	if o.meta != nil {
-		ctx = tracing.FromMeta(ctx, o.meta)
-	}
-	if o.header != nil && !o.traced && !trace.SpanContextFromContext(ctx).IsValid() {
-		ctx = tracing.FromHeaders(ctx, o.header)
-	}
-	if o.caps != nil {
-		ctx = conn.WithClientCapabilities(ctx, o.caps)
-	}
-	ctx, span := tracing.Tracer().Start(ctx, "projectmcp.forward "+o.method, trace.WithAttributes(
-		attribute.String("mcp.method.name", o.method), attribute.String("projectmcp.project", p.key.String()),
-		attribute.String("projectmcp.server", server), attribute.String("projectmcp.session", o.session)))
-	if o.name != "" {
-		span.SetAttributes(attribute.String("projectmcp.name", o.name), attribute.String("projectmcp.raw_name", o.raw))
-	}
-	defer func() {
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
-		}
-		span.End()
+		return append(methods, cancelled)
 	}()
-	start, session, timedOut := time.Now(), ctx, false
-	defer func() {
-		// Sent again (or first) through the SDK, which counts it then.
-		if errors.Is(err, conn.ErrOtherRevision) || errors.Is(err, conn.ErrNotRaw) || errors.Is(err, conn.ErrAsksInput) {
-			return
+	quotedMethods = func() map[string][]byte {
+		q := map[string][]byte{}
+		for _, m := range statefulMethods {
+			q[m] = []byte(`"` + m + `"`)
 		}
-		m := metrics.ServerOf(p.key.Namespace, p.key.Name, server)
-		outcome := outcomeOf(session, err, timedOut)
-		if o.method == "tools/call" {
-			if err == nil && isError(res) {
-				outcome = metrics.ToolError
-			}
-			m.ToolCall(outcome, time.Since(start))
-		}
-		m.Forwarded(o.method, outcome)
-		p.audit(o, server, start, outcome.String())
+		return q
 	}()
-	if limit := p.g.opts.CallTimeout; limit > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, limit)
-		defer cancel()
-		defer func() {
-			if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				timedOut = true
-				err = fmt.Errorf("MCP server %q did not answer within %s (the gateway's --call-timeout)", server, limit)
-			}
-		}()
-	}
-	if o.caller != nil {
-		ctx = conn.WithCaller(ctx, o.caller)
-	}
-	ctx = conn.WithSession(ctx, o.session) // the session's turn on the shared connection (conn's fair queue)
-	for attempt := 0; ; attempt++ {
-		c := p.g.opts.Registry.Await(ctx, p.key, o.session, server)
-		if c == nil {
-			var zero T
-			return zero, fmt.Errorf("%w: MCP server %q is not available to this session", conn.ErrUnavailable, server)
+)
+
+// read gathers the facts of a POST (read already: readBody), and what the forward path needs
+// to send it. It decides nothing: it stops where a fact's prerequisite is missing, and the
+// facts it leaves unset are the ones decide reads as the typed path's.
+func (p *project) read(r *http.Request, ref string) *incoming {
+	in := &incoming{}
+	f := &in.facts
+	f.stateless, f.version, f.content = ref == "", r.Header.Get("Mcp-Protocol-Version"), acceptedContent(r)
+	body := bodyOf(r)
+	var env envelope
+	var ok bool
+	var ss *mcp.ServerSession
+	if f.stateless {
+		f.mcpMethod, f.mcpName = r.Header.Get("Mcp-Method"), r.Header.Get("Mcp-Name")
+		if _, known := forwardedMethods[f.mcpMethod]; !known {
+			return in
 		}
-		res, err = do(ctx, c)
-		if attempt == 0 && errors.Is(err, conn.ErrDestroyed) {
-			continue
+		env, ok = readEnvelope(body, f.mcpMethod)
+	} else {
+		if ss = p.sessions.stateful(ref); ss == nil {
+			return in
 		}
-		return res, err
+		f.mounted = true
+		if ip := ss.InitializeParams(); ip != nil {
+			f.sessionVersion = ip.ProtocolVersion
+		}
+		if id, ans, isAnswer := answerOf(body); isAnswer {
+			in.answerID, in.answer, f.answer = id, ans, p.asks.awaits(ref, id)
+		}
+		env, ok = readEnvelope(body, statefulMethods...)
 	}
+	if !ok {
+		return in
+	}
+	in.env, f.method, f.id = env, env.Method, env.ID
+	if f.method == cancelled {
+		if !f.stateless && len(f.id) == 0 {
+			in.cancel = p.cancelOf(ref, env.Params)
+			f.cancels = in.cancel != nil
+		}
+		return in
+	}
+	in.row = forwardedMethods[f.method]
+	if f.stateless {
+		f.badInput = badInputResponses(env.Params)
+	}
+	if !p.readParams(in) {
+		return in
+	}
+	// The session, as the server sees it.
+	if f.stateless {
+		var id string
+		if id, f.identity = identify(r.Header, in.meta); !f.identity {
+			return in
+		}
+		f.mounted = p.g.opts.Registry.Mounted(p.key, id)
+		in.caller = forwardCaller{id: id, rev: conn.Newest, caps: requestCapabilities(in.meta.Capabilities), stateless: true}
+	} else {
+		in.caller = forwardCaller{id: ref, caller: sessionCaller{ss}, rev: revisionOf(false, in.row.tool), caps: sessionCapabilities(ss),
+			cancellable: true, resumable: in.row.tool && f.sessionVersion >= "2025-11-25"}
+	}
+	if !f.routed || !f.mounted {
+		return in
+	}
+	// The state it resumes, and the connection that takes it.
+	in.binding = p.binding(origin{method: f.method, name: f.name}, in.caller.id, in.target.server)
+	f.state = true
+	if len(in.state) > 0 {
+		in.state, f.state = openStateJSON(in.binding, in.state)
+	}
+	if c := p.g.opts.Registry.Lookup(p.key, in.caller.id, in.target.server); c != nil {
+		f.takes = c.Takes(in.caller.rev)
+	} else {
+		f.takes = conn.ErrUnavailable
+	}
+	return in
 }
 
-// methodOf names a forwarded request's MCP method, for metrics.
-func methodOf(req mcp.Request) string {
-	switch req.(type) {
-	case *mcp.CallToolRequest:
-		return "tools/call"
-	case *mcp.GetPromptRequest:
-		return "prompts/get"
-	case *mcp.ReadResourceRequest:
-		return "resources/read"
-	case *mcp.CompleteRequest:
-		return "completion/complete"
-	case *mcp.SubscribeRequest:
-		return "resources/subscribe"
+// readParams reads a request's params into in (false: they do not decode), and routes what
+// they name (the method's row).
+func (p *project) readParams(in *incoming) bool {
+	f := &in.facts
+	if in.row.tool {
+		c := &in.call
+		f.params = conn.DecodeExact(in.env.Params, c) == nil && c.Name != ""
+		in.meta, in.state = &c.Meta, c.RequestState
+		f.mrtr = len(c.InputResponses) > 0 || len(c.RequestState) > 0
+		in.args = c.Arguments
+		if len(in.args) == 0 || string(in.args) == "null" {
+			in.args = json.RawMessage("{}")
+		}
+		f.objectArgs = in.args[0] == '{'
+	} else {
+		in.meta = &requestMeta{}
+		f.params = conn.DecodeExact(in.env.Params, &in.members) == nil && in.members != nil
+		if m, ok := in.members["_meta"]; ok && conn.DecodeExact(m, in.meta) != nil {
+			f.params = false
+		}
+		delete(in.members, "_meta")
+		in.state = in.members["requestState"]
 	}
-	return "other"
+	f.token = in.meta.ProgressToken
+	f.inputState = isInputStateJSON(in.state)
+	f.params = f.params && in.row.route(p, in)
+	return f.params
 }
 
-// outcomeOf is how a forwarded request ended, for metrics: session is the context of the
-// session's request, timedOut whether the gateway's call timeout ended it.
-func outcomeOf(session context.Context, err error, timedOut bool) metrics.Outcome {
-	switch {
-	case err == nil:
-		return metrics.OK
-	case errors.Is(err, conn.ErrUnavailable):
-		return metrics.Unavailable
-	case timedOut:
-		return metrics.Timeout
-	case session.Err() != nil:
-		return metrics.Cancelled
+// identify names a 2026-07-28 request's session (see SessionHeader) by its headers and its
+// _meta's client info; false when the _meta is not what the SDK's stateless handler takes (the
+// request's revision, the client's capabilities and info as objects).
+func identify(h http.Header, m *requestMeta) (string, bool) {
+	if m.ProtocolVersion != h.Get("Mcp-Protocol-Version") || len(m.Capabilities) == 0 || m.Capabilities[0] != '{' ||
+		(len(m.ClientInfo) > 0 && m.ClientInfo[0] != '{') {
+		return "", false
 	}
-	return metrics.Error
+	var info struct {
+		Name string `json:"name"`
+	}
+	if len(m.ClientInfo) > 0 && conn.DecodeExact(m.ClientInfo, &info) != nil {
+		return "", false
+	}
+	return statelessID(h, info.Name), true
 }
 
-// isError reports whether a tool call's result is a tool error: the server's isError, typed
-// or as the server sent it. A raw result is decoded only when it may have isError true.
-func isError(res any) bool {
-	switch r := res.(type) {
-	case *mcp.CallToolResult:
-		return r != nil && r.IsError
-	case conn.RawResult:
-		return rawIsError(r)
+// badInputResponses reports whether a 2026-07-28 request's params carry inputResponses that
+// are not an object of answers that are objects (null included): a protocol error the gateway
+// answers itself, whichever server the request is for, as a server of that revision does.
+func badInputResponses(params json.RawMessage) bool {
+	if !bytes.Contains(params, []byte(`"inputResponses"`)) { // a call's params are decoded once more only if they may
+		return false
+	}
+	var p struct {
+		InputResponses json.RawMessage `json:"inputResponses"`
+	}
+	if json.Unmarshal(params, &p) != nil || len(p.InputResponses) == 0 {
+		return false
+	}
+	var answers map[string]json.RawMessage
+	if p.InputResponses[0] != '{' || json.Unmarshal(p.InputResponses, &answers) != nil {
+		return true
+	}
+	for _, a := range answers {
+		if len(a) == 0 || a[0] != '{' {
+			return true
+		}
 	}
 	return false
 }
 
-var isErrorKey = []byte(`"isError"`)
+// readEnvelope reads the JSON-RPC envelope of a body when it is a message of one of the
+// methods named (of statefulMethods); false otherwise.
+func readEnvelope(body []byte, methods ...string) (env envelope, ok bool) {
+	if !slices.ContainsFunc(methods, func(m string) bool { return bytes.Contains(body, quotedMethods[m]) }) {
+		return env, false // most bodies of other methods are not decoded
+	}
+	if conn.DecodeExact(body, &env) != nil || env.JSONRPC != "2.0" || !slices.Contains(methods, env.Method) {
+		return env, false
+	}
+	return env, true
+}
 
-// rawIsError reports whether a raw tools/call result has isError true at its top level.
-func rawIsError(res []byte) bool {
-	for rest := res; ; {
-		i := bytes.Index(rest, isErrorKey)
-		if i < 0 {
-			return false
+// acceptedContent reports whether the request's content type and Accept header are ones the
+// SDK accepts.
+func acceptedContent(r *http.Request) bool {
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" && !strings.HasPrefix(ct, "application/json;") {
+		return false
+	}
+	accept := strings.Join(r.Header.Values("Accept"), ",")
+	return strings.Contains(accept, "application/json") && strings.Contains(accept, "text/event-stream")
+}
+
+// forwardCall forwards one tools/call and answers pathForward, or the typed path that is to
+// carry it when Forward answered so before anything was written (retry).
+func (p *project) forwardCall(w http.ResponseWriter, r *http.Request, in *incoming) path {
+	fc, t, env, meta := in.caller, in.target, in.env, in.meta
+	members := callMembers(t.raw, in.args, in.call.InputResponses, in.state)
+	token := meta.ProgressToken
+
+	unanswered := false // the stream ends without an answer: a client that resumes it learns so
+	if fc.resumable {
+		fc.replay = p.replays.open(fc.id)
+		defer func() {
+			p.replays.close(fc.replay, fc.replay.primed.Load() && (r.Context().Err() != nil || unanswered))
+		}()
+	}
+	open := func() *sseWriter { return newSSEWriter(w, fc.replay) }
+	ctx, cancel := p.track(r, fc, env.ID)
+	defer cancel()
+
+	o := origin{method: "tools/call", session: fc.id, caller: fc.caller, name: in.name, raw: t.raw, meta: meta.trace(), caps: fc.caps,
+		header: r.Header, traced: true, item: t.item, args: in.args}
+	logs := fc.stateless && meta.LogLevel != ""
+	send := func(ctx context.Context, put func(relayed)) (conn.RawResult, error) {
+		if logs {
+			ctx = logsTo(ctx, put, meta.LogLevel)
 		}
-		rest = rest[i+len(isErrorKey):]
-		v := bytes.TrimLeft(rest, " \t\r\n")
-		if len(v) == 0 || v[0] != ':' {
-			continue
+		o := o
+		if sc, ok := fc.caller.(sessionCaller); ok && fc.replay != nil && put != nil {
+			o.caller = &callStream{sessionCaller: sc, asks: &p.asks, ref: fc.id, put: put} // on the call's stream
 		}
-		if bytes.HasPrefix(bytes.TrimLeft(v[1:], " \t\r\n"), []byte("true")) {
-			// A candidate: it may belong to a nested object, so decode the top level.
-			var top struct {
-				IsError bool `json:"isError"`
+		return dispatch(ctx, p, o, t.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
+			if t.item.Unlisted && !c.Offers(t.raw) {
+				return nil, &withheldTool{in.name} // as if it did not exist
 			}
-			return json.Unmarshal(res, &top) == nil && top.IsError
-		}
+			return c.Forward(ctx, "tools/call", members, progressTo(put), fc.rev)
+		})
 	}
+	var res conn.RawResult
+	var err error
+	var stream *sseWriter
+	if len(token) > 0 || logs || fc.replay != nil {
+		stream, res, err = withEvents(ctx, open, token, send)
+	} else {
+		res, err = send(ctx, nil)
+	}
+	if again, ok := retry(err); ok && stream == nil {
+		return again // nothing was written
+	}
+	final := func() *sseWriter { // the answer's stream: a resumable session gets one
+		if stream == nil && fc.replay != nil {
+			stream = open()
+		}
+		return stream
+	}
+	switch {
+	case err == nil:
+		res = sealResultJSON(in.binding, res)
+	case errors.Is(err, conn.ErrStreamEnded) && fc.replay != nil && ctx.Err() == nil:
+		// The server ended the call's stream for good before answering: the session's stream
+		// ends unanswered too, as it would have directly (the call may or may not have run).
+		final()
+		unanswered = true
+		return pathForward
+	default:
+		rpcErr, text := failureOf(err, true, ctx.Err() != nil)
+		if rpcErr != nil {
+			writeError(w, final(), env.ID, rpcErr, fc.stateless)
+			return pathForward
+		}
+		res = ownResult(text, fc.stateless)
+	}
+	writeResponse(w, final(), env.ID, res, nil)
+	return pathForward
 }
 
-// callRaw sends a call the SDK's server took from the session (a 2026-07-28 session's call to a
-// server speaking 2025-11-25, mostly) to such a server raw, and decodes its result for the SDK
-// to send on. Over streamable HTTP the server's own requests during the call (sampling,
-// elicitation) then arrive on the call's own stream, which tells whose they are; the
-// SDK's client hands its handlers no trace of the call, and the connection could only guess
-// (the one session with a request in flight, else an error). A server speaking 2026-07-28, or
-// a connection that takes no raw requests, is ErrOtherRevision or ErrNotRaw before anything
-// is sent, and the caller uses the SDK's client.
-func callRaw(ctx context.Context, c *conn.Conn, raw string, args json.RawMessage, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
-	res, err := c.Forward(ctx, "tools/call", callMembers(raw, args, nil, nil), onProgress, conn.LegacyExact)
-	if err != nil {
-		return nil, err
-	}
-	var out mcp.CallToolResult
-	if err := json.Unmarshal(res, &out); err != nil {
-		return nil, fmt.Errorf("the server's result is not a tools/call result: %v", err)
-	}
-	return &out, nil
-}
-
-// metaLevel is the log level a 2026-07-28 request asks for in its _meta, or "".
-func metaLevel(req mcp.Request) mcp.LoggingLevel {
-	if m := metaOf(req); m != nil {
-		if l, ok := m[mcp.MetaKeyLogLevel].(string); ok {
-			return mcp.LoggingLevel(l)
-		}
-	}
-	return ""
-}
-
-// handler forwards a call on a projected tool to the session's slot for the server. Failures
-// of the server (down, gone, protocol errors) come back as tool errors naming the server, so
-// the agent sees them as it sees any failing tool.
-func (p *project) handler(server, raw string) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args := req.Params.Arguments
-		if len(args) == 0 || string(args) == "null" {
-			args = json.RawMessage("{}")
-		}
-		o := originOf(req)
-		o.name, o.raw = req.Params.Name, raw
-		o.item, o.args = Item{Resource: ResourceTools, Server: server, Name: raw}, args
-		token := req.Params.GetProgressToken()
-		level := mcp.LoggingLevel("")
-		if o.stateless {
-			level = metaLevel(req)
-		}
-		var write func(relayed) // on this goroutine, the session's own (relayCall)
-		if (token != nil || level != "") && req.Session != nil {
-			write = func(e relayed) {
-				switch {
-				case e.progress != nil && token != nil:
-					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-						ProgressToken: token, Progress: e.progress.Progress, Total: e.progress.Total, Message: e.progress.Message,
-					})
-				case e.log != nil:
-					_ = req.Session.Log(ctx, e.log) // on the request's stream, at the request's level
-				}
+// track gives a forwarded request its context: cancelled when the session's HTTP request ends
+// (for a resumable stream, only while no event id has reached the client: resume.go) or, for
+// a stateful session, by its notifications/cancelled naming id (cancelForwarded) and by its end.
+func (p *project) track(r *http.Request, fc forwardCaller, id json.RawMessage) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	if fc.replay != nil {
+		ctx, cancel = context.WithCancel(context.WithoutCancel(r.Context()))
+		stop := context.AfterFunc(r.Context(), func() {
+			if !fc.replay.primed.Load() {
+				cancel()
 			}
-		}
-		send := func(ctx context.Context, c *conn.Conn) (*mcp.CallToolResult, error) {
-			return relayCall(ctx, write, func(ctx context.Context, put func(relayed)) (*mcp.CallToolResult, error) {
-				if level != "" {
-					ctx = logsTo(ctx, put, level)
-				}
-				onProgress := progressTo(put)
-				if len(req.Params.InputResponses) == 0 && len(req.Params.RequestState) == 0 {
-					if res, err := callRaw(ctx, c, raw, args, onProgress); !errors.Is(err, conn.ErrNotRaw) && !errors.Is(err, conn.ErrOtherRevision) {
-						return res, err
-					}
-				}
-				return c.Call(ctx, &mcp.CallToolParams{Name: raw, Arguments: args,
-					InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}, onProgress)
-			})
-		}
-		res, round, err := inRounds(ctx, p, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server, send)
-		var refused *inputError
-		switch {
-		case errors.As(err, &refused):
-			return nil, refused.err
-		case round != nil:
-			return &mcp.CallToolResult{InputRequests: round.requests, RequestState: round.state}, nil
-		}
-		if err != nil {
-			if rpcErr := rpcErrorOf(err); rpcErr != nil && ctx.Err() == nil {
-				return nil, rpcErr // the server's answer, as it gave it
-			}
-			if errors.Is(err, conn.ErrUnavailable) || ctx.Err() == nil {
-				return errorResult(err.Error()), nil
-			}
-			return nil, err
-		}
-		return &mcp.CallToolResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError,
-			InputRequests: res.InputRequests, RequestState: res.RequestState}, nil
+		})
+		cancel = func(cancel context.CancelFunc) context.CancelFunc { return func() { stop(); cancel() } }(cancel)
+	}
+	if !fc.cancellable {
+		return ctx, cancel
+	}
+	key := string(id)
+	p.sessions.addCall(fc.id, key, cancel)
+	return ctx, func() {
+		cancel()
+		p.sessions.dropCall(fc.id, key)
 	}
 }
 
-// inRounds runs a session's request on server: a stateful session's through forward, a
-// stateless one's through statelessRound, as a 2025-11-25 server may ask the session for input
-// while the request runs, and the request then runs on while the session is asked in its
-// result (round: input.go). A requestState of the server's own (2026-07-28) passes through in
-// send. A resumption the gateway refuses is an *inputError.
-func inRounds[T any](ctx context.Context, p *project, o origin, caps *mcp.ClientCapabilities, state string,
-	responses mcp.InputResponseMap, server string, send func(context.Context, *conn.Conn) (T, error)) (res T, round *inputRound, err error) {
-	if !o.stateless {
-		res, err = forward(ctx, p, o, server, send)
-		return res, nil, err
+// callMembers are the members of a tools/call's params as Forward takes them: the server's own
+// tool name, the arguments (an object), and a 2026-07-28 session's answers to the server's
+// input requests with the state they resume, when there are any.
+func callMembers(raw string, args, inputResponses, requestState json.RawMessage) []byte {
+	name, _ := json.Marshal(raw)
+	members := make([]byte, 0, len(name)+len(args)+len(inputResponses)+len(requestState)+64)
+	members = append(members, `"name":`...)
+	members = append(members, name...)
+	members = append(members, `,"arguments":`...)
+	members = append(members, args...)
+	if len(inputResponses) > 0 {
+		members = append(append(members, `,"inputResponses":`...), inputResponses...)
 	}
-	if !isInputState(state) {
-		state = ""
+	if len(requestState) > 0 {
+		members = append(append(members, `,"requestState":`...), requestState...)
 	}
-	return statelessRound(ctx, p, o, caps, state, responses, server, send)
+	return members
 }
 
-// promptHandler forwards prompts/get on a projected prompt under the server's own name.
-func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
-	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		o := originOf(req)
-		o.name, o.raw = req.Params.Name, raw
-		o.item = Item{Resource: ResourcePrompts, Server: server, Name: raw}
-		if p.g.opts.AuditArguments {
-			o.args, _ = json.Marshal(req.Params.Arguments)
-		}
-		res, round, err := inRounds(ctx, p, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server,
-			func(ctx context.Context, c *conn.Conn) (*mcp.GetPromptResult, error) {
-				return c.GetPrompt(ctx, &mcp.GetPromptParams{Name: raw, Arguments: req.Params.Arguments,
-					InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState})
-			})
-		switch {
-		case err != nil:
-			return nil, protocolError(err)
-		case round != nil:
-			return &mcp.GetPromptResult{InputRequests: round.requests, RequestState: round.state}, nil
-		}
-		return &mcp.GetPromptResult{Description: res.Description, Messages: res.Messages,
-			InputRequests: res.InputRequests, RequestState: res.RequestState}, nil
+// cancelOf is the cancel function of the forwarded call a session's notifications/cancelled
+// names (its params), or nil: a cancellation of any other request goes to the SDK.
+func (p *project) cancelOf(ref string, raw json.RawMessage) context.CancelFunc {
+	var params struct {
+		RequestID json.RawMessage `json:"requestId"`
 	}
-}
-
-// resourceHandler forwards resources/read, URI unchanged, to the server that lists the URI or
-// whose template matched it (the SDK server routes by exact URI, then by template).
-func (p *project) resourceHandler(server string) mcp.ResourceHandler {
-	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		o := originOf(req)
-		o.name = req.Params.URI
-		o.item = p.resourceItem(server, req.Params.URI)
-		res, round, err := inRounds(ctx, p, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server,
-			func(ctx context.Context, c *conn.Conn) (*mcp.ReadResourceResult, error) {
-				return c.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI,
-					InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState})
-			})
-		switch {
-		case err != nil:
-			return nil, protocolError(err)
-		case round != nil:
-			return &mcp.ReadResourceResult{InputRequests: round.requests, RequestState: round.state}, nil
-		}
-		return &mcp.ReadResourceResult{Contents: res.Contents, InputRequests: res.InputRequests, RequestState: res.RequestState}, nil
+	if conn.DecodeExact(raw, &params) != nil || len(params.RequestID) == 0 {
+		return nil
 	}
-}
-
-// protocolError is the JSON-RPC error a session gets for a failed forwarded request: the
-// upstream's own code when it answered with one (so "not found" stays "not found"), an
-// internal error otherwise; the message names the server and carries no secret (conn scrubs).
-func protocolError(err error) error {
-	if rpcErr := rpcErrorOf(err); rpcErr != nil {
-		return rpcErr
-	}
-	code := int64(jsonrpc.CodeInternalError)
-	if own := (*jsonrpc.Error)(nil); errors.As(err, &own) {
-		code = own.Code
-	}
-	return &jsonrpc.Error{Code: code, Message: err.Error()}
-}
-
-// rpcErrorOf is the JSON-RPC error a session gets for err when the server answered with one:
-// the server's own answer as it gave it (code, message, data; conn.UpstreamError), or the
-// error for a tool its filter withholds; nil for the gateway's own failures (a server down, a
-// timeout, a bound), which a tool call reports as a failing tool naming the server.
-func rpcErrorOf(err error) *jsonrpc.Error {
-	if wire, ok := conn.UpstreamError(err); ok {
-		return wire
-	}
-	if w := (*withheldTool)(nil); errors.As(err, &w) {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: w.Error()}
-	}
-	if d := (*deniedItem)(nil); errors.As(err, &d) {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: d.Error()}
-	}
-	return nil
-}
-
-// withheldTool is a call on a tool the server's filter withholds, answered as the SDK's server
-// answers a call on a tool it does not have.
-type withheldTool struct{ name string }
-
-func (w *withheldTool) Error() string { return fmt.Sprintf("unknown tool %q", w.name) }
-
-func errorResult(msg string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
-}
-
-// sessionCaller sends a server's requests to a stateful agent session, when the session
-// declared the capability (else the server gets a clear error, as the session would give).
-type sessionCaller struct{ ss *mcp.ServerSession }
-
-func (s sessionCaller) capabilities() *mcp.ClientCapabilities {
-	if ip := s.ss.InitializeParams(); ip != nil && ip.Capabilities != nil {
-		return ip.Capabilities
-	}
-	return &mcp.ClientCapabilities{}
-}
-
-func lacks(capability string) error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "projectmcp: the agent session did not declare the " + capability + " capability"}
-}
-
-func (s sessionCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
-	if s.capabilities().Sampling == nil {
-		return nil, lacks("sampling")
-	}
-	return s.ss.CreateMessage(ctx, p)
-}
-
-func (s sessionCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	if s.capabilities().Elicitation == nil {
-		return nil, lacks("elicitation")
-	}
-	return s.ss.Elicit(ctx, p)
+	return p.sessions.call(ref, string(params.RequestID))
 }

@@ -389,14 +389,6 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	p.serveHTTP(w, r)
 }
 
-// refuse answers a request with an error status; 429 and 503 say when to retry.
-func refuse(w http.ResponseWriter, msg string, status int) {
-	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	http.Error(w, msg, status)
-}
-
 // BodyReadTimeout bounds reading one request's body. A client that sends its body slowly, or
 // never, then costs a goroutine and a connection for that long, and holds no place of its
 // session's share of a connection (the body is read before the request is admitted).
@@ -427,7 +419,7 @@ func readBody(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// postBody is a POST's body once readBody has read it: the fast path decodes data where it
+// postBody is a POST's body once readBody has read it: the forward path decodes data where it
 // lies, and the SDK reads it as any body.
 type postBody struct {
 	*bytes.Reader

@@ -56,8 +56,8 @@ const inputStatePrefix = "projectmcp-input."
 // isInputState reports whether a requestState is one the gateway issued (of any project).
 func isInputState(state string) bool { return strings.HasPrefix(state, inputStatePrefix) }
 
-// isRawInputState is isInputState for a requestState as it came, a JSON string.
-func isRawInputState(state json.RawMessage) bool {
+// isInputStateJSON is isInputState for a requestState as it came, a JSON string.
+func isInputStateJSON(state json.RawMessage) bool {
 	return bytes.HasPrefix(state, []byte(`"`+inputStatePrefix))
 }
 
@@ -162,7 +162,7 @@ func statelessRound[T any](ctx context.Context, p *project, o origin, caps *mcp.
 		}
 	} else {
 		pc = in.start(ctx, o, caps, func(ctx context.Context, o origin) (any, error) {
-			return forward(ctx, p, o, server, send)
+			return dispatch(ctx, p, o, server, send)
 		})
 	}
 	round, err := in.wait(ctx, pc)
@@ -449,26 +449,24 @@ func (pc *pendingCall) capabilities() *mcp.ClientCapabilities {
 	return pc.caps
 }
 
-// CreateMessage asks the session for a sampling, when it declared the capability (else the
-// server gets a clear error, as the session would give).
+// CreateMessage asks the session for a sampling, when it declared the capability.
 func (pc *pendingCall) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
-	if pc.capabilities().Sampling == nil {
-		return nil, lacks("sampling")
-	}
-	var res mcp.CreateMessageResult
-	if err := pc.ask(ctx, "sampling/createMessage", p, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return askFor[mcp.CreateMessageResult](ctx, pc, pc.capabilities().Sampling != nil, "sampling", "sampling/createMessage", p)
 }
 
 // Elicit asks the session for input, when it declared the capability.
 func (pc *pendingCall) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	if pc.capabilities().Elicitation == nil {
-		return nil, lacks("elicitation")
+	return askFor[mcp.ElicitResult](ctx, pc, pc.capabilities().Elicitation != nil, "elicitation", "elicitation/create", p)
+}
+
+// askFor asks pc's session a request of method for its result, when the session declared the
+// capability (else the server gets a clear error, as the session would give).
+func askFor[R any](ctx context.Context, pc *pendingCall, declared bool, capability, method string, params mcp.InputRequest) (*R, error) {
+	if !declared {
+		return nil, lacks(capability)
 	}
-	var res mcp.ElicitResult
-	if err := pc.ask(ctx, "elicitation/create", p, &res); err != nil {
+	var res R
+	if err := pc.ask(ctx, method, params, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil

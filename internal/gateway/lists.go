@@ -18,7 +18,7 @@ import (
 // projected name, instead of as the SDK's types encode it: those types model only the fields
 // the SDK knows, and an item would lose every other (server-everything's tools lose
 // `execution`). An item goes raw to a session that speaks its server's revision, as the
-// results of requests do (rawrequest.go), and typed otherwise or when its server was listed
+// results of forwarded requests do (forwardrequest.go), and typed otherwise or when its server was listed
 // through the SDK (legacy SSE).
 //
 // The SDK server's page holds the very pointers sync gave it (AddTool keeps the tool it is
@@ -26,7 +26,7 @@ import (
 // never of two different projections of one name.
 
 // indexRaw publishes, by the pointer the SDK server holds, each item's raw form, and those of
-// pending, items about to be added. Callers hold syncMu.
+// pending, items about to be added. Callers hold cat.mu.
 func (p *project) indexRaw(pending map[any]*conn.RawItem) {
 	idx := map[any]*conn.RawItem{}
 	for item, raw := range pending {
@@ -34,14 +34,14 @@ func (p *project) indexRaw(pending map[any]*conn.RawItem) {
 			idx[item] = raw
 		}
 	}
-	for _, set := range []map[string]projected{p.tools, p.prompts, p.resources, p.templates} {
+	for _, set := range []map[string]projected{p.cat.tools, p.cat.prompts, p.cat.resources, p.cat.templates} {
 		for _, it := range set {
 			if it.members != nil {
 				idx[it.item] = it.members
 			}
 		}
 	}
-	p.rawItems.Store(&idx)
+	p.cat.rawItems.Store(&idx)
 }
 
 // listMiddleware serves the list results' items raw where it can (see above).
@@ -51,7 +51,7 @@ func (p *project) listMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if err != nil || res == nil {
 			return res, err
 		}
-		idx := p.rawItems.Load()
+		idx := p.cat.rawItems.Load()
 		if idx == nil || len(*idx) == 0 {
 			return res, nil
 		}
@@ -140,38 +140,33 @@ type (
 )
 
 func (r *rawTools) MarshalJSON() ([]byte, error) {
-	env := *r.ListToolsResult
-	env.Tools = []*mcp.Tool{}
-	return spliceItems(&env, "tools", r.items)
+	return spliceItems(r.ListToolsResult, func(e *mcp.ListToolsResult) { e.Tools = []*mcp.Tool{} }, "tools", r.items)
 }
 
 func (r *rawPrompts) MarshalJSON() ([]byte, error) {
-	env := *r.ListPromptsResult
-	env.Prompts = []*mcp.Prompt{}
-	return spliceItems(&env, "prompts", r.items)
+	return spliceItems(r.ListPromptsResult, func(e *mcp.ListPromptsResult) { e.Prompts = []*mcp.Prompt{} }, "prompts", r.items)
 }
 
 func (r *rawResources) MarshalJSON() ([]byte, error) {
-	env := *r.ListResourcesResult
-	env.Resources = []*mcp.Resource{}
-	return spliceItems(&env, "resources", r.items)
+	return spliceItems(r.ListResourcesResult, func(e *mcp.ListResourcesResult) { e.Resources = []*mcp.Resource{} }, "resources", r.items)
 }
 
 func (r *rawTemplates) MarshalJSON() ([]byte, error) {
-	env := *r.ListResourceTemplatesResult
-	env.ResourceTemplates = []*mcp.ResourceTemplate{}
-	return spliceItems(&env, "resourceTemplates", r.items)
+	return spliceItems(r.ListResourceTemplatesResult, func(e *mcp.ListResourceTemplatesResult) { e.ResourceTemplates = []*mcp.ResourceTemplate{} },
+		"resourceTemplates", r.items)
 }
 
-// spliceItems encodes env, a list result whose list (field, its last member) is empty, with
-// items in the list.
-func spliceItems(env any, field string, items []json.RawMessage) ([]byte, error) {
-	b, err := marshal(env)
+// spliceItems encodes a copy of a list result whose list (field, its last member) empty
+// empties, with items in the list.
+func spliceItems[R any](res *R, empty func(*R), field string, items []json.RawMessage) ([]byte, error) {
+	env := *res
+	empty(&env)
+	b, err := marshal(&env)
 	if err != nil {
 		return nil, err
 	}
-	empty := []byte(`"` + field + `":[]}`)
-	if !bytes.HasSuffix(b, empty) {
+	suffix := []byte(`"` + field + `":[]}`)
+	if !bytes.HasSuffix(b, suffix) {
 		return nil, fmt.Errorf("a %s list result does not end with its list", field)
 	}
 	out := make([]byte, 0, len(b)+64*len(items))

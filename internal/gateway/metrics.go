@@ -41,7 +41,7 @@ func (w *statusWriter) FlushError() error {
 	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
-// Flush implements http.Flusher (the fast path's event streams use it).
+// Flush implements http.Flusher (the forward path's event streams use it).
 func (w *statusWriter) Flush() { _ = w.FlushError() }
 
 // Unwrap is for http.ResponseController.
@@ -110,9 +110,7 @@ func (p *project) countSent(next mcp.MethodHandler) mcp.MethodHandler {
 func (g *Gateway) SessionCounts() []metrics.Sessions {
 	var out []metrics.Sessions
 	for _, p := range g.all() {
-		p.mu.Lock()
-		stateful, stateless := len(p.statefuls), len(p.lastSeen)
-		p.mu.Unlock()
+		stateful, stateless := p.sessions.counts()
 		out = append(out,
 			metrics.Sessions{Namespace: p.key.Namespace, Project: p.key.Name, Revision: metrics.RevisionStateful, Count: stateful},
 			metrics.Sessions{Namespace: p.key.Namespace, Project: p.key.Name, Revision: metrics.RevisionStateless, Count: stateless})

@@ -82,13 +82,7 @@ func (p *project) logReaders(n conn.Notice) []*mcp.ServerSession {
 		}
 		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	sessions := make([]*mcp.ServerSession, 0, len(p.statefuls))
-	for _, ss := range p.statefuls {
-		sessions = append(sessions, ss)
-	}
-	return sessions
+	return slices.Collect(maps.Values(p.sessions.statefuls()))
 }
 
 // levelMiddleware records the level a session sets and sets the servers to the most verbose
@@ -99,10 +93,7 @@ func (p *project) levelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if method == "logging/setLevel" && err == nil {
 			if params, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && params != nil {
 				id, _ := sessionID(req)
-				p.mu.Lock()
-				p.levels[id] = params.Level
-				p.leveled = true
-				p.mu.Unlock()
+				p.sessions.setLevel(id, params.Level)
 				p.applyLevel(ctx)
 			}
 		}
@@ -121,28 +112,9 @@ const quietest = mcp.LoggingLevel("emergency")
 // to quietest once the last session that set one has gone (a project where no session ever
 // set one is left at the servers' own).
 func (p *project) applyLevel(ctx context.Context) {
-	p.mu.Lock()
-	level := projectLevel(p.levels, p.leveled)
-	p.mu.Unlock()
-	if level != "" {
+	if level := p.sessions.level(); level != "" {
 		p.g.opts.Registry.SetLogLevel(ctx, p.key, level)
 	}
-}
-
-// projectLevel is the level the servers are set to: the most verbose of the sessions' levels;
-// with none, quietest if a session ever set one, else "" (leave the servers alone).
-func projectLevel(levels map[string]mcp.LoggingLevel, ever bool) mcp.LoggingLevel {
-	level := mcp.LoggingLevel("")
-	best := len(logLevels)
-	for _, l := range levels {
-		if i := slices.Index(logLevels, l); i >= 0 && i < best {
-			best, level = i, l
-		}
-	}
-	if level == "" && ever {
-		return quietest
-	}
-	return level
 }
 
 // instructionsMiddleware gives a session, at initialize (or server/discover), the instructions of every server it
@@ -201,37 +173,29 @@ const DefaultMaxSubscriptionsPerSession = 100
 // and one the session dropped meanwhile gives its reference back.
 func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
-	server, ok := p.owner(uri)
+	server, ok := p.current().owner(uri)
 	if !ok {
 		// The SDK's own code for a missing resource, which its compatibility setting can make
 		// -32002 rather than jsonrpc.CodeInvalidParams.
 		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no server of this project lists the resource %q", uri)} //nolint:staticcheck // see above
 	}
 	o := p.subscriber(req)
-	o.method, o.item = "resources/subscribe", p.resourceItem(server, uri) // for a listen's subscription too
+	o.method, o.item = "resources/subscribe", p.current().resourceItem(server, uri) // for a listen's subscription too
 	id := o.session
 	if claimed, err := p.claimSubscription(id, uri); !claimed {
 		return err
 	}
 	var subscribed *conn.Conn
-	_, err := forward(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (struct{}, error) {
+	_, err := dispatch(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (struct{}, error) {
 		err := c.Subscribe(ctx, uri)
 		if err == nil {
 			subscribed = c
 		}
 		return struct{}{}, err
 	})
-	p.mu.Lock()
-	_, still := p.subs[id][uri]
-	switch {
-	case err != nil && still:
-		delete(p.subs[id], uri)
-	case err == nil && still:
-		p.subs[id][uri] = server
-	}
-	p.mu.Unlock()
+	still := p.sessions.settle(id, uri, server, err == nil)
 	if err != nil {
-		return protocolError(err)
+		return requestError(ctx, err)
 	}
 	if !still {
 		subscribed.Unsubscribe(uri)
@@ -246,20 +210,11 @@ const pendingSubscription = ""
 // claimSubscription makes the session's entry for uri; false when it has one already (nil
 // error) or is at its bound (the error names it).
 func (p *project) claimSubscription(id, uri string) (bool, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.subs[id][uri]; ok {
-		return false, nil
+	claimed, err := p.sessions.claim(id, uri, p.g.opts.MaxSubscriptionsPerSession)
+	if err != nil {
+		return false, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	}
-	if n, limit := len(p.subs[id]), p.g.opts.MaxSubscriptionsPerSession; n >= limit {
-		return false, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf(
-			"this session holds %d resource subscriptions, the most one session may (--max-subscriptions-per-session); unsubscribe one first", n)}
-	}
-	if p.subs[id] == nil {
-		p.subs[id] = map[string]string{}
-	}
-	p.subs[id][uri] = pendingSubscription
-	return true, nil
+	return claimed, nil
 }
 
 func (p *project) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
@@ -296,10 +251,7 @@ func (p *project) listenMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 
 // dropSubscription ends one session's subscription to a URI.
 func (p *project) dropSubscription(id, uri string) {
-	p.mu.Lock()
-	server, ok := p.subs[id][uri]
-	delete(p.subs[id], uri)
-	p.mu.Unlock()
+	server, ok := p.sessions.unsubscribe(id, uri)
 	if !ok || server == pendingSubscription {
 		return
 	}
@@ -313,24 +265,15 @@ func (p *project) dropSubscription(id, uri string) {
 // chores) and the project's new log level (relevel) go out in the background, each with a
 // deadline.
 func (p *project) release(id string) {
-	p.mu.Lock()
-	uris := make([]string, 0, len(p.subs[id]))
-	for uri := range p.subs[id] {
-		uris = append(uris, uri)
-	}
-	_, leveled := p.levels[id]
-	delete(p.levels, id)
-	p.mu.Unlock()
+	uris, leveled := p.sessions.forget(id)
 	for _, uri := range uris {
 		p.dropSubscription(id, uri)
 	}
-	p.mu.Lock()
-	delete(p.subs, id)
-	p.mu.Unlock()
+	p.sessions.dropSubscriptions(id)
 	if leveled {
 		p.relevel()
 	}
-	p.disown(id)
+	p.sessions.disown(id)
 	p.g.opts.Registry.Release(p.key, id)
 }
 
@@ -342,7 +285,7 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete needs a ref"}
 	}
 	up := *ref
-	server, raw := p.completionTarget(ref)
+	server, raw := p.current().completionTarget(ref)
 	if ref.Type == "ref/prompt" {
 		up.Name = raw
 	}
@@ -352,10 +295,10 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	params := *req.Params
 	params.Ref = &up
 	o := originOf(req)
-	o.item = p.completionItem(server, raw, ref)
-	res, err := forward(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (*mcp.CompleteResult, error) { return c.Complete(ctx, &params) })
+	o.item = p.current().completionItem(server, raw, ref)
+	res, err := dispatch(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (*mcp.CompleteResult, error) { return c.Complete(ctx, &params) })
 	if err != nil {
-		return nil, protocolError(err)
+		return nil, requestError(ctx, err)
 	}
 	return &mcp.CompleteResult{Completion: res.Completion}, nil
 }
@@ -364,24 +307,11 @@ func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 // each server: one goroutine at a time per project, which goes round again when the levels
 // changed while it ran.
 func (p *project) relevel() {
-	p.mu.Lock()
-	p.levelStale = true
-	start := !p.leveling
-	p.leveling = true
-	p.mu.Unlock()
-	if !start {
+	if !p.sessions.relevel() {
 		return
 	}
 	go func() {
-		for {
-			p.mu.Lock()
-			if !p.levelStale {
-				p.leveling = false
-				p.mu.Unlock()
-				return
-			}
-			p.levelStale = false
-			p.mu.Unlock()
+		for p.sessions.releveled() {
 			p.applyLevel(context.Background()) // each server's request is bounded (conn.applyLevel)
 		}
 	}()

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/http"
 )
 
@@ -17,7 +16,7 @@ import (
 // else: the registry and so status.sessions, spans, logs, and the gateway's own tables. A ref
 // read from status cannot be sent back as an Mcp-Session-Id.
 //
-// The owners table binds each ref to the principal that mounted it. A request that names a
+// The session table (sessions.go) binds each ref to the principal that mounted it. A request that names a
 // session its principal does not own is answered 404, on every method and path, exactly as a
 // session that does not exist is: the caller learns nothing about it.
 
@@ -38,55 +37,13 @@ func sessionRef(wireName string) string {
 // own records that the session ref belongs to principal. It refuses (with the reason) a
 // session another principal owns, and a new one past the principal's share of the project.
 func (p *project) own(ref, principal string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch owner, known := p.owners[ref]; {
-	case known && owner == principal:
-		return nil
-	case known:
-		return errNotOwner
-	case p.held[principal] >= p.g.opts.MaxSessionsPerPrincipal:
-		return fmt.Errorf("this identity holds %d sessions of projectmcp %s, the most one identity may (--max-sessions-per-principal); end one first",
-			p.held[principal], p.key)
-	}
-	p.owners[ref] = principal
-	p.held[principal]++
-	return nil
-}
-
-// disown forgets a released session's owner.
-func (p *project) disown(ref string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	principal, ok := p.owners[ref]
-	if !ok {
-		return
-	}
-	delete(p.owners, ref)
-	if p.held[principal]--; p.held[principal] <= 0 {
-		delete(p.held, principal)
-	}
-}
-
-// foreign reports whether a session is owned by a principal other than the caller's. An
-// unknown session is not foreign: the SDK answers it (404) as it does any unknown id.
-func (p *project) foreign(ref, principal string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	owner, known := p.owners[ref]
-	return known && owner != principal
+	return p.sessions.own(ref, principal, p.g.opts.MaxSessionsPerPrincipal, p.key.String())
 }
 
 // errNotOwner refuses a mount under a ref another principal owns. Refs of both kinds make that
-// unreachable today (a stateful ref is minted by initialize, a stateless one hashes the
+// unreachable (a stateful ref is minted by initialize, a stateless one hashes the
 // principal in); the check keeps the table's one rule in the one place that writes it.
 var errNotOwner = errors.New("session not found")
-
-// notFound answers a request for a session the caller does not own, as the SDK answers one
-// for a session that does not exist.
-func notFound(w http.ResponseWriter) {
-	http.Error(w, "session not found", http.StatusNotFound)
-}
 
 // principalOf is the principal the gateway authenticated for a request (see principalHeader).
 func principalOf(h http.Header) string {

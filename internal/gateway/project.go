@@ -6,14 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"reflect"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -24,7 +22,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/recovery"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
@@ -45,28 +42,9 @@ type project struct {
 	stateful  http.Handler
 	stateless http.Handler
 
-	syncMu    sync.Mutex // one sync at a time; guards the four sets and synced
-	tools     map[string]projected
-	prompts   map[string]projected
-	resources map[string]projected                  // by URI
-	templates map[string]projected                  // by URI template
-	synced    string                                // signature of the connection states last projected
-	routes    atomic.Pointer[routes]                // what requests are routed by (routes.go), replaced on change
-	rawItems  atomic.Pointer[map[any]*conn.RawItem] // the items as their servers listed them (lists.go)
+	cat catalog // what the endpoint serves (catalog.go)
 
-	mu         sync.Mutex
-	statefuls  map[string]*mcp.ServerSession // mounted stateful sessions
-	activity   map[string]*activity          // stateful sessions' requests, for SessionTimeout
-	calls      map[string]context.CancelFunc // fast-path calls in flight, by session and id
-	lastSeen   map[string]time.Time          // stateless sessions and their last request
-	levels     map[string]mcp.LoggingLevel   // the log level each session set
-	leveled    bool                          // a session has set a level (applyLevel)
-	leveling   bool                          // relevel's goroutine runs
-	levelStale bool                          // the levels changed since it last applied them
-	subs       map[string]map[string]string  // session → subscribed URI → server
-	owners     map[string]string             // session → the principal that mounted it (owners.go)
-	held       map[string]int                // principal → sessions it holds
-
+	sessions sessions // the endpoint's sessions (sessions.go)
 	inputs   *inputs  // stateless sessions' calls waiting for their input (input.go)
 	outboxes outboxes // what waits for each session's own writer (outbox.go)
 	replays  replays  // stateful sessions' resumable call streams (resume.go)
@@ -77,18 +55,8 @@ type project struct {
 func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string) *project {
 	p := &project{
 		g: g, key: key, epoch: epoch, only: only, views: map[string]*project{},
-		tools:     map[string]projected{},
-		prompts:   map[string]projected{},
-		resources: map[string]projected{},
-		templates: map[string]projected{},
-		statefuls: map[string]*mcp.ServerSession{},
-		activity:  map[string]*activity{},
-		calls:     map[string]context.CancelFunc{},
-		lastSeen:  map[string]time.Time{},
-		levels:    map[string]mcp.LoggingLevel{},
-		subs:      map[string]map[string]string{},
-		owners:    map[string]string{},
-		held:      map[string]int{},
+		cat: catalog{tools: map[string]projected{}, prompts: map[string]projected{},
+			resources: map[string]projected{}, templates: map[string]projected{}},
 	}
 	p.inputs = newInputs(g, p)
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "projectmcp", Title: "projectmcp " + key.String(), Version: "v1alpha1"},
@@ -111,13 +79,13 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string)
 	p.server.AddReceivingMiddleware(recovery.Middleware(g.opts.Log), p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware, p.listMiddleware, p.itemsMiddleware, p.sealStates, p.listenMiddleware)
 	p.server.AddSendingMiddleware(p.queueNotices, p.countSent)
 	getServer := func(*http.Request) *mcp.Server { return p.server }
-	// No SessionTimeout here: the SDK counts only the requests it handles, and the fast path
+	// No SessionTimeout here: the SDK counts only the requests it handles, and the forward path
 	// answers calls without it, so the project times sessions out itself (expireStateful).
 	p.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		MaxRequestBodyBytes: g.opts.MaxBodyBytes,
 	})
 	// A 2026-07-28 request is its whole exchange: a client that goes away has cancelled it,
-	// and the call to the server ends with it, on the SDK's path as on the fast path.
+	// and the call to the server ends with it, on the typed path as on the forward path.
 	p.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless: true, MaxRequestBodyBytes: g.opts.MaxBodyBytes, PropagateRequestCancellation: true,
 	})
@@ -134,7 +102,7 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	r.Header.Set(remoteHeader, r.RemoteAddr)
 	sid := r.Header.Get("Mcp-Session-Id")
 	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" && sid == "" {
-		if r.Method == http.MethodPost && p.serveStatelessFast(w, r) {
+		if r.Method == http.MethodPost && p.serveForward(w, r, "") {
 			return
 		}
 		p.stateless.ServeHTTP(w, r)
@@ -143,14 +111,14 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	ref := ""
 	if sid != "" {
 		ref = sessionRef(sid)
-		if p.foreign(ref, principalOf(r.Header)) {
+		if p.sessions.foreign(ref, principalOf(r.Header)) {
 			notFound(w)
 			return
 		}
 	}
 	if sid != "" && r.Method == http.MethodDelete {
 		// The SDK closes the session and answers 204; then it is released here (ended).
-		ss := p.session(ref)
+		ss := p.sessions.stateful(ref)
 		dw := &statusWriter{ResponseWriter: w}
 		p.stateful.ServeHTTP(dw, r)
 		if ss != nil && dw.code == http.StatusNoContent {
@@ -159,7 +127,7 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sid != "" && r.Method == http.MethodGet && strings.HasPrefix(r.Header.Get("Last-Event-ID"), replayPrefix) {
-		if !p.enter(ref) {
+		if !p.sessions.enter(ref) {
 			notFound(w)
 			return
 		}
@@ -168,69 +136,26 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sid != "" && r.Method == http.MethodPost {
-		if !p.enter(ref) {
+		if !p.sessions.enter(ref) {
 			p.stateful.ServeHTTP(w, r) // not a session of ours: the SDK answers (404)
 			return
 		}
 		defer p.leave(ref)
-		if p.serveFast(w, r, ref) {
+		if p.serveForward(w, r, ref) {
 			return
 		}
 	}
 	p.stateful.ServeHTTP(w, r)
 }
 
-// activity is a stateful session's request count and when its last request ended.
-type activity struct {
-	busy int
-	last time.Time
-}
-
-// session returns a mounted stateful session, or nil.
-func (p *project) session(sid string) *mcp.ServerSession {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.statefuls[sid]
-}
-
-// enter notes a request of a stateful session; false when it is not one of ours.
-func (p *project) enter(sid string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	a := p.activity[sid]
-	if a == nil {
-		return false
-	}
-	a.busy++
-	return true
-}
-
-func (p *project) leave(sid string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if a := p.activity[sid]; a != nil {
-		a.busy--
-		a.last = p.g.opts.Clock.Now()
-	}
-}
+func (p *project) leave(ref string) { p.sessions.leave(ref, p.g.opts.Clock.Now()) }
 
 // expireStateful closes stateful sessions that have had no request for SessionTimeout (a
 // request in flight keeps a session alive, as the SDK's own timeout does), and releases them.
 func (p *project) expireStateful(now time.Time) {
-	p.mu.Lock()
-	idle := map[string]*mcp.ServerSession{}
-	for sid, a := range p.activity {
-		if a.busy == 0 && now.Sub(a.last) > p.g.opts.SessionTimeout {
-			if ss := p.statefuls[sid]; ss != nil {
-				idle[sid] = ss
-			}
-			delete(p.activity, sid)
-		}
-	}
-	p.mu.Unlock()
-	for sid, ss := range idle {
+	for ref, ss := range p.sessions.idle(now, p.g.opts.SessionTimeout) {
 		_ = ss.Close()
-		p.ended(sid, ss)
+		p.ended(ref, ss)
 	}
 }
 
@@ -279,25 +204,20 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		id, stateless := sessionID(req)
 		switch {
 		case stateless:
-			// Mount is idempotent; asking the registry (not lastSeen) also heals a session
+			// Mount is idempotent; asking the registry (not the session table) also heals a session
 			// released by expiry while a request was arriving.
 			if !p.g.opts.Registry.Mounted(p.key, id) {
 				if err := p.mount(ctx, id, principalOf(req.GetExtra().Header), clientName(req)); err != nil {
 					return nil, err
 				}
 			}
-			p.mu.Lock()
-			p.lastSeen[id] = p.g.opts.Clock.Now()
-			p.mu.Unlock()
+			p.sessions.touch(id, p.g.opts.Clock.Now())
 		case method == "initialize":
 			ss := req.GetSession().(*mcp.ServerSession)
 			if err := p.mount(ctx, id, principalOf(req.GetExtra().Header), clientName(req)); err != nil {
 				return nil, err // the SDK closes a session whose initialize failed
 			}
-			p.mu.Lock()
-			p.statefuls[id] = ss
-			p.activity[id] = &activity{last: p.g.opts.Clock.Now()}
-			p.mu.Unlock()
+			p.sessions.initialized(id, ss, p.g.opts.Clock.Now())
 			res, err := next(ctx, method, req)
 			if ss.InitializeParams() == nil {
 				p.ended(id, ss) // the SDK closes a session whose initialize failed, once this POST ends
@@ -312,24 +232,38 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 // sessions bounds (the principal's and the project's) refuse it; a mount that fails otherwise
 // never fails the request (the session's servers come later).
 func (p *project) mount(ctx context.Context, id, principal, client string) error {
-	ctx, span := tracing.Tracer().Start(ctx, "projectmcp.mount", trace.WithAttributes(
-		attribute.String("projectmcp.project", p.key.String()), attribute.String("projectmcp.session", id)))
-	defer span.End()
+	ctx, end := p.span(ctx, "projectmcp.mount", id)
 	if err := p.own(id, principal); err != nil {
-		span.SetStatus(codes.Error, err.Error())
+		end(err)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	}
-	if _, err := p.g.opts.Registry.Mount(ctx, p.key, id, client); err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		if errors.Is(err, registry.ErrTooManySessions) {
-			p.disown(id)
-			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
-		}
+	_, err := p.g.opts.Registry.Mount(ctx, p.key, id, client)
+	switch {
+	case errors.Is(err, registry.ErrTooManySessions):
+		end(err)
+		p.sessions.disown(id)
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
+	case err != nil:
+		end(err)
 		p.g.opts.Log.V(1).Info("Mount failed", "projectmcp", p.key.String(), "session", id, "error", err.Error())
 		return nil
 	}
 	p.sync()
+	end(nil)
 	return nil
+}
+
+// span starts a span of an operation on one of the project's sessions; end ends it, with err's
+// status when err is not nil.
+func (p *project) span(ctx context.Context, name, session string, attrs ...attribute.KeyValue) (_ context.Context, end func(err error)) {
+	ctx, span := tracing.Tracer().Start(ctx, name, trace.WithAttributes(append(attrs,
+		attribute.String("projectmcp.project", p.key.String()), attribute.String("projectmcp.session", session))...))
+	return ctx, func(err error) {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
 }
 
 // ended releases a stateful session that has closed, once: the paths that close one call it
@@ -342,41 +276,24 @@ func (p *project) mount(ctx context.Context, id, principal, client string) error
 // a session (the gateway sets neither the SDK's SessionTimeout nor KeepAlive), so every close
 // is one the gateway sees.
 func (p *project) ended(id string, ss *mcp.ServerSession) {
-	p.mu.Lock()
-	if p.statefuls[id] != ss {
-		p.mu.Unlock()
+	if !p.sessions.end(id, ss) {
 		return // released already, or a different session under the same id
 	}
-	delete(p.statefuls, id)
-	delete(p.activity, id)
-	for key, cancel := range p.calls { // its fast-path calls, which no disconnect ends (resume.go)
-		if strings.HasPrefix(key, id+"\x00") {
-			cancel()
-		}
-	}
-	p.mu.Unlock()
 	p.replays.dropSession(id)
 	p.release(id)
 }
 
-// reapClosed releases stateful sessions the SDK no longer holds (a close no path of ours
+// reapClosed releases stateful sessions the SDK has let go of (a close no path of ours
 // saw); the sweep runs it. A session leaves the server's list only once it has closed.
 func (p *project) reapClosed() {
 	live := map[*mcp.ServerSession]bool{}
 	for ss := range p.server.Sessions() {
 		live[ss] = true
 	}
-	p.mu.Lock()
-	var gone []string
-	var sessions []*mcp.ServerSession
-	for id, ss := range p.statefuls {
+	for id, ss := range p.sessions.statefuls() {
 		if !live[ss] {
-			gone, sessions = append(gone, id), append(sessions, ss)
+			p.ended(id, ss)
 		}
-	}
-	p.mu.Unlock()
-	for i, id := range gone {
-		p.ended(id, sessions[i])
 	}
 }
 
@@ -412,16 +329,7 @@ func announcedName(req mcp.Request) string {
 
 // expireStateless releases stateless sessions idle for longer than StatelessIdle.
 func (p *project) expireStateless(now time.Time) {
-	p.mu.Lock()
-	var gone []string
-	for id, seen := range p.lastSeen {
-		if now.Sub(seen) > p.g.opts.StatelessIdle {
-			gone = append(gone, id)
-			delete(p.lastSeen, id)
-		}
-	}
-	p.mu.Unlock()
-	for _, id := range gone {
+	for _, id := range p.sessions.stale(now, p.g.opts.StatelessIdle, false) {
 		p.release(id)
 	}
 }
@@ -431,14 +339,8 @@ func (p *project) close() {
 	for _, v := range p.g.viewsOf(p) {
 		v.close()
 	}
-	p.mu.Lock()
-	sessions := maps.Clone(p.statefuls)
-	stateless := make([]string, 0, len(p.lastSeen))
-	for id := range p.lastSeen {
-		stateless = append(stateless, id)
-	}
-	clear(p.lastSeen)
-	p.mu.Unlock()
+	sessions := p.sessions.statefuls()
+	stateless := p.sessions.stale(time.Time{}, 0, true)
 	p.inputs.closeAll()
 	for id, ss := range sessions {
 		_ = ss.Close()

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// A stateful (2025-11-25) session's tools/call answered on the fast path is a resumable event
+// A stateful (2025-11-25) session's forwarded tools/call is answered as a resumable event
 // stream, as a streamable HTTP server with an event store gives it (SEP-1699): its first event
 // primes the stream (an event id and a retry field, no data), every later event has an id, and
 // a client whose connection drops reconnects with a GET naming the last id it got

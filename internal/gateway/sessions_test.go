@@ -87,16 +87,16 @@ func TestStatefulSessionsHoldNoGoroutine(t *testing.T) {
 
 	p := g.project(key)
 	// Expiry closes and releases.
-	p.mu.Lock()
-	p.activity[sessionRef(sessions[1].ID())].last = time.Now().Add(-2 * g.opts.SessionTimeout)
-	p.mu.Unlock()
+	p.sessions.mu.Lock()
+	p.sessions.records[sessionRef(sessions[1].ID())].activity.last = time.Now().Add(-2 * g.opts.SessionTimeout)
+	p.sessions.mu.Unlock()
 	p.expireStateful(time.Now())
 	if reg.Mounted(key, sessionRef(sessions[1].ID())) {
 		t.Error("an expired session is still mounted")
 	}
 
 	// A close no path of the gateway saw is found by the sweep.
-	ss := p.session(sessionRef(sessions[2].ID()))
+	ss := p.sessions.stateful(sessionRef(sessions[2].ID()))
 	if ss == nil {
 		t.Fatal("session 2 is not held")
 	}

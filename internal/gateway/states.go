@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"reflect"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -104,11 +105,11 @@ func openState(b stateBinding, sealed string) (string, *inputError) {
 // opened on its way back: any but none and the gateway's own.
 func isServerState(state string) bool { return state != "" && !isInputState(state) }
 
-// openRawState is openState for a requestState as a request carries it, a JSON string; it
+// openStateJSON is openState for a requestState as a request carries it, a JSON string; it
 // returns the server's own, a JSON string too. ok false: the state is not acceptable (a
-// string the SDK's types would refuse, or a sealed one that does not fit), and the SDK path
+// string the SDK's types would refuse, or a sealed one that does not fit), and the typed path
 // is to answer.
-func openRawState(b stateBinding, raw json.RawMessage) (json.RawMessage, bool) {
+func openStateJSON(b stateBinding, raw json.RawMessage) (json.RawMessage, bool) {
 	var sealed string
 	if conn.DecodeExact(raw, &sealed) != nil {
 		return nil, false
@@ -126,9 +127,9 @@ func openRawState(b stateBinding, raw json.RawMessage) (json.RawMessage, bool) {
 
 var requestStateKey = []byte(`"requestState"`)
 
-// sealRawResult seals the requestState at the top level of a result as the server sent it; a
+// sealResultJSON seals the requestState at the top level of a result as the server sent it; a
 // result without one is returned as it is.
-func sealRawResult(b stateBinding, res conn.RawResult) conn.RawResult {
+func sealResultJSON(b stateBinding, res conn.RawResult) conn.RawResult {
 	if !bytes.Contains(res, requestStateKey) {
 		return res
 	}
@@ -143,32 +144,13 @@ func sealRawResult(b stateBinding, res conn.RawResult) conn.RawResult {
 }
 
 // stateOf is the requestState member of a request's params or a result the SDK decoded (nil
-// when it has none).
+// when it has none): the field of that name, which each of these types has.
 func stateOf(v any) *string {
-	switch x := v.(type) {
-	case *mcp.CallToolParamsRaw:
-		if x != nil {
-			return &x.RequestState
-		}
-	case *mcp.GetPromptParams:
-		if x != nil {
-			return &x.RequestState
-		}
-	case *mcp.ReadResourceParams:
-		if x != nil {
-			return &x.RequestState
-		}
-	case *mcp.CallToolResult:
-		if x != nil {
-			return &x.RequestState
-		}
-	case *mcp.GetPromptResult:
-		if x != nil {
-			return &x.RequestState
-		}
-	case *mcp.ReadResourceResult:
-		if x != nil {
-			return &x.RequestState
+	switch v.(type) {
+	case *mcp.CallToolParamsRaw, *mcp.GetPromptParams, *mcp.ReadResourceParams,
+		*mcp.CallToolResult, *mcp.GetPromptResult, *mcp.ReadResourceResult:
+		if rv := reflect.ValueOf(v); !rv.IsNil() {
+			return rv.Elem().FieldByName("RequestState").Addr().Interface().(*string)
 		}
 	}
 	return nil
@@ -184,30 +166,30 @@ func (p *project) routed(req mcp.Request) (o origin, server string, ok bool) {
 		var t projected
 		if params != nil {
 			o.name = params.Name
-			t, ok = p.tool(params.Name)
+			t, ok = p.current().tool(params.Name)
 		}
 		return o, t.server, ok
 	case *mcp.GetPromptParams:
 		var pr projected
 		if params != nil {
 			o.name = params.Name
-			pr, ok = p.prompt(params.Name)
+			pr, ok = p.current().prompt(params.Name)
 		}
 		return o, pr.server, ok
 	case *mcp.ReadResourceParams:
 		if params != nil {
 			o.name = params.URI
-			server, ok = p.owner(params.URI)
+			server, ok = p.current().owner(params.URI)
 		}
 		return o, server, ok
 	}
 	return o, "", false
 }
 
-// sealStates is a receiving middleware of the project's MCP server: on the SDK path, it opens
+// sealStates is a receiving middleware of the project's MCP server: on the typed path, it opens
 // the sealed server state a request brings back before the handler sends it on, and seals the
-// server's state in the handler's result. (The message-level path does the same itself:
-// openRawState, sealRawResult.)
+// server's state in the handler's result. (The forward path does the same itself:
+// openStateJSON, sealResultJSON.)
 func (p *project) sealStates(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		o, server, ok := p.routed(req)

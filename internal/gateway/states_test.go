@@ -53,7 +53,7 @@ func TestRawStates(t *testing.T) {
 		{`{"structuredContent":{"requestState":"srv"}}`, false},
 		{`{"requestState":17}`, false},
 	} {
-		out := sealRawResult(b, []byte(c.res))
+		out := sealResultJSON(b, []byte(c.res))
 		var got struct {
 			RequestState json.RawMessage `json:"requestState"`
 		}
@@ -68,12 +68,12 @@ func TestRawStates(t *testing.T) {
 			}
 			continue
 		}
-		opened, ok := openRawState(b, got.RequestState)
+		opened, ok := openStateJSON(b, got.RequestState)
 		if !ok || string(opened) != `"srv"` {
 			t.Errorf("%s: opened to %s (%v), want the server's own", c.res, opened, ok)
 		}
 	}
-	if _, ok := openRawState(b, json.RawMessage(`"srv"`)); ok {
+	if _, ok := openStateJSON(b, json.RawMessage(`"srv"`)); ok {
 		t.Error("an unsealed server state must not open")
 	}
 }

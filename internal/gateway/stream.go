@@ -65,7 +65,7 @@ func (w *deadlineWriter) FlushError() error {
 	return w.rc.Flush()
 }
 
-// Flush implements http.Flusher (the SDK's streams and the fast path's use it).
+// Flush implements http.Flusher (the SDK's streams and the forward path's use it).
 func (w *deadlineWriter) Flush() { _ = w.FlushError() }
 
 // Unwrap is for http.ResponseController.

@@ -27,7 +27,7 @@ func TestFastParamsDecodeExactly(t *testing.T) {
 		{`{"name":"a","arguments":{"a":"` + strings.Repeat("[", 2000) + `"}}`, "a", true},
 		{`{"name":"a","arguments":{"a":` + strings.Repeat("[", 4<<20) + `}}`, "", false},
 	} {
-		var params fastCallParams
+		var params callParams
 		err := conn.DecodeExact([]byte(c.body), &params)
 		if (err == nil) != c.ok || (c.ok && params.Name != c.name) {
 			t.Errorf("%.60s: name %q (%v), want %q (ok %v)", c.body, params.Name, err, c.name, c.ok)
@@ -47,8 +47,8 @@ func BenchmarkDecodeRequest(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				var env fastEnvelope
-				var params fastCallParams
+				var env envelope
+				var params callParams
 				if c.decode(callBody, &env) != nil || c.decode(env.Params, &params) != nil {
 					b.Fatal("decode")
 				}

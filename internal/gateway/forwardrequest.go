@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/conn"
+)
+
+// prompts/get, resources/read and completion/complete on the forward path.
+//
+// Through the SDK these are decoded into the SDK's Go types on both sides and encoded again,
+// so whatever those types do not model is lost: the server's _meta, fields of newer revisions,
+// unknown content fields (and false or zero values are left out). Forwarded, the params stay as
+// the session sent them but for the name (a prompt's, or a completion's prompt reference)
+// spliced in for the server's own and the session's _meta (the connection's own is sent, with
+// the trace context); the server's result comes back as it came, from a server of the
+// session's revision (revisionOf).
+
+// The routes of the routing table's rows (planner.go): each reads its method's params as the
+// SDK's types take them, as a check (what they refuse, the typed path answers), and finds the
+// server that serves what they name.
+
+// routeTool routes a tools/call by its projected name.
+func routeTool(p *project, in *incoming) bool {
+	in.name = in.call.Name
+	t, ok := p.current().tool(in.name)
+	in.routed, in.paramHeaders = ok, t.paramHeaders // whichever the session's revision: the server's is what matters
+	in.target = target{server: t.server, raw: t.raw, item: Item{Resource: ResourceTools, Server: t.server, Name: t.raw, Unlisted: t.unlisted}}
+	return true
+}
+
+// routePrompt routes a prompts/get by its projected name, sent as the server's own.
+func routePrompt(p *project, in *incoming) bool {
+	var params mcp.GetPromptParams
+	if conn.DecodeExact(in.env.Params, &params) != nil || params.Name == "" {
+		return false
+	}
+	in.name = params.Name
+	pr, ok := p.current().prompt(params.Name)
+	if in.routed = ok; ok {
+		in.target = target{server: pr.server, raw: pr.raw, item: Item{Resource: ResourcePrompts, Server: pr.server, Name: pr.raw, Unlisted: pr.unlisted}}
+		in.members["name"], _ = json.Marshal(pr.raw)
+	}
+	return true
+}
+
+// routeResource routes a resources/read by its URI, unchanged (owner).
+func routeResource(p *project, in *incoming) bool {
+	var params mcp.ReadResourceParams
+	if conn.DecodeExact(in.env.Params, &params) != nil || params.URI == "" {
+		return false
+	}
+	in.name = params.URI
+	server, ok := p.current().owner(params.URI)
+	if in.routed = ok; ok {
+		in.target = target{server: server, item: p.current().resourceItem(server, params.URI)}
+	}
+	return true
+}
+
+// routeCompletion routes a completion/complete by its reference (completionTarget): a
+// prompt's is sent under the server's own name.
+func routeCompletion(p *project, in *incoming) bool {
+	var params mcp.CompleteParams
+	if conn.DecodeExact(in.env.Params, &params) != nil || params.Ref == nil {
+		return false
+	}
+	server, raw := p.current().completionTarget(params.Ref)
+	if server == "" {
+		return true
+	}
+	if params.Ref.Type == "ref/prompt" {
+		var ref map[string]json.RawMessage
+		if conn.DecodeExact(in.members["ref"], &ref) != nil {
+			return false
+		}
+		ref["name"], _ = json.Marshal(raw)
+		in.members["ref"], _ = json.Marshal(ref)
+	}
+	in.routed = true
+	in.target = target{server: server, item: p.current().completionItem(server, raw, params.Ref)}
+	return true
+}
+
+// forwardRequest forwards one request of a method other than tools/call and answers
+// pathForward, or the typed path that is to carry it when Forward answered so (retry).
+func (p *project) forwardRequest(w http.ResponseWriter, r *http.Request, in *incoming) path {
+	fc, t := in.caller, in.target
+	if len(in.state) > 0 {
+		in.members["requestState"] = in.state
+	}
+	ctx, cancel := p.track(r, fc, in.env.ID)
+	defer cancel()
+	o := origin{method: in.method, session: fc.id, caller: fc.caller, meta: in.meta.trace(), caps: fc.caps, header: r.Header, traced: true,
+		item: t.item, args: in.members["arguments"]}
+	if t.raw != "" { // an item the server names (a prompt): its two names, for the span and the audit log
+		o.name, o.raw = in.name, t.raw
+	}
+	body := joinMembers(in.members)
+	res, err := dispatch(ctx, p, o, t.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
+		return c.Forward(ctx, in.method, body, nil, fc.rev)
+	})
+	if again, ok := retry(err); ok {
+		return again // nothing was written
+	}
+	if err != nil {
+		rpcErr, _ := failureOf(err, false, ctx.Err() != nil)
+		writeError(w, nil, in.env.ID, rpcErr, fc.stateless)
+		return pathForward
+	}
+	writeResponse(w, nil, in.env.ID, sealResultJSON(in.binding, res), nil)
+	return pathForward
+}
+
+// joinMembers encodes the members of a params object without its braces, in name order.
+func joinMembers(members map[string]json.RawMessage) []byte {
+	names := make([]string, 0, len(members))
+	size := 0
+	for k, v := range members {
+		names = append(names, k)
+		size += len(k) + len(v) + 4
+	}
+	sort.Strings(names)
+	out := make([]byte, 0, size)
+	for _, k := range names {
+		out = conn.AppendMember(out, k, members[k])
+	}
+	return out
+}

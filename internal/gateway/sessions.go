@@ -1,0 +1,415 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// sessions is an endpoint's table of its sessions: one record per session, by its ref
+// (owners.go), and the one lock that guards every record. Only the table's methods read or
+// write a record, each under the lock and without calling out while it holds it (but for the
+// cancel functions of a session's calls, which only cancel a context). A record exists while
+// it holds something: a principal, a stateful session, a stateless session's last request, a
+// log level, a subscription or a call in flight; the method that empties it drops it.
+type sessions struct {
+	mu      sync.Mutex
+	records map[string]*session
+	held    map[string]int // principal → sessions it owns
+
+	// The project's log level (notify.go): a session has set one (leveled); relevel's
+	// goroutine runs (leveling) and the levels changed since it last applied them (levelStale).
+	leveled, leveling, levelStale bool
+}
+
+// session is one session's record.
+type session struct {
+	owner string // the principal that mounted it (owned)
+	owned bool
+
+	// A stateful session once it has initialized, and its activity (for SessionTimeout):
+	// nil once it has expired or ended.
+	ss       *mcp.ServerSession
+	activity *activity
+
+	// seen: a stateless session's last request (for StatelessIdle); zero for a stateful one.
+	seen time.Time
+
+	level    mcp.LoggingLevel // the log level it set (hasLevel)
+	hasLevel bool
+
+	subs  map[string]string             // subscribed URI → server (pendingSubscription while under way)
+	calls map[string]context.CancelFunc // forwarded calls in flight, by JSON-RPC id as sent (1 and "1" differ)
+}
+
+// activity is a stateful session's request count and when its last request ended.
+type activity struct {
+	busy int
+	last time.Time
+}
+
+func (r *session) empty() bool {
+	return !r.owned && r.ss == nil && r.activity == nil && r.seen.IsZero() && !r.hasLevel && len(r.subs) == 0 && len(r.calls) == 0
+}
+
+// record is ref's record, made when it has none; t.mu is held.
+func (t *sessions) record(ref string) *session {
+	r := t.records[ref]
+	if r == nil {
+		if t.records == nil {
+			t.records = map[string]*session{}
+		}
+		r = &session{}
+		t.records[ref] = r
+	}
+	return r
+}
+
+// tidy drops ref's record once it holds nothing; t.mu is held.
+func (t *sessions) tidy(ref string, r *session) {
+	if r.empty() {
+		delete(t.records, ref)
+	}
+}
+
+// own records that the session ref belongs to principal. It refuses (with the reason) a
+// session another principal owns, and a new one past max sessions of principal's.
+func (t *sessions) own(ref, principal string, max int, project string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.record(ref)
+	switch {
+	case r.owned && r.owner == principal:
+		return nil
+	case r.owned:
+		return errNotOwner
+	case t.held[principal] >= max:
+		t.tidy(ref, r)
+		return fmt.Errorf("this identity holds %d sessions of projectmcp %s, the most one identity may (--max-sessions-per-principal); end one first",
+			t.held[principal], project)
+	}
+	r.owner, r.owned = principal, true
+	if t.held == nil {
+		t.held = map[string]int{}
+	}
+	t.held[principal]++
+	return nil
+}
+
+// disown forgets a released session's owner.
+func (t *sessions) disown(ref string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.records[ref]
+	if r == nil || !r.owned {
+		return
+	}
+	if t.held[r.owner]--; t.held[r.owner] <= 0 {
+		delete(t.held, r.owner)
+	}
+	r.owner, r.owned = "", false
+	t.tidy(ref, r)
+}
+
+// foreign reports whether a session is owned by a principal other than principal. An unknown
+// session is not foreign: the SDK answers it (404) as it does any unknown id.
+func (t *sessions) foreign(ref, principal string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.records[ref]
+	return r != nil && r.owned && r.owner != principal
+}
+
+// initialized records a stateful session that is initializing, active as of now.
+func (t *sessions) initialized(ref string, ss *mcp.ServerSession, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.record(ref)
+	r.ss, r.activity = ss, &activity{last: now}
+}
+
+// stateful returns a mounted stateful session, or nil.
+func (t *sessions) stateful(ref string) *mcp.ServerSession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := t.records[ref]; r != nil {
+		return r.ss
+	}
+	return nil
+}
+
+// statefuls are the mounted stateful sessions, by ref.
+func (t *sessions) statefuls() map[string]*mcp.ServerSession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]*mcp.ServerSession{}
+	for ref, r := range t.records {
+		if r.ss != nil {
+			out[ref] = r.ss
+		}
+	}
+	return out
+}
+
+// counts are the mounted stateful sessions and the stateless ones.
+func (t *sessions) counts() (stateful, stateless int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range t.records {
+		if r.ss != nil {
+			stateful++
+		}
+		if !r.seen.IsZero() {
+			stateless++
+		}
+	}
+	return stateful, stateless
+}
+
+// enter notes a request of a stateful session; false when it is not one of ours.
+func (t *sessions) enter(ref string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.records[ref]
+	if r == nil || r.activity == nil {
+		return false
+	}
+	r.activity.busy++
+	return true
+}
+
+// leave notes the end of a request enter noted, at now.
+func (t *sessions) leave(ref string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := t.records[ref]; r != nil && r.activity != nil {
+		r.activity.busy--
+		r.activity.last = now
+	}
+}
+
+// idle takes the stateful sessions with no request in flight and none for longer than
+// timeout: they take no more requests (enter), and the caller closes and releases them.
+func (t *sessions) idle(now time.Time, timeout time.Duration) map[string]*mcp.ServerSession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	idle := map[string]*mcp.ServerSession{}
+	for ref, r := range t.records {
+		if a := r.activity; a != nil && a.busy == 0 && now.Sub(a.last) > timeout {
+			if r.ss != nil {
+				idle[ref] = r.ss
+			}
+			r.activity = nil
+		}
+	}
+	return idle
+}
+
+// end takes a stateful session out of the table and cancels its forwarded calls, which no
+// disconnect ends (resume.go); false when ss is not the session ref names (released already,
+// or a different session under the same ref).
+func (t *sessions) end(ref string, ss *mcp.ServerSession) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.records[ref]
+	if r == nil || r.ss != ss {
+		return false
+	}
+	r.ss, r.activity = nil, nil
+	for _, cancel := range r.calls {
+		cancel()
+	}
+	t.tidy(ref, r)
+	return true
+}
+
+// touch notes a stateless session's request at now.
+func (t *sessions) touch(ref string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.record(ref).seen = now
+}
+
+// stale takes the stateless sessions whose last request is older than idle (every one with
+// idle 0), for the caller to release.
+func (t *sessions) stale(now time.Time, idle time.Duration, all bool) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var gone []string
+	for ref, r := range t.records {
+		if !r.seen.IsZero() && (all || now.Sub(r.seen) > idle) {
+			gone = append(gone, ref)
+			r.seen = time.Time{}
+			t.tidy(ref, r)
+		}
+	}
+	return gone
+}
+
+// addCall records a forwarded call of ref's by its JSON-RPC id, cancelled by cancel.
+func (t *sessions) addCall(ref, id string, cancel context.CancelFunc) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.record(ref)
+	if r.calls == nil {
+		r.calls = map[string]context.CancelFunc{}
+	}
+	r.calls[id] = cancel
+}
+
+// dropCall forgets a forwarded call that has ended.
+func (t *sessions) dropCall(ref, id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := t.records[ref]; r != nil {
+		delete(r.calls, id)
+		t.tidy(ref, r)
+	}
+}
+
+// call is the cancel function of ref's forwarded call id in flight, or nil.
+func (t *sessions) call(ref, id string) context.CancelFunc {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := t.records[ref]; r != nil {
+		return r.calls[id]
+	}
+	return nil
+}
+
+// setLevel records the log level ref set.
+func (t *sessions) setLevel(ref string, level mcp.LoggingLevel) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.record(ref)
+	r.level, r.hasLevel = level, true
+	t.leveled = true
+}
+
+// level is the level the servers are set to: the most verbose of the sessions' levels; with
+// none, quietest if a session ever set one, else "" (leave the servers alone).
+func (t *sessions) level() mcp.LoggingLevel {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	level := mcp.LoggingLevel("")
+	best := len(logLevels)
+	for _, r := range t.records {
+		if i := slices.Index(logLevels, r.level); r.hasLevel && i >= 0 && i < best {
+			best, level = i, r.level
+		}
+	}
+	if level == "" && t.leveled {
+		return quietest
+	}
+	return level
+}
+
+// relevel marks the levels changed; true when the caller is to start the goroutine that
+// applies them (none runs).
+func (t *sessions) relevel() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.levelStale = true
+	start := !t.leveling
+	t.leveling = true
+	return start
+}
+
+// releveled is relevel's goroutine asking whether to go round again; false: it ends.
+func (t *sessions) releveled() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.levelStale {
+		t.leveling = false
+		return false
+	}
+	t.levelStale = false
+	return true
+}
+
+// claim makes ref's subscription entry for uri, pending; false when it has one already (nil
+// error) or holds max (the error names the bound).
+func (t *sessions) claim(ref, uri string, max int) (bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.record(ref)
+	if _, ok := r.subs[uri]; ok {
+		return false, nil
+	}
+	if n := len(r.subs); n >= max {
+		t.tidy(ref, r)
+		return false, fmt.Errorf(
+			"this session holds %d resource subscriptions, the most one session may (--max-subscriptions-per-session); unsubscribe one first", n)
+	}
+	if r.subs == nil {
+		r.subs = map[string]string{}
+	}
+	r.subs[uri] = pendingSubscription
+	return true, nil
+}
+
+// settle ends a claim: the subscription is server's when the upstream subscribe succeeded
+// (ok), else it goes; still is false when the session dropped it meanwhile.
+func (t *sessions) settle(ref, uri, server string, ok bool) (still bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.records[ref]
+	if r == nil {
+		return false
+	}
+	if _, still = r.subs[uri]; still {
+		if ok {
+			r.subs[uri] = server
+		} else {
+			delete(r.subs, uri)
+			t.tidy(ref, r)
+		}
+	}
+	return still
+}
+
+// unsubscribe takes ref's subscription to uri out, with its server.
+func (t *sessions) unsubscribe(ref, uri string) (server string, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.records[ref]
+	if r == nil {
+		return "", false
+	}
+	server, ok = r.subs[uri]
+	delete(r.subs, uri)
+	t.tidy(ref, r)
+	return server, ok
+}
+
+// dropSubscriptions takes ref's subscriptions out (released: their upstream ones are gone).
+func (t *sessions) dropSubscriptions(ref string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := t.records[ref]; r != nil {
+		r.subs = nil
+		t.tidy(ref, r)
+	}
+}
+
+// forget takes a released session's log level out, and returns its subscriptions' URIs and
+// whether it had set a level.
+func (t *sessions) forget(ref string) (uris []string, leveled bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.records[ref]
+	if r == nil {
+		return nil, false
+	}
+	for uri := range r.subs {
+		uris = append(uris, uri)
+	}
+	leveled = r.hasLevel
+	r.level, r.hasLevel = "", false
+	t.tidy(ref, r)
+	return uris, leveled
+}
