@@ -428,28 +428,33 @@ func (c *Conn) Call(ctx context.Context, params *mcp.CallToolParams, onProgress 
 
 // GetPrompt sends prompts/get on the typed path, with Call's rules.
 func (c *Conn) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
-	c.subs.withLevel(params)
-	tracing.ToMeta(ctx, params)
-	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.GetPromptResult, error) {
-		return s.GetPrompt(ctx, params)
-	})
+	return typed(c, ctx, params, (*mcp.ClientSession).GetPrompt)
 }
 
 // ReadResource sends resources/read on the typed path, with Call's rules.
 func (c *Conn) ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
-	c.subs.withLevel(params)
-	tracing.ToMeta(ctx, params)
-	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
-		return s.ReadResource(ctx, params)
-	})
+	return typed(c, ctx, params, (*mcp.ClientSession).ReadResource)
 }
 
 // Complete sends completion/complete on the typed path, with Call's rules.
 func (c *Conn) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	return typed(c, ctx, params, (*mcp.ClientSession).Complete)
+}
+
+// typedParams are the params of a request on the typed path: their _meta carries the
+// sessions' log level and the trace context.
+type typedParams interface {
+	mcp.Params
+	GetMeta() map[string]any
+	SetMeta(map[string]any)
+}
+
+// typed sends one request on the typed path, by roundTrip's rules.
+func typed[P typedParams, R any](c *Conn, ctx context.Context, params P, send func(*mcp.ClientSession, context.Context, P) (R, error)) (R, error) {
 	c.subs.withLevel(params)
 	tracing.ToMeta(ctx, params)
-	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CompleteResult, error) {
-		return s.Complete(ctx, params)
+	return roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (R, error) {
+		return send(s, ctx, params)
 	})
 }
 

@@ -19,9 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -274,10 +276,7 @@ func (g *Gateway) run(ctx context.Context) {
 // calling into the registry.
 func (g *Gateway) syncPending() {
 	g.mu.Lock()
-	keys := make([]types.NamespacedName, 0, len(g.pending))
-	for key := range g.pending {
-		keys = append(keys, key)
-	}
+	keys := slices.Collect(maps.Keys(g.pending))
 	clear(g.pending)
 	g.mu.Unlock()
 	for _, key := range keys {

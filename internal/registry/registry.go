@@ -16,6 +16,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -161,10 +163,7 @@ func (r *Registry) Start(ctx context.Context) error {
 		case <-t.C():
 		}
 		r.mu.Lock()
-		keys := make([]types.NamespacedName, 0, len(r.pending))
-		for k := range r.pending {
-			keys = append(keys, k)
-		}
+		keys := slices.Collect(maps.Keys(r.pending))
 		clear(r.pending)
 		r.mu.Unlock()
 		for _, k := range keys {
