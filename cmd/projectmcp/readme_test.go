@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/buckets"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 )
 
@@ -487,6 +488,9 @@ func TestReadmeAnnotations(t *testing.T) {
 		v1alpha1.AnnotationReconnectServers:     true,
 		v1alpha1.Finalizer:                      true,
 		v1alpha1.AnnotationAllowedProjects:      true,
+		buckets.LabelPin:                        true,
+		buckets.LabelReplica:                    true,
+		buckets.AnnotationAddress:               true,
 	}
 	for _, a := range []string{v1alpha1.AnnotationReconnectRequestedAt, v1alpha1.AnnotationReconnectServers} {
 		if !strings.Contains(text, "`"+a) {
