@@ -177,12 +177,18 @@ func TestChartAllFeatures(t *testing.T) {
 	if *dep.Spec.Replicas != 2 || c.Image != "registry.example.com/team/projectmcp:0.2.0-node" || c.ImagePullPolicy != corev1.PullAlways {
 		t.Errorf("replicas %d, image %s (%s)", *dep.Spec.Replicas, c.Image, c.ImagePullPolicy)
 	}
+	// Two replicas: a drain takes them one at a time, each handing its buckets off first.
+	if pdbs := OfKind(objs, "PodDisruptionBudget"); len(pdbs) != 1 {
+		t.Errorf("%d PodDisruptionBudgets for two replicas, want 1", len(pdbs))
+	} else if v, _, _ := unstructured.NestedFieldNoCopy(pdbs[0].Object, "spec", "maxUnavailable"); fmt.Sprint(v) != "1" {
+		t.Errorf("the PodDisruptionBudget's maxUnavailable is %v, want 1", v)
+	}
 	for _, arg := range []string{"--allow-command=npx", "--allow-command=/opt/mcp/*", "--gateway-url=https://mcp.example.com",
 		"--session-timeout=1h", "--call-timeout=10m", "--zap-log-level=debug", "--connect-timeout=1m",
 		"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s",
 		"--gateway-bind-address=:9484", "--metrics-bind-address=:9090", "--metrics-project-labels", "--health-probe-bind-address=:9081",
 		"--gateway-auth=kubernetes", "--gateway-tls-cert=/etc/projectmcp/gateway-tls/tls.crt", "--gateway-tls-key=/etc/projectmcp/gateway-tls/tls.key",
-		"--gateway-audience=projectmcp", "--gateway-audience=mcp.example.com"} {
+		"--gateway-audience=projectmcp", "--gateway-audience=mcp.example.com", "--buckets=16"} {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("args lack %s: %q", arg, c.Args)
 		}
@@ -194,10 +200,15 @@ func TestChartAllFeatures(t *testing.T) {
 			ref := e.ValueFrom.ResourceFieldRef
 			env[e.Name] = "resourceFieldRef " + ref.ContainerName + " " + ref.Resource
 		}
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			env[e.Name] = "fieldRef " + e.ValueFrom.FieldRef.FieldPath
+		}
 	}
 	if d := cmp.Diff(map[string]string{
 		"HOME":                        "/home/nonroot",
 		"PROJECTMCP_MEMORY_LIMIT":     "resourceFieldRef controller limits.memory", // the soft memory limit's base
+		"POD_IP":                      "fieldRef status.podIP",                     // --advertise-address
+		"POD_NAMESPACE":               "fieldRef metadata.namespace",               // the bucket Leases' namespace
 		"OTEL_TRACES_EXPORTER":        "otlp",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel-collector.observability.svc:4317",
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
@@ -211,6 +222,9 @@ func TestChartAllFeatures(t *testing.T) {
 		t.Errorf("env (-want +have):\n%s", d)
 	}
 	pod := dep.Spec.Template
+	if g := pod.Spec.TerminationGracePeriodSeconds; g == nil || *g != 90 {
+		t.Errorf("terminationGracePeriodSeconds %v, want 90 (the handoff's room)", g)
+	}
 	if pod.Spec.ServiceAccountName != "mcp-controller" || pod.Labels["team"] != "platform" || pod.Annotations["example.com/scrape"] != "false" ||
 		pod.Spec.NodeSelector["kubernetes.io/os"] != "linux" || len(pod.Spec.Tolerations) != 1 || pod.Spec.Affinity == nil ||
 		pod.Spec.PriorityClassName != "system-cluster-critical" || len(pod.Spec.ImagePullSecrets) != 1 ||
