@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"sync"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -27,10 +28,24 @@ func (r *Reconciler) owns(obj *v1alpha1.ProjectMCP) (owner *v1alpha1.ProjectOwne
 	if r.Owners == nil {
 		return nil, true, func() {}
 	}
+	// Not this replica's: no gate to wait for (a handoff of the bucket may hold it).
+	if _, ok := r.Owners.Owner(obj); !ok {
+		return nil, false, func() {}
+	}
 	gate := r.gate(r.Owners.Bucket(obj))
 	gate.RLock()
 	o, ok := r.Owners.Owner(obj)
 	return &o, ok, gate.RUnlock
+}
+
+// stillOwns reports whether this replica still serves obj after a reconcile built its
+// connections: a bucket lost meanwhile (not renewed in time) has its projects stopped here.
+func (r *Reconciler) stillOwns(obj *v1alpha1.ProjectMCP) bool {
+	if r.Owners == nil {
+		return true
+	}
+	_, ok := r.Owners.Owner(obj)
+	return ok
 }
 
 // gate is bucket k's lock: reconciles of its projects share it, BucketReleased holds it alone.
@@ -44,7 +59,11 @@ func (r *Reconciler) gate(k int) *sync.RWMutex {
 func (r *Reconciler) BucketTaken(ctx context.Context, k int) error {
 	objs, err := r.bucket(ctx, k)
 	for _, obj := range objs {
-		r.taken <- event.GenericEvent{Object: obj}
+		select {
+		case r.taken <- event.GenericEvent{Object: obj}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return err
 }
@@ -52,18 +71,35 @@ func (r *Reconciler) BucketTaken(ctx context.Context, k int) error {
 // BucketReleased stops the projects of bucket k, which this replica no longer serves: their
 // sessions end and their connections are destroyed (their servers' processes gone) before it
 // returns, so the bucket's next holder never runs a server twice.
+//
+// It waits for the reconciles of the bucket under way within ctx, then stops the projects
+// whatever ctx says (a reconcile still stuck on the API server finds the bucket gone when it
+// gets back, and stops what it built: stillOwns). The projects stop in parallel; an error
+// means some may still run, and the caller keeps the bucket.
 func (r *Reconciler) BucketReleased(ctx context.Context, k int) error {
 	gate := r.gate(k)
-	gate.Lock()
-	defer gate.Unlock()
-	objs, err := r.bucket(ctx, k)
-	for _, obj := range objs {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		r.forget(client.ObjectKeyFromObject(obj))
+	if lockWithin(ctx, gate) {
+		defer gate.Unlock()
 	}
+	objs, err := r.bucket(context.WithoutCancel(ctx), k)
+	var wg sync.WaitGroup
+	for _, obj := range objs {
+		wg.Go(func() { r.forget(client.ObjectKeyFromObject(obj)) })
+	}
+	wg.Wait()
 	return err
+}
+
+// lockWithin takes gate before ctx ends; false when it could not.
+func lockWithin(ctx context.Context, gate *sync.RWMutex) bool {
+	for !gate.TryLock() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return true
 }
 
 // bucket lists the projects of bucket k from the cache.

@@ -63,6 +63,10 @@ type Reconciler struct {
 	MaxToolName int
 	// Owners says which projects this replica serves (buckets.go); nil: all of them.
 	Owners Owners
+	// Lifetime, when set, is the context the registry runs in, made from the manager's: with
+	// buckets it outlives the manager's until every bucket is handed off, so that the
+	// handoffs, not the registry's shutdown, stop the projects' servers.
+	Lifetime func(context.Context) context.Context
 
 	reconnects handledReconnects
 	taken      chan event.GenericEvent // projects of buckets this replica took (BucketTaken)
@@ -85,7 +89,11 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 
 // setupWithManager registers rec, which is r or (in tests) a wrapper around it.
 func (r *Reconciler) setupWithManager(mgr manager.Manager, rec reconcile.Reconciler) error {
-	if err := mgr.Add(r.Registry); err != nil {
+	var registryRun manager.Runnable = r.Registry
+	if r.Lifetime != nil {
+		registryRun = manager.RunnableFunc(func(ctx context.Context) error { return r.Registry.Start(r.Lifetime(ctx)) })
+	}
+	if err := mgr.Add(registryRun); err != nil {
 		return err
 	}
 	consents, err := newConsentWatch(mgr)
@@ -194,6 +202,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	})
 	actions := Plan(desired, r.Registry.ObserveServers(req.NamespacedName).Servers)
 	r.apply(ctx, obj, desired.Servers, actions)
+	if !r.stillOwns(obj) { // the bucket was lost while this ran: stop what it built
+		r.forget(req.NamespacedName)
+		return reconcile.Result{}, nil
+	}
 	if desired.Reconnect != nil {
 		handled = r.reconnects.carriedOut(obj)
 	}

@@ -120,13 +120,13 @@ func (f *controllerFlags) newHolder(mgr manager.Manager, r *controllers.Reconcil
 				}
 			}()
 		},
-		Release: func(ctx context.Context, k int) {
+		Release: func(ctx context.Context, k int) error {
 			start := time.Now()
 			if err := r.BucketReleased(ctx, k); err != nil {
-				log.Error(err, "stopping a bucket's projects did not finish", "bucket", k)
-				return
+				return err
 			}
 			log.Info("Stopped a bucket's projects", "bucket", k, "took", time.Since(start).Round(time.Millisecond).String())
+			return nil
 		},
 	})
 	if err != nil {
@@ -183,6 +183,9 @@ func (f *controllerFlags) front(h *buckets.Holder) func(http.Handler) http.Handl
 // gateway's own file (a self-signed one, or a chain that ends in a private CA).
 func (f *controllerFlags) proxyTransport() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	// A replica that died leaves its Leases for a while: a dial to its gone address fails
+	// soon (502 with Retry-After) rather than after the default 30 s.
+	t.DialContext = (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	if f.gatewayTLSCert == "" {
 		return t
 	}

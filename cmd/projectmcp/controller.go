@@ -359,6 +359,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 			return nil, nil, err
 		}
 		r.Owners = holder
+		r.Lifetime = func(ctx context.Context) context.Context { return serveUntil(ctx, holder) }
 	}
 	if ln != nil {
 		if gw, err = f.gateway(cfg, mgr, reg, ln.Addr().String(), holder); err != nil {

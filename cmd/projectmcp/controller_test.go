@@ -73,7 +73,7 @@ func TestControllerCommand(t *testing.T) {
 	if err := env.Client.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	// Leader election comes first, and the first lines say where.
+	// The bucket Leases come first, and the first lines say where.
 	testutil.EventuallyOK(t, 30*time.Second, "the log line of sharing by buckets", func() error {
 		if strings.Contains(out.String(), `"Sharing projects by bucket Leases"`) && strings.Contains(out.String(), `"namespace":"default"`) {
 			return nil
@@ -105,41 +105,6 @@ func TestControllerCommand(t *testing.T) {
 		t.Fatalf("call through the gateway: %+v %v", res, err)
 	}
 	_ = session.Close()
-
-	// A second replica waits for the Lease: its readiness says so, so a Service sends sessions
-	// to the leader alone; the leader is ready.
-	readyz := func(addr string) int {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return 0
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	if code := readyz(probeAddr); code != http.StatusOK {
-		t.Fatalf("the leader's /readyz: %d", code)
-	}
-	secondProbe := testutil.FreeAddr(t)
-	second := exec.Command(os.Args[0], "controller", "--kubeconfig", env.Kubeconfig, "--metrics-bind-address", "0",
-		"--health-probe-bind-address", secondProbe, "--gateway-bind-address", "127.0.0.1:0")
-	second.Env = append(os.Environ(), mainEnvVar+"=1")
-	if err := second.Start(); err != nil {
-		t.Fatal(err)
-	}
-	testutil.EventuallyOK(t, 30*time.Second, "the second replica's probe endpoint", func() error {
-		if code := readyz(secondProbe); code == 0 {
-			return errors.New("not answering yet")
-		}
-		return nil
-	})
-	for range 5 {
-		if code := readyz(secondProbe); code == http.StatusOK {
-			t.Fatal("a replica that is not the leader must not be ready")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	_ = second.Process.Signal(syscall.SIGTERM)
-	_ = second.Wait()
 
 	// /metrics says what the controller holds and how the forwarded call went, labelled with
 	// the project (--metrics-project-labels).
@@ -237,6 +202,49 @@ func TestControllerCommand(t *testing.T) {
 	if obj.Status.LastHandledReconnectAt == "" || obj.Status.LastHandledReconnectAt != obj.Annotations[v1alpha1.AnnotationReconnectRequestedAt] {
 		t.Fatalf("status must record the handled request: %q vs %q", obj.Status.LastHandledReconnectAt, obj.Annotations)
 	}
+
+	// A second replica takes its share of the buckets and serves every endpoint, proxying what
+	// the first serves: both are ready, and a session through the second works.
+	readyz := func(addr string) int {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	testutil.EventuallyOK(t, 30*time.Second, "the first replica ready", func() error {
+		if code := readyz(probeAddr); code != http.StatusOK {
+			return fmt.Errorf("/readyz %d", code)
+		}
+		return nil
+	})
+	secondProbe, secondGateway := testutil.FreeAddr(t), testutil.FreeAddr(t)
+	second := exec.Command(os.Args[0], "controller", "--kubeconfig", env.Kubeconfig, "--metrics-bind-address", "0",
+		"--health-probe-bind-address", secondProbe, "--gateway-bind-address", secondGateway)
+	second.Env = append(os.Environ(), mainEnvVar+"=1")
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyOK(t, 30*time.Second, "the second replica ready", func() error {
+		if code := readyz(secondProbe); code != http.StatusOK {
+			return fmt.Errorf("/readyz %d", code)
+		}
+		return nil
+	})
+	sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
+	defer scancel()
+	viaSecond, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(sctx,
+		&mcp.StreamableClientTransport{Endpoint: "http://" + secondGateway + "/projects/default/cmd/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("a session through the second replica: %v", err)
+	}
+	if res, err := viaSecond.CallTool(sctx, &mcp.CallToolParams{Name: "a__echo", Arguments: map[string]any{"text": "via the second"}}); err != nil || res.IsError {
+		t.Fatalf("a call through the second replica: %+v %v", res, err)
+	}
+	_ = viaSecond.Close()
+	_ = second.Process.Signal(syscall.SIGTERM)
+	_ = second.Wait()
 
 	data, _ = os.ReadFile(pidFile)
 	if err := json.Unmarshal(data, &pids); err != nil || pids.Grandchild == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,7 +46,7 @@ type Config struct {
 	// (rebalance, Stop) or was lost (not renewed in time). It returns once the bucket's
 	// projects are stopped; ctx ends when the Lease may already be another's (a loss) or the
 	// handoff's bound (HandoffTimeout) has passed.
-	Release func(ctx context.Context, k int)
+	Release func(ctx context.Context, k int) error
 	// HandoffTimeout bounds one Release of a bucket handed off (default 30 s).
 	HandoffTimeout time.Duration
 	// Linger is how long a stopping Holder goes on following the Leases after its last
@@ -67,7 +68,7 @@ type Holder struct {
 	observed map[string]observation // Lease name → when its record last changed, as seen here
 	ticks    int
 
-	serving   atomic.Pointer[map[int]int64]  // the buckets served now → epoch
+	serving   atomic.Pointer[map[int]served] // the buckets served now
 	addresses atomic.Pointer[map[int]string] // every held bucket → its holder's address
 	handoff   sync.WaitGroup                 // Release calls of buckets handed off
 	ready     chan struct{}                  // closed after the first tick's moves
@@ -99,8 +100,8 @@ func New(cfg Config) (*Holder, error) {
 	switch {
 	case cfg.Buckets < 1:
 		return nil, fmt.Errorf("buckets: %d buckets: want at least 1", cfg.Buckets)
-	case cfg.LeaseDuration <= cfg.RenewDeadline || cfg.RenewDeadline <= cfg.RetryPeriod || cfg.RetryPeriod <= 0:
-		return nil, fmt.Errorf("buckets: want lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
+	case cfg.LeaseDuration <= cfg.RenewDeadline+cfg.RetryPeriod || cfg.RenewDeadline <= cfg.RetryPeriod || cfg.RetryPeriod <= 0:
+		return nil, fmt.Errorf("buckets: want lease duration (%s) > renew deadline (%s) + retry period (%s), and the deadline over the period",
 			cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod)
 	case cfg.Identity == "":
 		return nil, errors.New("buckets: no identity")
@@ -121,7 +122,7 @@ func New(cfg Config) (*Holder, error) {
 		cfg.Acquired = func(int, int64) {}
 	}
 	if cfg.Release == nil {
-		cfg.Release = func(context.Context, int) {}
+		cfg.Release = func(context.Context, int) error { return nil }
 	}
 	h := &Holder{cfg: cfg, held: map[int]*holding{}, observed: map[string]observation{},
 		ready: make(chan struct{}), wake: make(chan struct{}, 1), stopping: make(chan struct{}), done: make(chan struct{})}
@@ -137,9 +138,22 @@ func EpochOf(l *coordinationv1.Lease) int64 {
 }
 
 // Serving reports whether this replica serves bucket k now, and the epoch it serves it in.
+//
+// A bucket stops being served at its renew deadline even when the run goroutine has not
+// noticed yet (a tick stuck on a slow API server): Serving reads the clock.
 func (h *Holder) Serving(k int) (epoch int64, ok bool) {
-	epoch, ok = (*h.serving.Load())[k]
-	return epoch, ok
+	b, ok := (*h.serving.Load())[k]
+	if !ok || !h.cfg.Clock.Now().Before(b.until) {
+		return 0, false
+	}
+	return b.epoch, true
+}
+
+// served is a bucket as Serving sees it: its epoch, and the renew deadline of its last
+// renewal.
+type served struct {
+	epoch int64
+	until time.Time
 }
 
 // Address is the gateway address of the replica holding bucket k, as last seen; false when
@@ -229,7 +243,11 @@ func (h *Holder) stop(t clock.Ticker) {
 
 // tick is one round: renew what is held, count the replicas, and (move) move toward the fair
 // share.
-func (h *Holder) tick(ctx context.Context, move bool) {
+func (h *Holder) tick(parent context.Context, move bool) {
+	// A tick never outlasts a retry period, whatever the API server does: the renew deadline
+	// is checked at the next one (and by Serving meanwhile).
+	ctx, cancel := context.WithTimeout(parent, h.cfg.RetryPeriod)
+	defer cancel()
 	now := h.cfg.Clock.Now()
 	leases, err := h.list(ctx)
 	if err != nil {
@@ -267,6 +285,11 @@ func (h *Holder) list(ctx context.Context) (map[string]*coordinationv1.Lease, er
 		return nil, err
 	}
 	out := make(map[string]*coordinationv1.Lease, len(list.Items))
+	for name := range h.observed { // Leases gone (replicas' deleted ones) are forgotten
+		if !slices.ContainsFunc(list.Items, func(l coordinationv1.Lease) bool { return l.Name == name }) {
+			delete(h.observed, name)
+		}
+	}
 	for i := range list.Items {
 		l := &list.Items[i]
 		out[l.Name] = l
@@ -437,10 +460,29 @@ func (h *Holder) handOff(k int) {
 		defer h.handoff.Done()
 		defer h.nudge()
 		defer close(b.released)
-		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.HandoffTimeout)
-		defer cancel()
-		h.cfg.Release(ctx, k)
+		// Until Release says the projects are stopped, the Lease stays this replica's (the
+		// run loop renews it): releasing it early would let the next holder start servers
+		// that still run here.
+		for attempt := 1; ; attempt++ {
+			err := h.release(k, h.cfg.HandoffTimeout)
+			if err == nil {
+				return
+			}
+			h.cfg.Log.Error(err, "Stopping a bucket's projects did not finish; the bucket stays held and is tried again", "bucket", k, "attempt", attempt)
+			select {
+			case <-h.stopping:
+				return // the process exits: its servers go with it, and the Lease expires
+			case <-time.After(h.cfg.RetryPeriod):
+			}
+		}
 	}()
+}
+
+// release is one Release of bucket k, within bound.
+func (h *Holder) release(k int, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), max(bound, 0))
+	defer cancel()
+	return h.cfg.Release(ctx, k)
 }
 
 // lose forgets bucket k without touching its Lease, and stops its projects within what is
@@ -458,9 +500,9 @@ func (h *Holder) lose(k int, why string) {
 	h.handoff.Add(1)
 	go func() {
 		defer h.handoff.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), max(left, 0))
-		defer cancel()
-		h.cfg.Release(ctx, k)
+		if err := h.release(k, left); err != nil {
+			h.cfg.Log.Error(err, "Stopping a lost bucket's projects did not finish in time", "bucket", k)
+		}
 	}()
 }
 
@@ -505,10 +547,10 @@ func (h *Holder) releaseLease(ctx context.Context, l *coordinationv1.Lease) {
 
 // publish makes the served buckets visible to Serving.
 func (h *Holder) publish() {
-	serving := make(map[int]int64, len(h.held))
+	serving := make(map[int]served, len(h.held))
 	for k, b := range h.held {
 		if !b.draining {
-			serving[k] = b.epoch
+			serving[k] = served{epoch: b.epoch, until: b.renewed.Add(h.cfg.RenewDeadline)}
 		}
 	}
 	h.serving.Store(&serving)

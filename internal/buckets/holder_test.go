@@ -102,13 +102,14 @@ func startReplica(t *testing.T, c client.Client, ns, name string, l *ledger) *re
 		Client: cutClient{Client: c, cut: cut}, Namespace: ns, Identity: name, Address: name + ":8080",
 		Buckets: testBuckets, LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry,
 		Acquired: func(k int, epoch int64) { l.acquired(name, k, epoch) },
-		Release: func(ctx context.Context, k int) {
+		Release: func(ctx context.Context, k int) error {
 			l.release(name, k, func() {
 				select { // stopping a bucket's projects takes a moment
 				case <-time.After(50 * time.Millisecond):
 				case <-ctx.Done():
 				}
 			})
+			return nil
 		},
 	})
 	if err != nil {
