@@ -193,7 +193,7 @@ func TestControllerCommand(t *testing.T) {
 	if code := run([]string{"status", "cmd", "--kubeconfig", env.Kubeconfig}, &sout, &serr); code != 0 {
 		t.Fatalf("status exited %d: %s", code, serr.String())
 	}
-	for _, want := range []string{"projectmcp default/cmd", "Ready: True", "SERVER", "a ", "Ready"} {
+	for _, want := range []string{"projectmcp default/cmd", "served by: ", "(bucket ", "Ready: True", "SERVER", "a ", "Ready"} {
 		if !strings.Contains(sout.String(), want) {
 			t.Fatalf("status output lacks %q:\n%s", want, sout.String())
 		}

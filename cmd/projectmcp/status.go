@@ -19,9 +19,9 @@ func newStatusCmd(g *globalFlags, stdout io.Writer) *cobra.Command {
 	return onProject(g, &cobra.Command{
 		Use:   "status NAME",
 		Short: "Show a project's servers, connections, tools and sessions",
-		Long: `Prints a project's state for people without kubectl: the endpoint and conditions, one row
-per server (phase, connection, tools, sessions, requests waiting for their turn now and ever,
-last error), then the sessions.`,
+		Long: `Prints a project's state for people without kubectl: the endpoint, the replica serving it
+and the conditions, one row per server (phase, connection, tools, sessions, requests waiting
+for their turn now and ever, last error), then the sessions.`,
 		Example: `  projectmcp status shop
   projectmcp status web -n team-a --kubeconfig ~/.kube/prod`,
 	}, func(ctx context.Context, c client.Client, key types.NamespacedName) error {
@@ -37,6 +37,9 @@ last error), then the sessions.`,
 func printStatus(w io.Writer, obj *v1alpha1.ProjectMCP) {
 	st := obj.Status
 	fmt.Fprintf(w, "projectmcp %s/%s\n  endpoint: %s\n", obj.Namespace, obj.Name, st.Endpoint)
+	if o := st.Owner; o != nil {
+		fmt.Fprintf(w, "  served by: %s (bucket %d, epoch %d)\n", o.Replica, o.Bucket, o.Epoch)
+	}
 	for _, t := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionDegraded, v1alpha1.ConditionConfigSynced} {
 		if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
 			fmt.Fprintf(w, "  %s: %s (%s) %s\n", t, c.Status, c.Reason, c.Message)
