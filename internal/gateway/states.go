@@ -161,29 +161,29 @@ func stateOf(v any) *string {
 // carries no requestState, or names nothing any server offers.
 func (p *project) routed(req mcp.Request) (o origin, server string, ok bool) {
 	o.method = methodOf(req)
+	routes := p.current()
+	byName := func(find func(string) (projected, bool)) (string, bool) {
+		item, ok := find(o.name)
+		return item.server, ok
+	}
 	switch params := req.GetParams().(type) {
 	case *mcp.CallToolParamsRaw:
-		var t projected
 		if params != nil {
 			o.name = params.Name
-			t, ok = p.current().tool(params.Name)
+			server, ok = byName(routes.tool)
 		}
-		return o, t.server, ok
 	case *mcp.GetPromptParams:
-		var pr projected
 		if params != nil {
 			o.name = params.Name
-			pr, ok = p.current().prompt(params.Name)
+			server, ok = byName(routes.prompt)
 		}
-		return o, pr.server, ok
 	case *mcp.ReadResourceParams:
 		if params != nil {
 			o.name = params.URI
-			server, ok = p.current().owner(params.URI)
+			server, ok = routes.owner(params.URI)
 		}
-		return o, server, ok
 	}
-	return o, "", false
+	return o, server, ok
 }
 
 // sealStates is a receiving middleware of the project's MCP server: on the typed path, it opens
