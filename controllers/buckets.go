@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -19,6 +20,8 @@ type Owners interface {
 	Owner(obj *v1alpha1.ProjectMCP) (v1alpha1.ProjectOwner, bool)
 	// Bucket is the bucket obj is in.
 	Bucket(obj *v1alpha1.ProjectMCP) int
+	// Forget drops what Owners remembers of a deleted project.
+	Forget(key types.NamespacedName)
 }
 
 // owns reports whether this replica serves obj, and the owner status says. A reconcile holds

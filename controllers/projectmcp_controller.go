@@ -163,6 +163,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName) // deleted without our finalizer
+			if r.Owners != nil {
+				r.Owners.Forget(req.NamespacedName)
+			}
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err

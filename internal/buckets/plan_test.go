@@ -176,4 +176,10 @@ func TestPins(t *testing.T) {
 	if p.note(obj) != hashed || p.Of(key) != hashed {
 		t.Fatal("a pin removed: the hash's bucket again")
 	}
+	obj.Labels = map[string]string{LabelPin: fmt.Sprint(pin)}
+	p.note(obj)
+	p.Forget(key)
+	if p.Of(key) != hashed {
+		t.Fatal("a deleted project's pin outlives it: one made again under its name would be routed by it")
+	}
 }

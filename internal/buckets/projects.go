@@ -37,6 +37,13 @@ func (p *Pins) note(obj *v1alpha1.ProjectMCP) int {
 	return Of(key, p.n, "")
 }
 
+// Forget drops what Pins remembers of a deleted project: one made again under the name starts
+// from its own labels.
+func (p *Pins) Forget(key types.NamespacedName) { p.pins.Delete(key) }
+
+// Forget drops what the Holder remembers of a deleted project (its pin).
+func (h *Holder) Forget(key types.NamespacedName) { h.cfg.Pins.Forget(key) }
+
 // Bucket is the bucket obj is in; its pin is noted for the requests that name it.
 func (h *Holder) Bucket(obj *v1alpha1.ProjectMCP) int { return h.cfg.Pins.note(obj) }
 
