@@ -15,12 +15,14 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/dsh-dev/projectmcp/controllers"
 	"github.com/dsh-dev/projectmcp/internal/buckets"
+	"github.com/dsh-dev/projectmcp/internal/peer"
 )
 
 // With --leader-elect the replicas share the projects: each holds about its share of the
@@ -160,8 +162,21 @@ func bucketsSettled(h *buckets.Holder) func(*http.Request) error {
 }
 
 // proxyWait is how long a request for a project whose bucket is between holders waits for the
-// next one before it is answered 503: the ready budget's default, which a handoff fits in.
-const proxyWait = 5 * time.Second
+// next one before it is answered 503: at least the ready budget's default, and long enough for
+// a dead replica's bucket to be taken (a lease duration and a tick), so that a move costs a
+// client a wait rather than a failure.
+func (f *controllerFlags) proxyWait() time.Duration {
+	return max(5*time.Second, f.leaseDuration+f.retryPeriod)
+}
+
+// serving tells the gateway which projects this replica serves now (their bucket's); nil when
+// it serves every project.
+func serving(h *buckets.Holder) func(types.NamespacedName) (int64, bool) {
+	if h == nil {
+		return nil
+	}
+	return func(key types.NamespacedName) (int64, bool) { return h.Serving(h.Pins().Of(key)) }
+}
 
 // front is the gateway's router among the replicas; nil when this process serves every project.
 func (f *controllerFlags) front(h *buckets.Holder) func(http.Handler) http.Handler {
@@ -174,8 +189,24 @@ func (f *controllerFlags) front(h *buckets.Holder) func(http.Handler) http.Handl
 	}
 	return func(next http.Handler) http.Handler {
 		return &buckets.Router{Ownership: h, BucketOf: h.Pins().Of, Next: next, Identity: h.Identity(),
-			Address: h.Advertised(), Scheme: scheme, Transport: f.proxyTransport(), Wait: proxyWait}
+			Address: h.Advertised(), Scheme: scheme, Transport: f.proxyTransport(), Wait: f.proxyWait(),
+			Trusted: func(r *http.Request) bool {
+				uid, known := peer.UID(r.Context())
+				return fromReplica(r.RemoteAddr, h.Replica, uid, known, os.Getuid())
+			}}
 	}
+}
+
+// fromReplica decides whether a connection from remote is another replica's, whose proxied
+// requests say who their client is: it comes from the host of a live replica's address and,
+// when the OS names the process at its other end (a connection from this machine or pod), that
+// process runs as this controller's uid (self), unlike a stdio server under --server-uid.
+func fromReplica(remote string, replica func(host string) bool, uid int, known bool, self int) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil || !replica(host) {
+		return false
+	}
+	return !known || uid == self
 }
 
 // proxyTransport carries requests to other replicas' gateways. Over TLS it checks their

@@ -444,7 +444,7 @@ func (f *controllerFlags) commandAllowlist() []string {
 // gateway builds the per-project MCP endpoint server from the flags.
 func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *registry.Registry, bound string, holder *buckets.Holder) (*gateway.Gateway, error) {
 	opts := gateway.Options{
-		Front:    f.front(holder),
+		Front: f.front(holder), Serving: serving(holder),
 		Registry: reg, BaseURL: f.gatewayURL, SessionTimeout: f.sessionTimeout,
 		StatelessIdle: f.statelessIdle, MaxBodyBytes: f.maxBodyBytes, CallTimeout: f.callTimeout, Log: ctrl.Log.WithName("gateway"),
 		MaxSessionsPerPrincipal: f.maxPerUser, MaxSubscriptionsPerSession: f.maxSubsEach, MaxToolName: f.maxToolName,

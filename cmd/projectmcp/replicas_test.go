@@ -35,15 +35,8 @@ import (
 // failedResponses notes the body of every response of 500 and over its agents get: what the
 // SDK's error leaves out.
 type failedResponses struct {
-	mu          sync.Mutex
-	bodies      []string
-	unretryable int // requests (not session ends) that failed otherwise than 503 with Retry-After
-}
-
-func (fr *failedResponses) allRetryable() bool {
-	fr.mu.Lock()
-	defer fr.mu.Unlock()
-	return fr.unretryable == 0
+	mu     sync.Mutex
+	bodies []string
 }
 
 func (fr *failedResponses) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -55,9 +48,6 @@ func (fr *failedResponses) RoundTrip(req *http.Request) (*http.Response, error) 
 	resp.Body.Close()
 	fr.mu.Lock()
 	fr.bodies = append(fr.bodies, fmt.Sprintf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, strings.TrimSpace(string(body))))
-	if req.Method == http.MethodPost && (resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "") {
-		fr.unretryable++
-	}
 	fr.mu.Unlock()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp, nil
@@ -354,27 +344,30 @@ func TestReplicasSpreadAndMoveProjects(t *testing.T) {
 		}
 	}
 	stay := f.live(victim, stopping)[0]
+	const callers = 3 // sessions per project, each calling without pause: calls are always in flight
 	var failed, calls atomic.Int64
 	var firstFailure atomic.Pointer[string]
 	callCtx, stopCalls := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, k := range calling {
-		s := f.agent(ctx, stay, k, "2026-07-28", nil)
-		wg.Go(func() {
-			for i := 0; callCtx.Err() == nil; i++ {
-				err := echoed(callCtx, s, fmt.Sprintf("p%d call %d", k, i))
-				if callCtx.Err() != nil {
-					return
+		for range callers {
+			s := f.agent(ctx, stay, k, "2026-07-28", nil)
+			wg.Go(func() {
+				for i := 0; callCtx.Err() == nil; i++ {
+					err := echoed(callCtx, s, fmt.Sprintf("p%d call %d", k, i))
+					if callCtx.Err() != nil {
+						return
+					}
+					calls.Add(1)
+					if err != nil {
+						failed.Add(1)
+						msg := fmt.Sprintf("p%d: %v", k, err)
+						firstFailure.CompareAndSwap(nil, &msg)
+					}
+					time.Sleep(5 * time.Millisecond)
 				}
-				calls.Add(1)
-				if err != nil {
-					failed.Add(1)
-					msg := fmt.Sprintf("p%d: %v", k, err)
-					firstFailure.CompareAndSwap(nil, &msg)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		})
+			})
+		}
 	}
 	time.Sleep(500 * time.Millisecond)
 	if err := stopping.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -393,13 +386,11 @@ func TestReplicasSpreadAndMoveProjects(t *testing.T) {
 	time.Sleep(time.Second) // calls go on, on the new owners
 	stopCalls()
 	wg.Wait()
-	// The aim is no failed call at all. A request that reached a replica's gateway just before
-	// the replica handed the bucket off (or took it back a moment later) can still wait out the
-	// ready budget there and get 503 with Retry-After, which clients retry; anything else, or
-	// more than one call in a hundred, fails the test.
+	// No call fails: one that reached the stopping replica's gateway just before the handoff
+	// is sent on to the next holder (the gateway answers it moved, the Router replays it).
 	n := failed.Load()
 	t.Logf("%d calls to the %d projects moving off a stopped replica, %d failed", calls.Load(), len(calling), n)
-	if n > 0 && (n*100 > calls.Load() || !f.failures.allRetryable()) {
+	if n > 0 {
 		t.Fatalf("%d of %d calls failed while their projects moved off a replica stopping cleanly; the first: %s\nthe responses:\n%s", n, calls.Load(), *firstFailure.Load(), f.failures)
 	}
 	for k := range fleetBuckets {

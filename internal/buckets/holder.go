@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -68,10 +69,11 @@ type Holder struct {
 	observed map[string]observation // Lease name → when its record last changed, as seen here
 	ticks    int
 
-	serving   atomic.Pointer[map[int]served] // the buckets served now
-	addresses atomic.Pointer[map[int]string] // every held bucket → its holder's address
-	handoff   sync.WaitGroup                 // Release calls of buckets handed off
-	ready     chan struct{}                  // closed after the first tick's moves
+	serving   atomic.Pointer[map[int]served]       // the buckets served now
+	addresses atomic.Pointer[map[int]string]       // every held bucket → its holder's address
+	peers     atomic.Pointer[map[string]time.Time] // the hosts of replicas' addresses → when last seen live
+	handoff   sync.WaitGroup                       // Release calls of buckets handed off
+	ready     chan struct{}                        // closed after the first tick's moves
 	readyOn   sync.Once
 	wake      chan struct{} // a Release returned (nudge)
 	stopping  chan struct{} // closed when Run's context ends
@@ -275,6 +277,7 @@ func (h *Holder) tick(parent context.Context, move bool) {
 		h.readyOn.Do(func() { close(h.ready) })
 	}
 	h.publishAddresses(leases, now)
+	h.publishPeers(leases, now)
 	h.publish()
 }
 
@@ -579,4 +582,40 @@ func (h *Holder) publishAddresses(leases map[string]*coordinationv1.Lease, now t
 		addresses[k] = l.Annotations[AnnotationAddress]
 	}
 	h.addresses.Store(&addresses)
+}
+
+// Replica reports whether host (an IP, as a connection's remote address has it) is the host of
+// a replica's gateway address: one named by a live Lease, replica or bucket, within the last
+// lease duration (a replica that stops deletes its Lease, and still proxies while it lingers).
+func (h *Holder) Replica(host string) bool {
+	peers := h.peers.Load()
+	if peers == nil {
+		return false
+	}
+	_, ok := (*peers)[host]
+	return ok
+}
+
+// publishPeers makes the replicas' hosts visible to Replica.
+func (h *Holder) publishPeers(leases map[string]*coordinationv1.Lease, now time.Time) {
+	if leases == nil {
+		return
+	}
+	peers := map[string]time.Time{}
+	if old := h.peers.Load(); old != nil {
+		for host, seen := range *old {
+			if now.Sub(seen) < h.cfg.LeaseDuration {
+				peers[host] = seen
+			}
+		}
+	}
+	for _, l := range leases {
+		if !h.live(l, now) || (l.Labels[LabelReplica] == "" && l.Labels[LabelBucket] == "") {
+			continue
+		}
+		if host, _, err := net.SplitHostPort(l.Annotations[AnnotationAddress]); err == nil {
+			peers[host] = now
+		}
+	}
+	h.peers.Store(&peers)
 }

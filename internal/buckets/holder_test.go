@@ -231,6 +231,14 @@ func TestHoldersShareHandOffAndFailOver(t *testing.T) {
 		}
 		return true
 	})
+	for _, host := range []string{"a", "b", "c"} {
+		if !c.h.Replica(host) {
+			t.Errorf("a live replica's host %q is not known as a replica's", host)
+		}
+	}
+	if c.h.Replica("d") {
+		t.Error("a host no Lease names is known as a replica's")
+	}
 	for k := range testBuckets {
 		addr, _ := a.h.Address(k)
 		if _, mine := a.h.Serving(k); mine != (addr == "a:8080") {
@@ -277,6 +285,7 @@ func TestHoldersShareHandOffAndFailOver(t *testing.T) {
 			})
 		}
 	}
+	waitFor(t, 2*lease, "a replica gone is no longer known as one", func() bool { return !a.h.Replica("b") && !a.h.Replica("c") })
 	if l.count("a") != testBuckets {
 		t.Fatalf("the ledger has a serving %d buckets", l.count("a"))
 	}

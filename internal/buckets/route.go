@@ -2,6 +2,8 @@ package buckets
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
@@ -12,12 +14,29 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/peer"
 )
 
 // HeaderProxiedBy is added to a request each time a replica proxies it to another: the
 // sender's gateway address. It counts the hops (maxHops), so views of the Leases that disagree
 // for a moment cannot make a loop.
 const HeaderProxiedBy = "X-ProjectMCP-Proxied-By"
+
+// HeaderClientAddr and HeaderClientUID carry, on a request one replica proxies to another,
+// the address of the client it came from and the uid of the client's process when the proxying
+// replica knew it (internal/peer): the owner's gateway then sees the client, not the replica
+// (its per-source budgets, a stateless session's name, local mode's principal). They are
+// believed only on a connection Trusted says is another replica's; anyone else's are dropped.
+const (
+	HeaderClientAddr = "X-ProjectMCP-Client-Addr"
+	HeaderClientUID  = "X-ProjectMCP-Client-UID"
+)
+
+// HeaderMoved marks the local gateway's answer to a request it did nothing with because the
+// project's bucket was handed off after the Router sent the request there (a 503). The Router
+// drops that answer and sends the request on to the bucket's next holder; a client never sees
+// the header.
+const HeaderMoved = "X-ProjectMCP-Moved"
 
 // Ownership is what the Router asks of a Holder.
 type Ownership interface {
@@ -46,6 +65,9 @@ type Router struct {
 	// Wait is how long a request for a bucket between holders waits for the next one before
 	// it is answered 503 (0: not at all).
 	Wait time.Duration
+	// Trusted says whether a request's connection is another replica's, whose HeaderClientAddr
+	// and HeaderClientUID are then believed (nil: nobody's are).
+	Trusted func(*http.Request) bool
 
 	once  sync.Once
 	proxy *httputil.ReverseProxy
@@ -69,6 +91,7 @@ func ProjectOf(path string) (types.NamespacedName, bool) {
 }
 
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = rt.identify(r)
 	key, ok := ProjectOf(r.URL.Path)
 	if !ok {
 		rt.Next.ServeHTTP(w, r)
@@ -76,15 +99,21 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	k := rt.BucketOf(key)
 	visited := visitedBy(r)
+	body := keep(r)
 	var wait *time.Timer
 	for {
+		// An attempt that did nothing with the request (the gateway here answered moved, or
+		// the owner could not be reached) leaves it to be sent again, from its first byte.
+		done := false
 		if _, serving := rt.Ownership.Serving(k); serving {
-			rt.Next.ServeHTTP(w, r)
-			return
+			done = rt.here(w, r)
+		} else if owner, known := rt.Ownership.Address(k); known && owner != rt.Address && len(visited) < maxHops {
+			done = rt.proxied(w, r, owner)
 		}
-		if owner, known := rt.Ownership.Address(k); known && owner != rt.Address && len(visited) < maxHops {
-			metrics.ProxiedRequests.WithLabelValues("proxied").Inc()
-			rt.reverseProxy().ServeHTTP(w, withOwner(r, owner))
+		if done || !body.rewind() {
+			if !done {
+				rt.unavailable(w, k)
+			}
 			return
 		}
 		// The bucket is between holders: wait a little for the next one, as a call waits
@@ -102,6 +131,51 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(ownerPoll):
 		}
 	}
+}
+
+// identify is r as from the client another replica proxied it for, when r comes from a
+// replica (Trusted); any other caller's client headers are dropped.
+func (rt *Router) identify(r *http.Request) *http.Request {
+	addr, uid := r.Header.Get(HeaderClientAddr), r.Header.Get(HeaderClientUID)
+	r.Header.Del(HeaderClientAddr)
+	r.Header.Del(HeaderClientUID)
+	if addr == "" || rt.Trusted == nil || !rt.Trusted(r) {
+		return r
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return r
+	}
+	n, err := strconv.Atoi(uid)
+	out := r.WithContext(peer.WithUID(r.Context(), n, err == nil && n >= 0))
+	out.RemoteAddr = addr
+	return out
+}
+
+// here serves r on this replica's gateway; false when the gateway answered moved (and nothing
+// of its answer was written).
+func (rt *Router) here(w http.ResponseWriter, r *http.Request) bool {
+	cw := &catcher{ResponseWriter: w}
+	if len(w.Header()) > 0 {
+		cw.before = w.Header().Clone()
+	}
+	rt.Next.ServeHTTP(cw, r)
+	if cw.moved {
+		cw.restore()
+	}
+	return !cw.moved
+}
+
+// proxied sends r to the replica at owner; false when it could not be reached (nothing was
+// sent).
+func (rt *Router) proxied(w http.ResponseWriter, r *http.Request, owner string) bool {
+	attempt := &proxyAttempt{owner: owner}
+	defer func() { // also when the proxy aborts the handler (a client gone mid-answer)
+		if !attempt.unreached {
+			metrics.ProxiedRequests.WithLabelValues("proxied").Inc()
+		}
+	}()
+	rt.reverseProxy().ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), attemptKey{}, attempt)))
+	return !attempt.unreached
 }
 
 // maxHops bounds how often one request is proxied: by the replica it reached, then by replicas
@@ -138,16 +212,18 @@ func (rt *Router) unavailable(w http.ResponseWriter, k int) {
 	http.Error(w, "the project's bucket ("+LeaseName(k)+") has no replica serving it now (as replica "+rt.Identity+" sees the Leases): it is moving between replicas; retry", http.StatusServiceUnavailable)
 }
 
-type ownerKey struct{}
-
-// withOwner carries the owner's address to the proxy's Rewrite.
-func withOwner(r *http.Request, owner string) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner))
+// proxyAttempt is one proxying of a request: where to, and whether the owner could not be
+// reached.
+type proxyAttempt struct {
+	owner     string
+	unreached bool
 }
 
-func ownerFrom(ctx context.Context) string {
-	owner, _ := ctx.Value(ownerKey{}).(string)
-	return owner
+type attemptKey struct{}
+
+func attemptOf(ctx context.Context) *proxyAttempt {
+	a, _ := ctx.Value(attemptKey{}).(*proxyAttempt)
+	return a
 }
 
 func (rt *Router) reverseProxy() *httputil.ReverseProxy {
@@ -167,16 +243,31 @@ func (rt *Router) newProxy() {
 	rt.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = scheme
-			pr.Out.URL.Host = ownerFrom(pr.In.Context())
+			pr.Out.URL.Host = attemptOf(pr.In.Context()).owner
 			pr.Out.Host = pr.In.Host // the owner checks Host as the client sent it (DNS rebinding)
 			pr.SetXForwarded()
 			pr.Out.Header.Add(HeaderProxiedBy, rt.Address)
+			pr.Out.Header.Set(HeaderClientAddr, pr.In.RemoteAddr) // the client's, when identify believed a replica
+			if uid, ok := peer.UID(pr.In.Context()); ok {
+				pr.Out.Header.Set(HeaderClientUID, strconv.Itoa(uid))
+			}
 		},
 		Transport:     transport,
 		FlushInterval: -1, // SSE streams and long calls: every write goes through at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if unreachable(err) && r.Context().Err() == nil {
+				attemptOf(r.Context()).unreached = true // the Router tries again, or answers 503
+				return
+			}
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "the replica serving this project could not be reached: "+err.Error(), http.StatusBadGateway)
 		},
 	}
+}
+
+// unreachable reports whether a proxied request failed before anything was sent: the owner's
+// address took no connection (a replica that has just stopped).
+func unreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/peer"
 )
 
 // UseVerb is the RBAC verb that lets a caller use a project's tools through the gateway:
@@ -49,8 +51,17 @@ type Authorizer interface {
 func Principal(u *authnv1.UserInfo) string { return "user:" + u.Username + "/" + u.UID }
 
 // localPrincipal is the principal of local mode's callers: the local user, told apart by uid
-// where the OS says which one is calling (peer.go).
+// where the OS says which one is calling (internal/peer).
 const localPrincipal = "local"
+
+// localPrincipalOf is the principal of a local-mode request: the local user of the uid at the
+// other end of its connection (or of the client a replica proxied it for), when known.
+func localPrincipalOf(ctx context.Context) string {
+	if uid, ok := peer.UID(ctx); ok {
+		return localPrincipal + ":uid:" + strconv.Itoa(uid)
+	}
+	return localPrincipal
+}
 
 // authorize applies the configured access rule: the Authorizer in cluster mode, loopback
 // callers and Host headers (against DNS rebinding) in local mode.

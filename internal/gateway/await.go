@@ -57,7 +57,10 @@ func (g *Gateway) awaitProject(r *http.Request, principal string, key types.Name
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), budget)
 	defer cancel()
-	if g.opts.Registry.WaitKnown(ctx, key) == 0 {
+	if !g.waitKnown(ctx, key) {
+		if g.moved(key) {
+			return nil, statusMoved, ""
+		}
 		return nil, http.StatusServiceUnavailable, fmt.Sprintf("ProjectMCP %s is not set up yet; retry", key)
 	}
 	if p := g.project(key); p != nil {
@@ -65,6 +68,31 @@ func (g *Gateway) awaitProject(r *http.Request, principal string, key types.Name
 	}
 	return nil, http.StatusNotFound, notFound // deleted while the request waited
 }
+
+// statusMoved is awaitProject's answer for a project this replica stopped serving while the
+// request waited: serveProject answers it moved.
+const statusMoved = -1
+
+// waitKnown waits within ctx for the reconciler to set the project up, and reports whether it
+// did; it stops waiting as soon as this replica no longer serves the project.
+func (g *Gateway) waitKnown(ctx context.Context, key types.NamespacedName) bool {
+	if g.opts.Serving == nil {
+		return g.opts.Registry.WaitKnown(ctx, key) != 0
+	}
+	for ctx.Err() == nil && !g.moved(key) {
+		step, cancel := context.WithTimeout(ctx, servingPoll)
+		known := g.opts.Registry.WaitKnown(step, key) != 0
+		cancel()
+		if known {
+			return true
+		}
+	}
+	return false
+}
+
+// servingPoll is how often a request waiting for its project looks whether the project is
+// still this replica's.
+const servingPoll = 50 * time.Millisecond
 
 // lookup reads a ProjectMCP from the cache, and confirms a miss against the API server: an
 // object created a moment ago may not have reached the cache yet. A confirmed miss is

@@ -406,6 +406,10 @@ func (p *project) forwardCall(w http.ResponseWriter, r *http.Request, in *incomi
 	if again, ok := retry(err); ok && stream == nil {
 		return again // nothing was written
 	}
+	if errors.Is(err, errMoved) && stream == nil {
+		movedAway(w, p.key)
+		return pathForward
+	}
 	final := func() *sseWriter { // the answer's stream: a resumable session gets one
 		if stream == nil && fc.replay != nil {
 			stream = open()

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sort"
 
@@ -107,6 +108,10 @@ func (p *project) forwardRequest(w http.ResponseWriter, r *http.Request, in *inc
 	})
 	if again, ok := retry(err); ok {
 		return again // nothing was written
+	}
+	if errors.Is(err, errMoved) {
+		movedAway(w, p.key)
+		return pathForward
 	}
 	if err != nil {
 		rpcErr, _ := failureOf(err, false, ctx.Err() != nil)

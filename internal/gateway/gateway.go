@@ -38,6 +38,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/audit"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/peer"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
@@ -99,6 +100,11 @@ type Options struct {
 	// Front, when set, wraps the gateway's handler: the replicas' router (internal/buckets)
 	// sends a project's requests here or to the replica serving the project.
 	Front func(http.Handler) http.Handler
+	// Serving, when set, says whether this replica serves a project now, and the epoch of its
+	// claim: a request for a project it stopped serving meanwhile is answered moved (moved.go),
+	// and the states of input rounds carry the epoch (input.go). Without it every project is
+	// served here.
+	Serving func(types.NamespacedName) (epoch int64, ok bool)
 	// Audit, when set, records every use of a tool, prompt or resource (audit.go);
 	// AuditArguments adds the arguments of tool calls and prompts.
 	Audit          *audit.Log
@@ -352,6 +358,10 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such ProjectMCP: the path must be /projects/<namespace>/<name>/mcp with valid object names", http.StatusNotFound)
 		return
 	}
+	if g.moved(key) { // the bucket was handed off since the Router looked
+		movedAway(w, key)
+		return
+	}
 	principal, status, msg := g.authorize(r, key)
 	noteAuth(w, g.opts.Auth == nil, status)
 	if status != 0 {
@@ -367,7 +377,10 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	if p == nil {
 		var status int
 		var msg string
-		if p, status, msg = g.awaitProject(r, principal, key); p == nil {
+		if p, status, msg = g.awaitProject(r, principal, key); p == nil && status == statusMoved {
+			movedAway(w, key)
+			return
+		} else if p == nil {
 			refuse(w, msg, status)
 			return
 		}
@@ -497,9 +510,9 @@ func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 		handler = g.opts.Front(g)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
-	if g.opts.Auth == nil {
-		srv.ConnContext = peerContext // local mode: whose process is calling (peer.go)
-	}
+	// Whose process is calling, when it is on this machine: local mode's principal, and
+	// whether a replica's proxied request is believed (internal/peer).
+	srv.ConnContext = peer.Context
 	serve := func() error { return srv.Serve(ln) }
 	if g.opts.TLS != nil {
 		srv.TLSConfig = g.opts.TLS

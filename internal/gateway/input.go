@@ -47,6 +47,9 @@ import (
 //   - A call the session does not resume within InputTimeout is cancelled upstream, and the
 //     server's requests get an error. A session that gives up on a round (its HTTP request
 //     ends) cancels the call likewise.
+//   - The state carries the epoch of this replica's claim on the project (moved.go): a call
+//     ends when its project moves to another replica, and a state that comes back after the
+//     move is refused as such, on whichever replica it lands.
 
 // inputStatePrefix starts every requestState the gateway issues, so that it is told from a
 // server's own (which a 2026-07-28 server's results carry, and which reaches the session
@@ -69,7 +72,8 @@ const (
 
 // inputs are a project's calls waiting for their sessions' input.
 type inputs struct {
-	tag     string // the project's mark in the states it issues
+	tag     string       // the project's mark in the states it issues
+	epoch   func() int64 // this replica's claim on the project (moved.go), in the states too
 	log     logr.Logger
 	timeout time.Duration
 	max     int
@@ -83,7 +87,7 @@ type inputs struct {
 func newInputs(g *Gateway, p *project) *inputs {
 	sum := sha256.Sum256([]byte(p.key.String()))
 	return &inputs{
-		tag: hex.EncodeToString(sum[:4]), log: g.opts.Log, timeout: g.opts.InputTimeout, max: g.opts.MaxAwaitingInput, each: g.opts.MaxAwaitingInputPerSession,
+		tag: hex.EncodeToString(sum[:4]), epoch: func() int64 { e, _ := g.claim(p.key); return e }, log: g.opts.Log, timeout: g.opts.InputTimeout, max: g.opts.MaxAwaitingInput, each: g.opts.MaxAwaitingInputPerSession,
 		parked: map[string]*pendingCall{},
 	}
 }
@@ -263,7 +267,7 @@ func (in *inputs) park(pc *pendingCall, asks []*inputAsk) (*inputRound, error) {
 	}
 	var random [24]byte
 	_, _ = rand.Read(random[:]) // never fails (crypto/rand)
-	state := inputStatePrefix + in.tag + "." + base64.RawURLEncoding.EncodeToString(random[:])
+	state := inputStatePrefix + in.tag + "." + strconv.FormatInt(in.epoch(), 10) + "." + base64.RawURLEncoding.EncodeToString(random[:])
 	round := &inputRound{requests: make(mcp.InputRequestMap, len(asks)), state: state}
 	pc.sent = make(map[string]*inputAsk, len(asks))
 	for _, a := range asks {
@@ -296,8 +300,14 @@ func (in *inputs) expire(state string, pc *pendingCall) {
 // server's requests, and delivers them.
 func (in *inputs) resume(o origin, caps *mcp.ClientCapabilities, state string, responses mcp.InputResponseMap) (*pendingCall, error) {
 	rest := strings.TrimPrefix(state, inputStatePrefix)
-	if tag, _, ok := strings.Cut(rest, "."); !ok || tag != in.tag {
+	tag, rest, ok := strings.Cut(rest, ".")
+	if !ok || tag != in.tag {
 		return nil, invalidInput("the requestState was not issued by this project's endpoint")
+	}
+	if epoch, _, ok := strings.Cut(rest, "."); ok {
+		if issued, err := strconv.ParseInt(epoch, 10, 64); err == nil && issued != in.epoch() {
+			return nil, movedState(issued, in.epoch())
+		}
 	}
 	pc, answers, err := in.take(o, state, responses)
 	if err != nil {

@@ -47,6 +47,10 @@ type stateBinding struct {
 	Session string `json:"s"`
 	Server  string `json:"v"`
 	Call    string `json:"c"`
+	// Epoch is this replica's claim on the project when the state was sealed (moved.go): a
+	// state that comes back after the project moved is refused as such, whichever replica
+	// opens it.
+	Epoch int64 `json:"e,omitempty"`
 }
 
 // sealedState is the payload of a sealed state.
@@ -57,7 +61,8 @@ type sealedState struct {
 
 // binding is what a request of session on server, described by o, seals states to.
 func (p *project) binding(o origin, session, server string) stateBinding {
-	return stateBinding{Project: p.key.String(), Session: session, Server: server, Call: callOf(o)}
+	epoch, _ := p.g.claim(p.key)
+	return stateBinding{Project: p.key.String(), Session: session, Server: server, Call: callOf(o), Epoch: epoch}
 }
 
 // sealState seals a server's state for the session and server of b.
@@ -80,13 +85,19 @@ func openState(b stateBinding, sealed string) (string, *inputError) {
 	if !strings.HasPrefix(sealed, serverStatePrefix) || !ok {
 		return "", invalidInput("the requestState was not issued by this gateway (a server's state reaches a session sealed, and must come back as it was given)")
 	}
-	if !hmac.Equal([]byte(mac), []byte(stateMAC(enc))) {
-		return "", invalidInput("the requestState was altered or was not issued by this gateway")
-	}
 	var s sealedState
 	payload, err := base64.RawURLEncoding.DecodeString(enc)
 	if err != nil || json.Unmarshal(payload, &s) != nil {
 		return "", invalidInput("the requestState was not issued by this gateway")
+	}
+	// The epoch is read before the seal is checked: another replica sealed a state of the
+	// project's last holder with a key of its own, and its session is to learn that the call
+	// moved, not that the state was altered. The state is refused either way.
+	if s.Epoch != b.Epoch {
+		return "", movedState(s.Epoch, b.Epoch)
+	}
+	if !hmac.Equal([]byte(mac), []byte(stateMAC(enc))) {
+		return "", invalidInput("the requestState was altered or was not issued by this gateway")
 	}
 	switch {
 	case s.Project != b.Project:
@@ -99,6 +110,12 @@ func openState(b stateBinding, sealed string) (string, *inputError) {
 		return "", invalidInput("the requestState belongs to a call of %s, not of %s", s.Call, b.Call)
 	}
 	return s.State, nil
+}
+
+// movedState is the error for a state issued while another claim on the project served it:
+// the project has moved between replicas since, and the call the state belonged to ended.
+func movedState(issued, now int64) *inputError {
+	return invalidInput("the requestState was issued before this project moved between replicas (epoch %d, now %d): the call it belonged to ended with the move; call again without it", issued, now)
 }
 
 // isServerState reports whether a requestState is to be sealed on its way to a session, and

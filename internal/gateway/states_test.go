@@ -12,6 +12,8 @@ func TestOpenState(t *testing.T) {
 	b := stateBinding{Project: "ns/p", Session: "s-1", Server: "a", Call: `"a__elicit" (tools/call)`}
 	sealed := sealState(b, "the server's own")
 	with := func(change func(*stateBinding)) stateBinding { c := b; change(&c); return c }
+	theirs := sealState(with(func(c *stateBinding) { c.Epoch = 5 }), "the server's own")
+	otherReplicas := theirs[:len(theirs)-4] + "AAAA" // their key's MAC, not this process's
 	for _, c := range []struct {
 		what   string
 		b      stateBinding
@@ -23,6 +25,8 @@ func TestOpenState(t *testing.T) {
 		{"another session's", with(func(c *stateBinding) { c.Session = "s-2" }), sealed, "issued to another session"},
 		{"another server's", with(func(c *stateBinding) { c.Server = "b" }), sealed, `issued for MCP server "a", not "b"`},
 		{"another call's", with(func(c *stateBinding) { c.Call = `"a__sample" (tools/call)` }), sealed, `belongs to a call of "a__elicit"`},
+		{"sealed under an earlier claim on the project", with(func(c *stateBinding) { c.Epoch = 2 }), sealed, "issued before this project moved between replicas (epoch 0, now 2)"},
+		{"sealed by another replica (another key) under its claim", b, otherReplicas, "issued before this project moved between replicas (epoch 5, now 0)"},
 		{"altered", b, sealed[:len(sealed)-1] + "A", "altered"},
 		{"payload swapped", b, serverStatePrefix + "e30." + strings.SplitN(strings.TrimPrefix(sealed, serverStatePrefix), ".", 2)[1], "altered"},
 		{"unsealed", b, "the server's own", "not issued by this gateway"},

@@ -132,6 +132,10 @@ func dispatch[T any](ctx context.Context, p *project, o origin, server string, d
 	ctx = conn.WithSession(ctx, o.session) // the session's turn on the shared connection (conn's fair queue)
 	for attempt := 0; ; attempt++ {
 		c := p.g.opts.Registry.Await(ctx, p.key, o.session, server)
+		if c == nil && p.g.moved(p.key) {
+			var zero T
+			return zero, errMoved
+		}
 		if c == nil {
 			var zero T
 			return zero, fmt.Errorf("%w: MCP server %q is not available to this session", conn.ErrUnavailable, server)
@@ -139,6 +143,9 @@ func dispatch[T any](ctx context.Context, p *project, o origin, server string, d
 		res, err = do(ctx, c)
 		if attempt == 0 && errors.Is(err, conn.ErrDestroyed) {
 			continue
+		}
+		if errors.Is(err, conn.ErrDestroyed) && p.g.moved(p.key) {
+			err = errMoved // the handoff's drain refused it: nothing was sent
 		}
 		return res, err
 	}

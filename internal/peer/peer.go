@@ -1,4 +1,14 @@
-package gateway
+// Package peer finds who is calling the gateway from this machine: the uid of the process at
+// the other end of a connection, which the kernel's socket tables name for any connection
+// whose two ends are both local (loopback, or an address of this host or pod).
+//
+// In local mode sessions are bound to that user (a principal of their own), so two users of
+// one machine cannot reach each other's sessions. Among replicas, a request another replica
+// proxied carries its client's address and uid, believed only when the connection is a
+// replica's (the Router's Trusted): then its context says the client's uid, not the proxying
+// replica's. Where the OS does not say (another OS, another network namespace), the uid is
+// unknown.
+package peer
 
 import (
 	"bufio"
@@ -11,34 +21,37 @@ import (
 	"strconv"
 )
 
-// In local mode every caller is on this machine, and the OS can say which user each
-// connection's other end runs as: sessions are then bound to that user (a principal of its
-// own), so two users of one machine cannot reach each other's sessions. Where the OS does not
-// say (another OS, another network namespace), every caller is the one local user.
+type key struct{}
 
-type peerKey struct{}
+// identity is what a request's context says of its caller's uid.
+type identity struct {
+	uid   int
+	known bool
+}
 
-// peerContext is the gateway server's ConnContext: in local mode it notes the uid of the
-// process at the other end of a loopback connection, once per connection.
-func peerContext(ctx context.Context, c net.Conn) context.Context {
+// Context is a gateway server's ConnContext: it notes the uid of the process at the other end
+// of a connection from this machine, once per connection.
+func Context(ctx context.Context, c net.Conn) context.Context {
 	local, okL := addrPort(c.LocalAddr())
 	remote, okR := addrPort(c.RemoteAddr())
-	if !okL || !okR || !remote.Addr().IsLoopback() {
+	if !okL || !okR || !(remote.Addr().IsLoopback() || remote.Addr() == local.Addr()) {
 		return ctx
 	}
 	if uid, ok := peerUID(remote, local); ok {
-		return context.WithValue(ctx, peerKey{}, uid)
+		return WithUID(ctx, uid, true)
 	}
 	return ctx
 }
 
-// localPrincipalOf is the principal of a local-mode request: the local user of the uid at the
-// other end of its connection, when known.
-func localPrincipalOf(ctx context.Context) string {
-	if uid, ok := ctx.Value(peerKey{}).(int); ok {
-		return localPrincipal + ":uid:" + strconv.Itoa(uid)
-	}
-	return localPrincipal
+// WithUID says the caller's uid (known false: the OS cannot say, whatever ctx said before).
+func WithUID(ctx context.Context, uid int, known bool) context.Context {
+	return context.WithValue(ctx, key{}, identity{uid: uid, known: known})
+}
+
+// UID is the uid of the process calling, when known.
+func UID(ctx context.Context) (int, bool) {
+	id, _ := ctx.Value(key{}).(identity)
+	return id.uid, id.known
 }
 
 func addrPort(a net.Addr) (netip.AddrPort, bool) {

@@ -1,11 +1,10 @@
-package gateway
+package peer
 
 import (
 	"context"
 	"net"
 	"net/netip"
 	"os"
-	"strconv"
 	"testing"
 )
 
@@ -61,8 +60,11 @@ func TestPeerContextFindsOurUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer server.Close()
-	got := localPrincipalOf(peerContext(context.Background(), server))
-	if want := "local:uid:" + strconv.Itoa(os.Getuid()); got != want {
-		t.Fatalf("principal %q, want %q", got, want)
+	uid, ok := UID(Context(context.Background(), server))
+	if !ok || uid != os.Getuid() {
+		t.Fatalf("uid %d (known %v), want %d", uid, ok, os.Getuid())
+	}
+	if _, ok := UID(WithUID(Context(context.Background(), server), 0, false)); ok {
+		t.Fatal("WithUID(…, false) left the uid known")
 	}
 }

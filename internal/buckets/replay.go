@@ -1,0 +1,110 @@
+package buckets
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+)
+
+// maxKept bounds the body a request may be sent again with: past it, an attempt that did
+// nothing with the request is not retried, and the client gets 503 with Retry-After. The
+// gateway's own bound on a body (--max-request-bytes) is smaller by default.
+const maxKept = 16 << 20
+
+// kept is a request's body that can be read again from its first byte: what an attempt read
+// of it is kept, so the next attempt reads that first and then the rest. Nothing is read
+// ahead: an attempt reads the body as it would the client's.
+type kept struct {
+	src    io.ReadCloser
+	buf    bytes.Buffer
+	pos    int  // where the current attempt reads in buf
+	spoilt bool // more than maxKept was read: no second attempt
+}
+
+// keep makes r's body one that can be read again (rewind).
+func keep(r *http.Request) *kept {
+	k := &kept{src: r.Body}
+	if r.Body == nil || r.Body == http.NoBody {
+		k.src = http.NoBody
+	}
+	r.Body = k
+	return k
+}
+
+func (k *kept) Read(p []byte) (int, error) {
+	if k.pos < k.buf.Len() {
+		n := copy(p, k.buf.Bytes()[k.pos:])
+		k.pos += n
+		return n, nil
+	}
+	n, err := k.src.Read(p)
+	if !k.spoilt {
+		if k.buf.Len()+n > maxKept {
+			k.spoilt = true
+			k.buf = bytes.Buffer{}
+		} else {
+			k.buf.Write(p[:n])
+			k.pos += n
+		}
+	}
+	return n, err
+}
+
+// Close is the attempt's: the client's body stays open for the next (the server closes it).
+func (k *kept) Close() error { return nil }
+
+// rewind has the next read start from the body's first byte again; false when the body is
+// lost to a second attempt (spoilt).
+func (k *kept) rewind() bool {
+	k.pos = 0
+	return !k.spoilt
+}
+
+// catcher is the gateway's ResponseWriter for one attempt: an answer marked HeaderMoved is
+// dropped (moved), and the headers the gateway set for it are taken back (restore).
+type catcher struct {
+	http.ResponseWriter
+	before http.Header // the headers before the attempt, when there were any
+	moved  bool
+	wrote  bool
+}
+
+func (c *catcher) WriteHeader(code int) {
+	if !c.wrote && code == http.StatusServiceUnavailable && c.Header().Get(HeaderMoved) != "" {
+		c.moved = true
+		return
+	}
+	c.wrote = true
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *catcher) Write(p []byte) (int, error) {
+	if c.moved {
+		return len(p), nil
+	}
+	c.wrote = true
+	return c.ResponseWriter.Write(p)
+}
+
+// Flush and Unwrap keep streaming and http.ResponseController working through the catcher.
+func (c *catcher) Flush() {
+	if !c.moved {
+		c.wrote = true
+		_ = http.NewResponseController(c.ResponseWriter).Flush() // as http.Flusher: nothing to report
+	}
+}
+
+func (c *catcher) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// restore takes back the headers the dropped answer set.
+func (c *catcher) restore() {
+	h := c.Header()
+	for name := range h {
+		if _, ok := c.before[name]; !ok {
+			delete(h, name)
+		}
+	}
+	for name, v := range c.before {
+		h[name] = v
+	}
+}
