@@ -176,10 +176,14 @@ bench:
 ## server, SCALE projects × 3 HTTP servers (comma-separated sizes, each a stage of its own) and
 ## SCALE_STDIO projects × 3 stdio servers, 10 sessions a project of both revisions, then 100
 ## config edits timed to list_changed while 200 sessions call tools; prints memory, goroutines,
-## rates and latencies per size and their growth. About 8 minutes with the defaults on two
-## cores; a quick check: make bench-scale SCALE=10 SCALE_STDIO=10. Not part of test.
+## rates and latencies per size and their growth; then SCALE_REPLICAS projects × 3 HTTP servers
+## spread over three controller processes (bucket Leases), 10 sessions a project, calls through
+## the serving replica beside calls through another. About 25 minutes with the defaults on two
+## cores; a quick check: make bench-scale SCALE=10 SCALE_STDIO=10 SCALE_REPLICAS=30. Not part
+## of test.
 SCALE ?= 10,100,1000
 SCALE_STDIO ?= 100
+SCALE_REPLICAS ?= 3000
 bench-scale:
 	assets=$$($(ENVTEST_ASSETS)); export KUBEBUILDER_ASSETS="$$assets"; \
-	SCALE=$(SCALE) SCALE_STDIO=$(SCALE_STDIO) $(GO) test ./test/scale -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 150m
+	SCALE=$(SCALE) SCALE_STDIO=$(SCALE_STDIO) SCALE_REPLICAS=$(SCALE_REPLICAS) $(GO) test ./test/scale -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 150m

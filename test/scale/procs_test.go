@@ -98,8 +98,8 @@ type controller struct {
 	logPath                 string
 }
 
-// startController runs the controller with its log in dir.
-func startController(b *testing.B, bin, kubeconfig, dir string) *controller {
+// startController runs the controller with its log in dir, and args after the benchmark's own.
+func startController(b *testing.B, bin, kubeconfig, dir string, args ...string) *controller {
 	b.Helper()
 	c := &controller{metrics: testutil.FreeAddr(b), pprof: testutil.FreeAddr(b), gateway: testutil.FreeAddr(b), logPath: filepath.Join(dir, "controller.log")}
 	logFile, err := os.Create(c.logPath)
@@ -113,6 +113,7 @@ func startController(b *testing.B, bin, kubeconfig, dir string) *controller {
 		"--allow-url", "127.0.0.1/32", // the HTTP fixtures listen on loopback
 		// Sessions that only listen send no request: keep them for the whole run.
 		"--session-timeout", "2h", "--stateless-session-idle", "2h")
+	cmd.Args = append(cmd.Args, args...)
 	// SCALE_CONTROLLER_ARGS adds flags (e.g. --health-interval 1m --relist-interval 5m).
 	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("SCALE_CONTROLLER_ARGS"))...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

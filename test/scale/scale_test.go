@@ -65,6 +65,7 @@ func BenchmarkScale(b *testing.B) {
 	testenv.Require(b)
 	sizes := envInts(b, "SCALE", "10,100,1000")
 	stdio := envInts(b, "SCALE_STDIO", "100")
+	replicated := envInts(b, "SCALE_REPLICAS", "3000")
 	per := envInts(b, "SCALE_SESSIONS", "10")
 	if len(per) != 1 {
 		b.Fatal("SCALE_SESSIONS: want one count")
@@ -92,6 +93,18 @@ func BenchmarkScale(b *testing.B) {
 		stage("stdio", n)
 	}
 	printTable(os.Stdout, results)
+	for _, n := range replicated {
+		name := fmt.Sprintf("replicas/projects=%d", n)
+		b.Run(name, func(b *testing.B) {
+			if done[name] {
+				return
+			}
+			done[name] = true
+			r := runReplicaStage(b, bins, n, per[0], profileDir)
+			r.report(b)
+			r.print(os.Stdout)
+		})
+	}
 }
 
 // result is one stage's figures.
@@ -192,29 +205,7 @@ func runStage(b *testing.B, bins binaries, kind string, n, per int, profileDir s
 		}()
 	}
 	progress("%s, %d projects: creating them", kind, n)
-	created := make([]time.Time, n)
-	t0 := time.Now()
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for range 16 {
-		wg.Go(func() {
-			for i := range work {
-				obj := &v1alpha1.ProjectMCP{ObjectMeta: objectMeta(ns, i), Spec: specs[i]}
-				if err := env.Client.Create(ctx, obj); err != nil {
-					b.Errorf("create %s: %v", obj.Name, err)
-				}
-				created[i] = time.Now()
-			}
-		})
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	if b.Failed() {
-		b.FailNow()
-	}
+	created, t0 := createProjects(b, env.Client, ns, specs)
 	r.createdIn = time.Since(t0)
 	readyAt := w.wait(b, n, 10*time.Minute)
 	r.readyIn = readyAt.Sub(t0)

@@ -45,8 +45,11 @@ func newEdits(projects int) *edits {
 }
 
 // begin notes an edit of project p about to be sent.
-func (e *edits) begin(p int) {
-	e.start[p].Store(time.Now().UnixNano())
+func (e *edits) begin(p int) { e.beginAt(p, time.Now()) }
+
+// beginAt notes an edit of project p sent at t (by another process: the clock is the machine's).
+func (e *edits) beginAt(p int, t time.Time) {
+	e.start[p].Store(t.UnixNano())
 	e.seq[p].Add(1)
 }
 
@@ -108,9 +111,36 @@ func (r headerRT) RoundTrip(req *http.Request) (*http.Response, error) {
 // A session that fails is left out and counted; more than 1% failing fails the benchmark.
 func connectAgents(b *testing.B, endpoint func(int) string, projects, per int, e *edits, tr http.RoundTripper) ([]*agent, []time.Duration, int) {
 	b.Helper()
+	list := make([]sessionSpec, projects*per)
+	for i := range list {
+		list[i] = sessionSpec{Project: i / per, Stateless: i%2 == 1, Name: fmt.Sprintf("scale-%d-%d", i/per, i%per), Endpoint: endpoint(i / per)}
+	}
+	agents, mounts, n, err := openSessions(list, e, tr, true)
+	if n > 0 {
+		b.Logf("%d of %d sessions failed to connect; the first: %v", n, len(list), err)
+	}
+	if n*100 > len(list) {
+		closeAgents(agents)
+		b.FailNow()
+	}
+	return agents, mounts, n
+}
+
+// sessionSpec is one session to open: its project, its revision, its name (a stateless
+// session's gateway.SessionHeader) and the endpoint it goes through.
+type sessionSpec struct {
+	Project   int    `json:"project"`
+	Stateless bool   `json:"stateless"`
+	Name      string `json:"name"`
+	Endpoint  string `json:"endpoint"`
+}
+
+// openSessions opens the sessions of list, 8 at a time; it returns those that connected and
+// saw tools, with their mount times, and how many failed (and the first failure).
+func openSessions(list []sessionSpec, e *edits, tr http.RoundTripper, tell bool) ([]*agent, []time.Duration, int, error) {
 	const parallel = 8
-	agents := make([]*agent, projects*per)
-	mounts := make([]time.Duration, projects*per)
+	agents := make([]*agent, len(list))
+	mounts := make([]time.Duration, len(list))
 	var failed atomic.Int64
 	var firstErr atomic.Value
 	work := make(chan int)
@@ -118,59 +148,28 @@ func connectAgents(b *testing.B, endpoint func(int) string, projects, per int, e
 	for range parallel {
 		wg.Go(func() {
 			for i := range work {
-				a := &agent{project: i / per, stateless: i%2 == 1, edits: e}
-				hc := &http.Client{Transport: tr}
-				version := "2025-11-25"
-				if a.stateless {
-					hc.Transport = headerRT{tr, fmt.Sprintf("scale-%d-%d", a.project, i%per)}
-					version = "" // the newest: 2026-07-28
-				}
-				client := mcp.NewClient(&mcp.Implementation{Name: "scale", Version: "1"}, &mcp.ClientOptions{
-					ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { a.changed() },
-				})
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				start := time.Now()
-				s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint(a.project), HTTPClient: hc},
-					&mcp.ClientSessionOptions{ProtocolVersion: version})
-				if err == nil {
-					var res *mcp.ListToolsResult
-					if res, err = s.ListTools(ctx, nil); err == nil && len(res.Tools) == 0 {
-						err = fmt.Errorf("no tools")
-					}
-					if err != nil {
-						_ = s.Close()
-					}
-				}
-				cancel()
+				spec := list[i]
+				a, took, err := openSession(spec, e, tr)
 				if err != nil {
 					failed.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Errorf("session %d of project %d: %w", i%per, a.project, err))
+					firstErr.CompareAndSwap(nil, fmt.Errorf("session %s of project %d: %w", spec.Name, spec.Project, err))
 					continue
 				}
-				mounts[i] = time.Since(start)
-				a.session = s
+				mounts[i] = took
 				agents[i] = a
 			}
 		})
 	}
 	next := time.Now().Add(30 * time.Second)
-	for i := range agents {
+	for i := range list {
 		work <- i
-		if time.Now().After(next) {
-			progress("%d of %d sessions", i, len(agents))
+		if tell && time.Now().After(next) {
+			progress("%d of %d sessions", i, len(list))
 			next = time.Now().Add(30 * time.Second)
 		}
 	}
 	close(work)
 	wg.Wait()
-	n := int(failed.Load())
-	if n > 0 {
-		b.Logf("%d of %d sessions failed to connect; the first: %v", n, len(agents), firstErr.Load())
-	}
-	if n*100 > len(agents) {
-		closeAgents(agents)
-		b.FailNow()
-	}
 	var ok []*agent
 	var times []time.Duration
 	for i, a := range agents {
@@ -179,7 +178,40 @@ func connectAgents(b *testing.B, endpoint func(int) string, projects, per int, e
 			times = append(times, mounts[i])
 		}
 	}
-	return ok, times, n
+	err, _ := firstErr.Load().(error)
+	return ok, times, int(failed.Load()), err
+}
+
+// openSession connects one session and lists its tools (which waits for the mount).
+func openSession(spec sessionSpec, e *edits, tr http.RoundTripper) (*agent, time.Duration, error) {
+	a := &agent{project: spec.Project, stateless: spec.Stateless, edits: e}
+	hc := &http.Client{Transport: tr}
+	version := "2025-11-25"
+	if a.stateless {
+		hc.Transport = headerRT{tr, spec.Name}
+		version = "" // the newest: 2026-07-28
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "scale", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { a.changed() },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: spec.Endpoint, HTTPClient: hc},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		return nil, 0, err
+	}
+	res, err := s.ListTools(ctx, nil)
+	if err == nil && len(res.Tools) == 0 {
+		err = fmt.Errorf("no tools")
+	}
+	if err != nil {
+		_ = s.Close()
+		return nil, 0, err
+	}
+	a.session = s
+	return a, time.Since(start), nil
 }
 
 func closeAgents(agents []*agent) {
