@@ -534,6 +534,7 @@ type SlotBinding struct {
 // +kubebuilder:printcolumn:name="Sessions",type=integer,JSONPath=`.status.sessionCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
+// +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.status.owner.replica`,priority=1
 type ProjectMCP struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -67,7 +67,9 @@ type Holder struct {
 	// Owned by the run goroutine.
 	held     map[int]*holding
 	observed map[string]observation // Lease name → when its record last changed, as seen here
-	ticks    int
+	// releasing: buckets lost whose Release still runs → closed when it has returned.
+	releasing map[int]chan struct{}
+	ticks     int
 
 	serving   atomic.Pointer[map[int]served]       // the buckets served now
 	addresses atomic.Pointer[map[int]string]       // every held bucket → its holder's address
@@ -126,7 +128,7 @@ func New(cfg Config) (*Holder, error) {
 	if cfg.Release == nil {
 		cfg.Release = func(context.Context, int) error { return nil }
 	}
-	h := &Holder{cfg: cfg, held: map[int]*holding{}, observed: map[string]observation{},
+	h := &Holder{cfg: cfg, held: map[int]*holding{}, observed: map[string]observation{}, releasing: map[int]chan struct{}{},
 		ready: make(chan struct{}), wake: make(chan struct{}, 1), stopping: make(chan struct{}), done: make(chan struct{})}
 	h.publish()
 	return h, nil
@@ -397,23 +399,24 @@ func (h *Holder) stamp(l *coordinationv1.Lease, acquire bool) {
 // be renewed for the renew deadline, is lost: it stops being served at once, before the Lease
 // can expire for the others.
 func (h *Holder) renewHeld(ctx context.Context, leases map[string]*coordinationv1.Lease, now time.Time) {
+	var renew []int
 	for k, b := range h.held {
 		l := leases[LeaseName(k)]
-		if leases != nil && l == nil {
+		switch {
+		case leases != nil && l == nil:
 			h.lose(k, "its Lease is gone")
-			continue
-		}
-		if l != nil && (ptr.Deref(l.Spec.HolderIdentity, "") != h.cfg.Identity || EpochOf(l) != b.epoch) {
+		case l != nil && (ptr.Deref(l.Spec.HolderIdentity, "") != h.cfg.Identity || EpochOf(l) != b.epoch):
 			h.lose(k, "another replica holds its Lease")
-			continue
+		default:
+			renew = append(renew, k)
 		}
-		if l != nil && ctx.Err() == nil {
-			l = l.DeepCopy()
-			h.stamp(l, false)
-			if err := h.cfg.Client.Update(ctx, l); err == nil {
-				b.lease, b.renewed = l, now
-				continue
-			}
+	}
+	renewed := h.renewAll(ctx, leases, renew)
+	for _, k := range renew {
+		b := h.held[k]
+		if l := renewed[k]; l != nil {
+			b.lease, b.renewed = l, now
+			continue
 		}
 		if now.Sub(b.renewed) >= h.cfg.RenewDeadline {
 			h.lose(k, "its Lease was not renewed within the renew deadline")
@@ -421,9 +424,50 @@ func (h *Holder) renewHeld(ctx context.Context, leases map[string]*coordinationv
 	}
 }
 
+// renewAll updates the Leases of buckets ks, renewParallel at a time: renewing them one after
+// another, a slow API server made a tick's later renewals miss the tick's bound every time, and
+// the replica lost buckets it could have kept. It returns the Leases renewed, by bucket.
+func (h *Holder) renewAll(ctx context.Context, leases map[string]*coordinationv1.Lease, ks []int) map[int]*coordinationv1.Lease {
+	out := make([]*coordinationv1.Lease, len(ks))
+	turns := make(chan struct{}, renewParallel)
+	var wg sync.WaitGroup
+	for i, k := range ks {
+		l := leases[LeaseName(k)]
+		if l == nil {
+			continue // the list failed: not renewed this tick
+		}
+		wg.Go(func() {
+			turns <- struct{}{}
+			defer func() { <-turns }()
+			if ctx.Err() != nil {
+				return
+			}
+			l := l.DeepCopy()
+			h.stamp(l, false)
+			if err := h.cfg.Client.Update(ctx, l); err == nil {
+				out[i] = l
+			}
+		})
+	}
+	wg.Wait()
+	renewed := make(map[int]*coordinationv1.Lease, len(ks))
+	for i, l := range out {
+		if l != nil {
+			renewed[ks[i]] = l
+		}
+	}
+	return renewed
+}
+
+// renewParallel is how many Lease renewals one tick has in flight at once.
+const renewParallel = 16
+
 // take tries to become bucket k's holder: creating its Lease, or updating one nobody holds;
 // the API server's version check lets only one replica win.
 func (h *Holder) take(ctx context.Context, k int, l *coordinationv1.Lease, now time.Time) {
+	if h.stillReleasing(k) {
+		return // its projects are still being stopped here: a new tenure would be stopped with them
+	}
 	var err error
 	if l == nil {
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName(k), Namespace: h.cfg.Namespace,
@@ -497,16 +541,37 @@ func (h *Holder) lose(k int, why string) {
 	metrics.BucketMoves.WithLabelValues("lost").Inc()
 	h.cfg.Log.Info("Lost a bucket", "bucket", k, "why", why)
 	if b.draining {
-		return // its Release runs already
+		h.releasing[k] = b.released // its Release runs already
+		return
 	}
 	left := h.cfg.LeaseDuration - h.cfg.Clock.Since(b.renewed)
+	done := make(chan struct{})
+	h.releasing[k] = done
 	h.handoff.Add(1)
 	go func() {
 		defer h.handoff.Done()
+		defer close(done)
 		if err := h.release(k, left); err != nil {
 			h.cfg.Log.Error(err, "Stopping a lost bucket's projects did not finish in time", "bucket", k)
 		}
 	}()
+}
+
+// stillReleasing reports whether the Release of a tenure of bucket k that ended (lost) still
+// runs: until it returns, the bucket is not taken again, or the Release would stop the
+// projects the new tenure builds.
+func (h *Holder) stillReleasing(k int) bool {
+	done, ok := h.releasing[k]
+	if !ok {
+		return false
+	}
+	select {
+	case <-done:
+		delete(h.releasing, k)
+		return false
+	default:
+		return true
+	}
 }
 
 // nudge has the run loop tick now rather than at the next retry period: a Release returned,

@@ -96,6 +96,13 @@ const (
 
 func startReplica(t *testing.T, c client.Client, ns, name string, l *ledger) *replica {
 	t.Helper()
+	return startReplicaStopping(t, c, ns, name, l, 50*time.Millisecond)
+}
+
+// startReplicaStopping is startReplica whose Release takes stopping (a bucket's projects take
+// that long to stop).
+func startReplicaStopping(t *testing.T, c client.Client, ns, name string, l *ledger, stopping time.Duration) *replica {
+	t.Helper()
 	cut := &atomic.Bool{}
 	r := &replica{name: name, done: make(chan struct{}), cut: cut}
 	h, err := New(Config{
@@ -104,10 +111,9 @@ func startReplica(t *testing.T, c client.Client, ns, name string, l *ledger) *re
 		Acquired: func(k int, epoch int64) { l.acquired(name, k, epoch) },
 		Release: func(ctx context.Context, k int) error {
 			l.release(name, k, func() {
-				select { // stopping a bucket's projects takes a moment
-				case <-time.After(50 * time.Millisecond):
-				case <-ctx.Done():
-				}
+				// Stopping a bucket's projects takes a moment, whatever ctx says (as
+				// Reconciler.BucketReleased stops them past its bound).
+				time.Sleep(stopping)
 			})
 			return nil
 		},
@@ -289,4 +295,29 @@ func TestHoldersShareHandOffAndFailOver(t *testing.T) {
 	if l.count("a") != testBuckets {
 		t.Fatalf("the ledger has a serving %d buckets", l.count("a"))
 	}
+}
+
+// A replica that loses its buckets (cut off from the API server past the renew deadline) and
+// can take them back once it is reachable again waits until it has stopped their projects:
+// taking a bucket while the last tenure's Release still runs would have that Release stop
+// what the new tenure builds (the ledger fails the test if a bucket is taken while busy).
+func TestLostBucketIsTakenBackOnlyOnceStopped(t *testing.T) {
+	e := env.Get(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "buckets-"}}
+	if err := e.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	l := &ledger{t: t, serving: map[int]string{}, busy: map[int]string{}, epochs: map[int]int64{}}
+	const stopping = 2 * lease // longer than the Leases take to expire
+	a := startReplicaStopping(t, e.Client, ns.Name, "a", l, stopping)
+	waitFor(t, 10*time.Second, "one replica holds every bucket", func() bool { return a.h.Held() == testBuckets })
+	a.cut.Store(true)
+	waitFor(t, renew+2*retry+time.Second, "the cut replica loses its buckets", func() bool { return a.h.Held() == 0 })
+	lost := time.Now()
+	a.cut.Store(false)
+	took := waitFor(t, stopping+lease+5*time.Second, "the replica takes its buckets back", func() bool { return a.h.Held() == testBuckets })
+	if took < stopping-retry {
+		t.Errorf("the buckets were taken back %s after they were lost, before their projects had stopped (%s)", took, stopping)
+	}
+	t.Logf("lost at %s, taken back %s later", lost.Format(time.StampMilli), took)
 }

@@ -338,6 +338,7 @@ func TestPrinterColumns(t *testing.T) {
 		ReadyServers: "1/2",
 		ToolCount:    7,
 		SessionCount: 3,
+		Owner:        &v1alpha1.ProjectOwner{Replica: "projectmcp-7d9-x2c-a41f0e", Bucket: 4, Epoch: 1},
 		Conditions: []metav1.Condition{{
 			Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonServersConnecting,
 			Message: "1 of 2 servers connecting", LastTransitionTime: metav1.NewTime(time.Now()),
@@ -363,8 +364,9 @@ func TestPrinterColumns(t *testing.T) {
 		t.Fatalf("unexpected row: %q", lines[1])
 	}
 	wide := get("pmcp", "-o", "wide") // the short name works too
-	if h := strings.Fields(wide[0]); h[len(h)-1] != "ENDPOINT" || !strings.HasSuffix(wide[1], obj.Status.Endpoint) {
-		t.Fatalf("-o wide lacks the endpoint:\n%s", strings.Join(wide, "\n"))
+	if h, f := strings.Fields(wide[0]), strings.Fields(wide[1]); strings.Join(h[len(h)-2:], " ") != "ENDPOINT OWNER" ||
+		strings.Join(f[len(f)-2:], " ") != obj.Status.Endpoint+" "+obj.Status.Owner.Replica {
+		t.Fatalf("-o wide lacks the endpoint and the owner:\n%s", strings.Join(wide, "\n"))
 	}
 }
 

@@ -91,6 +91,28 @@ func startHTTPFixture(b *testing.B, bin string, args ...string) (*process, strin
 	return p, strings.TrimPrefix(strings.TrimSpace(line), "LISTENING ") + "/mcp"
 }
 
+// startHTTPFixtures runs n HTTP fixture processes, every other one stateless (2026-07-28), the
+// rest with 2025-11-25 sessions; it returns their URLs and what stops them.
+func startHTTPFixtures(b *testing.B, bin string, n int) ([]string, func()) {
+	b.Helper()
+	var urls []string
+	var procs []*process
+	for i := range n {
+		args := []string{"--protocol", "2025-11-25"}
+		if i%2 == 1 {
+			args = []string{"--stateless"}
+		}
+		p, url := startHTTPFixture(b, bin, append(args, "--name", fmt.Sprintf("f%d", i))...)
+		procs = append(procs, p)
+		urls = append(urls, url)
+	}
+	return urls, func() {
+		for _, p := range procs {
+			p.stop()
+		}
+	}
+}
+
 // controller is the `projectmcp controller` process under measurement.
 type controller struct {
 	*process

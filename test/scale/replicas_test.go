@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -200,16 +198,8 @@ func runReplicaStage(b *testing.B, bins binaries, n, per int, profileDir string)
 		b.Fatal(err)
 	}
 	defer env.Stop()
-	var upstreams []string
-	for i := range replicaFixtures {
-		args := []string{"--protocol", "2025-11-25"}
-		if i%2 == 1 {
-			args = []string{"--stateless"}
-		}
-		p, url := startHTTPFixture(b, bins.fixture, append(args, "--name", fmt.Sprintf("f%d", i))...)
-		defer p.stop()
-		upstreams = append(upstreams, url)
-	}
+	upstreams, stopFixtures := startHTTPFixtures(b, bins.fixture, replicaFixtures)
+	defer stopFixtures()
 	ctx := context.Background()
 	ns := "scale"
 	for _, name := range []string{ns, leaseNamespace} {
@@ -247,13 +237,9 @@ func runReplicaStage(b *testing.B, bins binaries, n, per int, profileDir string)
 		}
 		specs[i].IdleTimeout = &metav1.Duration{Duration: time.Hour}
 	}
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		b.Fatal(err)
-	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	w := watchReady(watchCtx, b, wc, ns)
+	w := watchReady(watchCtx, b, env, ns)
 	progress("replicas, %d projects: creating them", n)
 	created, t0 := createProjects(b, env.Client, ns, specs)
 	r.createdIn = time.Since(t0)
@@ -439,34 +425,25 @@ func runReplicaLoad(b *testing.B, cl client.Client, ns string, specs []v1alpha1.
 		proxied := i%2 == 1
 		tool := string(rune('a'+(i/2)%3)) + "__echo"
 		wg.Go(func() {
-			next := time.Now().Add(rand.N(time.Second))
-			tick := time.NewTimer(time.Until(next))
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-				next = next.Add(time.Second)
+			paced(stop, time.Second, func() {
 				d, err := timedEcho(a.session, tool)
-				if measuring.Load() {
-					mu.Lock()
-					switch {
-					case err != nil:
-						out.callErrors++
-						if out.firstErr == nil {
-							out.firstErr = err
-						}
-					case proxied:
-						out.proxied = append(out.proxied, d)
-					default:
-						out.direct = append(out.direct, d)
-					}
-					mu.Unlock()
+				if !measuring.Load() {
+					return
 				}
-				tick.Reset(max(0, time.Until(next)))
-			}
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					out.callErrors++
+					if out.firstErr == nil {
+						out.firstErr = err
+					}
+				case proxied:
+					out.proxied = append(out.proxied, d)
+				default:
+					out.direct = append(out.direct, d)
+				}
+			})
 		})
 	}
 	time.Sleep(warmup)
@@ -511,19 +488,6 @@ func runReplicaLoad(b *testing.B, cl client.Client, ns string, specs []v1alpha1.
 	close(stop)
 	wg.Wait()
 	return out
-}
-
-// timedEcho calls tool once and times it; a tool error is an error.
-func timedEcho(s *mcp.ClientSession, tool string) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	start := time.Now()
-	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "x"}})
-	d := time.Since(start)
-	if err == nil && res.IsError {
-		err = fmt.Errorf("%s: tool error", tool)
-	}
-	return d, err
 }
 
 func (r replicaResult) report(b *testing.B) {

@@ -140,15 +140,9 @@ func runStage(b *testing.B, bins binaries, kind string, n, per int, profileDir s
 	defer env.Stop()
 	var upstreams []string
 	if kind == "http" {
-		for i := range httpFixtures {
-			args := []string{"--protocol", "2025-11-25"}
-			if i%2 == 1 {
-				args = []string{"--stateless"}
-			}
-			p, url := startHTTPFixture(b, bins.fixture, append(args, "--name", fmt.Sprintf("f%d", i))...)
-			defer p.stop()
-			upstreams = append(upstreams, url)
-		}
+		var stopFixtures func()
+		upstreams, stopFixtures = startHTTPFixtures(b, bins.fixture, httpFixtures)
+		defer stopFixtures()
 	}
 	ctx := context.Background()
 	ns := "scale"
@@ -189,13 +183,9 @@ func runStage(b *testing.B, bins binaries, kind string, n, per int, profileDir s
 		// the default idle window, and a mount after a reclaim would time a cold start.
 		specs[i].IdleTimeout = &metav1.Duration{Duration: time.Hour}
 	}
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		b.Fatal(err)
-	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	w := watchReady(watchCtx, b, wc, ns)
+	w := watchReady(watchCtx, b, env, ns)
 
 	var createProfile chan error
 	if profileDir != "" {
@@ -271,7 +261,11 @@ func isReady(o *v1alpha1.ProjectMCP) bool {
 		meta.IsStatusConditionTrue(o.Status.Conditions, v1alpha1.ConditionReady)
 }
 
-func watchReady(ctx context.Context, b *testing.B, c client.WithWatch, ns string) *readyWatch {
+func watchReady(ctx context.Context, b *testing.B, env *testenv.Env, ns string) *readyWatch {
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
 	w := &readyWatch{ready: map[string]time.Time{}}
 	note := func(o *v1alpha1.ProjectMCP) {
 		if !isReady(o) {

@@ -286,46 +286,22 @@ func runLoad(b *testing.B, ctrl *controller, cl client.Client, ns string, specs 
 		a := pick(k)
 		tool := string(rune('a'+k%3)) + "__echo"
 		wg.Go(func() {
-			// One call every interval (at once after a call that took longer), from a random
-			// phase: an agent's pace, not a closed loop that would measure only the queue.
-			next := time.Now().Add(rand.N(interval))
-			tick := time.NewTimer(time.Until(next))
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
+			paced(stop, interval, func() {
+				d, err := timedEcho(a.session, tool)
+				if !measuring.Load() {
 					return
-				case <-tick.C:
 				}
-				next = next.Add(interval)
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				start := time.Now()
-				res, err := a.session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "x"}})
-				d := time.Since(start)
-				cancel()
-				if err == nil && res.IsError {
-					msg := ""
-					if len(res.Content) > 0 {
-						if tc, ok := res.Content[0].(*mcp.TextContent); ok {
-							msg = tc.Text
-						}
+				if err != nil {
+					errMu.Lock()
+					out.callErrors++
+					if out.firstErr == nil {
+						out.firstErr = err
 					}
-					err = fmt.Errorf("%s: tool error: %s", tool, msg)
+					errMu.Unlock()
+				} else {
+					lat[k] = append(lat[k], d)
 				}
-				if measuring.Load() {
-					if err != nil {
-						errMu.Lock()
-						out.callErrors++
-						if out.firstErr == nil {
-							out.firstErr = err
-						}
-						errMu.Unlock()
-					} else {
-						lat[k] = append(lat[k], d)
-					}
-				}
-				tick.Reset(max(0, time.Until(next)))
-			}
+			})
 		})
 	}
 	time.Sleep(warmup)
@@ -394,6 +370,44 @@ func runLoad(b *testing.B, ctrl *controller, cl client.Client, ns string, specs 
 		}
 	}
 	return out
+}
+
+// paced calls call once every interval until stop is closed (at once after a call that took
+// longer), from a random phase: an agent's pace, not a closed loop that would measure only the
+// queue.
+func paced(stop <-chan struct{}, interval time.Duration, call func()) {
+	next := time.Now().Add(rand.N(interval))
+	tick := time.NewTimer(time.Until(next))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		next = next.Add(interval)
+		call()
+		tick.Reset(max(0, time.Until(next)))
+	}
+}
+
+// timedEcho calls tool once and times it; a tool error is an error, with the tool's text.
+func timedEcho(s *mcp.ClientSession, tool string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "x"}})
+	d := time.Since(start)
+	if err == nil && res.IsError {
+		msg := ""
+		if len(res.Content) > 0 {
+			if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+				msg = tc.Text
+			}
+		}
+		err = fmt.Errorf("%s: tool error: %s", tool, msg)
+	}
+	return d, err
 }
 
 // editPatch is a merge patch of a project's servers with server c's tools filter denying

@@ -1,0 +1,71 @@
+package controllers
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/registry"
+)
+
+// losingOwners serves every project for its first `serve` answers, then none: a bucket lost
+// while a reconcile ran.
+type losingOwners struct{ serve atomic.Int32 }
+
+func (o *losingOwners) Owner(*v1alpha1.ProjectMCP) (v1alpha1.ProjectOwner, bool) {
+	return v1alpha1.ProjectOwner{Replica: "r", Bucket: 0, Epoch: 1}, o.serve.Add(-1) >= 0
+}
+func (o *losingOwners) Bucket(*v1alpha1.ProjectMCP) int { return 0 }
+func (o *losingOwners) Forget(types.NamespacedName)     {}
+
+// A reconcile that finds its bucket lost once it has built the project's connections stops
+// what it built and writes no status: the bucket's next holder owns both now.
+func TestReconcileThatLostItsBucketStopsWhatItBuilt(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Finalizers: []string{v1alpha1.Finalizer}}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(obj).WithStatusSubresource(obj).Build()
+	reg := registry.New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	defer reg.Shutdown()
+	owners := &losingOwners{}
+	owners.serve.Store(2) // owns asks twice (before and under the bucket's gate); stillOwns is the third
+	r := &Reconciler{Client: c, APIReader: c, Registry: reg, Clock: clocktesting.NewFakeClock(time.Now()), Owners: owners}
+	key := client.ObjectKeyFromObject(obj)
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if reg.Known(key) {
+		t.Error("the registry still holds a project whose bucket was lost during its reconcile")
+	}
+	var got v1alpha1.ProjectMCP
+	if err := c.Get(context.Background(), key, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Owner != nil {
+		t.Errorf("status written by a replica that lost the bucket: %+v", got.Status.Owner)
+	}
+
+	owners.serve.Store(3) // kept: the status says so
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(context.Background(), key, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reg.Known(key) || got.Status.Owner == nil || got.Status.Owner.Replica != "r" {
+		t.Errorf("a reconcile that kept its bucket: known %v, status.owner %+v", reg.Known(key), got.Status.Owner)
+	}
+}
