@@ -231,8 +231,12 @@ func TestChartAllFeatures(t *testing.T) {
 		c.Resources.Limits.Memory().String() != "1Gi" || c.Resources.Requests.Cpu().String() != "200m" {
 		t.Errorf("pod template: %+v", pod)
 	}
-	if Find(objs, "ClusterRole", "projectmcp-example-readonly") == nil {
+	// The chart's example ClusterRole grants what config/rbac's does, which
+	// internal/gateway's TestGatewayToolRBAC binds and checks.
+	if example := Find(objs, "ClusterRole", "projectmcp-example-readonly"); example == nil {
 		t.Error("the example ClusterRole for RBAC tool authorization is missing")
+	} else if d := cmp.Diff(exampleRules(t), example.Object["rules"]); d != "" {
+		t.Errorf("the chart's example ClusterRole differs from config/rbac/example_readonly_role.yaml (-config +chart):\n%s", d)
 	}
 	if sa := Find(objs, "ServiceAccount", "mcp-controller"); sa == nil || sa.GetAnnotations()["example.com/role"] != "mcp" {
 		t.Errorf("ServiceAccount mcp-controller: %v", sa)
@@ -305,6 +309,20 @@ func TestChartOptionalPartsOff(t *testing.T) {
 			t.Errorf("%d %s rendered", n, kind)
 		}
 	}
+}
+
+// exampleRules are the rules of config/rbac/example_readonly_role.yaml.
+func exampleRules(t *testing.T) any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root(t), "config", "rbac", "example_readonly_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := DecodeObjects(data)
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("config/rbac/example_readonly_role.yaml: %d objects, %v", len(objs), err)
+	}
+	return objs[0].Object["rules"]
 }
 
 // Bad values fail the render with a message naming the value and what is wrong.
