@@ -28,6 +28,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -174,6 +175,59 @@ func TestGatewayNewTokenBudgets(t *testing.T) {
 		t.Fatalf("the valid token, stale, from the flooded address: %d %s after %d TokenReviews, want 0 after 1",
 			status, msg, reqs.get(http.MethodPost, tokenReviewsPath)-reviews)
 	}
+}
+
+// Requests past a review budget are counted as throttled (429), not denied (403): made-up
+// tokens from one address past its budget of new-token reviews.
+func TestGatewayThrottledCounted(t *testing.T) {
+	env := apiServer(t)
+	var reqs requestCounter
+	gw := startGateway(t, env, &reqs, parseControllerFlags(t, "--gateway-auth", "kubernetes", "--gateway-new-token-reviews-per-source", "1"))
+	key := types.NamespacedName{Namespace: authNamespace, Name: "throttled"}
+	testutil.Eventually(t, 30*time.Second, "the gateway serving", func() bool {
+		status, _ := post(t, gw, key, "")
+		return status == http.StatusUnauthorized
+	})
+	throttled, unauthenticated := gatewayRequests(t, "429", "throttled"), gatewayRequests(t, "401", "unauthenticated")
+	codes := map[int]int{}
+	for i := range 20 {
+		status, _ := post(t, gw, key, fmt.Sprintf("made-up-throttled-%d", i))
+		codes[status]++
+	}
+	if codes[http.StatusTooManyRequests] == 0 || codes[http.StatusUnauthorized]+codes[http.StatusTooManyRequests] != 20 {
+		t.Fatalf("20 made-up tokens from one address with a budget of 4: %v, want 401s, then 429s", codes)
+	}
+	if n := gatewayRequests(t, "429", "throttled") - throttled; n != float64(codes[http.StatusTooManyRequests]) {
+		t.Errorf("projectmcp_gateway_requests_total{code=429,auth=throttled} counted %v, want %d", n, codes[http.StatusTooManyRequests])
+	}
+	if n := gatewayRequests(t, "401", "unauthenticated") - unauthenticated; n != float64(codes[http.StatusUnauthorized]) {
+		t.Errorf("projectmcp_gateway_requests_total{code=401,auth=unauthenticated} counted %v, want %d", n, codes[http.StatusUnauthorized])
+	}
+}
+
+// gatewayRequests is projectmcp_gateway_requests_total of code and auth, as the registry the
+// controller serves on /metrics has it.
+func gatewayRequests(t *testing.T, code, auth string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "projectmcp_gateway_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["code"] == code && labels["auth"] == auth {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // Invalid tokens have a cache of their own: more of them than the valid cache holds do not

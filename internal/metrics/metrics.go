@@ -78,7 +78,7 @@ var InputRounds = prometheus.NewCounterVec(prometheus.CounterOpts{
 // gatewayRequests counts the gateway's HTTP requests by response code and auth decision.
 var gatewayRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "projectmcp_gateway_requests_total",
-	Help: "HTTP requests to the gateway, by response code and auth decision (allowed, local, denied, unauthenticated, error, none).",
+	Help: "HTTP requests to the gateway, by response code and auth decision (allowed, local, denied, throttled, unauthenticated, error, none).",
 }, []string{"code", "auth"})
 
 // Outcomes of a forwarded request (Forwarded's result, ToolCall's outcome).
@@ -504,6 +504,7 @@ const (
 	AuthLocal           = "local"           // local mode: a loopback caller
 	AuthAllowed         = "allowed"         // a token allowed to use the project
 	AuthDenied          = "denied"          // 403
+	AuthThrottled       = "throttled"       // 429: past a budget of reviews, nothing decided
 	AuthUnauthenticated = "unauthenticated" // 401: no token, or not a valid one
 	AuthError           = "error"           // the access review itself failed
 )
