@@ -239,7 +239,18 @@ var (
 
 func init() {
 	current.Store(newSet(false))
-	ctrlmetrics.Registry.MustRegister(FastPath, RequestPath, InputRounds, gatewayRequests, configured{})
+	register(FastPath, RequestPath, InputRounds, gatewayRequests, configured{})
+}
+
+// registered are the collectors register has given the registry (docs/metrics.md lists their
+// metrics: TestMetricsDocumented).
+var registered []prometheus.Collector
+
+// register registers collectors with the controller-runtime registry, which the controller
+// serves on /metrics.
+func register(cs ...prometheus.Collector) {
+	registered = append(registered, cs...)
+	ctrlmetrics.Registry.MustRegister(cs...)
 }
 
 // configured collects the metrics of the current set. It describes none, which makes it an
