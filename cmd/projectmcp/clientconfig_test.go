@@ -294,3 +294,51 @@ func FuzzParseJSONC(f *testing.F) {
 		}
 	})
 }
+
+// A write syncs the finished temporary file before renaming it over the config, then the
+// config's directory; a directory it creates is synced into its parent first. So after a crash
+// the file holds the old content or the new.
+func TestWriteClientConfigSyncs(t *testing.T) {
+	type synced struct{ path, content string }
+	var syncs []synced
+	real := syncFile
+	t.Cleanup(func() { syncFile = real })
+	syncFile = func(f *os.File) error {
+		s := synced{path: f.Name()}
+		if info, err := f.Stat(); err == nil && !info.IsDir() {
+			s.content = readFile(t, f.Name())
+		}
+		syncs = append(syncs, s)
+		return real(f)
+	}
+	project := t.TempDir()
+	path := filepath.Join(project, ".vscode", "mcp.json")
+	f := mustClient(t, "vscode")
+	check := func(what string, want ...string) {
+		t.Helper()
+		content := readFile(t, path)
+		var got []string
+		for _, s := range syncs {
+			switch {
+			case s.content == "":
+				got = append(got, "dir "+s.path)
+			case filepath.Dir(s.path) == filepath.Dir(path) && strings.HasPrefix(filepath.Base(s.path), ".mcp.json.") && s.content == content:
+				got = append(got, "the finished temporary file")
+			default:
+				got = append(got, "file "+s.path)
+			}
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%s: syncs (-want +got):\n%s", what, d)
+		}
+		syncs = nil
+	}
+	if _, err := writeOne(path, f, "projectmcp", f.entry(testEndpoint, false), false, false); err != nil {
+		t.Fatal(err)
+	}
+	check("a new file in a new directory", "dir "+project, "the finished temporary file", "dir "+filepath.Dir(path))
+	if _, err := writeOne(path, f, "projectmcp", f.entry("http://127.0.0.1:9999/projects/default/shop/mcp", false), false, true); err != nil {
+		t.Fatal(err)
+	}
+	check("an existing file replaced", "the finished temporary file", "dir "+filepath.Dir(path))
+}

@@ -28,6 +28,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -176,6 +177,59 @@ func TestGatewayNewTokenBudgets(t *testing.T) {
 	}
 }
 
+// Requests past a review budget are counted as throttled (429), not denied (403): made-up
+// tokens from one address past its budget of new-token reviews.
+func TestGatewayThrottledCounted(t *testing.T) {
+	env := apiServer(t)
+	var reqs requestCounter
+	gw := startGateway(t, env, &reqs, parseControllerFlags(t, "--gateway-auth", "kubernetes", "--gateway-new-token-reviews-per-source", "1"))
+	key := types.NamespacedName{Namespace: authNamespace, Name: "throttled"}
+	testutil.Eventually(t, 30*time.Second, "the gateway serving", func() bool {
+		status, _ := post(t, gw, key, "")
+		return status == http.StatusUnauthorized
+	})
+	throttled, unauthenticated := gatewayRequests(t, "429", "throttled"), gatewayRequests(t, "401", "unauthenticated")
+	codes := map[int]int{}
+	for i := range 20 {
+		status, _ := post(t, gw, key, fmt.Sprintf("made-up-throttled-%d", i))
+		codes[status]++
+	}
+	if codes[http.StatusTooManyRequests] == 0 || codes[http.StatusUnauthorized]+codes[http.StatusTooManyRequests] != 20 {
+		t.Fatalf("20 made-up tokens from one address with a budget of 4: %v, want 401s, then 429s", codes)
+	}
+	if n := gatewayRequests(t, "429", "throttled") - throttled; n != float64(codes[http.StatusTooManyRequests]) {
+		t.Errorf("projectmcp_gateway_requests_total{code=429,auth=throttled} counted %v, want %d", n, codes[http.StatusTooManyRequests])
+	}
+	if n := gatewayRequests(t, "401", "unauthenticated") - unauthenticated; n != float64(codes[http.StatusUnauthorized]) {
+		t.Errorf("projectmcp_gateway_requests_total{code=401,auth=unauthenticated} counted %v, want %d", n, codes[http.StatusUnauthorized])
+	}
+}
+
+// gatewayRequests is projectmcp_gateway_requests_total of code and auth, as the registry the
+// controller serves on /metrics has it.
+func gatewayRequests(t *testing.T, code, auth string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "projectmcp_gateway_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["code"] == code && labels["auth"] == auth {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
 // Invalid tokens have a cache of their own: more of them than the valid cache holds do not
 // evict a valid token (its next project costs no TokenReview), and a token refused once is
 // refused again without one.
@@ -296,9 +350,18 @@ func startGateway(t *testing.T, env *testenv.Env, reqs *requestCounter, f *contr
 // status and Retry-After.
 func post(t *testing.T, gw *gateway.Gateway, key types.NamespacedName, token string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, gw.Endpoint(key), strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	status, after, err := ping(gw, key, token)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return status, after
+}
+
+// ping is post for any goroutine: it returns the error.
+func ping(gw *gateway.Gateway, key types.NamespacedName, token string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodPost, gw.Endpoint(key), strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		return 0, "", err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -307,11 +370,11 @@ func post(t *testing.T, gw *gateway.Gateway, key types.NamespacedName, token str
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode, resp.Header.Get("Retry-After")
+	return resp.StatusCode, resp.Header.Get("Retry-After"), nil
 }
 
 // With --gateway-audience, a token minted for that audience (TokenRequest, as `kubectl create
@@ -347,7 +410,8 @@ func TestGatewayAudience(t *testing.T) {
 
 // A project the informer cache does not have costs at most one live GET per few seconds
 // however often it is asked for, and one caller's misses of many names are bounded (429 with
-// Retry-After past the bound, without a GET); a project created afterwards is still served.
+// Retry-After past the bound, without a GET), and so are many callers' together; a project
+// created afterwards is still served.
 func TestGatewayMissingProjectLookups(t *testing.T) {
 	env := apiServer(t)
 	var reqs requestCounter
@@ -390,6 +454,16 @@ func TestGatewayMissingProjectLookups(t *testing.T) {
 		t.Fatalf("60 missing names: %v, %d live GETs in %s (want at most %d), Retry-After %q", codes, gets, time.Since(start).Round(time.Millisecond), most, retry)
 	}
 
+	// Many callers, each within its own budget, are bounded together: 20 identities asking for
+	// 10 missing names each (their burst) cost at most 50 live GETs at once and 20 a second.
+	kgw := startGateway(t, env, &reqs, parseControllerFlags(t, "--gateway-auth", "kubernetes", "--gateway-new-token-reviews-per-source", "100"))
+	tokens := lookupTokens(t, env, 20)
+	start = time.Now()
+	codes, gets = manyLookups(t, kgw, tokens, 10, func(key types.NamespacedName) int { return reqs.get(http.MethodGet, livePath(key)) })
+	if most := 50 + 20*int(time.Since(start)/time.Second+1); gets > most || codes[http.StatusTooManyRequests] == 0 || codes[http.StatusNotFound] != gets {
+		t.Fatalf("20 callers × 10 missing names: %v, %d live GETs in %s, want at most %d and 404 for each", codes, gets, time.Since(start).Round(time.Millisecond), most)
+	}
+
 	// No reconciler runs: a project the cache has waits for one for its readyTimeout, then 503.
 	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: nope.Name, Namespace: nope.Namespace},
 		Spec: v1alpha1.ProjectMCPSpec{ReadyTimeout: &metav1.Duration{Duration: 100 * time.Millisecond},
@@ -402,6 +476,77 @@ func TestGatewayMissingProjectLookups(t *testing.T) {
 		status, _ := post(t, gw, nope, "")
 		return status == http.StatusServiceUnavailable
 	})
+}
+
+// lookupsNamespace holds the identities of TestGatewayMissingProjectLookups, each allowed to
+// use every ProjectMCP there; kept afterwards, as authNamespace is.
+const lookupsNamespace = "gateway-lookups"
+
+// lookupTokens creates (once) n ServiceAccounts of lookupsNamespace allowed to use its
+// ProjectMCPs and returns a token of each.
+func lookupTokens(t *testing.T, env *testenv.Env, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lookupsNamespace}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "use", Namespace: lookupsNamespace}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"projectmcps"}, Verbs: []string{gateway.UseVerb}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "use", Namespace: lookupsNamespace},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "use"},
+			Subjects: []rbacv1.Subject{{Kind: "Group", Name: "system:serviceaccounts:" + lookupsNamespace}}},
+	}
+	for i := range n {
+		objs = append(objs, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("caller-%d", i), Namespace: lookupsNamespace}})
+	}
+	for _, o := range objs {
+		if err := env.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := make([]string, n)
+	for i := range n {
+		tr, err := cs.CoreV1().ServiceAccounts(lookupsNamespace).CreateToken(ctx, fmt.Sprintf("caller-%d", i), &authnv1.TokenRequest{
+			Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[i] = tr.Status.Token
+	}
+	return tokens
+}
+
+// manyLookups has each token ask for each missing names of its own at once, and returns the
+// responses' codes and the live GETs they cost.
+func manyLookups(t *testing.T, gw *gateway.Gateway, tokens []string, each int, gets func(types.NamespacedName) int) (map[int]int, int) {
+	t.Helper()
+	var mu sync.Mutex
+	codes, keys := map[int]int{}, []types.NamespacedName{}
+	var wg sync.WaitGroup
+	for i, token := range tokens {
+		wg.Go(func() {
+			for j := range each {
+				key := types.NamespacedName{Namespace: lookupsNamespace, Name: fmt.Sprintf("nope-%d-%d", i, j)}
+				status, _, err := ping(gw, key, token)
+				if err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				codes[status]++
+				keys = append(keys, key)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	for _, key := range keys {
+		n += gets(key)
+	}
+	return codes, n
 }
 
 // The gateway's review flags: audiences repeatable and comma-separated, and bad values refused

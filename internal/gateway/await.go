@@ -97,8 +97,9 @@ const servingPoll = 50 * time.Millisecond
 // lookup reads a ProjectMCP from the cache, and confirms a miss against the API server: an
 // object created a moment ago may not have reached the cache yet. A confirmed miss is
 // remembered for missTTL, so a project that does not exist costs one live read per missTTL
-// however often it is asked for, and each principal may cause confirmRate live reads a second
-// (burst confirmBurst): past it, errTooManyConfirmations and no read.
+// however often it is asked for; each principal may cause confirmRate live reads a second
+// (burst confirmBurst), and all principals together confirmAllRate (burst confirmAllBurst):
+// past either, errTooManyConfirmations and no read.
 func (g *Gateway) lookup(ctx context.Context, principal string, key types.NamespacedName) (*v1alpha1.ProjectMCP, error) {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
@@ -110,7 +111,14 @@ func (g *Gateway) lookup(ctx context.Context, principal string, key types.Namesp
 	if _, ok := g.misses.Get(key); ok {
 		return obj, err
 	}
-	if !g.confirmations(principal).AllowN(g.opts.Clock.Now(), 1) {
+	g.confirmMu.Lock()
+	if g.confirmAll == nil { // made on first use: New knows nothing of it
+		g.confirmAll = rate.NewLimiter(confirmAllRate, confirmAllBurst)
+	}
+	all := g.confirmAll
+	g.confirmMu.Unlock()
+	now := g.opts.Clock.Now()
+	if !g.confirmations(principal).AllowN(now, 1) || !all.AllowN(now, 1) {
 		return obj, errTooManyConfirmations
 	}
 	err = g.opts.Live.Get(ctx, key, obj)
@@ -125,10 +133,16 @@ func (g *Gateway) lookup(ctx context.Context, principal string, key types.Namesp
 const missTTL = 3 * time.Second
 
 // confirmRate and confirmBurst bound the live reads one principal may cause: a few projects
-// created a moment ago, not a loop over names that do not exist.
+// created a moment ago, not a loop over names that do not exist. confirmAllRate and
+// confirmAllBurst bound those of every principal together, so that many identities do not
+// multiply them: the controller's client does not throttle itself, and these reads share the
+// API server's fairness with its reconciles and status writes. Ten principals at their full
+// rate fill it; a team creating 50 projects at once is confirmed at once.
 const (
-	confirmRate  = 2
-	confirmBurst = 10
+	confirmRate     = 2
+	confirmBurst    = 10
+	confirmAllRate  = 20
+	confirmAllBurst = 50
 )
 
 // maxConfirmEntries bounds the confirmed misses remembered and the principals' budgets.

@@ -21,20 +21,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/audit"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/testenv"
 	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // rbacIdentity is a ServiceAccount of TestGatewayToolRBAC with the items its Role grants
-// (besides `use` on the project).
+// (besides `use` on the project), or bound to a ClusterRole of its own.
 type rbacIdentity struct {
 	name  string
 	rules []rbacv1.PolicyRule
+	// clusterRole, when set, is what the identity is bound to instead (rules unused).
+	clusterRole *rbacv1.ClusterRole
 	// tools, prompts and resources: what it must see on the project endpoint (resources:
 	// listed URIs and templates).
 	tools, prompts, resources []string
@@ -47,13 +51,16 @@ func itemRule(resource string, names ...string) rbacv1.PolicyRule {
 
 // With spec.toolAuthorization: RBAC, each identity lists exactly the tools, prompts and
 // resources cluster RBAC grants it and may use exactly those, through the project endpoint and
-// a per-server endpoint, on both protocol revisions; `kubectl auth can-i` gives the same
-// answers; the audit log records the uses and the refusals.
+// each server's endpoint, on both protocol revisions; `kubectl auth can-i` gives the same
+// answers; the audit log records the uses and the refusals. The example ClusterRole of
+// config/rbac, as the file has it, grants every prompt and resource and no tool.
 func TestGatewayToolRBAC(t *testing.T) {
 	ns := harness.NewNamespace(t)
 	key := harness.Create(t, ns, "shop", v1alpha1.ProjectMCPSpec{ToolAuthorization: v1alpha1.ToolAuthorizationRBAC,
 		Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a"), harness.FixtureServer(t, "b")}})
-	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready, every tool in status", func(obj *v1alpha1.ProjectMCP) bool {
+		return harness.IsReady(obj) && len(statusTools(obj)) > 0 && len(statusTools(obj)) == int(obj.Status.ToolCount)
+	})
 	cs, err := kubernetes.NewForConfig(harness.Env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +75,14 @@ func TestGatewayToolRBAC(t *testing.T) {
 			itemRule("resources", "shop/fixture://b/readme")},
 			tools: []string{"a__echo", "b__echo"}, prompts: []string{"b__greet"}, resources: []string{"fixture://b/readme"}},
 		{name: "nobody"},
+		{name: "example", clusterRole: exampleClusterRole(t, ns),
+			prompts: []string{"a__greet", "b__greet"}, resources: []string{"fixture://a/readme", "fixture://b/readme", "fixture://a/items/{id}", "fixture://b/items/{id}"}},
 	}
 	for _, id := range ids {
+		if id.clusterRole != nil {
+			id.token = bindClusterRole(t, cs, ns, id.name, id.clusterRole)
+			continue
+		}
 		id.token = grant(t, cs, ns, id.name, id.rules)
 	}
 	logPath := filepath.Join(t.TempDir(), "audit.log")
@@ -81,46 +94,39 @@ func TestGatewayToolRBAC(t *testing.T) {
 	project := base + gateway.Path(key)
 	denials := promtest.ToFloat64(metrics.ItemDenials.WithLabelValues("tools"))
 
-	// The whole catalog, as the identity granted everything sees it.
-	all := rbacSession(t, project, ids[0].token, "2025-11-25")
-	ids[0].tools = sessionTools(t, all)
-	if len(ids[0].tools) < 2*len(probes) {
-		t.Fatalf("the identity granted everything lists %v", ids[0].tools)
-	}
+	// The whole catalog is what status lists: the identity granted everything sees all of it,
+	// the one granted shop/a__* a's tools.
+	ids[0].tools = statusTools(obj)
 	for _, name := range ids[0].tools {
 		if strings.HasPrefix(name, "a__") {
 			ids[1].tools = append(ids[1].tools, name)
 		}
 	}
+	all := rbacSession(t, project, ids[0].token, "2025-11-25")
 
 	for _, id := range ids {
 		for _, revision := range []string{"2025-11-25", ""} {
 			t.Run(id.name+"/"+revisionName(revision), func(t *testing.T) {
 				s := rbacSession(t, project, id.token, revision)
-				checkItems(t, s, id)
+				checkItems(t, s, id, []serverNames{{"a__", "fixture://a"}, {"b__", "fixture://b"}})
 				for _, server := range []string{"a", "b"} {
 					for _, tool := range probes {
 						checkCall(t, s, server+"__"+tool, slices.Contains(id.tools, server+"__"+tool))
 					}
 				}
-				// The per-server endpoint of a: the same decisions under the server's own names.
-				view := rbacSession(t, base+gateway.ServerPath(key, "a"), id.token, revision)
-				var want []string
-				for _, name := range id.tools {
-					if raw, ok := strings.CutPrefix(name, "a__"); ok {
-						want = append(want, raw)
+				// Each server's endpoint: the same decisions under the server's own names.
+				for _, server := range []string{"a", "b"} {
+					view := rbacSession(t, base+gateway.ServerPath(key, server), id.token, revision)
+					want := onServer(id, server)
+					checkItems(t, view, want, []serverNames{{"", "fixture://" + server}})
+					for _, tool := range probes {
+						checkCall(t, view, tool, slices.Contains(want.tools, tool))
 					}
-				}
-				if got := sessionTools(t, view); !slices.Equal(got, sortedCopy(want)) {
-					t.Errorf("per-server endpoint lists %v, want %v", got, want)
-				}
-				for _, tool := range probes {
-					checkCall(t, view, tool, slices.Contains(want, tool))
-				}
-				// A name no list holds goes to the server only on a wildcard grant: the
-				// gateway reviews the catalog's names, never ones a caller makes up.
-				if !slices.Contains(id.tools, "a__pids") {
-					checkCall(t, view, "made_up_tool", false)
+					// A name no list holds goes to the server only on a wildcard grant: the
+					// gateway reviews the catalog's names, never ones a caller makes up.
+					if !slices.Contains(want.tools, "pids") {
+						checkCall(t, view, "made_up_tool", false)
+					}
 				}
 			})
 		}
@@ -172,6 +178,60 @@ func TestGatewayToolRBAC(t *testing.T) {
 	checkAudit(t, logPath, ns)
 }
 
+// statusTools are the tools status lists for the project's servers, sorted: its projected
+// names, as the project endpoint lists them.
+func statusTools(obj *v1alpha1.ProjectMCP) []string {
+	var names []string
+	for _, s := range obj.Status.Servers {
+		names = append(names, s.Tools...)
+	}
+	return sortedCopy(names)
+}
+
+// exampleClusterRole is the example ClusterRole of config/rbac, renamed for the namespace ns
+// (ClusterRoles are cluster-wide), its rules as the file has them.
+func exampleClusterRole(t *testing.T, ns string) *rbacv1.ClusterRole {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "example_readonly_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.UnmarshalStrict(data, role); err != nil {
+		t.Fatal(err)
+	}
+	if role.Kind != "ClusterRole" || len(role.Rules) == 0 {
+		t.Fatalf("config/rbac/example_readonly_role.yaml holds %s %q with %d rules, want a ClusterRole", role.Kind, role.Name, len(role.Rules))
+	}
+	role.Name += "-" + ns
+	return role
+}
+
+// bindClusterRole creates a ServiceAccount bound in ns to role alone (created for the test)
+// and returns a token of it.
+func bindClusterRole(t *testing.T, cs kubernetes.Interface, ns, name string, role *rbacv1.ClusterRole) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}}
+	if err := harness.Env.Client.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	harness.Env.DeleteOnCleanup(t, role)
+	if err := harness.Env.Client.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	return token(t, cs, ns, name)
+}
+
 // grant creates a ServiceAccount that may use the project shop and is granted rules, and
 // returns a token of it.
 func grant(t *testing.T, cs kubernetes.Interface, ns, name string, rules []rbacv1.PolicyRule) string {
@@ -191,7 +251,13 @@ func grant(t *testing.T, cs kubernetes.Interface, ns, name string, rules []rbacv
 	if err := harness.Env.Client.Create(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{
+	return token(t, cs, ns, name)
+}
+
+// token is a token of the ServiceAccount ns/name.
+func token(t *testing.T, cs kubernetes.Interface, ns, name string) string {
+	t.Helper()
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), name, &authnv1.TokenRequest{
 		Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -234,9 +300,36 @@ func sessionTools(t *testing.T, s *mcp.ClientSession) []string {
 	return names
 }
 
+// serverNames are how an endpoint names one server's items: prefix before its tools' and
+// prompts' names ("a__" on the project endpoint, "" on the server's own), and the base of its
+// resources' URIs.
+type serverNames struct{ prefix, uris string }
+
+// onServer is what id must see on the endpoint of server: its items of that server, under the
+// server's own names.
+func onServer(id *rbacIdentity, server string) *rbacIdentity {
+	view := &rbacIdentity{name: id.name, tools: []string{}, prompts: []string{}, resources: []string{}}
+	for _, name := range id.tools {
+		if raw, ok := strings.CutPrefix(name, server+"__"); ok {
+			view.tools = append(view.tools, raw)
+		}
+	}
+	for _, name := range id.prompts {
+		if raw, ok := strings.CutPrefix(name, server+"__"); ok {
+			view.prompts = append(view.prompts, raw)
+		}
+	}
+	for _, uri := range id.resources {
+		if strings.HasPrefix(uri, "fixture://"+server+"/") {
+			view.resources = append(view.resources, uri)
+		}
+	}
+	return view
+}
+
 // checkItems checks that s lists exactly the identity's tools, prompts and resources, and may
-// get and read exactly those.
-func checkItems(t *testing.T, s *mcp.ClientSession, id *rbacIdentity) {
+// get and read exactly those, of the servers named so.
+func checkItems(t *testing.T, s *mcp.ClientSession, id *rbacIdentity, servers []serverNames) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -269,18 +362,19 @@ func checkItems(t *testing.T, s *mcp.ClientSession, id *rbacIdentity) {
 	if slices.Sort(resources); !slices.Equal(resources, sortedCopy(id.resources)) {
 		t.Errorf("lists resources %v, want %v", resources, id.resources)
 	}
-	for _, server := range []string{"a", "b"} {
-		_, err := s.GetPrompt(ctx, &mcp.GetPromptParams{Name: server + "__greet", Arguments: map[string]string{"name": "x"}})
-		agree(t, "prompts/get "+server+"__greet", err, slices.Contains(id.prompts, server+"__greet"))
-		readme := "fixture://" + server + "/readme"
+	for _, server := range servers {
+		greet := server.prefix + "greet"
+		_, err := s.GetPrompt(ctx, &mcp.GetPromptParams{Name: greet, Arguments: map[string]string{"name": "x"}})
+		agree(t, "prompts/get "+greet, err, slices.Contains(id.prompts, greet))
+		readme := server.uris + "/readme"
 		_, err = s.ReadResource(ctx, &mcp.ReadResourceParams{URI: readme})
 		agree(t, "resources/read "+readme, err, slices.Contains(id.resources, readme))
-		_, err = s.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: server + "__greet"},
+		_, err = s.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: greet},
 			Argument: mcp.CompleteParamsArgument{Name: "name", Value: "A"}})
-		agree(t, "completion/complete of "+server+"__greet", err, slices.Contains(id.prompts, server+"__greet"))
-		item := "fixture://" + server + "/items/7"
+		agree(t, "completion/complete of "+greet, err, slices.Contains(id.prompts, greet))
+		item := server.uris + "/items/7"
 		_, err = s.ReadResource(ctx, &mcp.ReadResourceParams{URI: item})
-		agree(t, "resources/read "+item, err, slices.Contains(id.resources, "fixture://"+server+"/items/{id}"))
+		agree(t, "resources/read "+item, err, slices.Contains(id.resources, server.uris+"/items/{id}"))
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -151,6 +152,7 @@ type Gateway struct {
 	misses     *cache.LRUExpireCache // project key → struct{}: confirmed missing
 	confirmMu  sync.Mutex            // makes confirmations' get-or-add atomic
 	confirmers *cache.LRUExpireCache // principal → *rate.Limiter
+	confirmAll *rate.Limiter         // every principal's live reads together (lookup; under confirmMu)
 }
 
 // New makes a gateway and subscribes it to the registry's changes.

@@ -78,6 +78,8 @@ func noteAuth(w http.ResponseWriter, local bool, status int) {
 		sw.auth = metrics.AuthAllowed
 	case status == http.StatusUnauthorized:
 		sw.auth = metrics.AuthUnauthenticated
+	case status == http.StatusTooManyRequests:
+		sw.auth = metrics.AuthThrottled
 	case status >= http.StatusInternalServerError:
 		sw.auth = metrics.AuthError
 	default:

@@ -58,6 +58,7 @@ func TestNoteAuth(t *testing.T) {
 		{false, 0, metrics.AuthAllowed},
 		{false, http.StatusUnauthorized, metrics.AuthUnauthenticated},
 		{false, http.StatusForbidden, metrics.AuthDenied},
+		{false, http.StatusTooManyRequests, metrics.AuthThrottled},
 		{false, http.StatusInternalServerError, metrics.AuthError},
 	} {
 		w := &statusWriter{auth: metrics.AuthNone}

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // The replicas' buckets (internal/buckets): how many this replica serves, how they move, and
@@ -27,5 +26,5 @@ func init() {
 	for _, o := range []string{"proxied", "unserved"} {
 		ProxiedRequests.WithLabelValues(o)
 	}
-	ctrlmetrics.Registry.MustRegister(BucketsHeld, BucketMoves, ProxiedRequests)
+	register(BucketsHeld, BucketMoves, ProxiedRequests)
 }

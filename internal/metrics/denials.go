@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 var (
@@ -20,7 +19,7 @@ func init() {
 	for _, r := range []string{"tools", "prompts", "resources"} {
 		ItemDenials.WithLabelValues(r) // each series there from the start
 	}
-	ctrlmetrics.Registry.MustRegister(ItemDenials, auditDropped)
+	register(ItemDenials, auditDropped)
 }
 
 // ItemDenied counts a use of an item of resource ("tools", "prompts", "resources") that RBAC

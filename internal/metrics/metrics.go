@@ -78,7 +78,7 @@ var InputRounds = prometheus.NewCounterVec(prometheus.CounterOpts{
 // gatewayRequests counts the gateway's HTTP requests by response code and auth decision.
 var gatewayRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "projectmcp_gateway_requests_total",
-	Help: "HTTP requests to the gateway, by response code and auth decision (allowed, local, denied, unauthenticated, error, none).",
+	Help: "HTTP requests to the gateway, by response code and auth decision (allowed, local, denied, throttled, unauthenticated, error, none).",
 }, []string{"code", "auth"})
 
 // Outcomes of a forwarded request (Forwarded's result, ToolCall's outcome).
@@ -239,7 +239,18 @@ var (
 
 func init() {
 	current.Store(newSet(false))
-	ctrlmetrics.Registry.MustRegister(FastPath, RequestPath, InputRounds, gatewayRequests, configured{})
+	register(FastPath, RequestPath, InputRounds, gatewayRequests, configured{})
+}
+
+// registered are the collectors register has given the registry (docs/metrics.md lists their
+// metrics: TestMetricsDocumented).
+var registered []prometheus.Collector
+
+// register registers collectors with the controller-runtime registry, which the controller
+// serves on /metrics.
+func register(cs ...prometheus.Collector) {
+	registered = append(registered, cs...)
+	ctrlmetrics.Registry.MustRegister(cs...)
 }
 
 // configured collects the metrics of the current set. It describes none, which makes it an
@@ -504,6 +515,7 @@ const (
 	AuthLocal           = "local"           // local mode: a loopback caller
 	AuthAllowed         = "allowed"         // a token allowed to use the project
 	AuthDenied          = "denied"          // 403
+	AuthThrottled       = "throttled"       // 429: past a budget of reviews, nothing decided
 	AuthUnauthenticated = "unauthenticated" // 401: no token, or not a valid one
 	AuthError           = "error"           // the access review itself failed
 )

@@ -243,6 +243,16 @@ func TestInvalidRejected(t *testing.T) {
 			spec: map[string]any{"reconnect": map[string]any{"initialBackoff": "1m", "maxBackoff": "1s"}},
 			want: []string{"spec.reconnect", "initialBackoff must not exceed maxBackoff"},
 		},
+		// Exactly RBAC or Project: a policy name spelled otherwise is no policy, and must not
+		// pass for the default.
+		"toolAuthorization lower case": {
+			spec: map[string]any{"toolAuthorization": "rbac"},
+			want: []string{"spec.toolAuthorization", `Unsupported value: "rbac"`, `"Project", "RBAC"`},
+		},
+		"toolAuthorization unknown": {
+			spec: map[string]any{"toolAuthorization": "Cedar"},
+			want: []string{"spec.toolAuthorization", `Unsupported value: "Cedar"`},
+		},
 		"unknown field": {
 			spec: map[string]any{"severs": []any{}},
 			want: []string{`unknown field "spec.severs"`},
@@ -275,7 +285,8 @@ func TestInvalidRejected(t *testing.T) {
 }
 
 // TestValidStillAccepted guards the table above against rules so strict that they refuse good
-// objects: URLs with ${VAR} references, zero timeouts and the most servers allowed.
+// objects: URLs with ${VAR} references, zero timeouts, the most servers allowed and each
+// toolAuthorization (absent: Project, and it stays absent).
 func TestValidStillAccepted(t *testing.T) {
 	ns := namespace(t)
 	specs := map[string]map[string]any{
@@ -284,6 +295,9 @@ func TestValidStillAccepted(t *testing.T) {
 		"max servers":         manyServers(v1alpha1.MaxServers),
 		"server names with single underscores": servers(map[string]any{"name": "a_b", "stdio": map[string]any{"command": "x"}},
 			map[string]any{"name": "a-_-b", "stdio": map[string]any{"command": "x"}}, map[string]any{"name": "-a-", "stdio": map[string]any{"command": "x"}}),
+		"toolAuthorization RBAC":    {"toolAuthorization": "RBAC"},
+		"toolAuthorization Project": {"toolAuthorization": "Project"},
+		"toolAuthorization absent":  {},
 	}
 	i := 0
 	for name, spec := range specs {
@@ -297,6 +311,10 @@ func TestValidStillAccepted(t *testing.T) {
 			}}
 			if err := env.Client.Create(context.Background(), u); err != nil {
 				t.Fatalf("refused a valid object: %v", err)
+			}
+			got, _, _ := unstructured.NestedString(u.Object, "spec", "toolAuthorization")
+			if want, _ := spec["toolAuthorization"].(string); got != want {
+				t.Errorf("toolAuthorization %q stored as %q", want, got)
 			}
 		})
 	}

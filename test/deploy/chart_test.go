@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/dsh-dev/projectmcp/internal/testenv"
 )
@@ -231,8 +232,12 @@ func TestChartAllFeatures(t *testing.T) {
 		c.Resources.Limits.Memory().String() != "1Gi" || c.Resources.Requests.Cpu().String() != "200m" {
 		t.Errorf("pod template: %+v", pod)
 	}
-	if Find(objs, "ClusterRole", "projectmcp-example-readonly") == nil {
+	// The chart's example ClusterRole grants what config/rbac's does, which
+	// internal/gateway's TestGatewayToolRBAC binds and checks.
+	if example := Find(objs, "ClusterRole", "projectmcp-example-readonly"); example == nil {
 		t.Error("the example ClusterRole for RBAC tool authorization is missing")
+	} else if d := cmp.Diff(exampleRules(t), example.Object["rules"]); d != "" {
+		t.Errorf("the chart's example ClusterRole differs from config/rbac/example_readonly_role.yaml (-config +chart):\n%s", d)
 	}
 	if sa := Find(objs, "ServiceAccount", "mcp-controller"); sa == nil || sa.GetAnnotations()["example.com/role"] != "mcp" {
 		t.Errorf("ServiceAccount mcp-controller: %v", sa)
@@ -307,6 +312,20 @@ func TestChartOptionalPartsOff(t *testing.T) {
 	}
 }
 
+// exampleRules are the rules of config/rbac/example_readonly_role.yaml.
+func exampleRules(t *testing.T) any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root(t), "config", "rbac", "example_readonly_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := DecodeObjects(data)
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("config/rbac/example_readonly_role.yaml: %d objects, %v", len(objs), err)
+	}
+	return objs[0].Object["rules"]
+}
+
 // Bad values fail the render with a message naming the value and what is wrong.
 func TestChartRefusesBadValues(t *testing.T) {
 	for _, tc := range []struct{ set, want string }{
@@ -330,7 +349,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 // The rendered chart, with default values and with every optional feature on, is accepted by
 // a real API server (server-side apply, dry run): every object's schema, the ServiceMonitor's
 // against the prometheus-operator CRD generated from its Go types. A broken manifest is
-// refused, so the dry run does check.
+// refused, so the dry run does check. Pod Security "baseline" admits the controller's pod.
 func TestChartAppliesToAPIServer(t *testing.T) {
 	testenv.Require(t)
 	env, err := testenv.Start()
@@ -394,6 +413,65 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 	if out, err := apply("broken", broken); err == nil || !strings.Contains(out, "interval") {
 		t.Errorf("a ServiceMonitor with interval %q was accepted: %v\n%s", "every so often", err, out)
 	}
+	checkPodSecurity(t, env, apply)
+}
+
+// checkPodSecurity applies the chart (dry run) to namespaces whose Pod Security level is
+// "baseline" and "restricted" (warn and enforce). Under baseline it applies without a warning
+// and its controller's pod is admitted; under restricted the chart is warned of and the pod
+// refused, for the capabilities the controller keeps to start servers as another user and
+// for running as uid 0. With serverUser.enabled false it fits restricted.
+func checkPodSecurity(t *testing.T, env *testenv.Env, apply func(name, manifests string) (string, error)) {
+	t.Helper()
+	for _, tc := range []struct {
+		level    string
+		extra    []string
+		admitted bool
+	}{
+		{"baseline", nil, true},
+		{"restricted", nil, false},
+		{"restricted", []string{"--set", "serverUser.enabled=false"}, true},
+	} {
+		name := strings.Join(append([]string{tc.level}, tc.extra...), " ")
+		ns := "projectmcp-" + tc.level
+		labels := map[string]string{"pod-security.kubernetes.io/warn": tc.level, "pod-security.kubernetes.io/enforce": tc.level}
+		err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		objs, manifests := render(t, append([]string{"--namespace", ns}, tc.extra...)...)
+		chartOut, chartErr := apply(ns, manifests)
+		podOut, podErr := apply(ns+"-pod", controllerPod(t, objs))
+		warned := strings.Contains(chartOut, `would violate PodSecurity "`+tc.level)
+		switch {
+		case chartErr != nil:
+			t.Errorf("%s: the chart: %v\n%s", name, chartErr, chartOut)
+		case tc.admitted && (warned || podErr != nil):
+			t.Errorf("%s: want the chart applied with no warning and its pod admitted: %v\n%s\n%s", name, podErr, chartOut, podOut)
+		case !tc.admitted && (!warned || !strings.Contains(chartOut, "capabilities")):
+			t.Errorf("%s: the chart applied with no warning of its capabilities:\n%s", name, chartOut)
+		case !tc.admitted && (podErr == nil || !strings.Contains(podOut, "violates PodSecurity") || !strings.Contains(podOut, "runAsUser=0")):
+			t.Errorf("%s: the controller's pod was not refused for running as uid 0: %v\n%s", name, podErr, podOut)
+		}
+	}
+}
+
+// controllerPod is the pod the chart's Deployment (of objs) makes, as a manifest: Pod Security
+// enforces on pods, and only warns of a Deployment.
+func controllerPod(t *testing.T, objs []*unstructured.Unstructured) string {
+	t.Helper()
+	dep, _, err := Controller(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: dep.Name, Namespace: dep.Namespace, Labels: dep.Spec.Template.Labels},
+		Spec:       dep.Spec.Template.Spec}
+	data, err := yaml.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
 
 // By default the chart and config/default keep stdio servers apart from the controller: the

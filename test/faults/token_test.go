@@ -15,15 +15,22 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
+	"github.com/dsh-dev/projectmcp/test/deploy"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
-// The chart's controller: uid 0 with only these capabilities (setpriv's names), its stdio
-// servers as serverUID.
-const (
-	chartCapabilities = "-all,+setuid,+setgid,+kill,+chown"
-	serverUID         = "65532"
-)
+// serverUID is the uid the chart runs stdio servers as.
+const serverUID = "65532"
+
+// chartCapabilities are the capabilities the chart's controller keeps, as setpriv's
+// --bounding-set names them: all others dropped.
+func chartCapabilities() string {
+	names := []string{"-all"}
+	for _, c := range deploy.ServerCapabilities {
+		names = append(names, "+"+strings.ToLower(string(c)))
+	}
+	return strings.Join(names, ",")
+}
 
 // tokenRead runs a stdio server that tries to read the controller's ServiceAccount token (a
 // root-owned 0400 file standing for the projected token) and the controller's
@@ -49,7 +56,9 @@ func (s *suite) tokenRead(t *testing.T) {
 			t.Errorf("as the controller's own user, the server should read the token and the environ (else this check proves nothing): %+v", before)
 		}
 
-		s.restartController(t, controllerRun{wrap: []string{setpriv, "--bounding-set", chartCapabilities, "--"},
+		// As the chart's container runs it: uid 0 with its capabilities alone, and
+		// allowPrivilegeEscalation: false (no_new_privs).
+		s.restartController(t, controllerRun{wrap: []string{setpriv, "--no-new-privs", "--bounding-set", chartCapabilities(), "--"},
 			env:  []string{"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=443"},
 			args: []string{"--server-uid", serverUID, "--server-gid", serverUID, "--allow-command", s.fixture}})
 		after, environ := s.tryRead(t, "tokenapart", token), environOf(s.ctl)
