@@ -44,7 +44,7 @@ func (g *Gateway) awaitProject(r *http.Request, principal string, key types.Name
 	case apierrors.IsNotFound(err):
 		return nil, http.StatusNotFound, notFound
 	case errors.Is(err, errTooManyConfirmations):
-		return nil, http.StatusTooManyRequests, fmt.Sprintf("ProjectMCP %s is not in the gateway's cache, and this caller asked for too many missing projects to confirm it against the API server now; retry", key)
+		return nil, http.StatusTooManyRequests, fmt.Sprintf("ProjectMCP %s is not in the gateway's cache, and the gateway confirms no more missing projects against the API server now (this caller's budget, or all callers', is spent); retry", key)
 	case err != nil:
 		g.opts.Log.Info("Reading a ProjectMCP for a session failed", "projectmcp", key.String(), "error", err.Error())
 		return nil, http.StatusServiceUnavailable, fmt.Sprintf("ProjectMCP %s could not be read; retry", key)
@@ -111,14 +111,8 @@ func (g *Gateway) lookup(ctx context.Context, principal string, key types.Namesp
 	if _, ok := g.misses.Get(key); ok {
 		return obj, err
 	}
-	g.confirmMu.Lock()
-	if g.confirmAll == nil { // made on first use: New knows nothing of it
-		g.confirmAll = rate.NewLimiter(confirmAllRate, confirmAllBurst)
-	}
-	all := g.confirmAll
-	g.confirmMu.Unlock()
 	now := g.opts.Clock.Now()
-	if !g.confirmations(principal).AllowN(now, 1) || !all.AllowN(now, 1) {
+	if !g.confirmations(principal).AllowN(now, 1) || !g.confirmAll.AllowN(now, 1) {
 		return obj, errTooManyConfirmations
 	}
 	err = g.opts.Live.Get(ctx, key, obj)

@@ -152,7 +152,7 @@ type Gateway struct {
 	misses     *cache.LRUExpireCache // project key → struct{}: confirmed missing
 	confirmMu  sync.Mutex            // makes confirmations' get-or-add atomic
 	confirmers *cache.LRUExpireCache // principal → *rate.Limiter
-	confirmAll *rate.Limiter         // every principal's live reads together (lookup; under confirmMu)
+	confirmAll *rate.Limiter         // every principal's live reads together (lookup)
 }
 
 // New makes a gateway and subscribes it to the registry's changes.
@@ -194,6 +194,7 @@ func New(opts Options) *Gateway {
 
 		misses:     cache.NewLRUExpireCacheWithClock(maxConfirmEntries, opts.Clock),
 		confirmers: cache.NewLRUExpireCacheWithClock(maxConfirmEntries, opts.Clock),
+		confirmAll: rate.NewLimiter(confirmAllRate, confirmAllBurst),
 	}
 	g.mux.HandleFunc("/projects/{namespace}/{name}/mcp", g.serveProject)
 	g.mux.HandleFunc("/projects/{namespace}/{name}/servers/{server}/mcp", g.serveProject)
