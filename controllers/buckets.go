@@ -22,6 +22,19 @@ type Owners interface {
 	Bucket(obj *v1alpha1.ProjectMCP) int
 	// Forget drops what Owners remembers of a deleted project.
 	Forget(key types.NamespacedName)
+	// Keeps reports whether obj's bucket is still this replica's while Owner says no because
+	// its renewal is late: its projects are neither built nor stopped until that is settled.
+	Keeps(obj *v1alpha1.ProjectMCP) bool
+}
+
+// unsettled is how soon a reconcile that found its bucket's renewal late looks again.
+const unsettled = 500 * time.Millisecond
+
+// settling reports whether obj's bucket is held here with its renewal late (Owners.Keeps): the
+// reconcile then waits for the renewal, and stops nothing. A bucket lost or handed off
+// stops its projects through BucketReleased.
+func (r *Reconciler) settling(obj *v1alpha1.ProjectMCP) bool {
+	return r.Owners != nil && r.Owners.Keeps(obj)
 }
 
 // owns reports whether this replica serves obj, and the owner status says. A reconcile holds

@@ -172,6 +172,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	owner, mine, release := r.owns(obj)
 	defer release()
+	if !mine && r.settling(obj) { // its bucket's renewal is late: neither build nor stop
+		return reconcile.Result{RequeueAfter: unsettled}, nil
+	}
 	if !mine { // another replica serves it, or none yet: hold nothing of it, write nothing
 		if r.Registry.Known(req.NamespacedName) {
 			r.forget(req.NamespacedName)
@@ -205,8 +208,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	})
 	actions := Plan(desired, r.Registry.ObserveServers(req.NamespacedName).Servers)
 	r.apply(ctx, obj, desired.Servers, actions)
-	if !r.stillOwns(obj) { // the bucket was lost while this ran: stop what it built
-		r.forget(req.NamespacedName)
+	if !r.stillOwns(obj) {
+		if r.settling(obj) { // a renewal is late: what it built stays, status waits
+			return reconcile.Result{RequeueAfter: unsettled}, nil
+		}
+		r.forget(req.NamespacedName) // the bucket was lost while this ran: stop what it built
 		return reconcile.Result{}, nil
 	}
 	if desired.Reconnect != nil {

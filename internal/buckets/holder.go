@@ -248,9 +248,12 @@ func (h *Holder) stop(t clock.Ticker) {
 // tick is one round: renew what is held, count the replicas, and (move) move toward the fair
 // share.
 func (h *Holder) tick(parent context.Context, move bool) {
-	// A tick never outlasts a retry period, whatever the API server does: the renew deadline
-	// is checked at the next one (and by Serving meanwhile).
-	ctx, cancel := context.WithTimeout(parent, h.cfg.RetryPeriod)
+	// A tick never outlasts half the renew deadline, whatever the API server does: the renew
+	// deadline is checked at the next one (and by Serving meanwhile, by the clock). A slow
+	// API server gets that long to answer, as leader election gives a renewal its whole renew
+	// deadline: bounded by a retry period, every renewal failed while a busy API server took
+	// seconds to answer, and the replicas lost buckets to it.
+	ctx, cancel := context.WithTimeout(parent, tickBound(h.cfg))
 	defer cancel()
 	now := h.cfg.Clock.Now()
 	leases, err := h.list(ctx)
@@ -458,6 +461,9 @@ func (h *Holder) renewAll(ctx context.Context, leases map[string]*coordinationv1
 	}
 	return renewed
 }
+
+// tickBound is how long one tick may take: half the renew deadline, and a retry period at least.
+func tickBound(cfg Config) time.Duration { return max(cfg.RetryPeriod, cfg.RenewDeadline/2) }
 
 // renewParallel is how many Lease renewals one tick has in flight at once.
 const renewParallel = 16

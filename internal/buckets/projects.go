@@ -54,3 +54,12 @@ func (h *Holder) Owner(obj *v1alpha1.ProjectMCP) (v1alpha1.ProjectOwner, bool) {
 	epoch, ok := h.Serving(k)
 	return v1alpha1.ProjectOwner{Replica: h.cfg.Identity, Bucket: int32(k), Epoch: epoch}, ok
 }
+
+// Keeps reports whether obj's bucket is in a tenure of this replica that has not ended (not
+// lost, not being handed off), even while Owner says no because its last renewal is late: a
+// renewal that succeeds goes on serving the same projects, so a reconcile meanwhile waits for
+// it rather than stopping them.
+func (h *Holder) Keeps(obj *v1alpha1.ProjectMCP) bool {
+	_, ok := (*h.serving.Load())[h.Bucket(obj)]
+	return ok
+}

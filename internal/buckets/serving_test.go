@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
 
 func unitHolder(t *testing.T, release func(context.Context, int) error) (*Holder, *clocktesting.FakeClock) {
@@ -38,6 +41,15 @@ func TestServingEndsAtTheRenewDeadline(t *testing.T) {
 	if _, ok := h.Serving(2); ok {
 		t.Fatal("at the renew deadline, with no renewal published, the bucket is still served")
 	}
+	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Labels: map[string]string{LabelPin: "2"}}}
+	if !h.Keeps(obj) {
+		t.Fatal("a bucket whose renewal is late, and not lost, is not held: its reconciles would stop its projects")
+	}
+	h.lose(2, "test")
+	if h.Keeps(obj) {
+		t.Fatal("a lost bucket is still held")
+	}
+	h.handoff.Wait()
 }
 
 // A handoff whose Release fails keeps the bucket (its Lease is not released) and tries again
