@@ -197,6 +197,9 @@ func (f *controllerFlags) front(h *buckets.Holder) func(http.Handler) http.Handl
 	}
 }
 
+// proxyIdlePerReplica is how many idle connections to each other replica's gateway are kept.
+const proxyIdlePerReplica = 256
+
 // fromReplica decides whether a connection from remote is another replica's, whose proxied
 // requests say who their client is: it comes from the host of a live replica's address and,
 // when the OS names the process at its other end (a connection from this machine or pod), that
@@ -215,8 +218,12 @@ func fromReplica(remote string, replica func(host string) bool, uid int, known b
 func (f *controllerFlags) proxyTransport() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	// A replica that died leaves its Leases for a while: a dial to its gone address fails
-	// soon (502 with Retry-After) rather than after the default 30 s.
+	// soon (the Router tries the next holder) rather than after the default 30 s.
 	t.DialContext = (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	// Every proxied request of every session goes to a few hosts: the default pool of two
+	// idle connections per host had most of them dial anew (and have the owner look up who
+	// is calling: internal/peer).
+	t.MaxIdleConnsPerHost = proxyIdlePerReplica
 	if f.gatewayTLSCert == "" {
 		return t
 	}

@@ -19,39 +19,37 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"sync"
 )
 
 type key struct{}
 
-// identity is what a request's context says of its caller's uid.
-type identity struct {
-	uid   int
-	known bool
-}
-
-// Context is a gateway server's ConnContext: it notes the uid of the process at the other end
-// of a connection from this machine, once per connection.
+// Context is a gateway server's ConnContext: the uid of the process at the other end of a
+// connection from this machine, looked up once, when a request first asks (UID). The lookup
+// reads the kernel's socket tables, whose size grows with every socket of the machine: with
+// 10,000 sessions a lookup cost a second under load, so a connection nobody asks about costs
+// none.
 func Context(ctx context.Context, c net.Conn) context.Context {
 	local, okL := addrPort(c.LocalAddr())
 	remote, okR := addrPort(c.RemoteAddr())
 	if !okL || !okR || !(remote.Addr().IsLoopback() || remote.Addr() == local.Addr()) {
 		return ctx
 	}
-	if uid, ok := peerUID(remote, local); ok {
-		return WithUID(ctx, uid, true)
-	}
-	return ctx
+	return context.WithValue(ctx, key{}, sync.OnceValues(func() (int, bool) { return peerUID(remote, local) }))
 }
 
 // WithUID says the caller's uid (known false: the OS cannot say, whatever ctx said before).
 func WithUID(ctx context.Context, uid int, known bool) context.Context {
-	return context.WithValue(ctx, key{}, identity{uid: uid, known: known})
+	return context.WithValue(ctx, key{}, func() (int, bool) { return uid, known })
 }
 
 // UID is the uid of the process calling, when known.
 func UID(ctx context.Context) (int, bool) {
-	id, _ := ctx.Value(key{}).(identity)
-	return id.uid, id.known
+	lookup, _ := ctx.Value(key{}).(func() (int, bool))
+	if lookup == nil {
+		return 0, false
+	}
+	return lookup()
 }
 
 func addrPort(a net.Addr) (netip.AddrPort, bool) {
@@ -63,9 +61,18 @@ func addrPort(a net.Addr) (netip.AddrPort, bool) {
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), true
 }
 
-// peerUID finds the uid owning the socket whose local end is peer and remote end is us, in
-// the kernel's socket tables.
+// peerUID finds the uid owning the socket whose local end is peer and remote end is us: by
+// asking the kernel for that one socket (sockDiagUID, Linux), else in its socket tables.
 func peerUID(peer, us netip.AddrPort) (int, bool) {
+	if uid, ok, asked := sockDiagUID(peer, us); asked {
+		return uid, ok
+	}
+	return tableUID(peer, us)
+}
+
+// tableUID finds the socket in the kernel's socket tables, whose reading costs in proportion to
+// every socket of the machine.
+func tableUID(peer, us netip.AddrPort) (int, bool) {
 	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		data, err := os.ReadFile(table)
 		if err != nil {
