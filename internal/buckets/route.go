@@ -253,6 +253,7 @@ func (rt *Router) newProxy() {
 			}
 		},
 		Transport:     transport,
+		BufferPool:    copyBuffers{},
 		FlushInterval: -1, // SSE streams and long calls: every write goes through at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if unreachable(err) && r.Context().Err() == nil {
@@ -271,3 +272,12 @@ func unreachable(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
 }
+
+// copyBuffers lends the proxy its copy buffers: without them each proxied response allocated
+// one of 32 KiB.
+type copyBuffers struct{}
+
+var copyBufferPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (copyBuffers) Get() []byte  { return *copyBufferPool.Get().(*[]byte) }
+func (copyBuffers) Put(b []byte) { copyBufferPool.Put(&b) }
