@@ -175,7 +175,14 @@ func serving(h *buckets.Holder) func(types.NamespacedName) (int64, bool) {
 	if h == nil {
 		return nil
 	}
-	return func(key types.NamespacedName) (int64, bool) { return h.Serving(h.Pins().Of(key)) }
+	return func(key types.NamespacedName) (int64, bool) {
+		k := h.Pins().Of(key)
+		if epoch, ok := h.Serving(k); ok {
+			return epoch, true
+		}
+		epoch, _ := h.Tenure(k) // a late renewal: not served, but states keep the tenure's epoch
+		return epoch, false
+	}
 }
 
 // front is the gateway's router among the replicas; nil when this process serves every project.
@@ -192,7 +199,7 @@ func (f *controllerFlags) front(h *buckets.Holder) func(http.Handler) http.Handl
 			Address: h.Advertised(), Scheme: scheme, Transport: f.proxyTransport(), Wait: f.proxyWait(),
 			Trusted: func(r *http.Request) bool {
 				uid, known := peer.UID(r.Context())
-				return fromReplica(r.RemoteAddr, h.Replica, uid, known, os.Getuid())
+				return fromReplica(r.RemoteAddr, h.Replica, peer.Local(r.Context()), uid, known, os.Getuid())
 			}}
 	}
 }
@@ -202,14 +209,18 @@ const proxyIdlePerReplica = 256
 
 // fromReplica decides whether a connection from remote is another replica's, whose proxied
 // requests say who their client is: it comes from the host of a live replica's address and,
-// when the OS names the process at its other end (a connection from this machine or pod), that
-// process runs as this controller's uid (self), unlike a stdio server under --server-uid.
-func fromReplica(remote string, replica func(host string) bool, uid int, known bool, self int) bool {
+// from this machine or pod (local: the OS can name the process at its other end), from a
+// process the OS names as running with this controller's uid (self), unlike a stdio server
+// under --server-uid. A local connection whose process the OS does not name is not believed.
+func fromReplica(remote string, replica func(host string) bool, local bool, uid int, known bool, self int) bool {
 	host, _, err := net.SplitHostPort(remote)
 	if err != nil || !replica(host) {
 		return false
 	}
-	return !known || uid == self
+	if local {
+		return known && uid == self
+	}
+	return true
 }
 
 // proxyTransport carries requests to other replicas' gateways. Over TLS it checks their
@@ -224,6 +235,7 @@ func (f *controllerFlags) proxyTransport() http.RoundTripper {
 	// idle connections per host had most of them dial anew (and have the owner look up who
 	// is calling: internal/peer).
 	t.MaxIdleConnsPerHost = proxyIdlePerReplica
+	t.MaxIdleConns = 0 // no bound across replicas beyond the one per replica
 	if f.gatewayTLSCert == "" {
 		return t
 	}

@@ -11,18 +11,20 @@ func TestFromReplica(t *testing.T) {
 	for _, c := range []struct {
 		what   string
 		remote string
+		local  bool
 		uid    int
 		known  bool
 		want   bool
 	}{
-		{"another pod that is a replica", "10.0.0.7:41000", 0, false, true},
-		{"another pod that is not", "10.0.0.8:41000", 0, false, false},
-		{"a replica on this machine, as the controller's uid", "[::1]:41000", self, true, true},
-		{"a process of another uid at a replica's address", "[::1]:41000", 65533, true, false},
-		{"root at a replica's address", "10.0.0.7:41000", 0, true, false},
-		{"no port", "10.0.0.7", 0, false, false},
+		{"another pod that is a replica", "10.0.0.7:41000", false, 0, false, true},
+		{"another pod that is not", "10.0.0.8:41000", false, 0, false, false},
+		{"a replica on this machine, as the controller's uid", "[::1]:41000", true, self, true, true},
+		{"a process of another uid at a replica's address", "[::1]:41000", true, 65533, true, false},
+		{"a local process the OS does not name (gone, or a closing socket)", "[::1]:41000", true, 0, false, false},
+		{"root in this pod at a replica's address", "10.0.0.7:41000", true, 0, true, false},
+		{"no port", "10.0.0.7", false, 0, false, false},
 	} {
-		if got := fromReplica(c.remote, replicas, c.uid, c.known, self); got != c.want {
+		if got := fromReplica(c.remote, replicas, c.local, c.uid, c.known, self); got != c.want {
 			t.Errorf("%s: %v, want %v", c.what, got, c.want)
 		}
 	}

@@ -153,6 +153,13 @@ func (h *Holder) Serving(k int) (epoch int64, ok bool) {
 	return b.epoch, true
 }
 
+// Tenure is the epoch of this replica's tenure of bucket k while it holds it (not lost, not
+// being handed off), whatever Serving says of a late renewal.
+func (h *Holder) Tenure(k int) (epoch int64, ok bool) {
+	b, ok := (*h.serving.Load())[k]
+	return b.epoch, ok
+}
+
 // served is a bucket as Serving sees it: its epoch, and the renew deadline of its last
 // renewal.
 type served struct {
@@ -415,13 +422,14 @@ func (h *Holder) renewHeld(ctx context.Context, leases map[string]*coordinationv
 		}
 	}
 	renewed := h.renewAll(ctx, leases, renew)
+	after := h.cfg.Clock.Now() // the renewals may have taken a while: judge the deadline now
 	for _, k := range renew {
 		b := h.held[k]
 		if l := renewed[k]; l != nil {
 			b.lease, b.renewed = l, now
 			continue
 		}
-		if now.Sub(b.renewed) >= h.cfg.RenewDeadline {
+		if after.Sub(b.renewed) >= h.cfg.RenewDeadline {
 			h.lose(k, "its Lease was not renewed within the renew deadline")
 		}
 	}
@@ -462,8 +470,13 @@ func (h *Holder) renewAll(ctx context.Context, leases map[string]*coordinationv1
 	return renewed
 }
 
-// tickBound is how long one tick may take: half the renew deadline, and a retry period at least.
-func tickBound(cfg Config) time.Duration { return max(cfg.RetryPeriod, cfg.RenewDeadline/2) }
+// tickBound is how long one tick may take: half the renew deadline, but no more than the
+// lease duration leaves after the renew deadline and a retry period (a bucket whose renewal
+// failed in a long tick is then lost at its end with a retry period left to stop its
+// projects, as with a tick of one retry period), and a retry period at least.
+func tickBound(cfg Config) time.Duration {
+	return max(cfg.RetryPeriod, min(cfg.RenewDeadline/2, cfg.LeaseDuration-cfg.RenewDeadline-cfg.RetryPeriod))
+}
 
 // renewParallel is how many Lease renewals one tick has in flight at once.
 const renewParallel = 16

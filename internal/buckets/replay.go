@@ -94,6 +94,15 @@ func (c *catcher) Flush() {
 	}
 }
 
+// FlushError is Flush with the writer's error (http.ResponseController).
+func (c *catcher) FlushError() error {
+	if c.moved {
+		return nil
+	}
+	c.wrote = true
+	return http.NewResponseController(c.ResponseWriter).Flush()
+}
+
 func (c *catcher) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // restore takes back the headers the dropped answer set.

@@ -101,14 +101,19 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	visited := visitedBy(r)
 	body := keep(r)
 	var wait *time.Timer
+	unreached := "" // an owner that took no connection: not dialled again while the Leases name it
 	for {
 		// An attempt that did nothing with the request (the gateway here answered moved, or
-		// the owner could not be reached) leaves it to be sent again, from its first byte.
+		// the owner could not be reached) leaves it to be sent again, from its first byte: the
+		// attempt's handler may have put a body of its own in its place.
+		r.Body = body
 		done := false
 		if _, serving := rt.Ownership.Serving(k); serving {
 			done = rt.here(w, r)
-		} else if owner, known := rt.Ownership.Address(k); known && owner != rt.Address && len(visited) < maxHops {
-			done = rt.proxied(w, r, owner)
+		} else if owner, known := rt.Ownership.Address(k); known && owner != rt.Address && owner != unreached && len(visited) < maxHops {
+			if done = rt.proxied(w, r, owner); !done {
+				unreached = owner
+			}
 		}
 		if done || !body.rewind() {
 			if !done {

@@ -41,6 +41,9 @@ func TestServingEndsAtTheRenewDeadline(t *testing.T) {
 	if _, ok := h.Serving(2); ok {
 		t.Fatal("at the renew deadline, with no renewal published, the bucket is still served")
 	}
+	if epoch, ok := h.Tenure(2); !ok || epoch != 7 {
+		t.Fatalf("a late renewal's tenure: %d, %v; want epoch 7, held (input states keep it)", epoch, ok)
+	}
 	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Labels: map[string]string{LabelPin: "2"}}}
 	if !h.Keeps(obj) {
 		t.Fatal("a bucket whose renewal is late, and not lost, is not held: its reconciles would stop its projects")

@@ -101,8 +101,8 @@ func dispatch[T any](ctx context.Context, p *project, o origin, server string, d
 	defer func() { end(err) }()
 	start, session, timedOut := time.Now(), ctx, false
 	defer func() {
-		if _, again := retry(err); again {
-			return // the typed path sends it again, and counts it then
+		if _, again := retry(err); again || errors.Is(err, errMoved) {
+			return // the typed path, or the project's next replica, sends it again and counts it then
 		}
 		m := metrics.ServerOf(p.key.Namespace, p.key.Name, server)
 		outcome := outcomeOf(session, err, timedOut)

@@ -35,7 +35,18 @@ func Context(ctx context.Context, c net.Conn) context.Context {
 	if !okL || !okR || !(remote.Addr().IsLoopback() || remote.Addr() == local.Addr()) {
 		return ctx
 	}
+	ctx = context.WithValue(ctx, localKey{}, true)
 	return context.WithValue(ctx, key{}, sync.OnceValues(func() (int, bool) { return peerUID(remote, local) }))
+}
+
+// localKey marks a connection from this machine or pod.
+type localKey struct{}
+
+// Local reports whether the request's connection comes from this machine or pod: one whose
+// process the OS can name (UID), whether or not it does.
+func Local(ctx context.Context) bool {
+	local, _ := ctx.Value(localKey{}).(bool)
+	return local
 }
 
 // WithUID says the caller's uid (known false: the OS cannot say, whatever ctx said before).
@@ -93,13 +104,18 @@ func socketUID(table []byte, local, remote netip.AddrPort) (int, bool) {
 	s.Scan() // the header
 	for s.Scan() {
 		f := bytes.Fields(s.Bytes())
-		if len(f) < 8 {
+		if len(f) < 10 {
 			continue
 		}
 		l, okL := procAddr(f[1])
 		r, okR := procAddr(f[2])
 		if !okL || !okR || l != local || r != remote {
 			continue
+		}
+		// Only a socket a process still holds (established or half-closed, with an inode):
+		// a closing one says uid 0 whoever held it.
+		if st, inode := string(f[3]), string(f[9]); (st != "01" && st != "08") || inode == "0" {
+			return 0, false
 		}
 		uid, err := strconv.Atoi(string(f[7]))
 		return uid, err == nil

@@ -19,6 +19,10 @@ func TestSocketUID(t *testing.T) {
 	table6 := []byte(`  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 00000000000000000000000001000000:C351 00000000000000000000000001000000:2124 01 00000000:00000000 00:00000000 00000000  1002        0 4 1
 `)
+	closing := []byte(`  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:C352 0100007F:2124 06 00000000:00000000 03:00000000 00000000     0        0 0 3 0000000000000000
+   1: 0100007F:C353 0100007F:2124 01 00000000:00000000 00:00000000 00000000  1001        0 0 1 0000000000000000 20 4 30 10 -1
+`)
 	server := netip.MustParseAddrPort("127.0.0.1:8484")
 	for _, c := range []struct {
 		table         []byte
@@ -29,6 +33,8 @@ func TestSocketUID(t *testing.T) {
 		{table, "127.0.0.1:50000", "127.0.0.1:8484", 1001, true},
 		{table, "127.0.0.1:8484", "127.0.0.1:50000", 1000, true},
 		{table, "127.0.0.1:50001", "127.0.0.1:8484", 0, false},
+		{closing, "127.0.0.1:50002", "127.0.0.1:8484", 0, false}, // TIME_WAIT: uid 0, no process
+		{closing, "127.0.0.1:50003", "127.0.0.1:8484", 0, false}, // established, no inode
 		{table6, "[::1]:50001", "[::1]:8484", 1002, true},
 		{[]byte("header only\n"), "127.0.0.1:50000", server.String(), 0, false},
 	} {

@@ -73,13 +73,28 @@ func putAddr(dst []byte, a netip.Addr) {
 	copy(dst, v6[:])
 }
 
-// diagAnswer reads the uid from the kernel's answer; false for an error (no such socket).
+// diagAnswer reads the uid from the kernel's answer; false for an error (no such socket) and
+// for a socket no process holds any more (a closing one: the kernel says uid 0 for those).
 func diagAnswer(b []byte) (int, bool) {
 	if len(b) < nlmsgHeaderLen {
 		return 0, false
 	}
-	if typ := binary.NativeEndian.Uint16(b[4:]); typ != sockDiagByFamily || len(b) < nlmsgHeaderLen+diagMsgUIDOffset+4 {
+	if typ := binary.NativeEndian.Uint16(b[4:]); typ != sockDiagByFamily || len(b) < nlmsgHeaderLen+diagMsgUIDOffset+8 {
 		return 0, false // NLMSG_ERROR: the kernel knows no such socket
 	}
-	return int(binary.NativeEndian.Uint32(b[nlmsgHeaderLen+diagMsgUIDOffset:])), true
+	msg := b[nlmsgHeaderLen:]
+	inode := binary.NativeEndian.Uint32(msg[diagMsgUIDOffset+4:])
+	if !ownedState(msg[1]) || inode == 0 {
+		return 0, false
+	}
+	return int(binary.NativeEndian.Uint32(msg[diagMsgUIDOffset:])), true
 }
+
+// ownedState reports whether a TCP state is one a process still holds its socket in:
+// established, or closed by the other end and not yet by it.
+func ownedState(state byte) bool { return state == tcpEstablished || state == tcpCloseWait }
+
+const (
+	tcpEstablished = 1
+	tcpCloseWait   = 8
+)
