@@ -59,7 +59,7 @@ func TestRouterSendsAMovedRequestOn(t *testing.T) {
 	rt := &Router{Ownership: own, BucketOf: func(types.NamespacedName) int { return 0 }, Identity: "here", Address: "here:1", Wait: 5 * time.Second,
 		Next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			here++
-			_, _ = io.ReadAll(r.Body) // as the gateway reads the body before it finds the project gone,
+			_, _ = io.ReadAll(r.Body)                    // as the gateway reads the body before it finds the project gone,
 			r.Body = io.NopCloser(strings.NewReader("")) // and puts a reader of its own in its place
 			own.handOff(next)
 			w.Header().Set(HeaderMoved, "1")
