@@ -96,6 +96,10 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string)
 // (2025-11-25 and older, which send no such version or an older one) to the stateful one. A
 // request naming a session another principal owns gets 404, whatever its method.
 func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
+	if p.g.moved(p.key) { // handed off while the body was read: the next replica answers
+		movedAway(rw, p.key)
+		return
+	}
 	dw := newDeadlineWriter(rw) // no write to a session that stops reading blocks for long
 	defer dw.disarm()
 	var w http.ResponseWriter = dw
