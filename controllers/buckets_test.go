@@ -33,9 +33,10 @@ func (o *losingOwners) Bucket(*v1alpha1.ProjectMCP) int { return 0 }
 func (o *losingOwners) Forget(types.NamespacedName)     {}
 func (o *losingOwners) Keeps(*v1alpha1.ProjectMCP) bool { return o.keeps.Load() }
 
-// A reconcile that finds its bucket lost once it has built the project's connections stops
-// what it built and writes no status: the bucket's next holder owns both now.
-func TestReconcileThatLostItsBucketStopsWhatItBuilt(t *testing.T) {
+// bucketReconciler is a Reconciler of one project with no servers (on the fake client, with a
+// registry of its own), whose bucket's ownership the test decides.
+func bucketReconciler(t *testing.T) (*Reconciler, client.Client, *registry.Registry, *losingOwners, types.NamespacedName) {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -43,11 +44,17 @@ func TestReconcileThatLostItsBucketStopsWhatItBuilt(t *testing.T) {
 	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Finalizers: []string{v1alpha1.Finalizer}}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(obj).WithStatusSubresource(obj).Build()
 	reg := registry.New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
-	defer reg.Shutdown()
+	t.Cleanup(reg.Shutdown)
 	owners := &losingOwners{}
-	owners.serve.Store(2) // owns asks twice (before and under the bucket's gate); stillOwns is the third
 	r := &Reconciler{Client: c, APIReader: c, Registry: reg, Clock: clocktesting.NewFakeClock(time.Now()), Owners: owners}
-	key := client.ObjectKeyFromObject(obj)
+	return r, c, reg, owners, client.ObjectKeyFromObject(obj)
+}
+
+// A reconcile that finds its bucket lost once it has built the project's connections stops
+// what it built and writes no status: the bucket's next holder owns both now.
+func TestReconcileThatLostItsBucketStopsWhatItBuilt(t *testing.T) {
+	r, c, reg, owners, key := bucketReconciler(t)
+	owners.serve.Store(2) // owns asks twice (before and under the bucket's gate); stillOwns is the third
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
 		t.Fatal(err)
 	}
@@ -78,18 +85,8 @@ func TestReconcileThatLostItsBucketStopsWhatItBuilt(t *testing.T) {
 // reconcile neither builds nor stops the project: it looks again soon. Once the bucket is lost,
 // the project is stopped.
 func TestReconcileWaitsForALateRenewal(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Finalizers: []string{v1alpha1.Finalizer}}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(obj).WithStatusSubresource(obj).Build()
-	reg := registry.New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
-	defer reg.Shutdown()
-	owners := &losingOwners{}
+	r, _, reg, owners, key := bucketReconciler(t)
 	owners.serve.Store(3)
-	r := &Reconciler{Client: c, APIReader: c, Registry: reg, Clock: clocktesting.NewFakeClock(time.Now()), Owners: owners}
-	key := client.ObjectKeyFromObject(obj)
 	req := reconcile.Request{NamespacedName: key}
 	if _, err := r.Reconcile(context.Background(), req); err != nil || !reg.Known(key) {
 		t.Fatalf("served: known %v, %v", reg.Known(key), err)
