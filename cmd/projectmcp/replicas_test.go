@@ -32,8 +32,8 @@ import (
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
-// failedResponses notes the body of every response of 500 and over its agents get: what the
-// SDK's error leaves out.
+// failedResponses notes, with the time, the body of every response of 400 and over its agents
+// get: what the SDK's error leaves out.
 type failedResponses struct {
 	mu     sync.Mutex
 	bodies []string
@@ -41,13 +41,13 @@ type failedResponses struct {
 
 func (fr *failedResponses) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil || resp.StatusCode < 500 {
+	if err != nil || resp.StatusCode < 400 {
 		return resp, err
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	fr.mu.Lock()
-	fr.bodies = append(fr.bodies, fmt.Sprintf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, strings.TrimSpace(string(body))))
+	fr.bodies = append(fr.bodies, fmt.Sprintf("%s %s %s: %d %s", time.Now().Format("15:04:05.000"), req.Method, req.URL.Path, resp.StatusCode, strings.TrimSpace(string(body))))
 	fr.mu.Unlock()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp, nil
@@ -131,6 +131,15 @@ func (f *bucketFleet) servedBy(excluded ...*replica) (map[int]*replica, map[int]
 			return nil, nil, fmt.Errorf("p%d is still served by %s", k, r.name)
 		}
 		owners[k], conns[k] = r, conn
+	}
+	// Settled too: no replica holds more than its fair share, which it would still give up
+	// (a handoff later would move a project the test takes as staying).
+	share := buckets.FairShare(fleetBuckets, len(f.live(excluded...)))
+	held := map[*replica]int{}
+	for _, r := range owners {
+		if held[r]++; held[r] > share {
+			return nil, nil, fmt.Errorf("%s serves more than its share of %d projects", r.name, share)
+		}
 	}
 	return owners, conns, nil
 }
@@ -393,16 +402,13 @@ func TestReplicasSpreadAndMoveProjects(t *testing.T) {
 	stopCalls()
 	wg.Wait()
 	// A call that reached the stopping replica's gateway just before the handoff is sent on to
-	// the next holder (the gateway answers it moved, the Router replays it). The aim is no
-	// failed call; one in several runs still sees a few refused as an unknown tool (a
-	// stateless call that reached the typed path just as its project was forgotten), so the
-	// test allows one call in a hundred and logs what failed.
+	// the next holder (the gateway answers it moved, the Router replays it), and one that
+	// reaches the next holder while its servers start waits for them (Registry.AwaitStarted:
+	// the three callers of a project are one stateless session, by principal, client name and
+	// address).
 	n := failed.Load()
 	t.Logf("%d calls to the %d projects moving off a stopped replica, %d failed", calls.Load(), len(calling), n)
 	if n > 0 {
-		t.Logf("the first failure: %s", *firstFailure.Load())
-	}
-	if n*100 > calls.Load() {
 		t.Fatalf("%d of %d calls failed while their projects moved off a replica stopping cleanly; the first: %s\nthe responses:\n%s", n, calls.Load(), *firstFailure.Load(), f.failures)
 	}
 	for k := range fleetBuckets {

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -22,26 +23,44 @@ func TestGatewayStatelessFirstCallWaitsForTheServers(t *testing.T) {
 	spec := v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--init-delay", "1500ms")}}
 	key := harness.Create(t, ns, "cold", spec)
 	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
-	s, err := harness.Dial(obj.Status.Endpoint, "2026-07-28", http.Header{gateway.SessionHeader: {"cold-start"}})
-	if err != nil {
-		t.Fatal(err)
+	// Two clients of one stateless session (the same SessionHeader): its requests may come
+	// together.
+	var clients [2]*mcp.ClientSession
+	for i := range clients {
+		s, err := harness.Dial(obj.Status.Endpoint, "2026-07-28", http.Header{gateway.SessionHeader: {"cold-start"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		clients[i] = s
 	}
-	defer s.Close()
-	call := func(what string) {
-		t.Helper()
+	call := func(s *mcp.ClientSession, what string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "a__echo", Arguments: map[string]any{"text": what}})
 		if err != nil || res.IsError || harness.Text(res) != what {
-			t.Fatalf("%s: %v %v", what, harness.Text(res), err)
+			return fmt.Errorf("%s: %v %v", what, harness.Text(res), err)
 		}
+		return nil
 	}
-	call("while Ready")
+	if err := call(clients[0], "while Ready"); err != nil {
+		t.Fatal(err)
+	}
 
 	// The project made again under its name: the session's next request is the first the new
 	// project's endpoint sees, while its server still starts. (A replica taking a bucket over
-	// builds its projects so, and the sessions of a 2026-07-28 client just go on.)
+	// builds its projects so, and the sessions of a 2026-07-28 client just go on.) The other
+	// client's request comes while the first one's mount waits for the server: it finds the
+	// session mounted, and waits for the server too.
 	harness.DeleteAndWait(t, key)
 	harness.Create(t, ns, "cold", spec)
-	call("the first call while the server starts")
+	first := make(chan error, 1)
+	go func() { first <- call(clients[0], "the first call while the server starts") }()
+	time.Sleep(300 * time.Millisecond) // the first request is the one that mounts
+	if err := call(clients[1], "a call of the same session meanwhile"); err != nil {
+		t.Error(err)
+	}
+	if err := <-first; err != nil {
+		t.Error(err)
+	}
 }

@@ -214,6 +214,12 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				if err := p.mount(ctx, id, principalOf(req.GetExtra().Header), clientName(req)); err != nil {
 					return nil, err
 				}
+			} else {
+				// The servers its first request may be waiting for, and the projection of what
+				// they offer now: the gateway's own sync of a server just started may not have
+				// run yet (p.sync does nothing when nothing changed).
+				p.g.opts.Registry.AwaitStarted(ctx, p.key)
+				p.sync()
 			}
 			p.sessions.touch(id, p.g.opts.Clock.Now())
 		case method == "initialize":

@@ -603,6 +603,40 @@ func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, clie
 	return s, nil
 }
 
+// AwaitStarted waits, as Mount does (up to the project's ready timeout), until every server
+// of the project has a connection that is no longer starting. A
+// request of a session mounted already takes it: a stateless session's requests can arrive
+// together, and the first one's Mount is still waiting while the others find the session
+// mounted and the project's servers not started yet (a project just made again, as a replica
+// taking a bucket over makes its projects).
+func (r *Registry) AwaitStarted(ctx context.Context, key types.NamespacedName) {
+	r.mu.Lock()
+	p := r.projects[key]
+	var ready time.Duration
+	if p != nil && !r.startedLocked(p) {
+		ready = p.desired.ReadyTimeout
+	}
+	r.mu.Unlock()
+	if ready <= 0 {
+		return
+	}
+	wait, cancel := context.WithTimeout(ctx, ready)
+	defer cancel()
+	r.waitStarted(wait, key)
+}
+
+// startedLocked reports whether every server of p has a connection that is no longer
+// starting. Callers hold r.mu.
+func (r *Registry) startedLocked(p *project) bool {
+	for _, name := range p.desired.Servers {
+		e := p.servers[name]
+		if e == nil || e.conn == nil || e.conn.Snapshot().Starting() {
+			return false
+		}
+	}
+	return true
+}
+
 // deadReason says why a dead connection counts as dead.
 func deadReason(s conn.Snapshot) string {
 	if s.Phase == v1alpha1.PhaseFailed {
