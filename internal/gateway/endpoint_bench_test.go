@@ -26,10 +26,15 @@ import (
 //	go test ./internal/gateway -run '^$' -bench Gateway -benchtime 2000x
 
 func connectURL(b testing.TB, url string) *mcp.ClientSession {
+	return connectVersion(b, url, "2025-11-25")
+}
+
+// connectVersion is a session to url at protocol version ("": the SDK's newest, 2026-07-28).
+func connectVersion(b testing.TB, url, version string) *mcp.ClientSession {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		&mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -68,6 +73,21 @@ func BenchmarkGatewayCallOverheadStateless(b *testing.B) {
 	harness.WaitStatus(b, key, 30*time.Second, "Ready", harness.IsReady)
 	via := harness.ConnectAgent(b, key, "", http.Header{gateway.SessionHeader: {"bench"}}).Session
 	measureOverhead(b, direct(b, "a", ""), via, nil)
+}
+
+// BenchmarkGatewayCallOverheadStatelessHTTP is BenchmarkGatewayCallOverhead for 2026-07-28,
+// the revision Claude Code speaks first: a 2026-07-28 client calling one fixture server over
+// streamable HTTP directly, a stateless session calling the same server through the gateway,
+// and a 2026-07-28 client through a bare reverse proxy, alternating in one run.
+func BenchmarkGatewayCallOverheadStatelessHTTP(b *testing.B) {
+	url := fixture.StartHTTP(b) + "/mcp"
+	ns := harness.NewNamespace(b)
+	key := harness.Create(b, ns, "overhead-stateless-http", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},
+	}})
+	harness.WaitStatus(b, key, 30*time.Second, "Ready", harness.IsReady)
+	via := harness.ConnectAgent(b, key, "", http.Header{gateway.SessionHeader: {"bench"}}).Session
+	measureOverhead(b, connectVersion(b, url, ""), via, connectVersion(b, bareProxy(b, url), ""))
 }
 
 // bareProxy puts a plain reverse proxy (the standard library's, nothing MCP about it) in front

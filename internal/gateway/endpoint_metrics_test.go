@@ -115,7 +115,8 @@ func TestMetrics(t *testing.T) {
 	d.expect(4, "projectmcp_tool_call_duration_seconds_count", "server", "mx")
 	d.expect(4, "projectmcp_forwarded_requests_total", "server", "mx", "method", "tools/call", "result", "ok")
 
-	// The SDK path: a 2026-07-28 session calling a 2025-11-25 server, and a prompt.
+	// A 2026-07-28 session calling a 2025-11-25 server (bridged, on the fast path too), and a
+	// prompt.
 	before = d.after
 	callOK(t, stateless, "mx__echo", map[string]any{"text": "sdk"})
 	if res := callOK(t, stateless, "mx__fail", map[string]any{"message": "nope"}); !res.IsError {
@@ -131,7 +132,7 @@ func TestMetrics(t *testing.T) {
 	d.expect(1, "projectmcp_tool_calls_total", "server", "mx", "outcome", "tool_error")
 	d.expect(2, "projectmcp_tool_call_duration_seconds_count", "server", "mx")
 	d.expect(1, "projectmcp_forwarded_requests_total", "server", "mx", "method", "prompts/get", "result", "ok")
-	d.expect(2, "projectmcp_tool_calls_path_total", "path", "revision")
+	d.expect(2, "projectmcp_tool_calls_path_total", "path", "raw")
 
 	// A call the session gives up on is cancelled.
 	before = d.after

@@ -260,6 +260,9 @@ func (p *project) read(r *http.Request, ref string) *incoming {
 	}
 	if c := p.g.opts.Registry.Lookup(p.key, in.caller.id, in.target.server); c != nil {
 		f.takes = c.Takes(in.caller.rev)
+		if f.bridged = f.stateless && in.row.tool && errors.Is(f.takes, conn.ErrOtherRevision) && c.Takes(conn.LegacyExact) == nil; f.bridged {
+			in.caller.rev = conn.LegacyExact // the request as the server's revision has it (bridge.go)
+		}
 	} else {
 		f.takes = conn.ErrUnavailable
 	}
@@ -388,12 +391,16 @@ func (p *project) forwardCall(w http.ResponseWriter, r *http.Request, in *incomi
 		if sc, ok := fc.caller.(sessionCaller); ok && fc.replay != nil && put != nil {
 			o.caller = &callStream{sessionCaller: sc, asks: &p.asks, ref: fc.id, put: put} // on the call's stream
 		}
-		return dispatch(ctx, p, o, t.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
+		call := func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
 			if t.item.Unlisted && !c.Offers(t.raw) {
 				return nil, &withheldTool{in.name} // as if it did not exist
 			}
 			return c.Forward(ctx, "tools/call", members, progressTo(put), fc.rev)
-		})
+		}
+		if in.bridged {
+			return p.bridgeCall(ctx, o, t.server, meta.Capabilities, call)
+		}
+		return dispatch(ctx, p, o, t.server, call)
 	}
 	var res conn.RawResult
 	var err error

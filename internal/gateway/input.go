@@ -173,8 +173,24 @@ func statelessRound[T any](ctx context.Context, p *project, o origin, caps *mcp.
 	if round != nil || err != nil {
 		return zero, round, err
 	}
-	res, _ := pc.res.(T)
-	return res, nil, pc.err
+	if pc.err != nil {
+		return zero, nil, pc.err
+	}
+	res, err := resultAs[T](pc.res)
+	return res, nil, err
+}
+
+// resultAs is a pending call's result as the round's caller takes it: a call the forward path
+// started (bridge.go) has the server's result undecoded, and its resumption on the SDK's path
+// takes it decoded.
+func resultAs[T any](res any) (T, error) {
+	out, ok := res.(T)
+	if raw, isRaw := res.(conn.RawResult); !ok && isRaw {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return out, fmt.Errorf("the server's result is not one of its request's: %v", err)
+		}
+	}
+	return out, nil
 }
 
 // start runs a call upstream, with the pending call as the session the server's requests go

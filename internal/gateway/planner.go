@@ -112,6 +112,10 @@ type facts struct {
 	paramHeaders bool  // the tool's schema asks for Mcp-Param headers, which only the typed path checks
 	state        bool  // the requestState, if any, goes to the server (a sealed one opens for this call)
 	takes        error // (*conn.Conn).Takes for the session's revision: nil, ErrOtherRevision, ErrNotRaw, ErrUnavailable
+	// bridged: a stateless session's tools/call to a server speaking 2025-11-25 on a connection
+	// that takes raw requests of that revision: forwarded, its envelope made 2026-07-28's
+	// (bridge.go).
+	bridged bool
 }
 
 // statelessRevision is the protocol revision of stateless sessions.
@@ -188,13 +192,14 @@ func decide(f facts) plan {
 		return counted(pathTyped, "arguments that are not an object")
 	case !f.state:
 		return counted(pathTyped, "a requestState the typed path refuses")
-	case errors.Is(f.takes, conn.ErrOtherRevision):
+	case errors.Is(f.takes, conn.ErrOtherRevision) && (!f.bridged || f.mrtr):
 		return counted(pathRevision, "the server speaks the other revision")
 	case errors.Is(f.takes, conn.ErrNotRaw):
 		return counted(pathTyped, "a connection that takes typed requests only")
 	}
 	// Takes nil, or ErrUnavailable: forward waits for the connection and answers as the
-	// typed path would, and retry covers what the connection turns out to be.
+	// typed path would, and retry covers what the connection turns out to be; or a call
+	// bridged between the revisions.
 	return counted(pathForward, "")
 }
 

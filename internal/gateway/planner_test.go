@@ -100,6 +100,8 @@ func TestDecide(t *testing.T) {
 
 		// What the connection takes (conn.Takes).
 		{"a server of the other revision", with(stateless("tools/call"), func(f *facts) { f.takes = conn.ErrOtherRevision }), pathRevision, true},
+		{"a call bridged to a server of the other revision", with(stateless("tools/call"), func(f *facts) { f.takes, f.bridged = conn.ErrOtherRevision, true }), pathForward, true},
+		{"MRTR fields to a server of the other revision", with(stateless("tools/call"), func(f *facts) { f.takes, f.bridged, f.mrtr = conn.ErrOtherRevision, true, true }), pathRevision, true},
 		{"a prompt from a server of the other revision", with(stateful("prompts/get"), func(f *facts) { f.takes = conn.ErrOtherRevision }), pathRevision, true},
 		{"typed requests only", with(stateful("resources/read"), func(f *facts) { f.takes = conn.ErrNotRaw }), pathTyped, true},
 		{"a wrapped answer of Takes", with(stateful("tools/call"), func(f *facts) { f.takes = fmt.Errorf("x: %w", conn.ErrNotRaw) }), pathTyped, true},

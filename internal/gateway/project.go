@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -37,10 +38,12 @@ type project struct {
 	// project endpoint, which serves every server under projected names.
 	only string
 	// views are the project endpoint's per-server endpoints, by server (under g.mu).
-	views     map[string]*project
-	server    *mcp.Server
-	stateful  http.Handler
-	stateless http.Handler
+	views  map[string]*project
+	server *mcp.Server
+	// serverInfo is the endpoint's implementation, as a 2026-07-28 result's _meta names it.
+	serverInfo json.RawMessage
+	stateful   http.Handler
+	stateless  http.Handler
 
 	cat catalog // what the endpoint serves (catalog.go)
 
@@ -59,7 +62,9 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string)
 			resources: map[string]projected{}, templates: map[string]projected{}},
 	}
 	p.inputs = newInputs(g, p)
-	p.server = mcp.NewServer(&mcp.Implementation{Name: "projectmcp", Title: "projectmcp " + key.String(), Version: "v1alpha1"},
+	impl := &mcp.Implementation{Name: "projectmcp", Title: "projectmcp " + key.String(), Version: "v1alpha1"}
+	p.serverInfo, _ = json.Marshal(impl) // strings only: cannot fail
+	p.server = mcp.NewServer(impl,
 		&mcp.ServerOptions{
 			// The sets may start empty and grow as servers come up: the capabilities must be
 			// declared up front.

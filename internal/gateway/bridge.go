@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/conn"
+)
+
+// A stateless (2026-07-28) session's tools/call to a server speaking 2025-11-25 is forwarded
+// at the message level as a call between two sessions of that server's revision would be; the
+// gateway translates the envelope, not the objects. The request goes as the server takes it
+// (the session's _meta of its revision stays with the gateway), and the server's result comes
+// back as a 2026-07-28 server gives one: with resultType and the endpoint's serverInfo in
+// _meta, the members as the server sent them. What the server asks the session during the
+// call (sampling, elicitation) holds the call, and the session gets an input-required result
+// (statelessRound, input.go), exactly as on the SDK's path; the resumption with the answers
+// takes the SDK's path.
+
+// bridgeCall runs a stateless session's call on a server speaking 2025-11-25 and gives its
+// result in the session's revision. caps are the client capabilities the session declares in
+// its _meta (an object: identify checked it).
+func (p *project) bridgeCall(ctx context.Context, o origin, server string, caps json.RawMessage,
+	call func(context.Context, *conn.Conn) (conn.RawResult, error)) (conn.RawResult, error) {
+	var declared mcp.ClientCapabilities
+	if err := json.Unmarshal(caps, &declared); err != nil {
+		return nil, err
+	}
+	res, round, err := statelessRound(ctx, p, o, &declared, "", nil, server, call)
+	switch {
+	case err != nil:
+		return nil, err
+	case round != nil:
+		return inputRequired(round, p.serverInfo)
+	}
+	return newestShape(res, p.serverInfo)
+}
+
+var metaKey = []byte(`"_meta"`)
+
+const serverInfoKey = mcp.MetaKeyServerInfo
+
+// newestShape makes a 2025-11-25 server's tools/call result a 2026-07-28 one: serverInfo
+// (the endpoint's) in _meta first, then the server's members as it sent them, then
+// resultType. A result with a _meta of its own has serverInfo added to it.
+func newestShape(res json.RawMessage, serverInfo json.RawMessage) (json.RawMessage, error) {
+	res = bytes.TrimSpace(res)
+	if len(res) < 2 || res[0] != '{' || res[len(res)-1] != '}' {
+		return nil, errors.New("the server's result is not a JSON object")
+	}
+	if bytes.Contains(res, metaKey) {
+		return newestShapeDecoded(res, serverInfo)
+	}
+	members := bytes.TrimSpace(res[1 : len(res)-1])
+	out := make([]byte, 0, len(res)+len(serverInfo)+96)
+	out = append(out, `{"_meta":{"`+serverInfoKey+`":`...)
+	out = append(out, serverInfo...)
+	out = append(out, "},"...)
+	if len(members) > 0 {
+		out = append(append(out, members...), ',')
+	}
+	return append(out, `"resultType":"complete"}`...), nil
+}
+
+// newestShapeDecoded is newestShape for a result that may have a _meta of its own: its members
+// are decoded (once), serverInfo set in that _meta.
+func newestShapeDecoded(res json.RawMessage, serverInfo json.RawMessage) (json.RawMessage, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(res, &top); err != nil {
+		return nil, errors.New("the server's result is not a JSON object: " + err.Error())
+	}
+	meta := map[string]json.RawMessage{}
+	if m, ok := top["_meta"]; ok && string(m) != "null" {
+		if err := json.Unmarshal(m, &meta); err != nil {
+			return nil, errors.New("the server's result has a _meta that is not an object")
+		}
+	}
+	meta[serverInfoKey] = serverInfo
+	top["_meta"], _ = json.Marshal(meta) // members as received: cannot fail
+	top["resultType"] = json.RawMessage(`"complete"`)
+	return append(append([]byte{'{'}, joinMembers(top)...), '}'), nil
+}
+
+// inputRequired is the result a stateless session gets when the server asks it for input
+// during its call: the server's requests and the state the session resumes the call with.
+func inputRequired(round *inputRound, serverInfo json.RawMessage) (json.RawMessage, error) {
+	requests, err := json.Marshal(round.requests)
+	if err != nil {
+		return nil, err
+	}
+	state, _ := json.Marshal(round.state) // a string: cannot fail
+	out := make([]byte, 0, len(requests)+len(state)+len(serverInfo)+128)
+	out = append(out, `{"_meta":{"`+serverInfoKey+`":`...)
+	out = append(out, serverInfo...)
+	out = append(out, `},"requestState":`...)
+	out = append(out, state...)
+	out = append(out, `,"resultType":"input_required","inputRequests":`...)
+	out = append(out, requests...)
+	return append(out, '}'), nil
+}

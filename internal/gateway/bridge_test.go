@@ -1,0 +1,56 @@
+package gateway
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A 2025-11-25 server's result, made a 2026-07-28 one: serverInfo first, the server's members
+// as it sent them, resultType last; a _meta of the server's own keeps its keys.
+func TestNewestShape(t *testing.T) {
+	info := json.RawMessage(`{"name":"projectmcp","version":"v1alpha1"}`)
+	for _, c := range []struct{ name, in, want string }{
+		{"members kept as sent", `{"content":[{"type":"text","text":"x"}],"structuredContent":{"b":1,"a":2},"isError":true}`,
+			`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"projectmcp","version":"v1alpha1"}},"content":[{"type":"text","text":"x"}],"structuredContent":{"b":1,"a":2},"isError":true,"resultType":"complete"}`},
+		{"no members", ` {} `, `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"projectmcp","version":"v1alpha1"}},"resultType":"complete"}`},
+		{"a _meta of the server's", `{"content":[],"_meta":{"trace":"t1"}}`,
+			`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"projectmcp","version":"v1alpha1"},"trace":"t1"},"content":[],"resultType":"complete"}`},
+		{"a null _meta", `{"_meta":null,"content":[]}`,
+			`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"projectmcp","version":"v1alpha1"}},"content":[],"resultType":"complete"}`},
+	} {
+		got, err := newestShape(json.RawMessage(c.in), info)
+		if err != nil || string(got) != c.want {
+			t.Errorf("%s: %s (%v), want %s", c.name, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{``, `[]`, `"x"`, `{"_meta":[1]}`, `{"_meta":`} {
+		if got, err := newestShape(json.RawMessage(bad), info); err == nil {
+			t.Errorf("%q: %s, want an error", bad, got)
+		}
+	}
+}
+
+// The input-required result decodes as the SDK's client reads one: the server's requests
+// under the gateway's ids, and the state to resume with.
+func TestInputRequired(t *testing.T) {
+	round := &inputRound{state: "projectmcp-input.t.0.s", requests: mcp.InputRequestMap{
+		"projectmcp-1": &mcp.ElicitParams{Message: "hi"},
+	}}
+	raw, err := inputRequired(round, json.RawMessage(`{"name":"projectmcp","version":"v1alpha1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	if string(top["resultType"]) != `"input_required"` || string(top["requestState"]) != `"projectmcp-input.t.0.s"` {
+		t.Fatalf("%s", raw)
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(raw, &res); err != nil || res.RequestState != round.state || len(res.InputRequests) != 1 {
+		t.Fatalf("%s decodes to %+v (%v)", raw, res, err)
+	}
+}
