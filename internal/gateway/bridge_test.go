@@ -17,16 +17,29 @@ func TestNewestShape(t *testing.T) {
 		{"no members", ` {} `, `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"projectmcp","version":"v1alpha1"}},"resultType":"complete"}`},
 		{"a _meta of the server's", `{"content":[],"_meta":{"trace":"t1"}}`,
 			`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"projectmcp","version":"v1alpha1"},"trace":"t1"},"content":[],"resultType":"complete"}`},
+		{"a resultType of the server's, set once", `{"content":[],"resultType":"x"}`,
+			`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"projectmcp","version":"v1alpha1"}},"content":[],"resultType":"complete"}`},
+		{"a _meta named with escapes", `{"content":[],"\u005fmeta":{"k":1}}`,
+			`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"projectmcp","version":"v1alpha1"},"k":1},"content":[],"resultType":"complete"}`},
 		{"a null _meta", `{"_meta":null,"content":[]}`,
 			`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"projectmcp","version":"v1alpha1"}},"content":[],"resultType":"complete"}`},
 	} {
-		got, err := newestShape(json.RawMessage(c.in), info)
+		got, err := newestShape(json.RawMessage(c.in), info, "")
 		if err != nil || string(got) != c.want {
 			t.Errorf("%s: %s (%v), want %s", c.name, got, err, c.want)
 		}
 	}
+	// A read's caching hints, as the SDK's server gives them, either way.
+	for in, want := range map[string]string{
+		`{"contents":[]}`:            `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"projectmcp","version":"v1alpha1"}},"ttlMs":0,"cacheScope":"private","contents":[],"resultType":"complete"}`,
+		`{"_meta":{},"contents":[]}`: `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"projectmcp","version":"v1alpha1"}},"cacheScope":"private","contents":[],"resultType":"complete","ttlMs":0}`,
+	} {
+		if got, err := newestShape(json.RawMessage(in), info, "private"); err != nil || string(got) != want {
+			t.Errorf("a read %s: %s (%v), want %s", in, got, err, want)
+		}
+	}
 	for _, bad := range []string{``, `[]`, `"x"`, `{"_meta":[1]}`, `{"_meta":`} {
-		if got, err := newestShape(json.RawMessage(bad), info); err == nil {
+		if got, err := newestShape(json.RawMessage(bad), info, ""); err == nil {
 			t.Errorf("%q: %s, want an error", bad, got)
 		}
 	}
@@ -52,5 +65,24 @@ func TestInputRequired(t *testing.T) {
 	var res mcp.CallToolResult
 	if err := json.Unmarshal(raw, &res); err != nil || res.RequestState != round.state || len(res.InputRequests) != 1 {
 		t.Fatalf("%s decodes to %+v (%v)", raw, res, err)
+	}
+}
+
+// A held call's result as the SDK's path takes it on resumption: decoded from the forward
+// path's raw result; a result that is no result of the request is an error, never a nil the
+// handler would dereference.
+func TestResultAs(t *testing.T) {
+	res, err := resultAs[*mcp.CallToolResult](json.RawMessage(`{"content":[{"type":"text","text":"x"}]}`))
+	if err != nil || len(res.Content) != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	typed := &mcp.CallToolResult{IsError: true}
+	if res, err := resultAs[*mcp.CallToolResult](typed); err != nil || res != typed {
+		t.Fatalf("%+v %v", res, err)
+	}
+	for _, bad := range []any{json.RawMessage(`null`), json.RawMessage(`[1]`), json.RawMessage(`{`), &mcp.GetPromptResult{}, nil} {
+		if res, err := resultAs[*mcp.CallToolResult](bad); err == nil {
+			t.Errorf("%v: %+v, want an error", bad, res)
+		}
 	}
 }

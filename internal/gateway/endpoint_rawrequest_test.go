@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -248,5 +249,97 @@ func TestGatewayRequestsKeepUnmodeledFields(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A stateless session's requests to a server speaking 2025-11-25 are bridged: what the server
+// gives a 2025-11-25 session directly, every member it sent included (the SDK's path lost the
+// ones its types do not model), with what a 2026-07-28 result carries besides: resultType,
+// the endpoint's serverInfo in _meta, and a read's caching hints.
+func TestGatewayBridgedRequestsKeepUnmodeledFields(t *testing.T) {
+	args := []string{"--future-fields", "--protocol", "2025-11-25"}
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "bridged", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", args...)}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	d, direct := directLogged(t, "2025-11-25", append([]string{"--name", "a"}, args...)...)
+	s, through := endpointLogged(t, key, "2026-07-28")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.ListPrompts(ctx, nil); err != nil { // mounts the stateless session
+		t.Fatal(err)
+	}
+	serverInfo := map[string]any{"name": "projectmcp", "title": "projectmcp " + key.String(), "version": "v1alpha1"}
+	complete := func(c *mcp.CompleteParams) func(*mcp.ClientSession) error {
+		return func(s *mcp.ClientSession) error { _, err := s.Complete(ctx, c); return err }
+	}
+	for _, c := range []struct {
+		method, path string
+		direct, gw   func(*mcp.ClientSession) error
+	}{
+		{"tools/call", "",
+			func(s *mcp.ClientSession) error {
+				_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "future"})
+				return err
+			},
+			func(s *mcp.ClientSession) error {
+				_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "a__future"})
+				return err
+			}},
+		{"prompts/get", "raw",
+			func(s *mcp.ClientSession) error {
+				_, err := s.GetPrompt(ctx, &mcp.GetPromptParams{Name: "future"})
+				return err
+			},
+			func(s *mcp.ClientSession) error {
+				_, err := s.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a__future"})
+				return err
+			}},
+		{"resources/read", "raw",
+			func(s *mcp.ClientSession) error {
+				_, err := s.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fixture://a/future"})
+				return err
+			},
+			func(s *mcp.ClientSession) error {
+				_, err := s.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fixture://a/future"})
+				return err
+			}},
+		// Through the SDK this one failed: the server was asked at the session's revision.
+		{"completion/complete", "raw",
+			complete(&mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "future"}, Argument: mcp.CompleteParamsArgument{Name: "x", Value: "f"}}),
+			complete(&mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "a__future"}, Argument: mcp.CompleteParamsArgument{Name: "x", Value: "f"}})},
+	} {
+		counter := metrics.RequestPath.WithLabelValues(c.method, "raw")
+		if c.method == "tools/call" {
+			counter = metrics.FastPath.WithLabelValues("raw")
+		}
+		before := promtest.ToFloat64(counter)
+		if err := c.direct(d); err != nil {
+			t.Fatalf("%s directly: %v", c.method, err)
+		}
+		if err := c.gw(s); err != nil {
+			t.Fatalf("%s through the endpoint: %v", c.method, err)
+		}
+		var want, got map[string]any
+		if err := json.Unmarshal([]byte(direct.last(t)), &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(through.last(t)), &got); err != nil {
+			t.Fatal(err)
+		}
+		meta, _ := want["_meta"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta[mcp.MetaKeyServerInfo] = serverInfo
+		want["_meta"], want["resultType"] = meta, "complete"
+		if c.method == "resources/read" {
+			want["ttlMs"], want["cacheScope"] = 0.0, "public"
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: through the endpoint %v, want %v", c.method, got, want)
+		}
+		if n := promtest.ToFloat64(counter) - before; n != 1 {
+			t.Fatalf("%s on the raw path: %v", c.method, n)
+		}
 	}
 }

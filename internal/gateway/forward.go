@@ -114,7 +114,9 @@ type incoming struct {
 	state   json.RawMessage            // the requestState as the server gets it (opened), or none
 	target  target
 	caller  forwardCaller
-	binding stateBinding
+	// declared: a bridged request's client capabilities, as the session declares them (bridge.go)
+	declared mcp.ClientCapabilities
+	binding  stateBinding
 	// answer: the session's answer to a request of the gateway's, by its id; cancel: the call
 	// a notifications/cancelled names.
 	answerID string
@@ -260,8 +262,11 @@ func (p *project) read(r *http.Request, ref string) *incoming {
 	}
 	if c := p.g.opts.Registry.Lookup(p.key, in.caller.id, in.target.server); c != nil {
 		f.takes = c.Takes(in.caller.rev)
-		if f.bridged = f.stateless && in.row.tool && errors.Is(f.takes, conn.ErrOtherRevision) && c.Takes(conn.LegacyExact) == nil; f.bridged {
+		if f.bridged = f.stateless && errors.Is(f.takes, conn.ErrOtherRevision) && c.Takes(conn.LegacyExact) == nil; f.bridged {
 			in.caller.rev = conn.LegacyExact // the request as the server's revision has it (bridge.go)
+			// The capabilities the session declares decide what the server may ask it; ones
+			// the SDK's types refuse are the SDK's to answer.
+			f.bridged = json.Unmarshal(in.meta.Capabilities, &in.declared) == nil
 		}
 	} else {
 		f.takes = conn.ErrUnavailable
@@ -398,7 +403,7 @@ func (p *project) forwardCall(w http.ResponseWriter, r *http.Request, in *incomi
 			return c.Forward(ctx, "tools/call", members, progressTo(put), fc.rev)
 		}
 		if in.bridged {
-			return p.bridgeCall(ctx, o, t.server, meta.Capabilities, call)
+			return p.bridge(ctx, o, t.server, in.declared, call)
 		}
 		return dispatch(ctx, p, o, t.server, call)
 	}
@@ -439,6 +444,9 @@ func (p *project) forwardCall(w http.ResponseWriter, r *http.Request, in *incomi
 			return pathForward
 		}
 		res = ownResult(text, fc.stateless)
+		if in.bridged { // with the endpoint's serverInfo, as every result of a bridged call
+			res, _ = newestShape(ownResult(text, false), p.serverInfo, "") // the gateway's own object: cannot fail
+		}
 	}
 	writeResponse(w, final(), env.ID, res, nil)
 	return pathForward

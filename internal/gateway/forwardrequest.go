@@ -102,10 +102,20 @@ func (p *project) forwardRequest(w http.ResponseWriter, r *http.Request, in *inc
 	if t.raw != "" { // an item the server names (a prompt): its two names, for the span and the audit log
 		o.name, o.raw = in.name, t.raw
 	}
+	if in.bridged && in.method == "resources/read" {
+		o.name = in.name // the URI, which an input round's state is bound to, as on the SDK's path
+	}
 	body := joinMembers(in.members)
-	res, err := dispatch(ctx, p, o, t.server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
+	send := func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
 		return c.Forward(ctx, in.method, body, nil, fc.rev)
-	})
+	}
+	var res conn.RawResult
+	var err error
+	if in.bridged {
+		res, err = p.bridge(ctx, o, t.server, in.declared, send)
+	} else {
+		res, err = dispatch(ctx, p, o, t.server, send)
+	}
 	if again, ok := retry(err); ok {
 		return again // nothing was written
 	}

@@ -8,8 +8,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -184,11 +186,16 @@ func statelessRound[T any](ctx context.Context, p *project, o origin, caps *mcp.
 // started (bridge.go) has the server's result undecoded, and its resumption on the SDK's path
 // takes it decoded.
 func resultAs[T any](res any) (T, error) {
-	out, ok := res.(T)
-	if raw, isRaw := res.(conn.RawResult); !ok && isRaw {
-		if err := json.Unmarshal(raw, &out); err != nil {
-			return out, fmt.Errorf("the server's result is not one of its request's: %v", err)
-		}
+	if out, ok := res.(T); ok {
+		return out, nil
+	}
+	var out T
+	raw, isRaw := res.(conn.RawResult)
+	if !isRaw {
+		return out, fmt.Errorf("projectmcp: a held call's result is a %T", res)
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || reflect.ValueOf(&out).Elem().IsZero() {
+		return out, errors.New("the server's result is not one of its request's")
 	}
 	return out, nil
 }

@@ -112,7 +112,7 @@ type facts struct {
 	paramHeaders bool  // the tool's schema asks for Mcp-Param headers, which only the typed path checks
 	state        bool  // the requestState, if any, goes to the server (a sealed one opens for this call)
 	takes        error // (*conn.Conn).Takes for the session's revision: nil, ErrOtherRevision, ErrNotRaw, ErrUnavailable
-	// bridged: a stateless session's tools/call to a server speaking 2025-11-25 on a connection
+	// bridged: a stateless session's request to a server speaking 2025-11-25 on a connection
 	// that takes raw requests of that revision: forwarded, its envelope made 2026-07-28's
 	// (bridge.go).
 	bridged bool

@@ -219,11 +219,10 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				if err := p.mount(ctx, id, principalOf(req.GetExtra().Header), clientName(req)); err != nil {
 					return nil, err
 				}
-			} else {
-				// The servers its first request may be waiting for, and the projection of what
-				// they offer now: the gateway's own sync of a server just started may not have
-				// run yet (p.sync does nothing when nothing changed).
-				p.g.opts.Registry.AwaitStarted(ctx, p.key)
+			} else if p.g.opts.Registry.AwaitStarted(ctx, p.key, id) {
+				// Within its mount window: the servers its first request may be waiting for,
+				// and the projection of what they offer now (the gateway's own sync of a server
+				// just started may not have run yet; p.sync does nothing when nothing changed).
 				p.sync()
 			}
 			p.sessions.touch(id, p.g.opts.Clock.Now())

@@ -603,26 +603,37 @@ func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, clie
 	return s, nil
 }
 
-// AwaitStarted waits, as Mount does (up to the project's ready timeout), until every server
-// of the project has a connection that is no longer starting. A
-// request of a session mounted already takes it: a stateless session's requests can arrive
-// together, and the first one's Mount is still waiting while the others find the session
-// mounted and the project's servers not started yet (a project just made again, as a replica
-// taking a bucket over makes its projects).
-func (r *Registry) AwaitStarted(ctx context.Context, key types.NamespacedName) {
+// AwaitStarted waits, as a session's Mount does, until every server of the project has a
+// connection that is no longer starting, but only within the session's own mount window (its
+// first ReadyTimeout since it was bound); false when the session is past it, or not mounted.
+// A stateless session's requests can arrive together: the first one's Mount is still waiting
+// while the others find the session mounted and the project's servers not started yet (a
+// project just made again, as a replica taking a bucket over makes its projects). Later
+// requests never wait here: a server that starts again later (a repoint, a rebuild) keeps its
+// old tools listed meanwhile, and its calls wait in Await.
+func (r *Registry) AwaitStarted(ctx context.Context, key types.NamespacedName, id string) bool {
 	r.mu.Lock()
 	p := r.projects[key]
-	var ready time.Duration
-	if p != nil && !r.startedLocked(p) {
-		ready = p.desired.ReadyTimeout
+	var s *Session
+	if p != nil {
+		s = p.sessions[id]
 	}
+	if s == nil {
+		r.mu.Unlock()
+		return false
+	}
+	left := s.BoundAt.Add(p.desired.ReadyTimeout).Sub(r.clock.Now())
+	started := r.startedLocked(p)
 	r.mu.Unlock()
-	if ready <= 0 {
-		return
+	if left <= 0 {
+		return false
 	}
-	wait, cancel := context.WithTimeout(ctx, ready)
-	defer cancel()
-	r.waitStarted(wait, key)
+	if !started {
+		wait, cancel := context.WithTimeout(ctx, left)
+		defer cancel()
+		r.waitStarted(wait, key)
+	}
+	return true
 }
 
 // startedLocked reports whether every server of p has a connection that is no longer
