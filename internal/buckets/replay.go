@@ -14,16 +14,24 @@ const maxKept = 16 << 20
 // kept is a request's body that can be read again from its first byte: what an attempt read
 // of it is kept, so the next attempt reads that first and then the rest. Nothing is read
 // ahead: an attempt reads the body as it would the client's.
+//
+// A body of a declared length ends there: its client's body is not read past it. An HTTP/1.x
+// server may close a request's body once the handler has written its response's header, which
+// a proxied stream does while the transport may still look past the declared length for more;
+// that look would fail, and the transport close the connection the answer is still streaming
+// on.
 type kept struct {
 	src    io.ReadCloser
 	buf    bytes.Buffer
-	pos    int  // where the current attempt reads in buf
-	spoilt bool // more than maxKept was read: no second attempt
+	pos    int   // where the current attempt reads in buf
+	read   int64 // what was read of src
+	length int64 // the declared length, or -1
+	spoilt bool  // more than maxKept was read: no second attempt
 }
 
 // keep makes r's body one that can be read again (rewind).
 func keep(r *http.Request) *kept {
-	k := &kept{src: r.Body}
+	k := &kept{src: r.Body, length: r.ContentLength}
 	if r.Body == nil || r.Body == http.NoBody {
 		k.src = http.NoBody
 	}
@@ -37,7 +45,11 @@ func (k *kept) Read(p []byte) (int, error) {
 		k.pos += n
 		return n, nil
 	}
+	if k.length >= 0 && k.read >= k.length {
+		return 0, io.EOF
+	}
 	n, err := k.src.Read(p)
+	k.read += int64(n)
 	if !k.spoilt {
 		if k.buf.Len()+n > maxKept {
 			k.spoilt = true

@@ -1,6 +1,7 @@
 package buckets
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -164,3 +165,31 @@ func TestKeptBody(t *testing.T) {
 		t.Fatal("a body past maxKept was kept")
 	}
 }
+
+// A body of a declared length is not read past it: the client's body may be closed by then (an
+// HTTP/1.x server closes it once the proxied answer's header is written), and a read that
+// failed there had the transport close the connection the answer streamed on.
+func TestKeptBodyEndsAtItsLength(t *testing.T) {
+	r := httptest.NewRequest(http.MethodPost, "/", nil)
+	r.Body, r.ContentLength = &closedAfter{data: []byte("abcdef")}, 6
+	keep(r)
+	all, err := io.ReadAll(r.Body)
+	if err != nil || string(all) != "abcdef" {
+		t.Fatalf("read %q, %v", all, err)
+	}
+}
+
+// closedAfter gives its data, then fails every read, as a closed body does (without the EOF a
+// body read to its end gives).
+type closedAfter struct{ data []byte }
+
+func (c *closedAfter) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, errors.New("http: invalid Read on closed Body")
+	}
+	n := copy(p, c.data)
+	c.data = c.data[n:]
+	return n, nil
+}
+
+func (c *closedAfter) Close() error { return nil }

@@ -274,7 +274,13 @@ func benchStdio(b *testing.B, args ...string) {
 // BenchmarkGatewayThroughput: 8 concurrent sessions calling echo, directly to one fixture over
 // streamable HTTP and through the gateway (one shared connection to the same fixture), each
 // for the same number of calls; reports calls per second both ways and their ratio.
-func BenchmarkGatewayThroughput(b *testing.B) {
+func BenchmarkGatewayThroughput(b *testing.B) { benchThroughput(b, "2025-11-25") }
+
+// BenchmarkGatewayThroughputStateless is BenchmarkGatewayThroughput with 2026-07-28 clients:
+// eight stateless sessions through the gateway (bridged to the 2025-11-25 server).
+func BenchmarkGatewayThroughputStateless(b *testing.B) { benchThroughput(b, "") }
+
+func benchThroughput(b *testing.B, version string) {
 	const sessions = 8
 	url := fixture.StartHTTP(b) + "/mcp"
 	ns := harness.NewNamespace(b)
@@ -283,9 +289,13 @@ func BenchmarkGatewayThroughput(b *testing.B) {
 	}})
 	harness.WaitStatus(b, key, 30*time.Second, "Ready", harness.IsReady)
 	var directs, vias []*mcp.ClientSession
-	for range sessions {
-		directs = append(directs, connectURL(b, url))
-		vias = append(vias, harness.ConnectAgent(b, key, "2025-11-25", nil).Session)
+	for i := range sessions {
+		directs = append(directs, connectVersion(b, url, version))
+		var header http.Header
+		if version == "" { // eight stateless sessions, not one
+			header = http.Header{gateway.SessionHeader: {fmt.Sprintf("s%d", i)}}
+		}
+		vias = append(vias, harness.ConnectAgent(b, key, version, header).Session)
 	}
 	run := func(ss []*mcp.ClientSession, name string, calls int) float64 {
 		start := time.Now()
