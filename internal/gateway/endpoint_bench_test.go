@@ -25,10 +25,6 @@ import (
 //
 //	go test ./internal/gateway -run '^$' -bench Gateway -benchtime 2000x
 
-func connectURL(b testing.TB, url string) *mcp.ClientSession {
-	return connectVersion(b, url, "2025-11-25")
-}
-
 // connectVersion is a session to url at protocol version ("": the SDK's newest, 2026-07-28).
 func connectVersion(b testing.TB, url, version string) *mcp.ClientSession {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -53,14 +49,19 @@ func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 // BenchmarkGatewayCallOverhead calls the same echo tool of one fixture server directly and
 // through the gateway (which reaches that same server over streamable HTTP), alternating, and
 // reports p50/p99 of both and the ratio of the medians.
-func BenchmarkGatewayCallOverhead(b *testing.B) {
+func BenchmarkGatewayCallOverhead(b *testing.B) { benchOverheadHTTP(b, "2025-11-25", nil) }
+
+// benchOverheadHTTP is BenchmarkGatewayCallOverhead for clients of version ("": the SDK's
+// newest first) with header, beside the same client through a bare reverse proxy.
+func benchOverheadHTTP(b *testing.B, version string, header http.Header) {
 	url := fixture.StartHTTP(b) + "/mcp"
 	ns := harness.NewNamespace(b)
 	key := harness.Create(b, ns, "overhead", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
 		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},
 	}})
 	harness.WaitStatus(b, key, 30*time.Second, "Ready", harness.IsReady)
-	measureOverhead(b, connectURL(b, url), harness.ConnectAgent(b, key, "2025-11-25", nil).Session, connectURL(b, bareProxy(b, url)))
+	via := harness.ConnectAgent(b, key, version, header).Session
+	measureOverhead(b, connectVersion(b, url, version), via, connectVersion(b, bareProxy(b, url), version))
 }
 
 // BenchmarkGatewayCallOverheadStateless is BenchmarkGatewayCallOverheadStdio for 2026-07-28:
@@ -75,19 +76,12 @@ func BenchmarkGatewayCallOverheadStateless(b *testing.B) {
 	measureOverhead(b, direct(b, "a", ""), via, nil)
 }
 
-// BenchmarkGatewayCallOverheadStatelessHTTP is BenchmarkGatewayCallOverhead for 2026-07-28,
-// the revision Claude Code speaks first: a 2026-07-28 client calling one fixture server over
-// streamable HTTP directly, a stateless session calling the same server through the gateway,
-// and a 2026-07-28 client through a bare reverse proxy, alternating in one run.
+// BenchmarkGatewayCallOverheadStatelessHTTP is BenchmarkGatewayCallOverhead for the client
+// Claude Code is: one that asks for 2026-07-28 first. The fixture's stateful HTTP server
+// answers it at 2025-11-25, directly and through the bare proxy; through the gateway it is a
+// stateless session, whose calls the gateway bridges to that server.
 func BenchmarkGatewayCallOverheadStatelessHTTP(b *testing.B) {
-	url := fixture.StartHTTP(b) + "/mcp"
-	ns := harness.NewNamespace(b)
-	key := harness.Create(b, ns, "overhead-stateless-http", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
-		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},
-	}})
-	harness.WaitStatus(b, key, 30*time.Second, "Ready", harness.IsReady)
-	via := harness.ConnectAgent(b, key, "", http.Header{gateway.SessionHeader: {"bench"}}).Session
-	measureOverhead(b, connectVersion(b, url, ""), via, connectVersion(b, bareProxy(b, url), ""))
+	benchOverheadHTTP(b, "", http.Header{gateway.SessionHeader: {"bench"}})
 }
 
 // bareProxy puts a plain reverse proxy (the standard library's, nothing MCP about it) in front
