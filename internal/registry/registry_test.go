@@ -480,3 +480,32 @@ func TestRepointChainNeverOverlaps(t *testing.T) {
 		t.Fatalf("the call in flight must finish on the first connection: %v", err)
 	}
 }
+
+// A mounted session's request waits for the project's servers only within the session's
+// mount window (its first readyTimeout since it was bound, on the injected clock), as its
+// mount does; past it, or for a session not mounted, it never waits.
+func TestAwaitStartedOnlyInTheMountWindow(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := New(clk, logr.Discard())
+	defer r.Shutdown()
+	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute, ReadyTimeout: 5 * time.Second})
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := r.Mount(short, key, "s1", "test"); err != nil { // "a" has no connection yet
+		t.Fatal(err)
+	}
+	within, cancelWithin := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancelWithin()
+	if !r.AwaitStarted(within, key, "s1") || within.Err() == nil {
+		t.Fatal("within its mount window, a request must wait for a server not started yet")
+	}
+	patient, cancelPatient := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelPatient()
+	if r.AwaitStarted(patient, key, "nobody") || patient.Err() != nil {
+		t.Fatal("a session not mounted must not wait")
+	}
+	clk.Step(6 * time.Second)
+	if r.AwaitStarted(patient, key, "s1") || patient.Err() != nil {
+		t.Fatal("past its mount window, a request must not wait")
+	}
+}
