@@ -99,6 +99,14 @@ func (p *project) reannounce(l conn.Lists) {
 	if r, ok := firstOf(p.cat.resources); ok && l&conn.ResourceList != 0 {
 		_ = guard("resource", func() { p.server.AddResource(r.item.(*mcp.Resource), p.resourceHandler(r.server)) })
 	}
+	// The listens the gateway serves (listen.go), of the lists that had something to announce.
+	var announced conn.Lists
+	for kind, set := range map[conn.Lists]map[string]projected{conn.ToolList: p.cat.tools, conn.PromptList: p.cat.prompts, conn.ResourceList: p.cat.resources} {
+		if len(set) > 0 {
+			announced |= kind
+		}
+	}
+	p.listeners.changed(l & announced)
 }
 
 // firstOf is the item of set with the least name.
@@ -156,41 +164,49 @@ func (p *project) sync() {
 		note(t.Template, conn.KindTemplate, t.Server, t.Template.URITemplate)
 	}
 	p.indexRaw(pending)
-	applySet(p, "tool", p.cat.tools, tools, func(t projection.Tool) (projected, any) {
+	var changed conn.Lists // what the listens the gateway serves are told (listen.go)
+	noteChange := func(l conn.Lists, did bool) {
+		if did {
+			changed |= l
+		}
+	}
+	noteChange(conn.ToolList, applySet(p, "tool", p.cat.tools, tools, func(t projection.Tool) (projected, any) {
 		schema, _ := json.Marshal(t.Tool.InputSchema)
 		return projected{server: t.Server, raw: t.Raw, paramHeaders: bytes.Contains(schema, []byte("x-mcp-header")),
 			item: t.Tool, members: pending[t.Tool]}, t.Tool
 	}, p.server.RemoveTools, func(name string, t projection.Tool) error {
 		return addTool(p.server, t.Tool, p.handler(t.Server, t.Raw))
-	})
+	}))
 
-	applySet(p, "prompt", p.cat.prompts, prompts, func(pr projection.Prompt) (projected, any) {
+	noteChange(conn.PromptList, applySet(p, "prompt", p.cat.prompts, prompts, func(pr projection.Prompt) (projected, any) {
 		return projected{server: pr.Server, raw: pr.Raw, item: pr.Prompt, members: pending[pr.Prompt]}, pr.Prompt
 	}, p.server.RemovePrompts, func(name string, pr projection.Prompt) error {
 		return guard("prompt", func() { p.server.AddPrompt(pr.Prompt, p.promptHandler(pr.Server, pr.Raw)) })
-	})
+	}))
 
-	applySet(p, "resource", p.cat.resources, resources, func(r projection.Resource) (projected, any) {
+	noteChange(conn.ResourceList, applySet(p, "resource", p.cat.resources, resources, func(r projection.Resource) (projected, any) {
 		return projected{server: r.Server, raw: r.Resource.URI, item: r.Resource, members: pending[r.Resource]}, r.Resource
 	}, p.server.RemoveResources, func(uri string, r projection.Resource) error {
 		return guard("resource", func() { p.server.AddResource(r.Resource, p.resourceHandler(r.Server)) })
-	})
-	applySet(p, "resource template", p.cat.templates, templates, func(t projection.Template) (projected, any) {
+	}))
+	// A template's change is a resources/list_changed, as the SDK's server announces it.
+	noteChange(conn.ResourceList, applySet(p, "resource template", p.cat.templates, templates, func(t projection.Template) (projected, any) {
 		return projected{server: t.Server, raw: t.Template.URITemplate, item: t.Template, members: pending[t.Template]}, t.Template
 	}, p.server.RemoveResourceTemplates, func(uri string, t projection.Template) error {
 		return guard("resource template", func() { p.server.AddResourceTemplate(t.Template, p.resourceHandler(t.Server)) })
-	})
+	}))
 	p.indexRaw(nil)
 	p.publishRoutes(slices.Collect(maps.Keys(obs.Servers)))
+	p.listeners.changed(changed)
 }
 
 // applySet makes have (what the SDK server holds) match want: items gone or changed are
 // removed, new ones added in name order. describe gives an item's identity and what sessions
 // see of it: the typed item, and the item as its server listed it (both fingerprinted: a
 // change of a field only the raw item shows is a change too). An item the SDK refuses is
-// logged and left out.
+// logged and left out. changed: the SDK server's set changed (it announces a list_changed).
 func applySet[T any](p *project, kind string, have map[string]projected, want map[string]T,
-	describe func(T) (projected, any), remove func(...string), add func(string, T) error) {
+	describe func(T) (projected, any), remove func(...string), add func(string, T) error) (changed bool) {
 	seen := make(map[string]projected, len(want))
 	for name, w := range want {
 		id, visible := describe(w)
@@ -210,6 +226,7 @@ func applySet[T any](p *project, kind string, have map[string]projected, want ma
 		}
 	}
 	if len(gone) > 0 {
+		changed = true
 		remove(gone...)
 		for _, name := range gone {
 			delete(have, name)
@@ -228,7 +245,9 @@ func applySet[T any](p *project, kind string, have map[string]projected, want ma
 			continue
 		}
 		have[name] = seen[name]
+		changed = true
 	}
+	return changed
 }
 
 // addTool adds a tool, turning the SDK's panic on a schema it cannot use into an error.

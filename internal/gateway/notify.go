@@ -29,7 +29,8 @@ import (
 // Subscriptions: a session subscribes a URI; the connection of the server that owns it is
 // subscribed once for all sessions (reference-counted in conn, carried across a repoint),
 // and notifications/resources/updated reaches only the sessions that subscribed (the SDK
-// keeps who). A session that ends drops its subscriptions.
+// keeps who; for a 2026-07-28 listen the gateway serves, its listeners do: listen.go). A
+// session that ends drops its subscriptions.
 
 // notice delivers a server's notification to the project's sessions.
 func (g *Gateway) notice(key types.NamespacedName, server string, n conn.Notice) {
@@ -55,6 +56,7 @@ func (p *project) deliver(server string, n conn.Notice) {
 	switch {
 	case n.ResourceUpdated != nil:
 		_ = p.server.ResourceUpdated(ctx, n.ResourceUpdated) // to its subscribers' outboxes
+		p.listeners.updated(n.ResourceUpdated)               // and to the listens the gateway serves (listen.go)
 	case n.Unchanged != 0:
 		p.reannounce(n.Unchanged)
 	case n.Log != nil:
@@ -172,14 +174,18 @@ const DefaultMaxSubscriptionsPerSession = 100
 // once (a second reference would never be dropped); a failed subscribe takes the entry out,
 // and one the session dropped meanwhile gives its reference back.
 func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	uri := req.Params.URI
+	return p.subscribeAs(ctx, p.subscriber(req), req.Params.URI)
+}
+
+// subscribeAs subscribes the session o names to a URI: subscribe's, and a listen's the
+// gateway serves (listen.go).
+func (p *project) subscribeAs(ctx context.Context, o origin, uri string) error {
 	server, ok := p.current().owner(uri)
 	if !ok {
 		// The SDK's own code for a missing resource, which its compatibility setting can make
 		// -32002 rather than jsonrpc.CodeInvalidParams.
 		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no server of this project lists the resource %q", uri)} //nolint:staticcheck // see above
 	}
-	o := p.subscriber(req)
 	o.method, o.item = "resources/subscribe", p.current().resourceItem(server, uri) // for a listen's subscription too
 	id := o.session
 	if claimed, err := p.claimSubscription(id, uri); !claimed {

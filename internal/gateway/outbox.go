@@ -40,6 +40,7 @@ type notice struct {
 	method string
 	uri    string // a resource update's URI: one waiting update per URI is enough
 	send   func()
+	meta   mcp.Meta // a resource update's _meta as its server sent it, for a listen (listen.go)
 }
 
 // outbox is one session's queue.

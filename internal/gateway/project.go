@@ -53,6 +53,8 @@ type project struct {
 	replays  replays  // stateful sessions' resumable call streams (resume.go)
 	asks     asks     // servers' requests sent on calls' streams, awaiting answers (asks.go)
 	listens  sync.Map // *mcp.ServerSession of a subscriptions/listen → its origin (subscriber)
+	// listeners are the subscriptions/listen streams the gateway serves itself (listen.go).
+	listeners listeners
 }
 
 func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string) *project {
@@ -111,6 +113,9 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	r.Header.Set(remoteHeader, r.RemoteAddr)
 	sid := r.Header.Get("Mcp-Session-Id")
 	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" && sid == "" {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == methodListen && p.serveListen(w, r) {
+			return
+		}
 		if r.Method == http.MethodPost && p.serveForward(w, r, "") {
 			return
 		}
@@ -353,6 +358,7 @@ func (p *project) close() {
 	for _, v := range p.g.viewsOf(p) {
 		v.close()
 	}
+	p.listeners.close() // each listen writes its result and ends
 	sessions := p.sessions.statefuls()
 	stateless := p.sessions.stale(time.Time{}, 0, true)
 	p.inputs.closeAll()

@@ -1,0 +1,446 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/conn"
+)
+
+// A 2026-07-28 session's subscriptions/listen is served here, not by the SDK's stateless
+// handler. Through the SDK, an idle listen held four goroutines (net/http's background reader,
+// the SDK session's reader, its POST handler waiting for the stream's end, and the SDK server's
+// listen handler) and an SDK session's heap; here it holds the HTTP handler's goroutine (with
+// net/http's reader) and a listen record.
+//
+// The stream is what the SDK writes: an SSE "message" event per JSON-RPC message, the first
+// notifications/subscriptions/acknowledged with the subset of the notifications the endpoint
+// honours (all it is asked for: it declares every list's listChanged and resource
+// subscriptions), then the notifications, each with the listen's request id in its _meta
+// (mcp.MetaKeySubscriptionID). A listen that asks for nothing the endpoint honours is
+// answered at once, as one the endpoint ends (it closes) is: with the SubscriptionsListenResult.
+//
+// The handler's goroutine is the stream's only writer (outbox.go): what the projection's sync
+// and the connections deliver is queued on the listen's record and the goroutine woken. A
+// request the gateway would answer otherwise than the SDK (a malformed one, a refused mount or
+// subscribe) goes to the SDK's handler, which answers it as before.
+
+// methodListen is the method served here.
+const methodListen = "subscriptions/listen"
+
+// listenDelay is how long a list change waits for others before it is announced: the SDK's
+// server waits as long (10 ms), so a sync's several changes are one list_changed.
+const listenDelay = 10 * time.Millisecond
+
+// listen is one subscriptions/listen stream.
+type listen struct {
+	id      json.RawMessage // the request's id, as the SDK writes it back
+	session string          // the session's ref
+	lists   conn.Lists      // the list_changed it takes
+	uris    []string        // the resources whose updates it takes
+
+	mu     sync.Mutex
+	queue  []notice // method, uri and meta only: the writer encodes them (send is unused)
+	closed bool     // the endpoint is closing: the stream ends with its result
+	wake   chan struct{}
+}
+
+// listeners are an endpoint's listens.
+type listeners struct {
+	mu      sync.Mutex
+	all     map[*listen]struct{}
+	byURI   map[string]map[*listen]struct{}
+	pending conn.Lists // list changes waiting for listenDelay
+	timer   *time.Timer
+	closed  bool
+}
+
+// listRequest is what the gateway reads of a subscriptions/listen.
+type listRequest struct {
+	env           envelope
+	meta          requestMeta
+	notifications mcp.NotificationSubscriptions
+}
+
+// serveListen serves a 2026-07-28 subscriptions/listen POST; false when the SDK's handler is to.
+func (p *project) serveListen(w http.ResponseWriter, r *http.Request) bool {
+	lr, ok := readListen(r)
+	if !ok {
+		return false
+	}
+	id, ok := identify(r.Header, &lr.meta)
+	if !ok {
+		return false
+	}
+	o := origin{method: methodListen, session: id, stateless: true, header: r.Header, traced: true,
+		meta: lr.meta.trace(), caps: requestCapabilities(lr.meta.Capabilities)}
+	if !p.mountListener(r.Context(), o, lr.meta.ClientInfo) {
+		return false
+	}
+	l := &listen{id: lr.env.ID, session: id, lists: listsOf(lr.notifications),
+		uris: lr.notifications.ResourceSubscriptions, wake: make(chan struct{}, 1)}
+	if !p.listeners.add(l) {
+		return false // the endpoint is closing: the SDK answers
+	}
+	// The session's idle time counts from the listen's request, as it did through the SDK: a
+	// session that only listens is released after StatelessIdle (its stream stays open).
+	defer func() {
+		for _, uri := range p.listeners.remove(l) {
+			p.dropSubscription(id, uri)
+		}
+	}()
+	if !p.subscribeListen(r.Context(), o, l) {
+		return false
+	}
+	p.streamListen(w, r, l, lr.notifications)
+	return true
+}
+
+// readListen reads a listen whose every part is as the SDK takes it: a JSON-RPC request with
+// an id, of the method Mcp-Method names, with notifications; false for any other.
+func readListen(r *http.Request) (listRequest, bool) {
+	var lr listRequest
+	if r.Header.Get("Mcp-Protocol-Version") != statelessRevision || r.Header.Get("Mcp-Method") != methodListen || !acceptedContent(r) {
+		return lr, false
+	}
+	if conn.DecodeExact(bodyOf(r), &lr.env) != nil || lr.env.JSONRPC != "2.0" || lr.env.Method != methodListen {
+		return lr, false
+	}
+	id, ok := canonicalID(lr.env.ID)
+	if !ok {
+		return lr, false
+	}
+	lr.env.ID = id
+	var params struct {
+		Meta          *requestMeta                   `json:"_meta"`
+		Notifications *mcp.NotificationSubscriptions `json:"notifications"`
+	}
+	params.Meta = &lr.meta
+	if conn.DecodeExact(lr.env.Params, &params) != nil || params.Notifications == nil {
+		return lr, false
+	}
+	lr.notifications = *params.Notifications
+	return lr, true
+}
+
+// canonicalID is a request id as the SDK writes it back (a string or an integer); false for
+// any other, which the SDK answers.
+func canonicalID(id json.RawMessage) (json.RawMessage, bool) {
+	if !requestID(id) {
+		return nil, false
+	}
+	if id[0] == '"' {
+		var s string
+		if json.Unmarshal(id, &s) != nil {
+			return nil, false
+		}
+		out, _ := json.Marshal(s)
+		return out, true
+	}
+	n, err := strconv.ParseInt(string(id), 10, 64)
+	if err != nil {
+		return nil, false
+	}
+	return strconv.AppendInt(nil, n, 10), true
+}
+
+// listsOf is the list_changed a listen asks for.
+func listsOf(n mcp.NotificationSubscriptions) conn.Lists {
+	var l conn.Lists
+	if n.ToolsListChanged {
+		l |= conn.ToolList
+	}
+	if n.PromptsListChanged {
+		l |= conn.PromptList
+	}
+	if n.ResourcesListChanged {
+		l |= conn.ResourceList
+	}
+	return l
+}
+
+// mountListener mounts the listen's session as mountMiddleware mounts a stateless one; false
+// when the mount refuses it (the SDK's handler then answers the refusal as before).
+func (p *project) mountListener(ctx context.Context, o origin, clientInfo json.RawMessage) bool {
+	if !p.g.opts.Registry.Mounted(p.key, o.session) {
+		if p.mount(ctx, o.session, principalOf(o.header), bounded(infoName(clientInfo))) != nil {
+			return false
+		}
+	} else if p.g.opts.Registry.AwaitStarted(ctx, p.key, o.session) {
+		p.sync()
+	}
+	p.sessions.touch(o.session, p.g.opts.Clock.Now())
+	return true
+}
+
+// infoName is "name/version" of a 2026-07-28 request's clientInfo, as announcedName gives it.
+func infoName(raw json.RawMessage) string {
+	var info struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	if len(raw) == 0 || conn.DecodeExact(raw, &info) != nil {
+		return ""
+	}
+	return info.Name + "/" + info.Version
+}
+
+// subscribeListen subscribes the listen's session to its resources (notify.go: subscribe).
+// One that fails undoes the listen's others and leaves the listen to the SDK's handler, which
+// subscribes again and answers the failure as before.
+func (p *project) subscribeListen(ctx context.Context, o origin, l *listen) bool {
+	for i, uri := range l.uris {
+		if err := p.subscribeAs(ctx, o, uri); err != nil {
+			done := l.uris[:i]
+			for _, uri := range p.listeners.remove(l) {
+				if slices.Contains(done, uri) {
+					p.dropSubscription(o.session, uri)
+				}
+			}
+			l.uris = nil // nothing for the deferred removal to drop
+			return false
+		}
+	}
+	return true
+}
+
+// streamListen writes the listen's stream until its client goes or the endpoint closes.
+func (p *project) streamListen(w http.ResponseWriter, r *http.Request, l *listen, agreed mcp.NotificationSubscriptions) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	if !writeEvent(w, l.acknowledged(agreed)) {
+		return
+	}
+	if l.lists == 0 && len(l.uris) == 0 {
+		writeEvent(w, l.result(p.serverInfo))
+		return
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-l.wake:
+		}
+		queue, closed := l.take()
+		for _, n := range queue {
+			if !writeEvent(w, l.encode(n)) {
+				return // the client stopped reading: its stream is broken
+			}
+		}
+		if closed {
+			writeEvent(w, l.result(p.serverInfo))
+			return
+		}
+	}
+}
+
+// writeEvent writes one SSE message event and flushes it; false once the stream is broken.
+func writeEvent(w http.ResponseWriter, data []byte) bool {
+	frame := make([]byte, 0, len(data)+24)
+	frame = append(frame, "event: message\ndata: "...)
+	frame = append(append(frame, data...), "\n\n"...)
+	if _, err := w.Write(frame); err != nil {
+		return false
+	}
+	return http.NewResponseController(w).Flush() == nil
+}
+
+// acknowledged is the stream's first message: the notifications the endpoint honours.
+func (l *listen) acknowledged(agreed mcp.NotificationSubscriptions) []byte {
+	n, _ := json.Marshal(agreed) // bools and strings: cannot fail
+	b := append([]byte(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"`+mcp.MetaKeySubscriptionID+`":`), l.id...)
+	b = append(append(append(b, `},"notifications":`...), n...), "}}"...)
+	return b
+}
+
+// result is the listen's response, which ends its stream.
+func (l *listen) result(serverInfo json.RawMessage) []byte {
+	b := append([]byte(`{"jsonrpc":"2.0","id":`), l.id...)
+	b = append(append(b, `,"result":{"resultType":"complete","_meta":{"`+mcp.MetaKeyServerInfo+`":`...), serverInfo...)
+	b = append(append(append(b, `,"`+mcp.MetaKeySubscriptionID+`":`...), l.id...), "}}}"...)
+	return b
+}
+
+// encode is a queued notification as the listen's stream carries it. A resource update keeps
+// the _meta its server gave it, as the SDK's server passes it on.
+func (l *listen) encode(n notice) []byte {
+	if len(n.meta) > 0 {
+		meta := maps.Clone(n.meta)
+		meta[mcp.MetaKeySubscriptionID] = l.id
+		params, err := json.Marshal(&mcp.ResourceUpdatedNotificationParams{Meta: meta, URI: n.uri})
+		if err == nil {
+			return append(append([]byte(`{"jsonrpc":"2.0","method":"`+n.method+`","params":`), params...), '}')
+		}
+	}
+	b := append([]byte(`{"jsonrpc":"2.0","method":"`+n.method+`","params":{"_meta":{"`+mcp.MetaKeySubscriptionID+`":`), l.id...)
+	b = append(b, '}')
+	if n.uri != "" {
+		uri, _ := json.Marshal(n.uri)
+		b = append(append(b, `,"uri":`...), uri...)
+	}
+	return append(b, "}}"...)
+}
+
+// put queues a notification for the listen's writer (coalescing one already waiting) and
+// wakes it.
+func (l *listen) put(n notice) {
+	l.mu.Lock()
+	o := outbox{queue: l.queue}
+	o.add(n)
+	l.queue = o.queue
+	l.mu.Unlock()
+	l.signal()
+}
+
+func (l *listen) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default: // woken already
+	}
+}
+
+// take is what waits for the writer, and whether the endpoint is closing.
+func (l *listen) take() ([]notice, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queue
+	l.queue = nil
+	return q, l.closed
+}
+
+// listMethods are the list_changed of each list.
+var listMethods = []struct {
+	list   conn.Lists
+	method string
+}{
+	{conn.ToolList, "notifications/tools/list_changed"},
+	{conn.PromptList, "notifications/prompts/list_changed"},
+	{conn.ResourceList, "notifications/resources/list_changed"},
+}
+
+// add records a listen; false once the endpoint is closing.
+func (t *listeners) add(l *listen) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	if t.all == nil {
+		t.all, t.byURI = map[*listen]struct{}{}, map[string]map[*listen]struct{}{}
+	}
+	t.all[l] = struct{}{}
+	for _, uri := range l.uris {
+		if t.byURI[uri] == nil {
+			t.byURI[uri] = map[*listen]struct{}{}
+		}
+		t.byURI[uri][l] = struct{}{}
+	}
+	return true
+}
+
+// remove forgets a listen that has ended, and returns the URIs no other listen of its session
+// takes: the session's subscriptions to them go.
+func (t *listeners) remove(l *listen) (gone []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.all, l)
+	for _, uri := range l.uris {
+		if t.lastOfLocked(l, uri) {
+			gone = append(gone, uri)
+		}
+		delete(t.byURI[uri], l)
+		if len(t.byURI[uri]) == 0 {
+			delete(t.byURI, uri)
+		}
+	}
+	return gone
+}
+
+func (t *listeners) lastOfLocked(l *listen, uri string) bool {
+	for other := range t.byURI[uri] {
+		if other != l && other.session == l.session {
+			return false
+		}
+	}
+	return true
+}
+
+// changed announces list changes to the listens that take them, once listenDelay has passed
+// without another change (as the SDK's server does). The timer's goroutine only queues.
+func (t *listeners) changed(lists conn.Lists) {
+	if lists == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.all) == 0 {
+		return // no listen to tell: a change before one starts is in its first list
+	}
+	t.pending |= lists
+	if t.timer == nil {
+		t.timer = time.AfterFunc(listenDelay, t.announce)
+	} else {
+		t.timer.Reset(listenDelay)
+	}
+}
+
+// announce queues the pending list changes on every listen that takes them.
+func (t *listeners) announce() {
+	t.mu.Lock()
+	lists := t.pending
+	t.pending = 0
+	all := make([]*listen, 0, len(t.all))
+	for l := range t.all {
+		all = append(all, l)
+	}
+	t.mu.Unlock()
+	for _, l := range all {
+		for _, m := range listMethods {
+			if lists&l.lists&m.list != 0 {
+				l.put(notice{method: m.method})
+			}
+		}
+	}
+}
+
+// updated queues a resource's update on the listens that take it.
+func (t *listeners) updated(u *mcp.ResourceUpdatedNotificationParams) {
+	t.mu.Lock()
+	ls := maps.Clone(t.byURI[u.URI])
+	t.mu.Unlock()
+	for l := range ls {
+		l.put(notice{method: "notifications/resources/updated", uri: u.URI, meta: u.Meta})
+	}
+}
+
+// close ends every listen, each with its result, and refuses new ones.
+func (t *listeners) close() {
+	t.mu.Lock()
+	t.closed = true
+	all := maps.Clone(t.all)
+	t.mu.Unlock()
+	for l := range all {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		l.signal()
+	}
+}
+
+// count is the number of open listens (tests).
+func (t *listeners) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.all)
+}
