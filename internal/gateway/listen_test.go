@@ -85,9 +85,9 @@ func TestListenStreamAsTheSDKWritesIt(t *testing.T) {
 	g, url, key := listenGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, sc := openListen(t, ctx, url, "s1", listenBody(`"L1"`,
+	resp, sc := openListen(t, ctx, url, "s1", listenBody(`"L1"`, //nolint:bodyclose // openListen closes it when the test ends
 		`{"toolsListChanged":true,"promptsListChanged":true,"bogus":1}`))
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" ||
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" ||
 		resp.Header.Get("Cache-Control") != "no-cache, no-transform" || resp.Header.Get("Connection") != "keep-alive" {
 		t.Fatalf("headers: %d %v", resp.StatusCode, resp.Header)
 	}
@@ -119,7 +119,7 @@ func TestListenForNothingEndsAtOnce(t *testing.T) {
 	_, url, _ := listenGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, sc := openListen(t, ctx, url, "s1", listenBody("7", `{}`))
+	_, sc := openListen(t, ctx, url, "s1", listenBody("7", `{}`)) //nolint:bodyclose // openListen closes it when the test ends
 	ack := nextEvent(t, sc)
 	if !strings.Contains(ack, `"params":{"_meta":{"io.modelcontextprotocol/subscriptionId":7},"notifications":{}}`) {
 		t.Fatalf("ack: %s", ack)
@@ -136,9 +136,9 @@ func TestListenMalformedGoesToTheSDK(t *testing.T) {
 	defer cancel()
 	noNotifications := `{"jsonrpc":"2.0","id":8,"method":"subscriptions/listen","params":{"_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
-	resp, sc := openListen(t, ctx, url, "s1", noNotifications)
+	resp, sc := openListen(t, ctx, url, "s1", noNotifications) //nolint:bodyclose // openListen closes it when the test ends
 	sc.Scan()
-	if resp.StatusCode != 400 || !strings.Contains(sc.Text(), "missing required 'notifications' field") {
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(sc.Text(), "missing required 'notifications' field") {
 		t.Fatalf("%d %s", resp.StatusCode, sc.Text())
 	}
 }
@@ -148,8 +148,8 @@ func TestListenUpdatesReachOnlyTheirListen(t *testing.T) {
 	g, url, key := listenGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, a := openListen(t, ctx, url, "a", listenBody("1", `{"toolsListChanged":true}`))
-	_, b := openListen(t, ctx, url, "b", listenBody("2", `{"toolsListChanged":true}`))
+	_, a := openListen(t, ctx, url, "a", listenBody("1", `{"toolsListChanged":true}`)) //nolint:bodyclose // openListen closes it when the test ends
+	_, b := openListen(t, ctx, url, "b", listenBody("2", `{"toolsListChanged":true}`)) //nolint:bodyclose // openListen closes it when the test ends
 	nextEvent(t, a)
 	nextEvent(t, b)
 	p := g.project(key)
