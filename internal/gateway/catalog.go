@@ -90,23 +90,20 @@ func (p *project) reannounce(l conn.Lists) {
 	}
 	p.cat.mu.Lock()
 	defer p.cat.mu.Unlock()
+	var announced conn.Lists // what the listens the gateway serves are told too (listen.go)
 	if t, ok := firstOf(p.cat.tools); ok && l&conn.ToolList != 0 {
 		_ = addTool(p.server, t.item.(*mcp.Tool), p.handler(t.server, t.raw))
+		announced |= conn.ToolList
 	}
 	if pr, ok := firstOf(p.cat.prompts); ok && l&conn.PromptList != 0 {
 		_ = guard("prompt", func() { p.server.AddPrompt(pr.item.(*mcp.Prompt), p.promptHandler(pr.server, pr.raw)) })
+		announced |= conn.PromptList
 	}
 	if r, ok := firstOf(p.cat.resources); ok && l&conn.ResourceList != 0 {
 		_ = guard("resource", func() { p.server.AddResource(r.item.(*mcp.Resource), p.resourceHandler(r.server)) })
+		announced |= conn.ResourceList
 	}
-	// The listens the gateway serves (listen.go), of the lists that had something to announce.
-	var announced conn.Lists
-	for kind, set := range map[conn.Lists]map[string]projected{conn.ToolList: p.cat.tools, conn.PromptList: p.cat.prompts, conn.ResourceList: p.cat.resources} {
-		if len(set) > 0 {
-			announced |= kind
-		}
-	}
-	p.listeners.changed(l & announced)
+	p.listeners.changed(announced)
 }
 
 // firstOf is the item of set with the least name.

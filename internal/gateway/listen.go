@@ -170,15 +170,7 @@ func listsOf(n mcp.NotificationSubscriptions) conn.Lists {
 // mountListener mounts the listen's session as mountMiddleware mounts a stateless one; false
 // when the mount refuses it (the SDK's handler then answers the refusal as before).
 func (p *project) mountListener(ctx context.Context, o origin, clientInfo json.RawMessage) bool {
-	if !p.g.opts.Registry.Mounted(p.key, o.session) {
-		if p.mount(ctx, o.session, principalOf(o.header), bounded(infoName(clientInfo))) != nil {
-			return false
-		}
-	} else if p.g.opts.Registry.AwaitStarted(ctx, p.key, o.session) {
-		p.sync()
-	}
-	p.sessions.touch(o.session, p.g.opts.Clock.Now())
-	return true
+	return p.mountStateless(ctx, o.session, principalOf(o.header), func() string { return bounded(infoName(clientInfo)) }) == nil
 }
 
 // infoName is "name/version" of a 2026-07-28 request's clientInfo, as announcedName gives it.

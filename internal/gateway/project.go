@@ -218,19 +218,9 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		id, stateless := sessionID(req)
 		switch {
 		case stateless:
-			// Mount is idempotent; asking the registry (not the session table) also heals a session
-			// released by expiry while a request was arriving.
-			if !p.g.opts.Registry.Mounted(p.key, id) {
-				if err := p.mount(ctx, id, principalOf(req.GetExtra().Header), clientName(req)); err != nil {
-					return nil, err
-				}
-			} else if p.g.opts.Registry.AwaitStarted(ctx, p.key, id) {
-				// Within its mount window: the servers its first request may be waiting for,
-				// and the projection of what they offer now (the gateway's own sync of a server
-				// just started may not have run yet; p.sync does nothing when nothing changed).
-				p.sync()
+			if err := p.mountStateless(ctx, id, principalOf(req.GetExtra().Header), func() string { return clientName(req) }); err != nil {
+				return nil, err
 			}
-			p.sessions.touch(id, p.g.opts.Clock.Now())
 		case method == "initialize":
 			ss := req.GetSession().(*mcp.ServerSession)
 			if err := p.mount(ctx, id, principalOf(req.GetExtra().Header), clientName(req)); err != nil {
@@ -245,6 +235,24 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// mountStateless mounts a stateless session at its request (client names it, when it is not
+// mounted yet), and marks it busy. Mount is idempotent; asking the registry (not the session
+// table) also heals a session released by expiry while a request was arriving.
+func (p *project) mountStateless(ctx context.Context, id, principal string, client func() string) error {
+	if !p.g.opts.Registry.Mounted(p.key, id) {
+		if err := p.mount(ctx, id, principal, client()); err != nil {
+			return err
+		}
+	} else if p.g.opts.Registry.AwaitStarted(ctx, p.key, id) {
+		// Within its mount window: the servers its first request may be waiting for, and the
+		// projection of what they offer now (the gateway's own sync of a server just started
+		// may not have run yet; p.sync does nothing when nothing changed).
+		p.sync()
+	}
+	p.sessions.touch(id, p.g.opts.Clock.Now())
+	return nil
 }
 
 // mount binds a session (by its ref) to its principal and to the project's slots. Only the
