@@ -51,6 +51,9 @@ type listen struct {
 	queue  []notice // method, uri and meta only: the writer encodes them (send is unused)
 	closed bool     // the endpoint is closing: the stream ends with its result
 	wake   chan struct{}
+	// detached is the stream once its connection was taken from net/http (listenconn.go),
+	// whose writer put and close start; nil while the handler's goroutine writes it.
+	detached *detachedListen
 }
 
 // listeners are an endpoint's listens.
@@ -92,15 +95,18 @@ func (p *project) serveListen(w http.ResponseWriter, r *http.Request) bool {
 	}
 	// The session's idle time counts from the listen's request, as it did through the SDK: a
 	// session that only listens is released after StatelessIdle (its stream stays open).
-	defer func() {
+	forget := func() {
 		for _, uri := range p.listeners.remove(l) {
 			p.dropSubscription(id, uri)
 		}
-	}()
+	}
 	if !p.subscribeListen(r.Context(), o, l) {
+		forget()
 		return false
 	}
-	p.streamListen(w, r, l, lr.notifications)
+	if !p.streamListen(w, r, l, lr.notifications, forget) {
+		forget() // the stream ended with the handler; a detached one forgets it when it ends
+	}
 	return true
 }
 
@@ -204,48 +210,56 @@ func (p *project) subscribeListen(ctx context.Context, o origin, l *listen) bool
 	return true
 }
 
-// streamListen writes the listen's stream until its client goes or the endpoint closes.
-func (p *project) streamListen(w http.ResponseWriter, r *http.Request, l *listen, agreed mcp.NotificationSubscriptions) {
+// streamListen writes the listen's stream until its client goes or the endpoint closes; true
+// when the stream goes on detached from the handler (listenconn.go), which then owns forget.
+func (p *project) streamListen(w http.ResponseWriter, r *http.Request, l *listen, agreed mcp.NotificationSubscriptions, forget func()) bool {
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Connection", "keep-alive")
 	w.WriteHeader(http.StatusOK)
 	if !writeEvent(w, l.acknowledged(agreed)) {
-		return
+		return false
 	}
 	if l.lists == 0 && len(l.uris) == 0 {
 		writeEvent(w, l.result(p.serverInfo))
-		return
+		return false
+	}
+	if detach(w, l, l.result(p.serverInfo), forget) != nil {
+		return true
 	}
 	for {
 		select {
 		case <-r.Context().Done():
-			return
+			return false
 		case <-l.wake:
 		}
 		queue, closed := l.take()
 		for _, n := range queue {
 			if !writeEvent(w, l.encode(n)) {
-				return // the client stopped reading: its stream is broken
+				return false // the client stopped reading: its stream is broken
 			}
 		}
 		if closed {
 			writeEvent(w, l.result(p.serverInfo))
-			return
+			return false
 		}
 	}
 }
 
 // writeEvent writes one SSE message event and flushes it; false once the stream is broken.
 func writeEvent(w http.ResponseWriter, data []byte) bool {
-	frame := make([]byte, 0, len(data)+24)
-	frame = append(frame, "event: message\ndata: "...)
-	frame = append(append(frame, data...), "\n\n"...)
-	if _, err := w.Write(frame); err != nil {
+	if _, err := w.Write(eventFrame(data)); err != nil {
 		return false
 	}
 	return http.NewResponseController(w).Flush() == nil
+}
+
+// eventFrame is one SSE message event carrying data, as the SDK writes one.
+func eventFrame(data []byte) []byte {
+	frame := make([]byte, 0, len(data)+24)
+	frame = append(frame, "event: message\ndata: "...)
+	return append(append(frame, data...), "\n\n"...)
 }
 
 // acknowledged is the stream's first message: the notifications the endpoint honours.
@@ -296,6 +310,13 @@ func (l *listen) put(n notice) {
 }
 
 func (l *listen) signal() {
+	l.mu.Lock()
+	d := l.detached
+	l.mu.Unlock()
+	if d != nil {
+		d.kick()
+		return
+	}
 	select {
 	case l.wake <- struct{}{}:
 	default: // woken already

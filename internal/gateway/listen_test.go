@@ -197,8 +197,10 @@ func serverGoroutines(t *testing.T) int {
 				server[m[1]] = true
 				idle[m[1]] = strings.Contains(g, "net/http.(*conn).readRequest")
 			}
-			// The SDK server's handlers of a session, whose parent (jsonrpc2's) may have ended.
-			if strings.Contains(g, "go-sdk/mcp.(*Server).") || strings.Contains(g, "go-sdk/mcp.(*streamableServerConn).") {
+			// The SDK server's handlers of a session, whose parent (jsonrpc2's) may have ended,
+			// and a detached listen's own (listenconn.go), whose parent (the handler) has.
+			if strings.Contains(g, "go-sdk/mcp.(*Server).") || strings.Contains(g, "go-sdk/mcp.(*streamableServerConn).") ||
+				strings.Contains(g, "gateway.(*detachedListen).") {
 				server[m[1]] = true
 			}
 		}
@@ -220,9 +222,9 @@ func serverGoroutines(t *testing.T) int {
 	return n
 }
 
-// An idle listening 2026-07-28 session costs the gateway its listen's handler goroutine and
-// net/http's background reader of its connection: nothing else.
-func TestListeningSessionHoldsTwoGoroutines(t *testing.T) {
+// An idle listening 2026-07-28 session costs the gateway one goroutine, its detached stream's
+// reader (listenconn.go): its handler's goroutine and net/http's background reader are gone.
+func TestListeningSessionHoldsOneGoroutine(t *testing.T) {
 	g, url, key := listenGateway(t)
 	base := serverGoroutines(t)
 	const n = 20
@@ -248,12 +250,12 @@ func TestListeningSessionHoldsTwoGoroutines(t *testing.T) {
 		t.Fatalf("%d listens served by the gateway, want %d", c, n)
 	}
 	got := serverGoroutines(t) - base
-	for ; got > 2*n && time.Now().Before(deadline); got = serverGoroutines(t) - base {
+	for ; got > n && time.Now().Before(deadline); got = serverGoroutines(t) - base {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("%d listening sessions: %d goroutines of the server (%.1f each)", n, got, float64(got)/n)
-	if got > 2*n {
-		t.Errorf("%d listening sessions hold %d goroutines, want at most %d", n, got, 2*n)
+	if got > n {
+		t.Errorf("%d listening sessions hold %d goroutines, want at most %d", n, got, n)
 	}
 }
 
@@ -264,4 +266,67 @@ func (s sessionRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	req.Header.Set(SessionHeader, s.name)
 	return http.DefaultTransport.RoundTrip(req)
+}
+
+// A client that goes away ends its detached stream: the listen is forgotten and its reader
+// ends, with nothing left of the session's stream in the gateway.
+func TestListenClientGoneEndsItsStream(t *testing.T) {
+	g, url, key := listenGateway(t)
+	base := serverGoroutines(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lctx, leave := context.WithCancel(ctx)
+	resp, sc := openListen(t, lctx, url, "s1", listenBody("1", `{"toolsListChanged":true}`)) //nolint:bodyclose // openListen closes it when the test ends
+	nextEvent(t, sc)
+	p := g.project(key)
+	if p.listeners.count() != 1 || serverGoroutines(t)-base != 1 {
+		t.Fatalf("listening: %d listens, %d goroutines", p.listeners.count(), serverGoroutines(t)-base)
+	}
+	leave()
+	resp.Body.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for (p.listeners.count() != 0 || serverGoroutines(t) != base) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n, extra := p.listeners.count(), serverGoroutines(t)-base; n != 0 || extra != 0 {
+		t.Fatalf("after the client left: %d listens, %d goroutines of the server", n, extra)
+	}
+}
+
+// Over HTTP/2, whose streams cannot be taken from net/http, the handler's goroutine writes the
+// stream, as it did before streams were detached.
+func TestListenOverHTTP2(t *testing.T) {
+	reg := registry.New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	key := types.NamespacedName{Namespace: "ns", Name: "p"}
+	reg.SetDesired(key, registry.Desired{})
+	g := New(Options{Registry: reg})
+	srv := httptest.NewUnstartedServer(g)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(func() { g.shutdown(); srv.CloseClientConnections(); srv.Close(); reg.Shutdown() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+Path(key), strings.NewReader(listenBody("1", `{"toolsListChanged":true}`)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("the test's stream is %s, not HTTP/2", resp.Proto)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	nextEvent(t, sc)
+	g.project(key).listeners.changed(conn.ToolList)
+	if got := nextEvent(t, sc); !strings.Contains(got, `tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":1}}`) {
+		t.Fatalf("got %s", got)
+	}
+	g.project(key).close()
+	if got := nextEvent(t, sc); !strings.Contains(got, `"id":1,"result":{"resultType":"complete"`) {
+		t.Fatalf("result: %s", got)
+	}
 }

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 	"time"
 )
@@ -19,7 +21,8 @@ var StreamWriteTimeout = 10 * time.Second
 // inherit an expired deadline (the server sets none itself without a WriteTimeout).
 type deadlineWriter struct {
 	http.ResponseWriter
-	rc *http.ResponseController
+	rc    *http.ResponseController
+	taken bool // the connection was hijacked: its deadlines are its taker's
 }
 
 func newDeadlineWriter(w http.ResponseWriter) *deadlineWriter {
@@ -28,7 +31,19 @@ func newDeadlineWriter(w http.ResponseWriter) *deadlineWriter {
 
 func (w *deadlineWriter) arm() { _ = w.rc.SetWriteDeadline(time.Now().Add(StreamWriteTimeout)) }
 
-func (w *deadlineWriter) disarm() { _ = w.rc.SetWriteDeadline(time.Time{}) }
+func (w *deadlineWriter) disarm() {
+	if !w.taken {
+		_ = w.rc.SetWriteDeadline(time.Time{})
+	}
+}
+
+// Hijack takes the connection from net/http (a listen's stream: listenconn.go), which then
+// sets its own deadlines: the handler's return must not clear them.
+func (w *deadlineWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := w.rc.Hijack()
+	w.taken = err == nil
+	return c, rw, err
+}
 
 func (w *deadlineWriter) WriteHeader(code int) {
 	w.arm()
