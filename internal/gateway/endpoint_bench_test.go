@@ -52,9 +52,10 @@ func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 func BenchmarkGatewayCallOverhead(b *testing.B) { benchOverheadHTTP(b, "2025-11-25", nil) }
 
 // benchOverheadHTTP is BenchmarkGatewayCallOverhead for clients of version ("": the SDK's
-// newest first) with header, beside the same client through a bare reverse proxy.
-func benchOverheadHTTP(b *testing.B, version string, header http.Header) {
-	url := fixture.StartHTTP(b) + "/mcp"
+// newest first) with header, beside the same client through a bare reverse proxy, to a
+// fixture server started with args.
+func benchOverheadHTTP(b *testing.B, version string, header http.Header, args ...string) {
+	url := fixture.StartHTTP(b, args...) + "/mcp"
 	ns := harness.NewNamespace(b)
 	key := harness.Create(b, ns, "overhead", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
 		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},
@@ -82,6 +83,14 @@ func BenchmarkGatewayCallOverheadStateless(b *testing.B) {
 // stateless session, whose calls the gateway bridges to that server.
 func BenchmarkGatewayCallOverheadStatelessHTTP(b *testing.B) {
 	benchOverheadHTTP(b, "", http.Header{gateway.SessionHeader: {"bench"}})
+}
+
+// BenchmarkGatewayCallOverheadNewest is BenchmarkGatewayCallOverhead at 2026-07-28 end to end:
+// the fixture's stateless HTTP server speaks it, so the client speaks it directly and through
+// the bare proxy too, and the gateway forwards the stateless session's calls on a connection
+// of that revision.
+func BenchmarkGatewayCallOverheadNewest(b *testing.B) {
+	benchOverheadHTTP(b, "", http.Header{gateway.SessionHeader: {"bench"}}, "--stateless")
 }
 
 // bareProxy puts a plain reverse proxy (the standard library's, nothing MCP about it) in front
