@@ -9,6 +9,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
+// withCapabilities is otherMembers.withCapabilities for members read now.
+func withCapabilities(session []byte, capsOf func() json.RawMessage) []byte {
+	o := &otherMembers{}
+	o.members, o.ok = othersOf(session)
+	return o.withCapabilities(session, capsOf)
+}
+
 func TestWithCapabilities(t *testing.T) {
 	session := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"projectmcp"},"io.modelcontextprotocol/clientCapabilities":{"sampling":{},"elicitation":{}}`
 	for _, c := range []struct {

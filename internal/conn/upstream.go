@@ -78,6 +78,8 @@ type upstreamBase struct {
 	// writes: forwarded requests need the same, and taking them from the SDK keeps them the
 	// SDK's.
 	meta atomic.Pointer[[]byte]
+	// others are meta's members but the capabilities, read once per meta (withCapabilities).
+	others atomic.Pointer[otherMembers]
 	// discovered are the _meta members of the SDK client's server/discover, which carries
 	// the newest version it speaks: the session's own once that is the version agreed (ready).
 	discovered atomic.Pointer[discoveredMeta]
@@ -148,30 +150,50 @@ func (b *upstreamBase) noteMeta(line []byte) {
 func (b *upstreamBase) params(ctx context.Context, members, meta []byte) []byte {
 	var session []byte
 	if sm := b.meta.Load(); sm != nil {
-		session = withCapabilities(*sm, capabilitiesFrom(ctx))
+		o := b.others.Load()
+		if o == nil || o.of != sm { // the members are read once, not per request
+			o = &otherMembers{of: sm}
+			o.members, o.ok = othersOf(*sm)
+			b.others.Store(o)
+		}
+		session = o.withCapabilities(*sm, capabilitiesFrom(ctx))
 	}
 	return params(members, session, meta)
 }
 
-// withCapabilities is the session's _meta members with what caps gives in place of the
-// capabilities they name (unchanged when caps is nil or the members cannot be read).
-func withCapabilities(session []byte, capsOf func() json.RawMessage) []byte {
-	if capsOf == nil {
-		return session
-	}
-	caps := capsOf()
+// otherMembers are a session's _meta members but its capabilities (of: those members).
+type otherMembers struct {
+	of      *[]byte
+	members []byte
+	ok      bool // false: the members could not be read
+}
+
+// othersOf reads a session's _meta members (sessionMetaKeys) and gives them without the
+// capabilities, in sessionMetaKeys' order; false when they cannot be read.
+func othersOf(session []byte) ([]byte, bool) {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(append(append([]byte{'{'}, session...), '}'), &m) != nil {
-		return session
+		return nil, false
 	}
-	m[mcp.MetaKeyClientCapabilities] = caps
-	out := make([]byte, 0, len(session)+len(caps))
+	out := make([]byte, 0, len(session))
 	for _, k := range sessionMetaKeys {
-		if v, ok := m[k]; ok {
+		if v, ok := m[k]; ok && k != mcp.MetaKeyClientCapabilities {
 			out = jsonrpcwire.AppendMember(out, k, v)
 		}
 	}
-	return out
+	return out, true
+}
+
+// withCapabilities is the session's _meta members with what caps gives in place of the
+// capabilities they name (unchanged when caps is nil or the members cannot be read). The
+// capabilities come last in sessionMetaKeys, so they follow the others.
+func (o *otherMembers) withCapabilities(session []byte, capsOf func() json.RawMessage) []byte {
+	if capsOf == nil || !o.ok {
+		return session
+	}
+	caps := capsOf()
+	out := make([]byte, 0, len(o.members)+len(caps)+len(mcp.MetaKeyClientCapabilities)+4)
+	return jsonrpcwire.AppendMember(append(out, o.members...), mcp.MetaKeyClientCapabilities, caps)
 }
 
 // AppendMember appends `,"key":value` to the members of a JSON object being written (without

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -64,5 +65,53 @@ func sessionCapabilities(ss *mcp.ServerSession) func() json.RawMessage {
 
 // requestCapabilities gives a 2026-07-28 request's own capabilities (its _meta's), narrowed.
 func requestCapabilities(caps json.RawMessage) func() json.RawMessage {
-	return func() json.RawMessage { return relayable(caps) }
+	return func() json.RawMessage { return relayedCaps.of(caps) }
+}
+
+// A 2026-07-28 client sends the same capabilities with every request, so what the gateway
+// makes of them is made once per distinct value, not per request: the narrowed ones a server
+// is told (relayable), and the ones a bridged request declares, decoded (bridge.go).
+var (
+	relayedCaps  = &readOnce[json.RawMessage]{read: relayable}
+	declaredCaps = &readOnce[declared]{read: declare}
+)
+
+// declared is a session's client capabilities as the SDK's types take them; ok false when they
+// do not decode.
+type declared struct {
+	caps mcp.ClientCapabilities
+	ok   bool
+}
+
+func declare(caps json.RawMessage) declared {
+	var d declared
+	d.ok = json.Unmarshal(caps, &d.caps) == nil
+	return d
+}
+
+// readOnceKept bounds the values a readOnce keeps; past it they are forgotten and kept anew.
+const readOnceKept = 1024
+
+// readOnce keeps read's answers by the bytes read. An answer is shared, and only read.
+type readOnce[T any] struct {
+	read func(json.RawMessage) T
+	mu   sync.Mutex
+	kept map[string]T
+}
+
+func (c *readOnce[T]) of(raw json.RawMessage) T {
+	c.mu.Lock()
+	out, ok := c.kept[string(raw)]
+	c.mu.Unlock()
+	if ok {
+		return out
+	}
+	out = c.read(raw)
+	c.mu.Lock()
+	if c.kept == nil || len(c.kept) >= readOnceKept {
+		c.kept = make(map[string]T)
+	}
+	c.kept[string(raw)] = out
+	c.mu.Unlock()
+	return out
 }

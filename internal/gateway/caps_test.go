@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 )
 
@@ -21,6 +22,37 @@ func TestRelayable(t *testing.T) {
 		if string(got) != c.want || !json.Valid(got) {
 			t.Errorf("%s: relayable(%s) = %s, want %s", c.name, c.in, got, c.want)
 		}
+		for range 2 { // read, then kept
+			if got := relayedCaps.of(json.RawMessage(c.in)); string(got) != c.want {
+				t.Errorf("%s: kept %s, want %s", c.name, got, c.want)
+			}
+		}
+	}
+}
+
+// readOnce reads each value once while it keeps it, and keeps at most readOnceKept.
+func TestReadOnce(t *testing.T) {
+	reads := 0
+	c := &readOnce[string]{read: func(raw json.RawMessage) string { reads++; return "read " + string(raw) }}
+	for range 3 {
+		if got := c.of(json.RawMessage("a")); got != "read a" {
+			t.Fatalf("got %q", got)
+		}
+	}
+	if reads != 1 {
+		t.Fatalf("a value kept was read %d times", reads)
+	}
+	for i := range readOnceKept + 10 {
+		c.of(json.RawMessage(fmt.Sprint(i)))
+	}
+	if len(c.kept) > readOnceKept {
+		t.Fatalf("%d values kept, want at most %d", len(c.kept), readOnceKept)
+	}
+	if d := declaredCaps.of(json.RawMessage(`{"sampling":{}}`)); !d.ok || d.caps.Sampling == nil {
+		t.Fatalf("declared: %+v", d)
+	}
+	if d := declaredCaps.of(json.RawMessage(`{"sampling":true}`)); d.ok {
+		t.Fatalf("capabilities the SDK's types refuse must not be declared: %+v", d)
 	}
 }
 

@@ -283,9 +283,16 @@ func BenchmarkGatewayThroughput(b *testing.B) { benchThroughput(b, "2025-11-25")
 // eight stateless sessions through the gateway (bridged to the 2025-11-25 server).
 func BenchmarkGatewayThroughputStateless(b *testing.B) { benchThroughput(b, "") }
 
-func benchThroughput(b *testing.B, version string) {
+// BenchmarkGatewayThroughputNewest is BenchmarkGatewayThroughput at 2026-07-28 end to end: the
+// fixture's stateless HTTP server, reached directly and through the gateway by 2026-07-28
+// clients.
+func BenchmarkGatewayThroughputNewest(b *testing.B) { benchThroughput(b, "", "--stateless") }
+
+// benchThroughput is BenchmarkGatewayThroughput for clients of version ("": the SDK's newest
+// first) to a fixture server started with args.
+func benchThroughput(b *testing.B, version string, args ...string) {
 	const sessions = 8
-	url := fixture.StartHTTP(b) + "/mcp"
+	url := fixture.StartHTTP(b, args...) + "/mcp"
 	ns := harness.NewNamespace(b)
 	key := harness.Create(b, ns, "throughput", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
 		{Name: "a", HTTP: &v1alpha1.HTTPServer{URL: url}},

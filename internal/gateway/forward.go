@@ -266,7 +266,8 @@ func (p *project) read(r *http.Request, ref string) *incoming {
 			in.caller.rev = conn.LegacyExact // the request as the server's revision has it (bridge.go)
 			// The capabilities the session declares decide what the server may ask it; ones
 			// the SDK's types refuse are the SDK's to answer.
-			f.bridged = json.Unmarshal(in.meta.Capabilities, &in.declared) == nil
+			d := declaredCaps.of(in.meta.Capabilities)
+			in.declared, f.bridged = d.caps, d.ok
 		}
 	} else {
 		f.takes = conn.ErrUnavailable
