@@ -274,6 +274,14 @@ type pooledTransport struct {
 // to the one host may run at once (the default keeps 2 and closes the rest after each).
 const maxIdlePerHost = 64
 
+// connBufferSize is the read and the write buffer of each TCP connection a shared transport
+// holds (net/http's default is 4 KiB each). Most of those connections carry a connection's
+// event stream, which waits almost all the time for a small event, with the SDK's own 4 KiB
+// reader above it: at 3,000 connections the transport's buffers were 20 MiB of the live heap.
+// A read or write larger than the buffer goes past it straight to the socket, so a large
+// result costs no more copies, and a small request or event fits.
+const connBufferSize = 1 << 10
+
 // sharedTransport returns the transport for connections dialed under r (nil: no egress
 // policy) and the function that gives it back.
 func sharedTransport(r *route) (*http.Transport, func()) {
@@ -287,6 +295,7 @@ func sharedTransport(r *route) (*http.Transport, func()) {
 	if pt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = maxIdlePerHost
+		t.ReadBufferSize, t.WriteBufferSize = connBufferSize, connBufferSize
 		// The proxy settings are read when the transport is made (net/http reads them once
 		// per process), and every request through a proxy is checked under r.
 		t.Proxy = r.proxied(httpproxy.FromEnvironment().ProxyFunc())

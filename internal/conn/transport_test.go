@@ -1,0 +1,24 @@
+package conn
+
+import "testing"
+
+// Connections under one egress route share a transport, whose TCP connections keep small
+// buffers (connBufferSize): most of them carry an event stream that waits.
+func TestSharedTransport(t *testing.T) {
+	a, releaseA := sharedTransport(nil)
+	b, releaseB := sharedTransport(nil)
+	defer releaseB()
+	if a != b {
+		t.Fatal("two connections with no egress policy got transports of their own")
+	}
+	if a.ReadBufferSize != connBufferSize || a.WriteBufferSize != connBufferSize || a.MaxIdleConnsPerHost != maxIdlePerHost {
+		t.Fatalf("buffers %d/%d, idle per host %d", a.ReadBufferSize, a.WriteBufferSize, a.MaxIdleConnsPerHost)
+	}
+	releaseA()
+	releaseA() // a second release gives nothing back twice
+	c, releaseC := sharedTransport(nil)
+	defer releaseC()
+	if c != b {
+		t.Fatal("the transport went while a connection still held it")
+	}
+}
