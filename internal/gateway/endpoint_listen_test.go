@@ -90,7 +90,7 @@ func servedListens(t *testing.T) int {
 	if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
 		t.Fatal(err)
 	}
-	return strings.Count(buf.String(), "gateway.(*detachedListen).read(") + strings.Count(buf.String(), "gateway.(*project).streamListen(")
+	return strings.Count(buf.String(), "gateway.(*takenConn).read(") + strings.Count(buf.String(), "gateway.(*project).streamListen(")
 }
 
 // Through the endpoint, a Go SDK 2026-07-28 client's listen (served by the gateway, not the

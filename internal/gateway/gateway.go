@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -142,6 +143,9 @@ type Gateway struct {
 	mux     *http.ServeMux
 	dirty   chan struct{}
 	serving chan struct{} // closed once Serve accepts requests
+	// home is the listener taken streams give their connections back to (taken.go); nil
+	// where the gateway serves none itself (TLS: its connections are not taken).
+	home atomic.Pointer[homeListener]
 
 	mu       sync.Mutex
 	projects map[types.NamespacedName]*project
@@ -516,10 +520,14 @@ func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 	// Whose process is calling, when it is on this machine: local mode's principal, and
 	// whether a replica's proxied request is believed (internal/peer).
 	srv.ConnContext = peer.Context
-	serve := func() error { return srv.Serve(ln) }
+	var serve func() error
 	if g.opts.TLS != nil {
 		srv.TLSConfig = g.opts.TLS
 		serve = func() error { return srv.ServeTLS(ln, "", "") } // the certificate comes from TLS
+	} else {
+		home := newHomeListener(ln) // taken streams' connections come back here (taken.go)
+		g.home.Store(home)
+		serve = func() error { return srv.Serve(home) }
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- serve() }()
@@ -537,6 +545,13 @@ func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 	_ = srv.Shutdown(sctx)
 	g.closeAudit()
 	return nil
+}
+
+// giveBack gives a taken stream's connection back to the gateway's HTTP server for its next
+// request; false where there is none to give it to (the caller closes it).
+func (g *Gateway) giveBack(c net.Conn) bool {
+	home := g.home.Load()
+	return home != nil && home.give(c)
 }
 
 // closeAudit writes out the audit log, whose only writer the gateway is, once it serves no

@@ -225,7 +225,7 @@ func (p *project) streamListen(w http.ResponseWriter, r *http.Request, l *listen
 		writeEvent(w, l.result(p.serverInfo))
 		return false
 	}
-	if detach(w, l, l.result(p.serverInfo), forget) != nil {
+	if p.detach(w, r, l, forget) != nil {
 		return true
 	}
 	for {

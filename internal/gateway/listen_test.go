@@ -181,16 +181,12 @@ func TestListenUpdatesReachOnlyTheirListen(t *testing.T) {
 // net/http's background reader, the SDK session's reader and the SDK server's listen handler).
 func serverGoroutines(t *testing.T) int {
 	t.Helper()
-	var buf bytes.Buffer
-	if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
-		t.Fatal(err)
-	}
 	header := regexp.MustCompile(`^goroutine (\d+) `)
 	parent := regexp.MustCompile(`created by .* in goroutine (\d+)`)
 	server := map[string]bool{}
 	idle := map[string]bool{}
 	stacks := map[string]string{}
-	for _, g := range strings.Split(buf.String(), "\n\n") {
+	for _, g := range goroutineStacks(t) {
 		if m := header.FindStringSubmatch(g); m != nil {
 			stacks[m[1]] = g
 			if strings.Contains(g, "net/http.(*conn).serve(") {
@@ -198,9 +194,11 @@ func serverGoroutines(t *testing.T) int {
 				idle[m[1]] = strings.Contains(g, "net/http.(*conn).readRequest")
 			}
 			// The SDK server's handlers of a session, whose parent (jsonrpc2's) may have ended,
-			// and a detached listen's own (listenconn.go), whose parent (the handler) has.
+			// and a detached listen's or a taken GET stream's own (listenconn.go, getstream.go),
+			// whose parent (the handler) has.
 			if strings.Contains(g, "go-sdk/mcp.(*Server).") || strings.Contains(g, "go-sdk/mcp.(*streamableServerConn).") ||
-				strings.Contains(g, "gateway.(*detachedListen).") {
+				strings.Contains(g, "gateway.(*takenConn).") ||
+				strings.Contains(g, "gateway.(*project).serveGET.func") {
 				server[m[1]] = true
 			}
 		}
@@ -220,6 +218,16 @@ func serverGoroutines(t *testing.T) int {
 		}
 	}
 	return n
+}
+
+// goroutineStacks are the stacks of every goroutine of the process.
+func goroutineStacks(t *testing.T) []string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(buf.String(), "\n\n")
 }
 
 // An idle listening 2026-07-28 session costs the gateway one goroutine, its detached stream's
@@ -279,17 +287,20 @@ func TestListenClientGoneEndsItsStream(t *testing.T) {
 	resp, sc := openListen(t, lctx, url, "s1", listenBody("1", `{"toolsListChanged":true}`)) //nolint:bodyclose // openListen closes it when the test ends
 	nextEvent(t, sc)
 	p := g.project(key)
-	if p.listeners.count() != 1 || serverGoroutines(t)-base != 1 {
-		t.Fatalf("listening: %d listens, %d goroutines", p.listeners.count(), serverGoroutines(t)-base)
+	settled := func(listens, goroutines int) bool { // the handler's return and a writer are moments
+		deadline := time.Now().Add(5 * time.Second)
+		for (p.listeners.count() != listens || serverGoroutines(t)-base != goroutines) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return p.listeners.count() == listens && serverGoroutines(t)-base == goroutines
+	}
+	if !settled(1, 1) {
+		t.Fatalf("listening: %d listens, %d goroutines, want 1 and 1", p.listeners.count(), serverGoroutines(t)-base)
 	}
 	leave()
 	resp.Body.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for (p.listeners.count() != 0 || serverGoroutines(t) != base) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n, extra := p.listeners.count(), serverGoroutines(t)-base; n != 0 || extra != 0 {
-		t.Fatalf("after the client left: %d listens, %d goroutines of the server", n, extra)
+	if !settled(0, 0) {
+		t.Fatalf("after the client left: %d listens, %d goroutines of the server", p.listeners.count(), serverGoroutines(t)-base)
 	}
 }
 

@@ -1,26 +1,22 @@
 package gateway
 
 import (
-	"net"
 	"net/http"
-	"strconv"
 	"sync"
-	"time"
 )
 
-// A listen's stream on HTTP/1 leaves net/http once it has begun: the connection is taken
-// (hijacked) after the header and the acknowledgement, which net/http writes, and the stream
-// goes on in the same chunked framing, written by the listen itself. An idle listening session
-// then holds one goroutine, which reads its connection to notice the client leaving (net/http
-// held its serving goroutine, deep in the handler, and a background reader, with 8 KiB of
-// buffers); what the projection and the connections deliver starts a writer of the listen's
-// own, which ends once the queue is written, as a session's outbox writer does (outbox.go).
-// An HTTP/2 stream cannot be taken, and stays with the handler's goroutine (streamListen).
+// A listen's stream on HTTP/1 leaves net/http once it has begun (taken.go): the header and the
+// acknowledgement are net/http's to write, and the stream goes on on the taken connection. An
+// idle listening session then holds one goroutine, the connection's reader (net/http held its
+// serving goroutine, deep in the handler, and a background reader, with 8 KiB of buffers);
+// what the projection and the connections deliver starts a writer of the listen's own, which
+// ends once the queue is written, as a session's outbox writer does (outbox.go). A stream
+// that cannot be taken (TLS, HTTP/2) stays with the handler's goroutine (streamListen).
 
-// detachedListen is a listen's stream on a connection taken from net/http.
+// detachedListen is a listen's stream on a taken connection.
 type detachedListen struct {
-	conn net.Conn
-	l    *listen
+	tc *takenConn
+	l  *listen
 	// result is the listen's result, written when the endpoint closes.
 	result []byte
 	// forget forgets the listen once its stream is over (its removal and its subscriptions).
@@ -34,32 +30,19 @@ type detachedListen struct {
 }
 
 // detach takes the listen's connection from net/http (after the header and what the handler
-// wrote, which net/http sends first) and starts its reader; nil where the connection cannot be
-// taken (HTTP/2), and the handler goes on with the stream.
-func detach(w http.ResponseWriter, l *listen, result []byte, forget func()) *detachedListen {
-	c, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
+// wrote, which net/http sends first); nil where it cannot be taken, and the handler goes on
+// with the stream.
+func (p *project) detach(w http.ResponseWriter, r *http.Request, l *listen, forget func()) *detachedListen {
+	d := &detachedListen{l: l, result: l.result(p.serverInfo), forget: forget}
+	d.tc = take(w, r, p.g.giveBack, func() { d.end(false) })
+	if d.tc == nil {
 		return nil
 	}
-	d := &detachedListen{conn: c, l: l, result: result, forget: forget}
 	l.mu.Lock()
 	l.detached = d
 	l.mu.Unlock()
-	go d.read()
 	d.kick() // what was queued while the stream began
 	return d
-}
-
-// read reads the connection until the client goes (a listening client sends nothing more on
-// it), then ends the stream.
-func (d *detachedListen) read() {
-	var buf [64]byte
-	for {
-		if _, err := d.conn.Read(buf[:]); err != nil {
-			d.end()
-			return
-		}
-	}
 }
 
 // kick starts the writer unless one runs or the stream is over. The listen's put and close
@@ -77,8 +60,8 @@ func (d *detachedListen) kick() {
 	}
 }
 
-// write writes what the listen holds, one chunk per event, until nothing is left; the
-// endpoint's closing ends the stream with the listen's result and the last chunk.
+// write writes what the listen holds, as one chunk, until nothing is left; the endpoint's
+// closing ends the stream with the listen's result, whole.
 func (d *detachedListen) write() {
 	for {
 		queue, closed, ok := d.next()
@@ -87,14 +70,13 @@ func (d *detachedListen) write() {
 		}
 		var out []byte
 		for _, n := range queue {
-			out = appendChunk(out, eventFrame(d.l.encode(n)))
+			out = append(out, eventFrame(d.l.encode(n))...)
 		}
 		if closed {
-			out = append(appendChunk(out, eventFrame(d.result)), "0\r\n\r\n"...)
+			out = append(out, eventFrame(d.result)...)
 		}
-		_ = d.conn.SetWriteDeadline(time.Now().Add(StreamWriteTimeout))
-		if _, err := d.conn.Write(out); err != nil || closed {
-			d.end()
+		if err := d.tc.write(out); err != nil || closed {
+			d.end(err == nil)
 			return
 		}
 	}
@@ -121,20 +103,13 @@ func (d *detachedListen) next() ([]notice, bool, bool) {
 	}
 }
 
-// end ends the stream once: the connection closes, and the listen is forgotten.
-func (d *detachedListen) end() {
+// end ends the stream once (whole: after its result), and the listen is forgotten.
+func (d *detachedListen) end(whole bool) {
 	d.ended.Do(func() {
 		d.mu.Lock()
 		d.over = true
 		d.mu.Unlock()
-		_ = d.conn.Close()
+		d.tc.finish(whole)
 		d.forget()
 	})
-}
-
-// appendChunk appends one chunk of HTTP/1.1's chunked transfer coding, as net/http writes one.
-func appendChunk(out, data []byte) []byte {
-	out = strconv.AppendInt(out, int64(len(data)), 16)
-	out = append(append(out, "\r\n"...), data...)
-	return append(out, "\r\n"...)
 }

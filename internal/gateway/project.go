@@ -159,6 +159,10 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if sid != "" && r.Method == http.MethodGet {
+		p.serveGET(w, r)
+		return
+	}
 	p.stateful.ServeHTTP(w, r)
 }
 

@@ -1,0 +1,243 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/dsh-dev/projectmcp/internal/registry"
+)
+
+// postRaw posts a 2025-11-25 message of session sid ("" before initialize) and returns the
+// response, read whole, and its session id.
+func postRaw(t *testing.T, url, sid, body string) (string, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("%s: %d %s", body, resp.StatusCode, data)
+	}
+	return string(data), resp.Header.Get("Mcp-Session-Id")
+}
+
+// openGET opens a session's GET stream and reads its first event (the SDK's ": ok").
+func openGET(t *testing.T, ctx context.Context, url, sid string) (*http.Response, *bufio.Scanner) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		t.Fatalf("GET stream: %d", resp.StatusCode)
+	}
+	return resp, bufio.NewScanner(resp.Body)
+}
+
+// A 2025-11-25 session's GET stream, taken from net/http, carries what the SDK sends on it, and
+// a client that goes away ends the SDK's side of it: the session's next GET is served, not
+// refused as a second stream. The endpoint's closing ends the stream with its last chunk.
+func TestGetStreamTakenFromNetHTTP(t *testing.T) {
+	g, url, key := listenGateway(t)
+	_, sid := postRaw(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",`+
+		`"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	postRaw(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	base := serverGoroutines(t)
+
+	ctx, leave := context.WithTimeout(context.Background(), 10*time.Second)
+	resp, sc := openGET(t, ctx, url, sid) //nolint:bodyclose // closed below
+	n := serverGoroutines(t) - base
+	for deadline := time.Now().Add(5 * time.Second); n > 2 && time.Now().Before(deadline); n = serverGoroutines(t) - base {
+		time.Sleep(10 * time.Millisecond) // net/http's handler returns a moment after the stream is taken
+	}
+	if n > 2 {
+		t.Errorf("an idle GET stream holds %d goroutines of the server, want at most 2 (the SDK's handler and the stream's reader)", n)
+	}
+	ss := g.project(key).sessions.stateful(sessionRef(sid))
+	if ss == nil {
+		t.Fatal("no session")
+	}
+	pctx, unping := context.WithTimeout(context.Background(), 2*time.Second)
+	defer unping()
+	go func() { _ = ss.Ping(pctx, nil) }() // a request of the server's own: on the standalone stream
+	var got []string
+	for sc.Scan() && !strings.Contains(sc.Text(), `"method":"ping"`) {
+		got = append(got, sc.Text())
+	}
+	if !strings.Contains(sc.Text(), `"method":"ping"`) {
+		t.Fatalf("no ping on the stream: %q, then %q (%v)", got, sc.Text(), sc.Err())
+	}
+	unping() // the SDK holds its stream while its own request waits
+	leave()
+	resp.Body.Close()
+
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Mcp-Session-Id", sid)
+		again, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		if again.StatusCode == http.StatusOK {
+			sc := bufio.NewScanner(again.Body)
+			g.project(key).close()
+			for sc.Scan() { // to the stream's end: the last chunk, then the connection closes
+			}
+			if err := sc.Err(); err != nil {
+				t.Errorf("the stream ended with %v, not its last chunk", err)
+			}
+			again.Body.Close()
+			cancel()
+			return
+		}
+		again.Body.Close()
+		cancel()
+		if time.Now().After(deadline) {
+			t.Fatalf("the session's next GET after the client left: %d, want 200", again.StatusCode)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Idle 2025-11-25 sessions hold no net/http goroutine: their streams were taken.
+func TestStatefulSessionsHoldNoNetHTTPGoroutine(t *testing.T) {
+	_, url, _ := listenGateway(t)
+	const n = 10
+	for i := range n {
+		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprint("t", i), Version: "1"}, &mcp.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {},
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+	}
+	busy := func() int { // net/http serving goroutines in a handler, not waiting for a request
+		n := 0
+		for _, g := range goroutineStacks(t) {
+			if strings.Contains(g, "net/http.(*conn).serve(") && !strings.Contains(g, "net/http.(*conn).readRequest") &&
+				strings.Contains(g, "internal/gateway.") {
+				n++
+			}
+		}
+		return n
+	}
+	got := busy()
+	for deadline := time.Now().Add(5 * time.Second); got > 0 && time.Now().Before(deadline); got = busy() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got > 0 {
+		t.Fatalf("%d idle stateful sessions hold %d of net/http's serving goroutines, want none", n, got)
+	}
+}
+
+// servedGateway is listenGateway's gateway served by Serve (its own HTTP server, which takes
+// back the connections of streams that ended whole), and its address.
+func servedGateway(t *testing.T) (*Gateway, string, types.NamespacedName) {
+	t.Helper()
+	reg := registry.New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	key := types.NamespacedName{Namespace: "ns", Name: "p"}
+	reg.SetDesired(key, registry.Desired{})
+	g := New(Options{Registry: reg})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { defer close(served); _ = g.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-served; reg.Shutdown() })
+	<-g.Serving()
+	return g, ln.Addr().String(), key
+}
+
+// exchange writes a request on c and reads its response whole (a chunked one to its last
+// chunk), as a keep-alive client does before it sends the next request on c.
+func exchange(t *testing.T, c net.Conn, br *bufio.Reader, req *http.Request, during func()) (*http.Response, string) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := req.Write(c); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during != nil {
+		during()
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the response: %v", req.Method, req.URL, err)
+	}
+	return resp, string(body)
+}
+
+// A stream that ends whole leaves its connection open for the client's next request, as
+// net/http does: a listen ended by its endpoint closing, then a request on the same
+// connection, is answered (a keep-alive client, or a replica's proxy, reuses it at once).
+func TestTakenConnectionServesTheNextRequest(t *testing.T) {
+	g, addr, key := servedGateway(t)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	url := "http://" + addr + Path(key)
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(listenBody("1", `{"toolsListChanged":true}`)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	req.Header.Set(SessionHeader, "s1")
+	p := g.project(key)
+	resp, body := exchange(t, c, br, req, func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for p.listeners.count() != 1 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		p.listeners.close() // the endpoint closes: the stream ends with its result
+	})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"id":1,"result":{"resultType":"complete"`) {
+		t.Fatalf("listen: %d %q", resp.StatusCode, body)
+	}
+	next, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/nothing-here", nil)
+	if resp, _ := exchange(t, c, br, next, nil); resp.StatusCode != http.StatusNotFound { // exchange fails on a closed connection
+		t.Fatalf("the request after the stream: %d, want the server's 404", resp.StatusCode)
+	}
+}

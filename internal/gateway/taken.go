@@ -1,0 +1,223 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// A long-lived stream on HTTP/1 (a 2026-07-28 listen: listenconn.go; a 2025-11-25 GET stream:
+// getstream.go) is taken from net/http once its header is out: net/http's serving goroutine,
+// its background reader and the connection's buffers go, and the stream goes on in the same
+// chunked framing. A reader of the stream's own notices the client leaving.
+//
+// A stream that ends whole (its last chunk written) leaves the connection as net/http would:
+// open for the client's next request. It goes back to the gateway's HTTP server (home), with
+// whatever the client sent meanwhile, so a client that reuses it (as Go's transport and a
+// replica's proxy do at once) is served, not cut off. TLS and HTTP/2 streams are not taken.
+
+// takenConn is a stream's connection once taken from net/http.
+type takenConn struct {
+	conn net.Conn
+	home func(net.Conn) bool // gives the connection back to the gateway's HTTP server
+	gone func()              // the client went: the stream's owner ends it
+
+	mu         sync.Mutex
+	broken     bool   // a write failed, or the client sent too much: the connection closes
+	clientGone bool   // the reader saw the connection end
+	stopping   bool   // the stream is ending: the reader stops
+	pending    []byte // what the client sent while the stream ran (its next request)
+	readerDone chan struct{}
+}
+
+// maxPending bounds what a client may send on a connection while its stream runs.
+const maxPending = 64 << 10
+
+// take takes r's connection from net/http once what w holds is flushed; nil when it cannot
+// be taken (TLS, HTTP/2, a writer that cannot hijack), and w carries the stream as before.
+func take(w http.ResponseWriter, r *http.Request, home func(net.Conn) bool, gone func()) *takenConn {
+	if r.TLS != nil || r.ProtoMajor != 1 {
+		return nil
+	}
+	c, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil
+	}
+	t := &takenConn{conn: c, home: home, gone: gone, readerDone: make(chan struct{})}
+	go t.read()
+	return t
+}
+
+// read reads the connection until the client goes or the stream ends (stopping), keeping
+// what the client sends meanwhile for the connection's next request.
+func (t *takenConn) read() {
+	buf := make([]byte, 512)
+	for {
+		n, err := t.conn.Read(buf)
+		t.mu.Lock()
+		if n > 0 && !t.broken {
+			if len(t.pending)+n > maxPending {
+				t.broken, t.pending = true, nil
+			} else {
+				t.pending = append(t.pending, buf[:n]...)
+			}
+		}
+		stopping := t.stopping
+		if err != nil && !stopping {
+			t.clientGone = true
+		}
+		t.mu.Unlock()
+		if err != nil {
+			close(t.readerDone)
+			if !stopping {
+				t.gone()
+			}
+			return
+		}
+	}
+}
+
+var errBrokenStream = errors.New("the stream is broken")
+
+// write writes data as one chunk, within StreamWriteTimeout; past it, or on any failure, the
+// stream is broken and its connection closes (the reader then sees the end).
+func (t *takenConn) write(data []byte) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.broken || t.stopping {
+		return errBrokenStream
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	_ = t.conn.SetWriteDeadline(time.Now().Add(StreamWriteTimeout))
+	if _, err := t.conn.Write(appendChunk(nil, data)); err != nil {
+		t.broken = true
+		_ = t.conn.Close()
+		return err
+	}
+	return nil
+}
+
+// finish ends the stream: whole (its last chunk written, the connection home) when it is
+// and the client is still there, else the connection closes. It returns once the reader has
+// stopped or the connection is closed.
+func (t *takenConn) finish(whole bool) {
+	t.mu.Lock()
+	whole = whole && !t.broken && !t.clientGone && !t.stopping
+	if whole {
+		_ = t.conn.SetWriteDeadline(time.Now().Add(StreamWriteTimeout))
+		_, err := t.conn.Write([]byte("0\r\n\r\n"))
+		whole = err == nil
+	}
+	t.stopping = true
+	t.mu.Unlock()
+	if !whole {
+		_ = t.conn.Close()
+		return
+	}
+	_ = t.conn.SetReadDeadline(time.Now()) // the reader stops, keeping what it read
+	<-t.readerDone
+	t.mu.Lock()
+	pending, broken := t.pending, t.broken
+	t.mu.Unlock()
+	_ = t.conn.SetDeadline(time.Time{})
+	var c net.Conn = t.conn
+	if len(pending) > 0 {
+		c = &prefixedConn{Conn: t.conn, first: bytes.NewReader(pending)}
+	}
+	if broken || t.home == nil || !t.home(c) {
+		_ = t.conn.Close()
+	}
+}
+
+// prefixedConn is a connection whose first bytes were read already.
+type prefixedConn struct {
+	net.Conn
+	first *bytes.Reader
+}
+
+func (c *prefixedConn) Read(p []byte) (int, error) {
+	if c.first.Len() > 0 {
+		return c.first.Read(p)
+	}
+	return c.Conn.Read(p)
+}
+
+// appendChunk appends one chunk of HTTP/1.1's chunked transfer coding, as net/http writes one.
+func appendChunk(out, data []byte) []byte {
+	out = strconv.AppendInt(out, int64(len(data)), 16)
+	out = append(append(out, "\r\n"...), data...)
+	return append(out, "\r\n"...)
+}
+
+// homeListener is the gateway's listener: the connections it accepts, and the connections
+// taken streams give back (give) for their next request.
+type homeListener struct {
+	net.Listener
+	conns chan net.Conn
+	errs  chan error
+	done  chan struct{}
+	once  sync.Once
+}
+
+// newHomeListener accepts on ln with a goroutine of its own, which ends when ln closes.
+func newHomeListener(ln net.Listener) *homeListener {
+	l := &homeListener{Listener: ln, conns: make(chan net.Conn), errs: make(chan error), done: make(chan struct{})}
+	go l.accept()
+	return l
+}
+
+func (l *homeListener) accept() {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			select {
+			case l.errs <- err: // http.Server decides: it waits and accepts again on a temporary one
+			case <-l.done:
+				return
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		select {
+		case l.conns <- c:
+		case <-l.done:
+			_ = c.Close()
+			return
+		}
+	}
+}
+
+func (l *homeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case err := <-l.errs:
+		return nil, err
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *homeListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// give hands a connection to the server for its next request; false once the listener is
+// closed (the caller closes it).
+func (l *homeListener) give(c net.Conn) bool {
+	select {
+	case l.conns <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
