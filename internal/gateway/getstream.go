@@ -107,10 +107,20 @@ func (s *takenStream) FlushError() error {
 	}
 	if s.tc = take(s.ResponseWriter, s.r, s.home, s.cancel); s.tc != nil {
 		s.unwatch() // net/http's context ends with its handler now; the reader watches the client
+		// net/http's writer holds its connection's buffers: the stream lets go of it.
+		s.ResponseWriter, s.r = released{s.Header()}, nil
 		close(s.taken)
 	}
 	return nil
 }
+
+// released is what a taken stream keeps of net/http's writer: the header, which the SDK may
+// still look at. Nothing is written through it (the taken connection carries the stream).
+type released struct{ h http.Header }
+
+func (r released) Header() http.Header     { return r.h }
+func (released) Write([]byte) (int, error) { return 0, errBrokenStream }
+func (released) WriteHeader(int)           {}
 
 // end runs when the SDK's handler has returned: a taken stream ends whole (its last chunk, and
 // the connection goes back for the client's next request) unless it broke or the client went.
