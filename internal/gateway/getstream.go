@@ -108,14 +108,15 @@ func (s *takenStream) FlushError() error {
 	if s.tc = take(s.ResponseWriter, s.r, s.home, s.cancel); s.tc != nil {
 		s.unwatch() // net/http's context ends with its handler now; the reader watches the client
 		// net/http's writer holds its connection's buffers: the stream lets go of it.
-		s.ResponseWriter, s.r = released{s.Header()}, nil
+		s.ResponseWriter, s.r = released{http.Header{}}, nil
 		close(s.taken)
 	}
 	return nil
 }
 
-// released is what a taken stream keeps of net/http's writer: the header, which the SDK may
-// still look at. Nothing is written through it (the taken connection carries the stream).
+// released stands for net/http's writer once the stream is taken: a header of its own (the
+// response's was sent), and nothing is written through it (the taken connection carries the
+// stream).
 type released struct{ h http.Header }
 
 func (r released) Header() http.Header     { return r.h }

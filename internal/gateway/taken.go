@@ -55,7 +55,7 @@ func take(w http.ResponseWriter, r *http.Request, home func(net.Conn) bool, gone
 // read reads the connection until the client goes or the stream ends (stopping), keeping
 // what the client sends meanwhile for the connection's next request.
 func (t *takenConn) read() {
-	buf := make([]byte, 512)
+	buf := make([]byte, 64) // a client sends nothing on a stream but, rarely, its next request
 	for {
 		n, err := t.conn.Read(buf)
 		t.mu.Lock()
