@@ -71,7 +71,7 @@ func TestGetStreamTakenFromNetHTTP(t *testing.T) {
 	base := serverGoroutines(t)
 
 	ctx, leave := context.WithTimeout(context.Background(), 10*time.Second)
-	resp, sc := openGET(t, ctx, url, sid) //nolint:bodyclose // closed below
+	resp, sc := openGET(t, ctx, url, sid)
 	n := serverGoroutines(t) - base
 	for deadline := time.Now().Add(5 * time.Second); n > 2 && time.Now().Before(deadline); n = serverGoroutines(t) - base {
 		time.Sleep(10 * time.Millisecond) // net/http's handler returns a moment after the stream is taken
@@ -187,7 +187,7 @@ func servedGateway(t *testing.T) (*Gateway, string, types.NamespacedName) {
 
 // exchange writes a request on c and reads its response whole (a chunked one to its last
 // chunk), as a keep-alive client does before it sends the next request on c.
-func exchange(t *testing.T, c net.Conn, br *bufio.Reader, req *http.Request, during func()) (*http.Response, string) {
+func exchange(t *testing.T, c net.Conn, br *bufio.Reader, req *http.Request, during func()) (int, string) {
 	t.Helper()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	if err := req.Write(c); err != nil {
@@ -200,11 +200,12 @@ func exchange(t *testing.T, c net.Conn, br *bufio.Reader, req *http.Request, dur
 	if during != nil {
 		during()
 	}
+	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("%s %s: reading the response: %v", req.Method, req.URL, err)
 	}
-	return resp, string(body)
+	return resp.StatusCode, string(body)
 }
 
 // A stream that ends whole leaves its connection open for the client's next request, as
@@ -226,18 +227,18 @@ func TestTakenConnectionServesTheNextRequest(t *testing.T) {
 	req.Header.Set("Mcp-Method", "subscriptions/listen")
 	req.Header.Set(SessionHeader, "s1")
 	p := g.project(key)
-	resp, body := exchange(t, c, br, req, func() {
+	status, body := exchange(t, c, br, req, func() {
 		deadline := time.Now().Add(5 * time.Second)
 		for p.listeners.count() != 1 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		p.listeners.close() // the endpoint closes: the stream ends with its result
 	})
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"id":1,"result":{"resultType":"complete"`) {
-		t.Fatalf("listen: %d %q", resp.StatusCode, body)
+	if status != http.StatusOK || !strings.Contains(body, `"id":1,"result":{"resultType":"complete"`) {
+		t.Fatalf("listen: %d %q", status, body)
 	}
 	next, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/nothing-here", nil)
-	if resp, _ := exchange(t, c, br, next, nil); resp.StatusCode != http.StatusNotFound { // exchange fails on a closed connection
-		t.Fatalf("the request after the stream: %d, want the server's 404", resp.StatusCode)
+	if status, _ := exchange(t, c, br, next, nil); status != http.StatusNotFound { // exchange fails on a closed connection
+		t.Fatalf("the request after the stream: %d, want the server's 404", status)
 	}
 }

@@ -284,7 +284,7 @@ func TestListenClientGoneEndsItsStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	lctx, leave := context.WithCancel(ctx)
-	resp, sc := openListen(t, lctx, url, "s1", listenBody("1", `{"toolsListChanged":true}`)) //nolint:bodyclose // openListen closes it when the test ends
+	resp, sc := openListen(t, lctx, url, "s1", listenBody("1", `{"toolsListChanged":true}`))
 	nextEvent(t, sc)
 	p := g.project(key)
 	settled := func(listens, goroutines int) bool { // the handler's return and a writer are moments

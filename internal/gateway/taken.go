@@ -126,7 +126,7 @@ func (t *takenConn) finish(whole bool) {
 	pending, broken := t.pending, t.broken
 	t.mu.Unlock()
 	_ = t.conn.SetDeadline(time.Time{})
-	var c net.Conn = t.conn
+	c := t.conn
 	if len(pending) > 0 {
 		c = &prefixedConn{Conn: t.conn, first: bytes.NewReader(pending)}
 	}
