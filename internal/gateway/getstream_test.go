@@ -11,12 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
-
-	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
 // postRaw posts a 2025-11-25 message of session sid ("" before initialize) and returns the
@@ -42,14 +38,19 @@ func postRaw(t *testing.T, url, sid, body string) (string, string) {
 	return string(data), resp.Header.Get("Mcp-Session-Id")
 }
 
-// openGET opens a session's GET stream and reads its first event (the SDK's ": ok").
-func openGET(t *testing.T, ctx context.Context, url, sid string) (*http.Response, *bufio.Scanner) {
-	t.Helper()
+// getStream asks for session sid's GET stream.
+func getStream(ctx context.Context, url, sid string) (*http.Response, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	req.Header.Set("Mcp-Session-Id", sid)
-	resp, err := http.DefaultClient.Do(req)
+	return http.DefaultClient.Do(req)
+}
+
+// openGET opens a session's GET stream.
+func openGET(t *testing.T, ctx context.Context, url, sid string) (*http.Response, *bufio.Scanner) {
+	t.Helper()
+	resp, err := getStream(ctx, url, sid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,11 +101,7 @@ func TestGetStreamTakenFromNetHTTP(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		req.Header.Set("Mcp-Session-Id", sid)
-		again, err := http.DefaultClient.Do(req)
+		again, err := getStream(ctx, url, sid)
 		if err != nil {
 			cancel()
 			t.Fatal(err)
@@ -169,10 +166,7 @@ func TestStatefulSessionsHoldNoNetHTTPGoroutine(t *testing.T) {
 // back the connections of streams that ended whole), and its address.
 func servedGateway(t *testing.T) (*Gateway, string, types.NamespacedName) {
 	t.Helper()
-	reg := registry.New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
-	key := types.NamespacedName{Namespace: "ns", Name: "p"}
-	reg.SetDesired(key, registry.Desired{})
-	g := New(Options{Registry: reg})
+	g, key := oneProjectGateway(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +174,7 @@ func servedGateway(t *testing.T) (*Gateway, string, types.NamespacedName) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() { defer close(served); _ = g.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-served; reg.Shutdown() })
+	t.Cleanup(func() { cancel(); <-served })
 	<-g.Serving()
 	return g, ln.Addr().String(), key
 }

@@ -25,18 +25,24 @@ import (
 // listenGateway is a gateway with one project of no servers, served over HTTP.
 func listenGateway(t *testing.T) (*Gateway, string, types.NamespacedName) {
 	t.Helper()
-	reg := registry.New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
-	key := types.NamespacedName{Namespace: "ns", Name: "p"}
-	reg.SetDesired(key, registry.Desired{})
-	g := New(Options{Registry: reg})
+	g, key := oneProjectGateway(t)
 	srv := httptest.NewServer(g)
 	t.Cleanup(func() {
 		g.shutdown()
 		srv.CloseClientConnections()
 		srv.Close()
-		reg.Shutdown()
 	})
 	return g, srv.URL + Path(key), key
+}
+
+// oneProjectGateway is a gateway with one project of no servers, not yet served.
+func oneProjectGateway(t *testing.T) (*Gateway, types.NamespacedName) {
+	t.Helper()
+	reg := registry.New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	t.Cleanup(reg.Shutdown)
+	key := types.NamespacedName{Namespace: "ns", Name: "p"}
+	reg.SetDesired(key, registry.Desired{})
+	return New(Options{Registry: reg}), key
 }
 
 // listenBody is a subscriptions/listen of a 2026-07-28 client.
