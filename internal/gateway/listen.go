@@ -18,8 +18,8 @@ import (
 // A 2026-07-28 session's subscriptions/listen is served here, not by the SDK's stateless
 // handler. Through the SDK, an idle listen held four goroutines (net/http's background reader,
 // the SDK session's reader, its POST handler waiting for the stream's end, and the SDK server's
-// listen handler) and an SDK session's heap; here it holds the HTTP handler's goroutine (with
-// net/http's reader) and a listen record.
+// listen handler) and an SDK session's heap; here it holds its taken connection's reader
+// (listenconn.go) and a listen record, or on HTTP/2 and TLS the HTTP handler's goroutine.
 //
 // The stream is what the SDK writes: an SSE "message" event per JSON-RPC message, the first
 // notifications/subscriptions/acknowledged with the subset of the notifications the endpoint
@@ -28,8 +28,10 @@ import (
 // (mcp.MetaKeySubscriptionID). A listen that asks for nothing the endpoint honours is
 // answered at once, as one the endpoint ends (it closes) is: with the SubscriptionsListenResult.
 //
-// The handler's goroutine is the stream's only writer (outbox.go): what the projection's sync
-// and the connections deliver is queued on the listen's record and the goroutine woken. A
+// The stream has one writer at a time, never a goroutine serving other sessions (outbox.go):
+// what the projection's sync and the connections deliver is queued on the listen's record,
+// and the handler's goroutine woken, or once the stream is taken the listen's own writer
+// started. A
 // request the gateway would answer otherwise than the SDK (a malformed one, a refused mount or
 // subscribe) goes to the SDK's handler, which answers it as before.
 
