@@ -107,6 +107,7 @@ func (s *takenStream) FlushError() error {
 	}
 	if s.tc = take(s.ResponseWriter, s.r, s.home, s.cancel); s.tc != nil {
 		s.unwatch() // net/http's context ends with its handler now; the reader watches the client
+		s.tc.watch()
 		// net/http's writer holds its connection's buffers: the stream lets go of it.
 		s.ResponseWriter, s.r = released{http.Header{}}, nil
 		close(s.taken)

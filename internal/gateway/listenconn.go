@@ -38,6 +38,7 @@ func (p *project) detach(w http.ResponseWriter, r *http.Request, l *listen, forg
 	if d.tc == nil {
 		return nil
 	}
+	d.tc.watch() // its gone ends d, whose tc is set now
 	l.mu.Lock()
 	l.detached = d
 	l.mu.Unlock()

@@ -39,6 +39,7 @@ const maxPending = 64 << 10
 
 // take takes r's connection from net/http once what w holds is flushed; nil when it cannot
 // be taken (TLS, HTTP/2, a writer that cannot hijack), and w carries the stream as before.
+// Its reader starts with watch, once the stream's owner holds it (gone may call the owner).
 func take(w http.ResponseWriter, r *http.Request, home func(net.Conn) bool, gone func()) *takenConn {
 	if r.TLS != nil || r.ProtoMajor != 1 {
 		return nil
@@ -47,10 +48,11 @@ func take(w http.ResponseWriter, r *http.Request, home func(net.Conn) bool, gone
 	if err != nil {
 		return nil
 	}
-	t := &takenConn{conn: c, home: home, gone: gone, readerDone: make(chan struct{})}
-	go t.read()
-	return t
+	return &takenConn{conn: c, home: home, gone: gone, readerDone: make(chan struct{})}
 }
+
+// watch starts the connection's reader.
+func (t *takenConn) watch() { go t.read() }
 
 // read reads the connection until the client goes or the stream ends (stopping), keeping
 // what the client sends meanwhile for the connection's next request.
