@@ -361,7 +361,7 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	// A name no object can have is answered before any access review: it cannot exist, and
 	// it must not reach the auth caches or messages.
-	if len(validation.IsDNS1123Label(key.Namespace)) > 0 || len(validation.IsDNS1123Subdomain(key.Name)) > 0 {
+	if !g.validKey(key) {
 		http.Error(w, "no such ProjectMCP: the path must be /projects/<namespace>/<name>/mcp with valid object names", http.StatusNotFound)
 		return
 	}
@@ -406,6 +406,16 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(tracing.FromHeaders(r.Context(), r.Header)) // a session's traceparent
 	p.serveHTTP(w, r)
+}
+
+// validKey reports whether key can name an object. A key the gateway serves already is one,
+// and its check then costs a map lookup, not the two regular expressions a request's path
+// would otherwise be matched against on every call.
+func (g *Gateway) validKey(key types.NamespacedName) bool {
+	g.mu.Lock()
+	_, served := g.projects[key]
+	g.mu.Unlock()
+	return served || (len(validation.IsDNS1123Label(key.Namespace)) == 0 && len(validation.IsDNS1123Subdomain(key.Name)) == 0)
 }
 
 // BodyReadTimeout bounds reading one request's body. A client that sends its body slowly, or
