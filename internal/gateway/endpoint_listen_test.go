@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
@@ -82,16 +82,9 @@ func dialListener(t *testing.T, endpoint, session string) *listenClient {
 	return l
 }
 
-// servedListens counts the listens the gateway serves itself: a detached stream's reader, or
-// the handler's goroutine of one that could not be detached (listenconn.go).
-func servedListens(t *testing.T) int {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
-		t.Fatal(err)
-	}
-	return strings.Count(buf.String(), "gateway.(*takenConn).read(") + strings.Count(buf.String(), "gateway.(*project).streamListen(")
-}
+// servedListens counts the listens the gateway serves itself for project key (an idle taken
+// stream has no goroutine to count).
+func servedListens(key types.NamespacedName) int { return gateway.Listens(harness.Ctl.Gateway, key) }
 
 // Through the endpoint, a Go SDK 2026-07-28 client's listen (served by the gateway, not the
 // SDK's handler) gets one list_changed per config edit, with its own listen's id; two sessions'
@@ -100,9 +93,8 @@ func TestGatewayServedListen(t *testing.T) {
 	ns := harness.NewNamespace(t)
 	key := harness.Create(t, ns, "served", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
 	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
-	before := servedListens(t)
 	one, two := dialListener(t, obj.Status.Endpoint, "one"), dialListener(t, obj.Status.Endpoint, "two")
-	testutil.Eventually(t, 10*time.Second, "both listens served by the gateway", func() bool { return servedListens(t)-before == 2 })
+	testutil.Eventually(t, 10*time.Second, "both listens served by the gateway", func() bool { return servedListens(key) == 2 })
 
 	harness.Update(t, key, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = append(o.Spec.Servers, harness.FixtureServer(t, "b")) })
 	for name, l := range map[string]*listenClient{"one": one, "two": two} {
@@ -127,7 +119,7 @@ func TestGatewayServedListen(t *testing.T) {
 	if err := one.s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 10*time.Second, "the subscription's listen served", func() bool { return servedListens(t)-before == 3 })
+	testutil.Eventually(t, 10*time.Second, "the subscription's listen served", func() bool { return servedListens(key) == 3 })
 	testutil.Eventually(t, 10*time.Second, "the resource's update on its listen", func() bool {
 		callOK(t, two.s, "a__touch_resource", map[string]any{"uri": uri})
 		select {
@@ -148,7 +140,7 @@ func TestGatewayServedListen(t *testing.T) {
 	if err := one.s.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 10*time.Second, "the subscription's listen ended", func() bool { return servedListens(t)-before == 2 })
+	testutil.Eventually(t, 10*time.Second, "the subscription's listen ended", func() bool { return servedListens(key) == 2 })
 	drain2 := func(ch chan string) {
 		for len(ch) > 0 {
 			<-ch

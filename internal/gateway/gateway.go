@@ -146,6 +146,9 @@ type Gateway struct {
 	// home is the listener taken streams give their connections back to (taken.go); nil
 	// where the gateway serves none itself (TLS: its connections are not taken).
 	home atomic.Pointer[homeListener]
+	// readiness starts taken streams' readers when their connections have something to read
+	// (readiness_linux.go); nil where the gateway serves none itself, or cannot watch them.
+	readiness atomic.Pointer[readiness]
 
 	mu       sync.Mutex
 	projects map[types.NamespacedName]*project
@@ -537,6 +540,12 @@ func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 	} else {
 		home := newHomeListener(ln) // taken streams' connections come back here (taken.go)
 		g.home.Store(home)
+		if rd, err := newReadiness(); err != nil {
+			g.opts.Log.Error(err, "Watching taken streams' connections; each has a reader of its own")
+		} else if rd != nil {
+			g.readiness.Store(rd)
+			defer rd.close() // once the server has stopped: the streams still open get their readers
+		}
 		serve = func() error { return srv.Serve(home) }
 	}
 	errc := make(chan error, 1)

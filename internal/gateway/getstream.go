@@ -17,11 +17,12 @@ import (
 //
 // On HTTP/1 the SDK's handler runs on a goroutine of the stream's own instead, and once it has
 // answered 200 and flushed the stream's header, the connection is taken from net/http
-// (taken.go): net/http's goroutine and buffers go, and the taken connection's reader tells the
-// SDK's handler when the client goes (by its request's context, as net/http did). An idle
-// 2025-11-25 session then holds the SDK's waiting handler, that reader and the SDK session's
-// own reader. What the SDK answers without a stream (an error) is written through net/http
-// as before; HTTP/2 and TLS streams stay on net/http's goroutine.
+// (taken.go): net/http's goroutine and buffers go, and the taken connection's reader, started
+// by the gateway's readiness when the client sends something or goes, tells the SDK's handler
+// when the client goes (by its request's context, as net/http did). An idle 2025-11-25 session
+// then holds the SDK's waiting handler and the SDK session's own reader only. What the SDK
+// answers without a stream (an error) is written through net/http as before; HTTP/2 and TLS
+// streams stay on net/http's goroutine.
 
 // serveGET serves a stateful session's GET through the SDK's handler.
 func (p *project) serveGET(w http.ResponseWriter, r *http.Request) {
@@ -30,7 +31,7 @@ func (p *project) serveGET(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	s := &takenStream{ResponseWriter: w, r: r, home: p.g.giveBack, cancel: cancel, taken: make(chan struct{})}
+	s := &takenStream{ResponseWriter: w, r: r, home: p.g.giveBack, watcher: p.g.readiness.Load(), cancel: cancel, taken: make(chan struct{})}
 	s.unwatch = context.AfterFunc(r.Context(), cancel) // until taken, net/http says when the client goes
 	answered := make(chan struct{})
 	go func() {
@@ -50,6 +51,7 @@ type takenStream struct {
 	http.ResponseWriter
 	r       *http.Request
 	home    func(c net.Conn) bool
+	watcher *readiness
 	cancel  context.CancelFunc // ends the SDK's handler (its request's context)
 	unwatch func() bool        // stops net/http's context from ending it
 	taken   chan struct{}      // closed once the connection is taken
@@ -105,8 +107,8 @@ func (s *takenStream) FlushError() error {
 	if s.status != http.StatusOK || s.Header().Get("Content-Type") != "text/event-stream" {
 		return nil
 	}
-	if s.tc = take(s.ResponseWriter, s.r, s.home, s.cancel); s.tc != nil {
-		s.unwatch() // net/http's context ends with its handler now; the reader watches the client
+	if s.tc = take(s.ResponseWriter, s.r, s.home, s.watcher, s.cancel); s.tc != nil {
+		s.unwatch() // net/http's context ends with its handler now; the taken connection watches the client
 		s.tc.watch()
 		// net/http's writer holds its connection's buffers: the stream lets go of it.
 		s.ResponseWriter, s.r = released{http.Header{}}, nil

@@ -64,21 +64,29 @@ func openGET(t *testing.T, ctx context.Context, url, sid string) (*http.Response
 // A 2025-11-25 session's GET stream, taken from net/http, carries what the SDK sends on it, and
 // a client that goes away ends the SDK's side of it: the session's next GET is served, not
 // refused as a second stream. The endpoint's closing ends the stream with its last chunk.
+// Served by the gateway, an idle stream holds the SDK's handler only (the readiness watches
+// its connection); under another server (httptest), its reader too.
 func TestGetStreamTakenFromNetHTTP(t *testing.T) {
-	g, url, key := listenGateway(t)
+	t.Run("served", func(t *testing.T) { testGetStreamTaken(t, servedListenGateway, 1+idleStreamGoroutines()) })
+	t.Run("httptest", func(t *testing.T) { testGetStreamTaken(t, listenGateway, 2) })
+}
+
+func testGetStreamTaken(t *testing.T, serve func(*testing.T) (*Gateway, string, types.NamespacedName), idle int) {
+	g, url, key := serve(t)
 	_, sid := postRaw(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",`+
 		`"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	postRaw(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	base := serverGoroutines(t)
+	base := settledServerGoroutines(t)
 
 	ctx, leave := context.WithTimeout(context.Background(), 10*time.Second)
 	resp, sc := openGET(t, ctx, url, sid)
 	n := serverGoroutines(t) - base
-	for deadline := time.Now().Add(5 * time.Second); n > 2 && time.Now().Before(deadline); n = serverGoroutines(t) - base {
+	for deadline := time.Now().Add(5 * time.Second); n > idle && time.Now().Before(deadline); n = serverGoroutines(t) - base {
 		time.Sleep(10 * time.Millisecond) // net/http's handler returns a moment after the stream is taken
 	}
-	if n > 2 {
-		t.Errorf("an idle GET stream holds %d goroutines of the server, want at most 2 (the SDK's handler and the stream's reader)", n)
+	t.Logf("an idle GET stream: %d goroutines of the server", n)
+	if n > idle {
+		t.Errorf("an idle GET stream holds %d goroutines of the server, want at most %d (the SDK's handler, and the stream's reader where it runs)", n, idle)
 	}
 	ss := g.project(key).sessions.stateful(sessionRef(sid))
 	if ss == nil {
@@ -127,9 +135,11 @@ func TestGetStreamTakenFromNetHTTP(t *testing.T) {
 	}
 }
 
-// Idle 2025-11-25 sessions hold no net/http goroutine: their streams were taken.
+// Idle 2025-11-25 sessions hold no net/http goroutine: their streams were taken; and, served by
+// the gateway, no reader of their taken connections (the readiness watches them).
 func TestStatefulSessionsHoldNoNetHTTPGoroutine(t *testing.T) {
-	_, url, _ := listenGateway(t)
+	g, url, _ := servedListenGateway(t)
+	baseReaders := takenReaders(t)
 	const n = 10
 	for i := range n {
 		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprint("t", i), Version: "1"}, &mcp.ClientOptions{
@@ -160,6 +170,19 @@ func TestStatefulSessionsHoldNoNetHTTPGoroutine(t *testing.T) {
 	if got > 0 {
 		t.Fatalf("%d idle stateful sessions hold %d of net/http's serving goroutines, want none", n, got)
 	}
+	if !readinessSupported {
+		return
+	}
+	rd := g.readiness.Load()
+	for deadline := time.Now().Add(5 * time.Second); rd.watching() < n && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // the SDK's client opens its GET stream after Connect
+	}
+	if w := rd.watching(); w != n {
+		t.Errorf("%d GET streams watched, want %d", w, n)
+	}
+	if r := takenReaders(t) - baseReaders; r > 0 {
+		t.Errorf("%d idle stateful sessions hold %d readers of their taken streams, want none", n, r)
+	}
 }
 
 // servedGateway is listenGateway's gateway served by Serve (its own HTTP server, which takes
@@ -174,7 +197,13 @@ func servedGateway(t *testing.T) (*Gateway, string, types.NamespacedName) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() { defer close(served); _ = g.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-served })
+	t.Cleanup(func() {
+		// The test's keep-alive connections go first: one given back to the server and not used
+		// again would hold its Shutdown for 5 s (a connection that has not sent a request yet).
+		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+		cancel()
+		<-served
+	})
 	<-g.Serving()
 	return g, ln.Addr().String(), key
 }
@@ -202,9 +231,42 @@ func exchange(t *testing.T, c net.Conn, br *bufio.Reader, req *http.Request, dur
 	return resp.StatusCode, string(body)
 }
 
+// listenRequest is session s1's listen on the endpoint at addr.
+func listenRequest(addr string, key types.NamespacedName) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+Path(key), strings.NewReader(listenBody("1", `{"toolsListChanged":true}`)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	req.Header.Set(SessionHeader, "s1")
+	return req
+}
+
+// detachedOf is p's one listen's taken stream, once there is one.
+func detachedOf(t *testing.T, p *project) *detachedListen {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		p.listeners.mu.Lock()
+		for l := range p.listeners.all {
+			l.mu.Lock()
+			d := l.detached
+			l.mu.Unlock()
+			if d != nil {
+				p.listeners.mu.Unlock()
+				return d
+			}
+		}
+		p.listeners.mu.Unlock()
+	}
+	t.Fatal("no taken listen stream")
+	return nil
+}
+
 // A stream that ends whole leaves its connection open for the client's next request, as
 // net/http does: a listen ended by its endpoint closing, then a request on the same
 // connection, is answered (a keep-alive client, or a replica's proxy, reuses it at once).
+// The client sent nothing while the stream ran: its reader never started, and the connection
+// goes back as it is.
 func TestTakenConnectionServesTheNextRequest(t *testing.T) {
 	g, addr, key := servedGateway(t)
 	c, err := net.Dial("tcp", addr)
@@ -213,18 +275,14 @@ func TestTakenConnectionServesTheNextRequest(t *testing.T) {
 	}
 	defer c.Close()
 	br := bufio.NewReader(c)
-	url := "http://" + addr + Path(key)
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(listenBody("1", `{"toolsListChanged":true}`)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
-	req.Header.Set(SessionHeader, "s1")
 	p := g.project(key)
-	status, body := exchange(t, c, br, req, func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for p.listeners.count() != 1 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
+	status, body := exchange(t, c, br, listenRequest(addr, key), func() {
+		d := detachedOf(t, p)
+		d.tc.mu.Lock()
+		watched := d.tc.unwatch != nil
+		d.tc.mu.Unlock()
+		if readinessSupported && !watched {
+			t.Error("the idle stream's reader runs")
 		}
 		p.listeners.close() // the endpoint closes: the stream ends with its result
 	})
@@ -234,5 +292,79 @@ func TestTakenConnectionServesTheNextRequest(t *testing.T) {
 	next, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/nothing-here", nil)
 	if status, _ := exchange(t, c, br, next, nil); status != http.StatusNotFound { // exchange fails on a closed connection
 		t.Fatalf("the request after the stream: %d, want the server's 404", status)
+	}
+}
+
+// A client that sends its next request while its stream still runs is served once the stream
+// ends: the readiness starts the stream's reader, which keeps the request for the connection's
+// next turn with the server.
+func TestTakenConnectionKeepsWhatTheClientSendsDuringTheStream(t *testing.T) {
+	g, addr, key := servedGateway(t)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	req := listenRequest(addr, key)
+	if err := req.Write(c); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	nextEvent(t, sc) // the acknowledgement
+	p := g.project(key)
+	d := detachedOf(t, p)
+	if readinessSupported {
+		rd := g.readiness.Load()
+		for deadline := time.Now().Add(5 * time.Second); rd.watching() != 1 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if rd.watching() != 1 {
+			t.Fatal("the stream is not watched")
+		}
+	}
+
+	next, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/nothing-here", nil)
+	if err := next.Write(c); err != nil {
+		t.Fatal(err)
+	}
+	kept := func() int {
+		d.tc.mu.Lock()
+		defer d.tc.mu.Unlock()
+		return len(d.tc.pending)
+	}
+	for deadline := time.Now().Add(5 * time.Second); kept() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if kept() == 0 {
+		t.Fatal("the reader did not keep what the client sent")
+	}
+	if w := g.readiness.Load().watching(); w != 0 {
+		t.Errorf("%d streams watched once the client sent something", w)
+	}
+
+	p.listeners.close() // the stream ends whole
+	var last string
+	for sc.Scan() {
+		if sc.Text() != "" {
+			last = sc.Text()
+		}
+	}
+	if err := sc.Err(); err != nil || !strings.Contains(last, `"id":1,"result":{"resultType":"complete"`) {
+		t.Fatalf("the stream ended with %q, %v, not its result", last, err)
+	}
+	resp2, err := http.ReadResponse(br, next)
+	if err != nil {
+		t.Fatalf("the request sent during the stream: %v", err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode != http.StatusNotFound {
+		t.Fatalf("the request sent during the stream: %d, want the server's 404", resp2.StatusCode)
 	}
 }

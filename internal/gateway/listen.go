@@ -18,8 +18,9 @@ import (
 // A 2026-07-28 session's subscriptions/listen is served here, not by the SDK's stateless
 // handler. Through the SDK, an idle listen held four goroutines (net/http's background reader,
 // the SDK session's reader, its POST handler waiting for the stream's end, and the SDK server's
-// listen handler) and an SDK session's heap; here it holds its taken connection's reader
-// (listenconn.go) and a listen record, or on HTTP/2 and TLS the HTTP handler's goroutine.
+// listen handler) and an SDK session's heap; here it holds a listen record and its taken
+// connection, whose reader starts only when the client sends something or goes
+// (listenconn.go), or on HTTP/2 and TLS the HTTP handler's goroutine.
 //
 // The stream is what the SDK writes: an SSE "message" event per JSON-RPC message, the first
 // notifications/subscriptions/acknowledged with the subset of the notifications the endpoint

@@ -197,7 +197,9 @@ func serverGoroutines(t *testing.T) int {
 			stacks[m[1]] = g
 			if strings.Contains(g, "net/http.(*conn).serve(") {
 				server[m[1]] = true
-				idle[m[1]] = strings.Contains(g, "net/http.(*conn).readRequest")
+				// Waiting for a request, or for a keep-alive connection's next one to begin.
+				idle[m[1]] = strings.Contains(g, "net/http.(*conn).readRequest") ||
+					strings.Contains(g, "bufio.(*Reader).Peek(") && !strings.Contains(g, "ServeHTTP(")
 			}
 			// The SDK server's handlers of a session, whose parent (jsonrpc2's) may have ended,
 			// and a detached listen's or a taken GET stream's own (listenconn.go, getstream.go),
@@ -226,6 +228,23 @@ func serverGoroutines(t *testing.T) int {
 	return n
 }
 
+// settledServerGoroutines is serverGoroutines once the goroutines of an earlier test's server
+// (a connection's, ending as its server stopped) have ended: their end would count against
+// what the test starts.
+func settledServerGoroutines(t *testing.T) int {
+	t.Helper()
+	n := serverGoroutines(t)
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		m := serverGoroutines(t)
+		if m == n {
+			break
+		}
+		n = m
+	}
+	return n
+}
+
 // goroutineStacks are the stacks of every goroutine of the process.
 func goroutineStacks(t *testing.T) []string {
 	t.Helper()
@@ -236,11 +255,41 @@ func goroutineStacks(t *testing.T) []string {
 	return strings.Split(buf.String(), "\n\n")
 }
 
-// An idle listening 2026-07-28 session costs the gateway one goroutine, its detached stream's
-// reader (listenconn.go): its handler's goroutine and net/http's background reader are gone.
-func TestListeningSessionHoldsOneGoroutine(t *testing.T) {
-	g, url, key := listenGateway(t)
-	base := serverGoroutines(t)
+// takenReaders counts taken connections' readers (taken.go).
+func takenReaders(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, g := range goroutineStacks(t) {
+		if strings.Contains(g, "gateway.(*takenConn).read(") {
+			n++
+		}
+	}
+	return n
+}
+
+// idleStreamGoroutines is what an idle taken stream holds of its own: nothing where the
+// gateway's readiness watches its connection, else its reader.
+func idleStreamGoroutines() int {
+	if readinessSupported {
+		return 0
+	}
+	return 1
+}
+
+// servedListenGateway is servedGateway's gateway and its project's endpoint.
+func servedListenGateway(t *testing.T) (*Gateway, string, types.NamespacedName) {
+	t.Helper()
+	g, addr, key := servedGateway(t)
+	return g, "http://" + addr + Path(key), key
+}
+
+// An idle listening 2026-07-28 session costs the gateway no goroutine (listenconn.go): its
+// handler's goroutine and net/http's background reader are gone, and its taken connection has
+// no reader while the client sends nothing: the gateway's readiness watches it.
+func TestListeningSessionHoldsNoGoroutine(t *testing.T) {
+	g, url, key := servedListenGateway(t)
+	base := settledServerGoroutines(t)
+	baseReaders := takenReaders(t)
 	const n = 20
 	for i := range n {
 		client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
@@ -263,13 +312,18 @@ func TestListeningSessionHoldsOneGoroutine(t *testing.T) {
 	if c := p.listeners.count(); c != n {
 		t.Fatalf("%d listens served by the gateway, want %d", c, n)
 	}
+	want := n * idleStreamGoroutines()
 	got := serverGoroutines(t) - base
-	for ; got > n && time.Now().Before(deadline); got = serverGoroutines(t) - base {
+	for ; got > want && time.Now().Before(deadline); got = serverGoroutines(t) - base {
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Logf("%d listening sessions: %d goroutines of the server (%.1f each)", n, got, float64(got)/n)
-	if got > n {
-		t.Errorf("%d listening sessions hold %d goroutines, want at most %d", n, got, n)
+	readers := takenReaders(t) - baseReaders
+	t.Logf("%d listening sessions: %d goroutines of the server (%.1f each), %d of them readers", n, got, float64(got)/n, readers)
+	if got > want || readers > want {
+		t.Errorf("%d listening sessions hold %d goroutines (%d readers), want at most %d", n, got, readers, want)
+	}
+	if w := g.readiness.Load().watching(); readinessSupported && w != n {
+		t.Errorf("%d streams watched, want %d", w, n)
 	}
 }
 
@@ -283,10 +337,17 @@ func (s sessionRT) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // A client that goes away ends its detached stream: the listen is forgotten and its reader
-// ends, with nothing left of the session's stream in the gateway.
+// ends, with nothing left of the session's stream in the gateway. Served by the gateway, the
+// stream has no reader until the client goes (the readiness starts it); under another server
+// (httptest), its reader runs from the start.
 func TestListenClientGoneEndsItsStream(t *testing.T) {
-	g, url, key := listenGateway(t)
-	base := serverGoroutines(t)
+	t.Run("served", func(t *testing.T) { testListenClientGone(t, servedListenGateway, idleStreamGoroutines()) })
+	t.Run("httptest", func(t *testing.T) { testListenClientGone(t, listenGateway, 1) })
+}
+
+func testListenClientGone(t *testing.T, serve func(*testing.T) (*Gateway, string, types.NamespacedName), idle int) {
+	g, url, key := serve(t)
+	base := settledServerGoroutines(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	lctx, leave := context.WithCancel(ctx)
@@ -300,8 +361,8 @@ func TestListenClientGoneEndsItsStream(t *testing.T) {
 		}
 		return p.listeners.count() == listens && serverGoroutines(t)-base == goroutines
 	}
-	if !settled(1, 1) {
-		t.Fatalf("listening: %d listens, %d goroutines, want 1 and 1", p.listeners.count(), serverGoroutines(t)-base)
+	if !settled(1, idle) {
+		t.Fatalf("listening: %d listens, %d goroutines, want 1 and %d", p.listeners.count(), serverGoroutines(t)-base, idle)
 	}
 	leave()
 	resp.Body.Close()

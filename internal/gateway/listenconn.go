@@ -7,11 +7,12 @@ import (
 
 // A listen's stream on HTTP/1 leaves net/http once it has begun (taken.go): the header and the
 // acknowledgement are net/http's to write, and the stream goes on on the taken connection. An
-// idle listening session then holds one goroutine, the connection's reader (net/http held its
-// serving goroutine, deep in the handler, and a background reader, with 8 KiB of buffers);
-// what the projection and the connections deliver starts a writer of the listen's own, which
-// ends once the queue is written, as a session's outbox writer does (outbox.go). A stream
-// that cannot be taken (TLS, HTTP/2) stays with the handler's goroutine (streamListen).
+// idle listening session then holds no goroutine: the connection's reader starts only when the
+// client sends something or goes (net/http held its serving goroutine, deep in the handler,
+// and a background reader, with 8 KiB of buffers). What the projection and the connections
+// deliver starts a writer of the listen's own, which ends once the queue is written, as a
+// session's outbox writer does (outbox.go). A stream that cannot be taken (TLS, HTTP/2) stays
+// with the handler's goroutine (streamListen).
 
 // detachedListen is a listen's stream on a taken connection.
 type detachedListen struct {
@@ -34,7 +35,7 @@ type detachedListen struct {
 // with the stream.
 func (p *project) detach(w http.ResponseWriter, r *http.Request, l *listen, forget func()) *detachedListen {
 	d := &detachedListen{l: l, result: l.result(p.serverInfo), forget: forget}
-	d.tc = take(w, r, p.g.giveBack, func() { d.end(false) })
+	d.tc = take(w, r, p.g.giveBack, p.g.readiness.Load(), func() { d.end(false) })
 	if d.tc == nil {
 		return nil
 	}

@@ -20,8 +20,8 @@ import (
 
 // gatewayGoroutines counts the goroutines running this package's code outside a request
 // handler: what the gateway itself keeps per session or project. A GET stream's own
-// goroutines (getstream.go: the SDK's handler, the reader) serve its request, as net/http's
-// did before the stream was taken from it, and are not counted.
+// goroutines (getstream.go: the SDK's handler, the reader where one runs) serve its request,
+// as net/http's did before the stream was taken from it, and are not counted.
 func gatewayGoroutines(t *testing.T) int {
 	t.Helper()
 	var buf bytes.Buffer

@@ -13,7 +13,11 @@ import (
 // A long-lived stream on HTTP/1 (a 2026-07-28 listen: listenconn.go; a 2025-11-25 GET stream:
 // getstream.go) is taken from net/http once its header is out: net/http's serving goroutine,
 // its background reader and the connection's buffers go, and the stream goes on in the same
-// chunked framing. A reader of the stream's own notices the client leaving.
+// chunked framing. Nothing waits on the connection while the stream is idle: the gateway's
+// readiness (readiness_linux.go) starts the connection's reader once the client sends
+// something or goes, and the reader tells the stream's owner when the client has gone. Where
+// there is no readiness (a server not the gateway's own, another OS) or it cannot watch the
+// connection (not an OS socket), the reader runs from the start.
 //
 // A stream that ends whole (its last chunk written) leaves the connection as net/http would:
 // open for the client's next request. It goes back to the gateway's HTTP server (home), with
@@ -22,16 +26,20 @@ import (
 
 // takenConn is a stream's connection once taken from net/http.
 type takenConn struct {
-	conn net.Conn
-	home func(net.Conn) bool // gives the connection back to the gateway's HTTP server
-	gone func()              // the client went: the stream's owner ends it
+	conn    net.Conn
+	home    func(net.Conn) bool // gives the connection back to the gateway's HTTP server
+	gone    func()              // the client went: the stream's owner ends it
+	watcher *readiness          // starts the reader when there is something to read; nil: at once
 
 	mu         sync.Mutex
 	broken     bool   // a write failed, or the client sent too much: the connection closes
 	clientGone bool   // the reader saw the connection end
 	stopping   bool   // the stream is ending: the reader stops
 	pending    []byte // what the client sent while the stream ran (its next request)
-	readerDone chan struct{}
+	// unwatch stops the watcher from starting the reader: true when it had not (nil once
+	// called, or where the reader runs from the start).
+	unwatch    func() bool
+	readerDone chan struct{} // closed by the reader, once it has started and stopped
 }
 
 // maxPending bounds what a client may send on a connection while its stream runs.
@@ -39,24 +47,56 @@ const maxPending = 64 << 10
 
 // take takes r's connection from net/http once what w holds is flushed; nil when it cannot
 // be taken (TLS, HTTP/2, a writer that cannot hijack), and w carries the stream as before.
-// Its reader starts with watch, once the stream's owner holds it (gone may call the owner).
-func take(w http.ResponseWriter, r *http.Request, home func(net.Conn) bool, gone func()) *takenConn {
+// Its reader is watched for (watcher, when not nil) or started with watch, once the stream's
+// owner holds it (gone may call the owner).
+func take(w http.ResponseWriter, r *http.Request, home func(net.Conn) bool, watcher *readiness, gone func()) *takenConn {
 	if r.TLS != nil || r.ProtoMajor != 1 {
 		return nil
 	}
-	c, _, err := http.NewResponseController(w).Hijack()
+	c, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return nil
 	}
-	return &takenConn{conn: c, home: home, gone: gone, readerDone: make(chan struct{})}
+	t := &takenConn{conn: c, home: home, gone: gone, watcher: watcher, readerDone: make(chan struct{})}
+	// What net/http read past the request (its background reader's byte, or more) is the
+	// client's next request's beginning.
+	if n := brw.Reader.Buffered(); n > 0 {
+		b, _ := brw.Peek(n)
+		t.pending = append([]byte(nil), b...)
+	}
+	return t
 }
 
-// watch starts the connection's reader.
-func (t *takenConn) watch() { go t.read() }
+// watch starts the connection's reader once the connection has something to read (the client
+// sent something, or went), or at once where the watcher cannot watch it.
+func (t *takenConn) watch() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// The watcher's goroutine does not wait for t.mu (a write holds it up to
+	// StreamWriteTimeout): the reader starts, and looks at the stream under t.mu itself.
+	if t.unwatch = t.watcher.add(t.conn, func() { go t.read() }); t.unwatch == nil {
+		go t.read()
+	}
+}
+
+// stopWatching stops the watcher (before the connection closes, or goes home); true when the
+// reader has not started and will not. Called with t.mu held.
+func (t *takenConn) stopWatching() bool {
+	unwatch := t.unwatch
+	t.unwatch = nil
+	return unwatch != nil && unwatch()
+}
 
 // read reads the connection until the client goes or the stream ends (stopping), keeping
 // what the client sends meanwhile for the connection's next request.
 func (t *takenConn) read() {
+	t.mu.Lock()
+	stopping := t.stopping
+	t.mu.Unlock()
+	if stopping { // started by the watcher as the stream ended: what is there is the server's
+		close(t.readerDone)
+		return
+	}
 	buf := make([]byte, 64) // a client sends nothing on a stream but, rarely, its next request
 	for {
 		n, err := t.conn.Read(buf)
@@ -86,7 +126,8 @@ func (t *takenConn) read() {
 var errBrokenStream = errors.New("the stream is broken")
 
 // write writes data as one chunk, within StreamWriteTimeout; past it, or on any failure, the
-// stream is broken and its connection closes (the reader then sees the end).
+// stream is broken and its connection closes (the reader then sees the end, and tells the
+// owner).
 func (t *takenConn) write(data []byte) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -99,7 +140,11 @@ func (t *takenConn) write(data []byte) error {
 	_ = t.conn.SetWriteDeadline(time.Now().Add(StreamWriteTimeout))
 	if _, err := t.conn.Write(appendChunk(nil, data)); err != nil {
 		t.broken = true
+		idle := t.stopWatching()
 		_ = t.conn.Close()
+		if idle { // the reader tells the owner, as when it was reading
+			go t.read()
+		}
 		return err
 	}
 	return nil
@@ -117,13 +162,16 @@ func (t *takenConn) finish(whole bool) {
 		whole = err == nil
 	}
 	t.stopping = true
+	idle := t.stopWatching() // the reader never started: nothing was read from the connection
 	t.mu.Unlock()
 	if !whole {
 		_ = t.conn.Close()
 		return
 	}
-	_ = t.conn.SetReadDeadline(time.Now()) // the reader stops, keeping what it read
-	<-t.readerDone
+	if !idle {
+		_ = t.conn.SetReadDeadline(time.Now()) // the reader stops, keeping what it read
+		<-t.readerDone
+	}
 	t.mu.Lock()
 	pending, broken := t.pending, t.broken
 	t.mu.Unlock()

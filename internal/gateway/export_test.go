@@ -1,0 +1,15 @@
+package gateway
+
+import "k8s.io/apimachinery/pkg/types"
+
+// Listens is how many listens g serves itself for project key (the endpoint tests): a taken
+// stream's, or one its handler's goroutine writes (listenconn.go); not the SDK handler's.
+func Listens(g *Gateway, key types.NamespacedName) int {
+	g.mu.Lock()
+	p := g.projects[key]
+	g.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	return p.listeners.count()
+}
