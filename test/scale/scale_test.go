@@ -35,8 +35,9 @@ import (
 // list_changed), then runs the load: 200 sessions calling echo once a second while 100
 // config edits are made, one every 100 ms (every 200 ms at 10 projects, so that no project is
 // edited again within 2 s). SCALE_PROFILE=dir keeps each stage's controller log there and saves
-// its CPU profile while the projects are created and during 10 s of the load, and its heap and
-// goroutine profiles once the sessions are mounted.
+// its CPU profile while the projects are created and during 10 s of the load, its heap profile
+// once Ready and once each project's first two sessions are mounted, and its heap and
+// goroutine profiles once all the sessions are mounted.
 
 // httpFixtures is how many fixture processes serve every project's HTTP servers: half with
 // 2025-11-25 sessions (stateful streamable HTTP: the raw fast path for calls), half stateless
@@ -115,7 +116,9 @@ type result struct {
 	createdIn, readyIn    time.Duration // from the first create: all created; all Ready
 	readyEach             []time.Duration
 	base, ready, conns    sample // controller started; all Ready; settled
+	endpoints             sample // each project's first sessions mounted (its endpoint made), settled
 	mounted               sample // sessions mounted, settled
+	later                 int    // the sessions mounted after endpoints
 	idleEnd               sample // 10 s later, no traffic
 	mounts                []time.Duration
 	mountFailed           int // sessions that did not connect, or saw no tools
@@ -224,9 +227,22 @@ func runStage(b *testing.B, bins binaries, kind string, n, per int, profileDir s
 	endpoint := func(p int) string {
 		return fmt.Sprintf("http://%s/projects/%s/%s/mcp", ctrl.gateway, ns, objectMeta(ns, p).Name)
 	}
-	agents, mounts, failed := connectAgents(b, endpoint, n, per, e, tr)
-	defer closeAgents(agents)
-	r.mounts, r.mountFailed = mounts, failed
+	// A project's first sessions make its endpoint (its catalog, routes and SDK server); the
+	// rest only add themselves. One session of each revision on every project first, a sample,
+	// then the others: what a session costs is what the others add.
+	first := min(2, per)
+	agents, mounts, failed := connectAgents(b, endpoint, n, 0, first, e, tr)
+	defer func() { closeAgents(agents) }()
+	time.Sleep(5 * time.Second)
+	r.endpoints = ctrl.sample(b)
+	if profileDir != "" {
+		if err := ctrl.profile(ctx, "/debug/pprof/heap", filepath.Join(profileDir, fmt.Sprintf("%s-%d-endpoints-heap.pprof", kind, n))); err != nil {
+			b.Logf("profile: %v", err)
+		}
+	}
+	more, moreMounts, moreFailed := connectAgents(b, endpoint, n, first, per, e, tr)
+	agents, r.mounts, r.mountFailed = append(agents, more...), append(mounts, moreMounts...), failed+moreFailed
+	r.later = n * (per - first)
 	time.Sleep(5 * time.Second)
 	r.mounted = ctrl.sample(b)
 	profile := ""
@@ -360,20 +376,41 @@ func rate(n float64, from, to sample) float64 { return n / to.at.Sub(from.at).Se
 func (r result) perConnRSS() float64 {
 	return float64(r.conns.rss-r.base.rss) / float64(r.connections)
 }
+// perSessionRSS is what a session adds to a project whose endpoint is made; perSessionAllRSS
+// is what the sessions added in all, the projects' endpoints included, per session.
 func (r result) perSessionRSS() float64 {
+	if r.later == 0 {
+		return r.perSessionAllRSS()
+	}
+	return float64(r.mounted.rss-r.endpoints.rss) / float64(r.later)
+}
+func (r result) perSessionAllRSS() float64 {
 	return float64(r.mounted.rss-r.conns.rss) / float64(r.sessions)
 }
 func (r result) perConnHeap() float64 {
 	return (r.conns.heapLive - r.base.heapLive) / float64(r.connections)
 }
 func (r result) perSessionHeap() float64 {
-	return (r.mounted.heapLive - r.conns.heapLive) / float64(r.sessions)
+	if r.later == 0 {
+		return (r.mounted.heapLive - r.conns.heapLive) / float64(r.sessions)
+	}
+	return (r.mounted.heapLive - r.endpoints.heapLive) / float64(r.later)
 }
 func (r result) perConnGoroutines() float64 {
 	return (r.conns.goroutines - r.base.goroutines) / float64(r.connections)
 }
 func (r result) perSessionGoroutines() float64 {
-	return (r.mounted.goroutines - r.conns.goroutines) / float64(r.sessions)
+	if r.later == 0 {
+		return (r.mounted.goroutines - r.conns.goroutines) / float64(r.sessions)
+	}
+	return (r.mounted.goroutines - r.endpoints.goroutines) / float64(r.later)
+}
+
+// perEndpointRSS is what a project's endpoint costs beyond its first sessions: what they
+// added, less what as many sessions add.
+func (r result) perEndpointRSS() float64 {
+	firsts := float64(r.sessions - r.later)
+	return (float64(r.endpoints.rss-r.conns.rss) - firsts*r.perSessionRSS()) / float64(r.projects)
 }
 
 func (r result) report(b *testing.B) {
@@ -461,9 +498,11 @@ func printTable(out io.Writer, results []result) {
 	row("RSS per connection (KiB)", "%.0f", func(r result) float64 { return r.perConnRSS() / 1024 })
 	row("heap live per connection (KiB)", "%.0f", func(r result) float64 { return r.perConnHeap() / 1024 })
 	row("goroutines per connection", "%.1f", result.perConnGoroutines)
+	row("RSS per project endpoint (KiB)", "%.0f", func(r result) float64 { return r.perEndpointRSS() / 1024 })
 	row("RSS per session (KiB)", "%.0f", func(r result) float64 { return r.perSessionRSS() / 1024 })
 	row("heap live per session (KiB)", "%.0f", func(r result) float64 { return r.perSessionHeap() / 1024 })
 	row("goroutines per session", "%.1f", result.perSessionGoroutines)
+	row("RSS per session, endpoints included (KiB)", "%.0f", func(r result) float64 { return r.perSessionAllRSS() / 1024 })
 	row("server processes", "%.0f", func(r result) float64 { return float64(r.mounted.children) })
 	row("server processes' RSS (MiB)", "%.0f", func(r result) float64 { return mib(float64(r.mounted.childRSS)) })
 	row("idle CPU, no traffic (% of a core)", "%.1f", func(r result) float64 {

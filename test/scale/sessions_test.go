@@ -104,16 +104,19 @@ func (r headerRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	return r.base.RoundTrip(req)
 }
 
-// connectAgents opens per sessions on each project, alternating the revisions, with a bounded
-// number of connects in flight; it returns them with each one's mount time (connect and the
-// first tools/list, which waits for the mount).
+// connectAgents opens sessions from to to (exclusive) of each project, alternating the
+// revisions (session k of a project is stateless when k is odd), with a bounded number of
+// connects in flight; it returns them with each one's mount time (connect and the first
+// tools/list, which waits for the mount).
 //
 // A session that fails is left out and counted; more than 1% failing fails the benchmark.
-func connectAgents(b *testing.B, endpoint func(int) string, projects, per int, e *edits, tr http.RoundTripper) ([]*agent, []time.Duration, int) {
+func connectAgents(b *testing.B, endpoint func(int) string, projects, from, to int, e *edits, tr http.RoundTripper) ([]*agent, []time.Duration, int) {
 	b.Helper()
+	per := to - from
 	list := make([]sessionSpec, projects*per)
 	for i := range list {
-		list[i] = sessionSpec{Project: i / per, Stateless: i%2 == 1, Name: fmt.Sprintf("scale-%d-%d", i/per, i%per), Endpoint: endpoint(i / per)}
+		p, k := i/per, from+i%per
+		list[i] = sessionSpec{Project: p, Stateless: k%2 == 1, Name: fmt.Sprintf("scale-%d-%d", p, k), Endpoint: endpoint(p)}
 	}
 	agents, mounts, n, err := openSessions(list, e, tr, true)
 	if n > 0 {
