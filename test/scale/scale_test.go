@@ -376,6 +376,7 @@ func rate(n float64, from, to sample) float64 { return n / to.at.Sub(from.at).Se
 func (r result) perConnRSS() float64 {
 	return float64(r.conns.rss-r.base.rss) / float64(r.connections)
 }
+
 // perSessionRSS is what a session adds to a project whose endpoint is made; perSessionAllRSS
 // is what the sessions added in all, the projects' endpoints included, per session.
 func (r result) perSessionRSS() float64 {
