@@ -534,12 +534,14 @@ func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 	// whether a replica's proxied request is believed (internal/peer).
 	srv.ConnContext = peer.Context
 	var serve func() error
+	var home *homeListener
 	if g.opts.TLS != nil {
 		srv.TLSConfig = g.opts.TLS
 		serve = func() error { return srv.ServeTLS(ln, "", "") } // the certificate comes from TLS
 	} else {
-		home := newHomeListener(ln) // taken streams' connections come back here (taken.go)
+		home = newHomeListener(ln) // taken streams' connections come back here (taken.go)
 		g.home.Store(home)
+		srv.ConnState = home.begun
 		if rd, err := newReadiness(); err != nil {
 			g.opts.Log.Error(err, "Watching taken streams' connections; each has a reader of its own")
 		} else if rd != nil {
@@ -559,6 +561,12 @@ func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	g.shutdown() // close MCP sessions first: their GET streams would hold Shutdown open
+	if home != nil {
+		// No connection is given back from now on, and those given back that wait for a
+		// request close now, as Shutdown closes idle ones (taken.go).
+		_ = home.Close()
+		home.closeWaiting()
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)

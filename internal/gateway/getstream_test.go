@@ -3,11 +3,14 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,6 +192,19 @@ func TestStatefulSessionsHoldNoNetHTTPGoroutine(t *testing.T) {
 // back the connections of streams that ended whole), and its address.
 func servedGateway(t *testing.T) (*Gateway, string, types.NamespacedName) {
 	t.Helper()
+	g, addr, key, stop := stoppableGateway(t)
+	t.Cleanup(func() {
+		// The test's keep-alive connections go first, as a client's would.
+		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+		stop()
+	})
+	return g, addr, key
+}
+
+// stoppableGateway is servedGateway with the stop left to the caller: it returns once the
+// gateway has stopped serving.
+func stoppableGateway(t *testing.T) (*Gateway, string, types.NamespacedName, func()) {
+	t.Helper()
 	g, key := oneProjectGateway(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -197,15 +213,11 @@ func servedGateway(t *testing.T) (*Gateway, string, types.NamespacedName) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() { defer close(served); _ = g.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		// The test's keep-alive connections go first: one given back to the server and not used
-		// again would hold its Shutdown for 5 s (a connection that has not sent a request yet).
-		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-		cancel()
-		<-served
-	})
 	<-g.Serving()
-	return g, ln.Addr().String(), key
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-served }) }
+	t.Cleanup(stop)
+	return g, ln.Addr().String(), key, stop
 }
 
 // exchange writes a request on c and reads its response whole (a chunked one to its last
@@ -292,6 +304,37 @@ func TestTakenConnectionServesTheNextRequest(t *testing.T) {
 	next, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/nothing-here", nil)
 	if status, _ := exchange(t, c, br, next, nil); status != http.StatusNotFound { // exchange fails on a closed connection
 		t.Fatalf("the request after the stream: %d, want the server's 404", status)
+	}
+}
+
+// A connection given back after its stream and not used again does not hold the gateway's
+// stop: net/http's Shutdown takes a connection that has not begun a request for a new one
+// and waits until it is 5 s old, so the gateway closes it, as Shutdown closes idle ones.
+func TestStopClosesGivenBackConnections(t *testing.T) {
+	g, addr, key, stop := stoppableGateway(t)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	p := g.project(key)
+	status, _ := exchange(t, c, br, listenRequest(addr, key), func() {
+		detachedOf(t, p)
+		p.listeners.close() // the stream ends whole: its connection goes back to the server
+	})
+	if status != http.StatusOK {
+		t.Fatalf("listen: %d", status)
+	}
+	start := time.Now()
+	stop()
+	// Shutdown's own wait would take 5 s; closed at once, the stop takes well under that.
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("the gateway took %s to stop: the given-back connection held it", took)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the given-back connection is open after the stop (read: %v)", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -207,17 +208,28 @@ func appendChunk(out, data []byte) []byte {
 
 // homeListener is the gateway's listener: the connections it accepts, and the connections
 // taken streams give back (give) for their next request.
+//
+// net/http's Shutdown closes an idle connection at once, but one that has not begun its first
+// request only once it is 5 s old: to it, a given-back connection is new. So the listener
+// keeps the given-back connections until the server has seen them begin a request (begun),
+// and the gateway closes those still waiting when it stops (closeWaiting), as Shutdown
+// closes idle ones.
 type homeListener struct {
 	net.Listener
 	conns chan net.Conn
 	errs  chan error
 	done  chan struct{}
 	once  sync.Once
+
+	mu      sync.Mutex
+	waiting map[net.Conn]struct{} // given back, no request begun on them since
+	given   atomic.Int64          // len(waiting): begun, on every request, looks at it alone
 }
 
 // newHomeListener accepts on ln with a goroutine of its own, which ends when ln closes.
 func newHomeListener(ln net.Listener) *homeListener {
-	l := &homeListener{Listener: ln, conns: make(chan net.Conn), errs: make(chan error), done: make(chan struct{})}
+	l := &homeListener{Listener: ln, conns: make(chan net.Conn), errs: make(chan error), done: make(chan struct{}),
+		waiting: map[net.Conn]struct{}{}}
 	go l.accept()
 	return l
 }
@@ -264,10 +276,40 @@ func (l *homeListener) Close() error {
 // give hands a connection to the server for its next request; false once the listener is
 // closed (the caller closes it).
 func (l *homeListener) give(c net.Conn) bool {
+	l.mu.Lock()
+	l.waiting[c] = struct{}{}
+	l.given.Store(int64(len(l.waiting)))
+	l.mu.Unlock()
 	select {
 	case l.conns <- c:
 		return true
 	case <-l.done:
+		l.begun(c, http.StateClosed)
 		return false
+	}
+}
+
+// begun is the server's ConnState hook: a connection given back is no longer waiting once a
+// request has begun on it, or it has closed.
+func (l *homeListener) begun(c net.Conn, state http.ConnState) {
+	if state == http.StateNew || l.given.Load() == 0 {
+		return
+	}
+	l.mu.Lock()
+	delete(l.waiting, c)
+	l.given.Store(int64(len(l.waiting)))
+	l.mu.Unlock()
+}
+
+// closeWaiting closes the given-back connections no request has begun on: the server is
+// stopping, and they are as idle as the idle ones Shutdown closes.
+func (l *homeListener) closeWaiting() {
+	l.mu.Lock()
+	waiting := l.waiting
+	l.waiting = map[net.Conn]struct{}{}
+	l.given.Store(0)
+	l.mu.Unlock()
+	for c := range waiting {
+		_ = c.Close()
 	}
 }
