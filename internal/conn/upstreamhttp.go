@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
@@ -183,8 +184,10 @@ func nameOf(method string, params json.RawMessage) string {
 		return ""
 	}
 	var v string
-	if rest, ok := bytes.CutPrefix(params, []byte(`{"`+key+`":`)); ok && json.NewDecoder(bytes.NewReader(rest)).Decode(&v) == nil {
-		return v
+	if rest, ok := bytes.CutPrefix(params, []byte(`{"`+key+`":`)); ok && len(rest) > 0 && rest[0] == '"' {
+		if _, err := segjson.Parse(rest, &v, segjson.DontMatchCaseInsensitiveStructFields); err == nil {
+			return v // the first value alone: what follows it is the rest of the params
+		}
 	}
 	var p map[string]json.RawMessage
 	if json.Unmarshal(params, &p) == nil {
@@ -233,7 +236,7 @@ func readResponse(r io.Reader, id string, limit int64) (*upstreamResponse, error
 		return nil, tooLarge(limit)
 	}
 	var resp upstreamResponse
-	if err := json.Unmarshal(data, &resp); err != nil {
+	if err := DecodeExact(data, &resp); err != nil {
 		return nil, fmt.Errorf("the server's response is not JSON-RPC: %v", err)
 	}
 	if !jsonrpcwire.StringID(resp.ID, id) {
@@ -320,7 +323,7 @@ func sseField(line []byte, field string) ([]byte, bool) {
 // event handles one event of a forwarded request's stream; done when it was the response.
 func (u *httpUpstream) event(ctx context.Context, data []byte, id string) (json.RawMessage, bool, error) {
 	var r upstreamResponse
-	if err := json.Unmarshal(data, &r); err != nil {
+	if err := DecodeExact(data, &r); err != nil {
 		return nil, true, fmt.Errorf("the server sent an event that is not JSON-RPC: %v", err)
 	}
 	if r.Method == "" {
