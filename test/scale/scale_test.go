@@ -233,6 +233,7 @@ func runStage(b *testing.B, bins binaries, kind string, n, per int, profileDir s
 	first := min(2, per)
 	agents, mounts, failed := connectAgents(b, endpoint, n, 0, first, e, tr)
 	defer func() { closeAgents(agents) }()
+	r.mounts, r.mountFailed = mounts, failed
 	time.Sleep(5 * time.Second)
 	r.endpoints = ctrl.sample(b)
 	if profileDir != "" {
@@ -241,7 +242,9 @@ func runStage(b *testing.B, bins binaries, kind string, n, per int, profileDir s
 		}
 	}
 	more, moreMounts, moreFailed := connectAgents(b, endpoint, n, first, per, e, tr)
-	agents, r.mounts, r.mountFailed = append(agents, more...), append(mounts, moreMounts...), failed+moreFailed
+	agents = append(agents, more...)
+	r.mounts = append(r.mounts, moreMounts...)
+	r.mountFailed += moreFailed
 	r.later = n * (per - first)
 	time.Sleep(5 * time.Second)
 	r.mounted = ctrl.sample(b)
