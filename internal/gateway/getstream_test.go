@@ -220,6 +220,18 @@ func stoppableGateway(t *testing.T) (*Gateway, string, types.NamespacedName, fun
 	return g, ln.Addr().String(), key, stop
 }
 
+// dialGateway opens a connection of the test's own to the gateway at addr, closed when the
+// test ends.
+func dialGateway(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, bufio.NewReader(c)
+}
+
 // exchange writes a request on c and reads its response whole (a chunked one to its last
 // chunk), as a keep-alive client does before it sends the next request on c.
 func exchange(t *testing.T, c net.Conn, br *bufio.Reader, req *http.Request, during func()) (int, string) {
@@ -281,12 +293,7 @@ func detachedOf(t *testing.T, p *project) *detachedListen {
 // goes back as it is.
 func TestTakenConnectionServesTheNextRequest(t *testing.T) {
 	g, addr, key := servedGateway(t)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	br := bufio.NewReader(c)
+	c, br := dialGateway(t, addr)
 	p := g.project(key)
 	status, body := exchange(t, c, br, listenRequest(addr, key), func() {
 		d := detachedOf(t, p)
@@ -312,12 +319,7 @@ func TestTakenConnectionServesTheNextRequest(t *testing.T) {
 // and waits until it is 5 s old, so the gateway closes it, as Shutdown closes idle ones.
 func TestStopClosesGivenBackConnections(t *testing.T) {
 	g, addr, key, stop := stoppableGateway(t)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	br := bufio.NewReader(c)
+	c, br := dialGateway(t, addr)
 	p := g.project(key)
 	status, _ := exchange(t, c, br, listenRequest(addr, key), func() {
 		detachedOf(t, p)
@@ -343,13 +345,8 @@ func TestStopClosesGivenBackConnections(t *testing.T) {
 // next turn with the server.
 func TestTakenConnectionKeepsWhatTheClientSendsDuringTheStream(t *testing.T) {
 	g, addr, key := servedGateway(t)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, br := dialGateway(t, addr)
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(c)
 	req := listenRequest(addr, key)
 	if err := req.Write(c); err != nil {
 		t.Fatal(err)
