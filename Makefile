@@ -164,14 +164,18 @@ clean:
 
 ## bench: lifecycle latencies (create → Ready, repoint, rebuild; controllers) and the gateway's
 ## call overhead, mount latency and config-edit → list_changed (internal/gateway), against a
-## real API server; and a replica's proxy hop beside a bare reverse proxy's (internal/buckets)
+## real API server; a replica's proxy hop beside a bare reverse proxy's (internal/buckets); and
+## a call's path with the server, a bare proxy, the gateway and the client each a process of its
+## own (cmd/projectmcp)
 bench:
 	assets=$$($(ENVTEST_ASSETS)); export KUBEBUILDER_ASSETS="$$assets"; \
 	$(GO) test ./controllers -run '^$$' -bench 'CreateReady|Repoint|Rebuild' -benchtime 10x; \
 	$(GO) test ./internal/gateway -run '^$$' -bench 'Gateway(CallOverhead|Mount)' -benchtime 2000x -benchmem; \
 	$(GO) test ./internal/gateway -run '^$$' -bench 'GatewayConfigEdit' -benchtime 50x; \
 	$(GO) test ./internal/gateway -run '^$$' -bench 'GatewayThroughput' -benchtime 20x; \
-	$(GO) test ./internal/buckets -run '^$$' -bench 'ProxyHop' -benchtime 2000x -count 3 -benchmem
+	$(GO) test ./internal/buckets -run '^$$' -bench 'ProxyHop' -benchtime 2000x -count 3 -benchmem; \
+	$(GO) test ./cmd/projectmcp -run '^$$' -bench 'CallPathProcesses$$' -benchtime 2000x -count 3; \
+	$(GO) test ./cmd/projectmcp -run '^$$' -bench 'CallPathProcessesThroughput' -benchtime 20x -count 2
 
 ## bench-scale: the scale benchmark (test/scale): one controller process against a real API
 ## server, SCALE projects × 3 HTTP servers (comma-separated sizes, each a stage of its own) and

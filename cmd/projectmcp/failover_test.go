@@ -43,7 +43,7 @@ type replica struct {
 // startReplica runs a controller process with the given lease namespace and timings, its
 // gateway on a fixed loopback address and status.endpoint pointing at the shared URL (what a
 // Service's address is in a cluster).
-func startReplica(t *testing.T, name, kubeconfig, leaseNS, sharedURL string, lease ...string) *replica {
+func startReplica(t testing.TB, name, kubeconfig, leaseNS, sharedURL string, lease ...string) *replica {
 	t.Helper()
 	r := &replica{name: name, probe: testutil.FreeAddr(t), gateway: testutil.FreeAddr(t), exited: make(chan error, 1)}
 	args := append([]string{"controller", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0",

@@ -30,6 +30,8 @@ func TestMain(m *testing.M) {
 		fixture.Main()
 	case os.Getenv(mainEnvVar) != "":
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	case os.Getenv(bareProxyEnvVar) != "":
+		serveBareProxy(os.Getenv(bareProxyEnvVar))
 	}
 	code := m.Run()
 	controlPlane.Stop()

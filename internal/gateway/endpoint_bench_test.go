@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	neturl "net/url"
 	"runtime"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -100,16 +100,10 @@ func bareProxy(b *testing.B, url string) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	path := target.Path
-	target.Path = ""
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.FlushInterval = -1 // pass each event on at once, as the stream needs
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 64
-	proxy.Transport = tr
+	proxy, closeIdle := testutil.BareProxy(target)
 	srv := httptest.NewServer(proxy)
-	b.Cleanup(func() { srv.Close(); tr.CloseIdleConnections() })
-	return srv.URL + path
+	b.Cleanup(func() { srv.Close(); closeIdle() })
+	return srv.URL + target.Path
 }
 
 // measureOverhead calls echo on direct and a__echo on via, alternating (after a warm-up), and
