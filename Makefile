@@ -174,7 +174,7 @@ bench:
 	$(GO) test ./internal/gateway -run '^$$' -bench 'GatewayConfigEdit' -benchtime 50x; \
 	$(GO) test ./internal/gateway -run '^$$' -bench 'GatewayThroughput' -benchtime 20x; \
 	$(GO) test ./internal/buckets -run '^$$' -bench 'ProxyHop' -benchtime 2000x -count 3 -benchmem; \
-	$(GO) test ./cmd/projectmcp -run '^$$' -bench 'CallPathProcesses$$' -benchtime 2000x -count 3; \
+	$(GO) test ./cmd/projectmcp -run '^$$' -bench 'CallPathProcesses(2025)?$$' -benchtime 2000x -count 3; \
 	$(GO) test ./cmd/projectmcp -run '^$$' -bench 'CallPathProcessesThroughput' -benchtime 20x -count 2
 
 ## bench-scale: the scale benchmark (test/scale): one controller process against a real API

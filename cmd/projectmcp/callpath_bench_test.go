@@ -63,10 +63,12 @@ type callPath struct {
 	direct, bare, via    func(n int) []*mcp.ClientSession // n sessions each way
 }
 
-func startCallPath(b *testing.B) *callPath {
+// startCallPath starts the processes, the server with args, and opens sessions of version
+// ("": the SDK's newest, 2026-07-28) each way.
+func startCallPath(b *testing.B, version string, args ...string) *callPath {
 	env := apiServer(b)
 	ctx := context.Background()
-	server := fixture.StartHTTPProcess(b, selfCommand(fixture.EnvVar+"=1", "--http", "127.0.0.1:0", "--stateless")) + "/mcp"
+	server := fixture.StartHTTPProcess(b, selfCommand(fixture.EnvVar+"=1", append([]string{"--http", "127.0.0.1:0"}, args...)...)) + "/mcp"
 	proxyCmd := selfCommand(bareProxyEnvVar + "=" + server)
 	proxy := fixture.StartHTTPProcess(b, proxyCmd) + "/mcp"
 	var names []string
@@ -90,16 +92,17 @@ func startCallPath(b *testing.B) *callPath {
 		return env.Client.Get(ctx, key, got) == nil && got.Status.ReadyServers == "1/1"
 	})
 	endpoint := "http://" + gw.gateway + gateway.Path(key)
+	opts := &mcp.ClientSessionOptions{ProtocolVersion: version}
 	open := func(url, sessionPrefix string) func(int) []*mcp.ClientSession {
 		return func(n int) []*mcp.ClientSession {
 			var out []*mcp.ClientSession
 			for i := range n {
 				var hc *http.Client
-				if sessionPrefix != "" { // each its own stateless session of the gateway's
+				if sessionPrefix != "" && version == "" { // each its own stateless session of the gateway's
 					hc = &http.Client{Transport: sessionNamed{sessionPrefix + strconv.Itoa(i)}}
 				}
 				s, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx,
-					&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+					&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, opts)
 				if err != nil {
 					b.Fatalf("connecting to %s: %v", url, err)
 				}
@@ -130,11 +133,18 @@ func (s sessionNamed) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // BenchmarkCallPathProcesses calls the server's echo directly, through the bare proxy and
-// through the gateway, alternating, every client at 2026-07-28; it reports the p50s, what
-// each hop adds to the direct p50 and their ratio, and the CPU the proxy's and the gateway's
-// processes use per call (less what the gateway's uses idle: its probes and re-lists).
-func BenchmarkCallPathProcesses(b *testing.B) {
-	cp := startCallPath(b)
+// through the gateway, alternating, every client and the server (the fixture's stateless one)
+// at 2026-07-28; it reports the p50s, what each hop adds to the direct p50 and their ratio,
+// and the CPU the proxy's and the gateway's processes use per call (less what the gateway's
+// uses idle: its probes and re-lists).
+func BenchmarkCallPathProcesses(b *testing.B) { benchCallPath(b, "", "--stateless") }
+
+// BenchmarkCallPathProcesses2025 is BenchmarkCallPathProcesses at 2025-11-25: the fixture's
+// stateful server, and every client a 2025-11-25 session.
+func BenchmarkCallPathProcesses2025(b *testing.B) { benchCallPath(b, "2025-11-25") }
+
+func benchCallPath(b *testing.B, version string, args ...string) {
+	cp := startCallPath(b, version, args...)
 	direct, bare, via := cp.direct(1)[0], cp.bare(1)[0], cp.via(1)[0]
 	call := func(s *mcp.ClientSession, name string) time.Duration {
 		start := time.Now()
@@ -180,7 +190,7 @@ func BenchmarkCallPathProcesses(b *testing.B) {
 // second each way and the ratios to direct.
 func BenchmarkCallPathProcessesThroughput(b *testing.B) {
 	const sessions, calls = 8, 25
-	cp := startCallPath(b)
+	cp := startCallPath(b, "", "--stateless")
 	ways := []struct {
 		name string
 		ss   []*mcp.ClientSession
