@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -173,15 +172,15 @@ func benchCallPath(b *testing.B, version string, args ...string) {
 	}
 	proxyCPU := processCPU(b, cp.proxyPID) - p0
 	gatewayCPU := processCPU(b, cp.gatewayPID) - g0 - time.Duration(idleRate*float64(time.Since(start)))
-	dp, pp, gp := pct50(d), pct50(p), pct50(g)
-	b.ReportMetric(micros(dp), "direct-p50-µs")
-	b.ReportMetric(micros(pp), "bare-proxy-p50-µs")
-	b.ReportMetric(micros(gp), "gateway-p50-µs")
-	b.ReportMetric(micros(pp-dp), "bare-proxy-added-µs")
-	b.ReportMetric(micros(gp-dp), "gateway-added-µs")
+	dp, pp, gp := testutil.Percentile(d, 50), testutil.Percentile(p, 50), testutil.Percentile(g, 50)
+	b.ReportMetric(testutil.Micros(dp), "direct-p50-µs")
+	b.ReportMetric(testutil.Micros(pp), "bare-proxy-p50-µs")
+	b.ReportMetric(testutil.Micros(gp), "gateway-p50-µs")
+	b.ReportMetric(testutil.Micros(pp-dp), "bare-proxy-added-µs")
+	b.ReportMetric(testutil.Micros(gp-dp), "gateway-added-µs")
 	b.ReportMetric(float64(gp-dp)/float64(pp-dp), "added-ratio")
-	b.ReportMetric(micros(proxyCPU)/float64(len(p)), "bare-proxy-cpu-µs/call")
-	b.ReportMetric(micros(gatewayCPU)/float64(len(g)), "gateway-cpu-µs/call")
+	b.ReportMetric(testutil.Micros(proxyCPU)/float64(len(p)), "bare-proxy-cpu-µs/call")
+	b.ReportMetric(testutil.Micros(gatewayCPU)/float64(len(g)), "gateway-cpu-µs/call")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -196,27 +195,7 @@ func BenchmarkCallPathProcessesThroughput(b *testing.B) {
 		ss   []*mcp.ClientSession
 		tool string
 	}{{"direct", cp.direct(sessions), "echo"}, {"bare-proxy", cp.bare(sessions), "echo"}, {"gateway", cp.via(sessions), "a__echo"}}
-	rate := func(ss []*mcp.ClientSession, tool string) float64 {
-		start := time.Now()
-		errs := make(chan error, len(ss))
-		for _, s := range ss {
-			go func() {
-				for range calls {
-					if _, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "x"}}); err != nil {
-						errs <- err
-						return
-					}
-				}
-				errs <- nil
-			}()
-		}
-		for range ss {
-			if err := <-errs; err != nil {
-				b.Fatal(err)
-			}
-		}
-		return float64(calls*len(ss)) / time.Since(start).Seconds()
-	}
+	rate := func(ss []*mcp.ClientSession, tool string) float64 { return testutil.CallRate(b, ss, tool, calls) }
 	for _, w := range ways {
 		rate(w.ss, w.tool) // warm
 	}
@@ -254,11 +233,3 @@ func processCPU(b *testing.B, pid int) time.Duration {
 	}
 	return time.Duration(ticks) * 10 * time.Millisecond
 }
-
-func pct50(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[(len(s)-1)/2]
-}
-
-func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }

@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	neturl "net/url"
 	"runtime"
-	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -37,14 +36,6 @@ func connectVersion(b testing.TB, url, version string) *mcp.ClientSession {
 	b.Cleanup(func() { _ = s.Close() })
 	return s
 }
-
-func percentile(d []time.Duration, p int) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[(len(s)*p-1)/100]
-}
-
-func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 
 // BenchmarkGatewayCallOverhead calls the same echo tool of one fixture server directly and
 // through the gateway (which reaches that same server over streamable HTTP), alternating, and
@@ -136,7 +127,7 @@ func measureOverhead(b *testing.B, direct, via, floor *mcp.ClientSession) {
 		}
 		cpu1 := processCPU()
 		runtime.ReadMemStats(&after)
-		return float64(after.TotalAlloc-before.TotalAlloc) / n, micros(cpu1-cpu0) / n
+		return float64(after.TotalAlloc-before.TotalAlloc) / n, testutil.Micros(cpu1-cpu0) / n
 	}
 	directBytes, directCPU := cost(direct, "echo")
 	viaBytes, viaCPU := cost(via, "a__echo")
@@ -153,16 +144,16 @@ func measureOverhead(b *testing.B, direct, via, floor *mcp.ClientSession) {
 		}
 	}
 	if floor != nil {
-		b.ReportMetric(micros(percentile(f, 50)), "bare-proxy-p50-µs")
+		b.ReportMetric(testutil.Micros(testutil.Percentile(f, 50)), "bare-proxy-p50-µs")
 		b.ReportMetric(floorBytes-directBytes, "bare-proxy-B/call")
 		b.ReportMetric(floorCPU-directCPU, "bare-proxy-cpu-µs/call")
 	}
-	b.ReportMetric(micros(percentile(d, 50)), "direct-p50-µs")
-	b.ReportMetric(micros(percentile(d, 99)), "direct-p99-µs")
-	b.ReportMetric(micros(percentile(g, 50)), "gateway-p50-µs")
-	b.ReportMetric(micros(percentile(g, 99)), "gateway-p99-µs")
-	b.ReportMetric(micros(percentile(g, 50)-percentile(d, 50)), "added-p50-µs")
-	b.ReportMetric(float64(percentile(g, 50))/float64(percentile(d, 50)), "ratio-p50")
+	b.ReportMetric(testutil.Micros(testutil.Percentile(d, 50)), "direct-p50-µs")
+	b.ReportMetric(testutil.Micros(testutil.Percentile(d, 99)), "direct-p99-µs")
+	b.ReportMetric(testutil.Micros(testutil.Percentile(g, 50)), "gateway-p50-µs")
+	b.ReportMetric(testutil.Micros(testutil.Percentile(g, 99)), "gateway-p99-µs")
+	b.ReportMetric(testutil.Micros(testutil.Percentile(g, 50)-testutil.Percentile(d, 50)), "added-p50-µs")
+	b.ReportMetric(float64(testutil.Percentile(g, 50))/float64(testutil.Percentile(d, 50)), "ratio-p50")
 	b.ReportMetric(viaBytes-directBytes, "gateway-B/call")
 	b.ReportMetric(viaCPU-directCPU, "gateway-cpu-µs/call")
 	b.ReportMetric(0, "ns/op")
@@ -203,8 +194,8 @@ func BenchmarkGatewayMount(b *testing.B) {
 		_ = s.Close()
 		cancel()
 	}
-	b.ReportMetric(float64(percentile(d, 50).Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(percentile(d, 99).Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(testutil.Percentile(d, 50).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(testutil.Percentile(d, 99).Microseconds())/1000, "p99-ms")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -235,8 +226,8 @@ func BenchmarkGatewayConfigEdit(b *testing.B) {
 		harness.Update(b, key, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = o.Spec.Servers[:1] })
 		ag.WaitTools(b, "the server's tools gone", harness.HasNot(name+"__echo"))
 	}
-	b.ReportMetric(float64(percentile(d, 50).Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(percentile(d, 99).Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(testutil.Percentile(d, 50).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(testutil.Percentile(d, 99).Microseconds())/1000, "p99-ms")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -302,25 +293,7 @@ func benchThroughput(b *testing.B, version string, args ...string) {
 		vias = append(vias, harness.ConnectAgent(b, key, version, header).Session)
 	}
 	run := func(ss []*mcp.ClientSession, name string, calls int) float64 {
-		start := time.Now()
-		errs := make(chan error, len(ss))
-		for _, s := range ss {
-			go func() {
-				for range calls {
-					if _, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: map[string]any{"text": "x"}}); err != nil {
-						errs <- err
-						return
-					}
-				}
-				errs <- nil
-			}()
-		}
-		for range ss {
-			if err := <-errs; err != nil {
-				b.Fatal(err)
-			}
-		}
-		return float64(calls*len(ss)) / time.Since(start).Seconds()
+		return testutil.CallRate(b, ss, name, calls)
 	}
 	run(directs, "echo", 20)
 	run(vias, "a__echo", 20)
