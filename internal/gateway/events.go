@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -76,76 +77,122 @@ func admits(level, line mcp.LoggingLevel) bool {
 	return want >= 0 && got >= want
 }
 
-// relayCall runs send while the calling goroutine, which serves the one session the call is
-// for, writes what the server sends for it (write). The goroutine that hands send's put the
-// messages serves every session of the connection: it only queues, and past progressQueue
-// waiting the oldest go. What is queued when send returns is written before relayCall
-// returns, so it comes before the call's result. A panic in send is raised again on the
-// calling goroutine, whose owner recovers it (recovery.Middleware, or net/http on the
-// forward path). A nil write relays nothing (send's put is nil).
+// relayCall runs send on the calling goroutine, which serves the one session the call is for,
+// while what the server sends for that session is written (write) by the call's own writer: a
+// goroutine begun at the first message, so that a call the server sends nothing for costs no
+// goroutine and no handoff. The goroutine that hands send's put a message may serve every
+// session of the connection: it only queues, and past progressQueue waiting the oldest go.
+// What is queued when send returns is written before relayCall returns, so it comes before
+// the call's result. A panic in write is raised again on the calling goroutine, whose owner
+// recovers it (recovery.Middleware, or net/http on the forward path). A nil write relays
+// nothing (send's put is nil).
 func relayCall[T any](ctx context.Context, write func(relayed), send func(context.Context, func(relayed)) (T, error)) (T, error) {
 	if write == nil {
 		return send(ctx, nil)
 	}
-	events := make(chan relayed, progressQueue)
-	requests := make(chan relayed) // a server's request waits to be written, never dropped
-	put := func(e relayed) {
-		if e.request != nil {
-			select {
-			case requests <- e:
-			case <-ctx.Done():
-			}
+	r := &relay{ctx: ctx, write: write}
+	defer r.finish()
+	return send(ctx, r.put)
+}
+
+// relay is one call's queue of what the server sends for its session, and the writer that
+// empties it while the call runs.
+type relay struct {
+	ctx   context.Context
+	write func(relayed)
+
+	mu       sync.Mutex
+	done     bool          // finish began: what comes later is dropped
+	events   chan relayed  // progress and log lines, the oldest dropped past progressQueue
+	requests chan relayed  // a server's request waits to be written, never dropped
+	stop     chan struct{} // closed by finish: the writer writes what is queued and ends
+	ended    chan struct{} // closed when the writer ends
+	panicked *recovery.Panic
+}
+
+// put queues e, beginning the writer with the first message.
+func (r *relay) put(e relayed) {
+	r.mu.Lock()
+	if r.done {
+		r.mu.Unlock()
+		return
+	}
+	if r.events == nil {
+		r.events, r.requests = make(chan relayed, progressQueue), make(chan relayed)
+		r.stop, r.ended = make(chan struct{}), make(chan struct{})
+		go r.writer()
+	}
+	r.mu.Unlock()
+	if e.request != nil {
+		select {
+		case r.requests <- e:
+		case <-r.ended:
+		case <-r.ctx.Done():
+		}
+		return
+	}
+	for {
+		select {
+		case r.events <- e:
 			return
+		default:
 		}
-		for {
-			select {
-			case events <- e:
-				return
-			default:
-			}
-			select { // full: drop the oldest and try again
-			case <-events:
-			default:
-			}
+		select { // full: drop the oldest and try again
+		case <-r.events:
+		default:
 		}
 	}
-	type outcome struct {
-		res      T
-		err      error
-		panicked *recovery.Panic
-	}
-	done := make(chan outcome, 1)
-	go func() { // ends when send returns, which ctx bounds
-		defer func() {
-			if v := recover(); v != nil {
-				done <- outcome{panicked: recovery.Capture(v)}
-			}
-		}()
-		res, err := send(ctx, put)
-		done <- outcome{res: res, err: err}
+}
+
+// writer writes what is queued until finish, then what is left. It ends when finish is
+// called, which the call's own goroutine does once send returned.
+func (r *relay) writer() {
+	defer close(r.ended)
+	defer func() {
+		if v := recover(); v != nil {
+			r.panicked = recovery.Capture(v)
+		}
 	}()
 	for {
 		select {
-		case e := <-events:
-			write(e)
-		case e := <-requests:
-			for len(events) > 0 { // what the server sent before its request comes before it
-				write(<-events)
-			}
-			write(e)
-		case o := <-done:
-			if o.panicked != nil {
-				panic(o.panicked)
-			}
-			for {
-				select {
-				case e := <-events:
-					write(e)
-				default:
-					return o.res, o.err
-				}
-			}
+		case e := <-r.events:
+			r.write(e)
+		case e := <-r.requests:
+			r.flush() // what the server sent before its request comes before it
+			r.write(e)
+		case <-r.stop:
+			r.flush()
+			return
 		}
+	}
+}
+
+// flush writes the queued progress and log lines.
+func (r *relay) flush() {
+	for {
+		select {
+		case e := <-r.events:
+			r.write(e)
+		default:
+			return
+		}
+	}
+}
+
+// finish ends the writer, if one began, once it wrote what is queued; a panic it had is
+// raised again here.
+func (r *relay) finish() {
+	r.mu.Lock()
+	r.done = true
+	begun := r.events != nil
+	r.mu.Unlock()
+	if !begun {
+		return
+	}
+	close(r.stop)
+	<-r.ended
+	if r.panicked != nil {
+		panic(r.panicked)
 	}
 }
 

@@ -98,17 +98,20 @@ func TestHandlerPanicFailsOnlyItsRequest(t *testing.T) {
 	}
 }
 
-// A panic in what relayCall runs on a goroutine of its own is raised again on the calling
-// goroutine, with the stack where it happened, for that goroutine's owner to recover.
+// A panic in what the call's writer writes, on a goroutine of its own, is raised again on the
+// calling goroutine, with the stack where it happened, for that goroutine's owner to recover.
 func TestRelayCallRaisesPanicOnCaller(t *testing.T) {
 	var got any
 	func() {
 		defer func() { got = recover() }()
-		_, _ = relayCall(context.Background(), func(relayed) {},
-			func(context.Context, func(relayed)) (int, error) { panic("boom in send") })
+		_, _ = relayCall(context.Background(), func(relayed) { panic("boom in write") },
+			func(_ context.Context, put func(relayed)) (int, error) {
+				put(relayed{log: &mcp.LoggingMessageParams{}})
+				return 0, nil
+			})
 	}()
 	p, ok := got.(*recovery.Panic)
-	if !ok || p.Value != "boom in send" || !strings.Contains(string(p.Stack), "recover_test.go") {
+	if !ok || p.Value != "boom in write" || !strings.Contains(string(p.Stack), "recover_test.go") {
 		t.Fatalf("want the panic raised again with its stack, got %v", got)
 	}
 }
