@@ -34,7 +34,7 @@ type boundedBodies struct {
 
 func (t *boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
-	if err != nil || resp.Body == nil || resp.Body == http.NoBody {
+	if err != nil || resp.Body == nil || resp.Body == http.NoBody || req.Context().Value(boundedByReader{}) != nil {
 		return resp, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -62,6 +62,11 @@ func (t *boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+// boundedByReader marks the requests whose answers their reader bounds itself, with the same
+// bound and error: the upstream's own requests of methods that answer no list (readResponse,
+// readStream), whose every event a second watch here would read twice.
+type boundedByReader struct{}
 
 // requestID is the id of the JSON-RPC request req carries (as JSON), when it is one: the SDK
 // and the upstream put the id near the start, so only the first bytes are looked at.

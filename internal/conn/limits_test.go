@@ -47,8 +47,9 @@ type hostile struct {
 	tools func(w io.Writer, cursor string)
 	// huge is the size of the text the tool "huge" returns.
 	huge int64
-	// sse: answer each POST with an event stream (else a JSON body).
-	sse bool
+	// sse: answer each POST with an event stream (else a JSON body); lines: with the huge
+	// result over many data lines, none of them over the bound.
+	sse, lines bool
 	// idLast: write a response's id after its result (as the TypeScript SDK does).
 	idLast bool
 	// stdio: no valve (a line can only be read to its end).
@@ -76,6 +77,30 @@ func filler(w io.Writer, n int64, count *atomic.Int64) error {
 		}
 	}
 	return nil
+}
+
+// dataLines writes what it is given as event data lines of 64 KiB.
+type dataLines struct {
+	w    io.Writer
+	left int // bytes until the next line begins
+}
+
+func (d *dataLines) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		if d.left == 0 {
+			if _, err := io.WriteString(d.w, "\ndata: "); err != nil {
+				return written, err
+			}
+			d.left = 64 << 10
+		}
+		k := min(len(p), d.left)
+		if _, err := d.w.Write(p[:k]); err != nil {
+			return written, err
+		}
+		p, d.left, written = p[k:], d.left-k, written+k
+	}
+	return written, nil
 }
 
 // answer writes the response to one request.
@@ -111,7 +136,11 @@ func (h *hostile) answer(w io.Writer, id json.RawMessage, method string, params 
 			if h.stdio {
 				count = nil
 			}
-			if err := filler(w, h.huge, count); err != nil {
+			into := w
+			if h.lines {
+				into = &dataLines{w: w}
+			}
+			if err := filler(into, h.huge, count); err != nil {
 				return err
 			}
 			_, err := io.WriteString(w, `"}]}`)
@@ -293,7 +322,11 @@ func TestHugeResultBounded(t *testing.T) {
 	for name, server := range map[string]func(t *testing.T, h *hostile) v1alpha1.MCPServer{
 		"http json":   func(t *testing.T, h *hostile) v1alpha1.MCPServer { return h.start(t) },
 		"http events": func(t *testing.T, h *hostile) v1alpha1.MCPServer { h.sse = true; return h.start(t) },
-		"stdio":       func(*testing.T, *hostile) v1alpha1.MCPServer { return hostileStdioServer(fmt.Sprintf("huge=%d", huge)) },
+		"http events of many lines": func(t *testing.T, h *hostile) v1alpha1.MCPServer {
+			h.sse, h.lines = true, true
+			return h.start(t)
+		},
+		"stdio": func(*testing.T, *hostile) v1alpha1.MCPServer { return hostileStdioServer(fmt.Sprintf("huge=%d", huge)) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := &hostile{huge: huge, tools: twoTools}

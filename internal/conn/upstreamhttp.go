@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -88,6 +89,9 @@ func (u *httpUpstream) probedByRelist() bool { return true }
 func (u *httpUpstream) toolHeaders() bool { return u.version >= "2026-07-28" }
 
 func (u *httpUpstream) call(ctx context.Context, method string, members, meta []byte) (json.RawMessage, error) {
+	if !strings.HasSuffix(method, "/list") { // a list's items are counted as they come (boundedBodies)
+		ctx = context.WithValue(ctx, boundedByReader{}, true)
+	}
 	return u.post(ctx, u.nextID(), method, u.params(ctx, members, meta))
 }
 
@@ -256,6 +260,9 @@ func (u *httpUpstream) readStream(ctx context.Context, body io.Reader, id string
 		more := sc.Scan()
 		if line := sc.Bytes(); more && len(line) > 0 {
 			ev.take(line, at)
+			if int64(len(ev.data)) > u.limit() { // the bound is on the event, whatever its lines
+				return nil, tooLarge(u.limit())
+			}
 			continue
 		}
 		// An event ends at a blank line (or the end of the stream); its id counts even

@@ -407,7 +407,9 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && !readBody(w, r) {
 		return
 	}
-	r = r.WithContext(tracing.FromHeaders(r.Context(), r.Header)) // a session's traceparent
+	if ctx := tracing.FromHeaders(r.Context(), r.Header); ctx != r.Context() { // a session's traceparent
+		r = r.WithContext(ctx)
+	}
 	p.serveHTTP(w, r)
 }
 
@@ -432,7 +434,7 @@ var BodyReadTimeout = 30 * time.Second
 func readBody(w http.ResponseWriter, r *http.Request) bool {
 	rc := http.NewResponseController(unwrapped(w))
 	_ = rc.SetReadDeadline(time.Now().Add(BodyReadTimeout))
-	body, err := io.ReadAll(r.Body)
+	body, err := readAll(r)
 	_ = rc.SetReadDeadline(time.Time{}) // also the server's own read past the body, which watches for the client's going
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -450,6 +452,22 @@ func readBody(w http.ResponseWriter, r *http.Request) bool {
 	r.Body = &postBody{Reader: bytes.NewReader(body), data: body}
 	return true
 }
+
+// readAll reads a request's body: in one allocation of its size when it declares one (the
+// body's reader, a MaxBytesReader, fails one over the bound as it reads).
+func readAll(r *http.Request) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= maxDeclaredBody {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(r.Body)
+}
+
+// maxDeclaredBody bounds what readAll allocates before reading on a body's word.
+const maxDeclaredBody = 1 << 20
 
 // postBody is a POST's body once readBody has read it: the forward path decodes data where it
 // lies, and the SDK reads it as any body.

@@ -71,8 +71,13 @@ func serviceName() string {
 	return "projectmcp"
 }
 
-// FromHeaders returns ctx with the trace context the headers carry (a session's traceparent).
+// FromHeaders returns ctx with the trace context the headers carry (a session's traceparent);
+// ctx itself when they carry none, which most requests do: Propagator reads nothing but
+// traceparent (tracestate only beside it) and baggage.
 func FromHeaders(ctx context.Context, h map[string][]string) context.Context {
+	if len(h["Traceparent"]) == 0 && len(h["Baggage"]) == 0 {
+		return ctx
+	}
 	return Propagator.Extract(ctx, propagation.HeaderCarrier(h))
 }
 

@@ -2,10 +2,13 @@ package tracing
 
 import (
 	"context"
+	"net/http"
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/baggage"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Tracing is off unless the OTEL_* variables name an OTLP endpoint, and "none" or a disabled
@@ -47,4 +50,36 @@ func TestSetupInstallsProvider(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 0)
 	defer cancel()
 	_ = shutdown(ctx) // bounded even when the collector is unreachable
+}
+
+// A request's trace context and baggage are read from its headers; a request carrying
+// neither keeps its context as it is.
+func TestFromHeaders(t *testing.T) {
+	const parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for name, tc := range map[string]struct {
+		headers      http.Header
+		traced, kept bool
+		baggage      string
+	}{
+		"none":                      {headers: http.Header{}, kept: true},
+		"other headers":             {headers: http.Header{"Accept": {"*/*"}}, kept: true},
+		"tracestate alone":          {headers: http.Header{"Tracestate": {"a=b"}}, kept: true},
+		"a traceparent":             {headers: http.Header{"Traceparent": {parent}}, traced: true},
+		"a traceparent and a state": {headers: http.Header{"Traceparent": {parent}, "Tracestate": {"a=b"}}, traced: true},
+		"baggage":                   {headers: http.Header{"Baggage": {"k=v"}}, baggage: "v"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			got := FromHeaders(ctx, tc.headers)
+			if kept := got == ctx; kept != tc.kept {
+				t.Errorf("context kept: %v, want %v", kept, tc.kept)
+			}
+			if traced := trace.SpanContextFromContext(got).IsValid(); traced != tc.traced {
+				t.Errorf("traced: %v, want %v", traced, tc.traced)
+			}
+			if v := baggage.FromContext(got).Member("k").Value(); v != tc.baggage {
+				t.Errorf("baggage k=%q, want %q", v, tc.baggage)
+			}
+		})
+	}
 }
