@@ -18,7 +18,7 @@ import (
 // A 2025-11-25 server's request during a call (sampling, elicitation) goes to the calling
 // session on that call's own stream, as the server sends it to a direct client on the call's
 // response stream: the client ties it to its call, and needs no GET stream open for it. The
-// event is written by the call's own goroutine (relayCall), and kept with the call's stream
+// event is written by the call's own writer (relayCall), and kept with the call's stream
 // for a resumption; the session's answer is a JSON-RPC response it POSTs (askPrefix ids), and
 // only that session's answer is taken.
 

@@ -26,7 +26,7 @@ import (
 const outboxSize = 256
 
 // queuedNotices are the notifications a session's writer sends. Progress is not one of them:
-// it belongs to a call, and the call's own goroutine writes it (relayCall).
+// it belongs to a call, and the call's own writer writes it (relayCall).
 var queuedNotices = map[string]bool{
 	"notifications/message":                true,
 	"notifications/resources/updated":      true,

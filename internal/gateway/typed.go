@@ -267,7 +267,7 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 		if o.stateless {
 			level = metaLevel(req)
 		}
-		var write func(relayed) // on this goroutine, the session's own (relayCall)
+		var write func(relayed) // by the call's own writer, which serves this session alone (relayCall)
 		if (token != nil || level != "") && req.Session != nil {
 			write = func(e relayed) {
 				switch {
