@@ -200,16 +200,28 @@ func (r *relay) finish() {
 // whose first event primes it.
 type sseWriter struct {
 	w      http.ResponseWriter
-	f      http.Flusher
+	f      http.Flusher // nil: what is written goes when the handler returns
 	replay *replayStream
 }
 
+// newSSEWriter begins an event stream whose every event is sent at once.
 func newSSEWriter(w http.ResponseWriter, replay *replayStream) *sseWriter {
+	s := newHeldSSEWriter(w, replay)
+	s.f, _ = w.(http.Flusher)
+	if replay != nil {
+		s.flush()
+	}
+	return s
+}
+
+// newHeldSSEWriter begins an event stream that holds its events for the handler's return,
+// which sends them in one write with the stream's end: a stream opened only for the answer,
+// where sending the priming event first would cost a write and tell the session nothing.
+func newHeldSSEWriter(w http.ResponseWriter, replay *replayStream) *sseWriter {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	f, _ := w.(http.Flusher)
-	s := &sseWriter{w: w, f: f, replay: replay}
+	s := &sseWriter{w: w, replay: replay}
 	if replay != nil {
 		replay.primed.Store(true)
 		s.write([]byte("id: " + replay.eventID(0) + "\nretry: " + strconv.Itoa(retryMillis) + "\ndata: \n\n"))
@@ -241,6 +253,10 @@ func (s *sseWriter) eventWithID(id string, data []byte) {
 
 func (s *sseWriter) write(frame []byte) {
 	_, _ = s.w.Write(frame)
+	s.flush()
+}
+
+func (s *sseWriter) flush() {
 	if s.f != nil {
 		s.f.Flush()
 	}

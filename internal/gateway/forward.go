@@ -424,8 +424,8 @@ func (p *project) forwardCall(w http.ResponseWriter, r *http.Request, in *incomi
 		return pathForward
 	}
 	final := func() *sseWriter { // the answer's stream: a resumable session gets one
-		if stream == nil && fc.replay != nil {
-			stream = open()
+		if stream == nil && fc.replay != nil { // opened for the answer alone: sent with its end
+			stream = newHeldSSEWriter(w, fc.replay)
 		}
 		return stream
 	}

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -113,5 +115,34 @@ func TestRelayCallDropsTheOldestWaiting(t *testing.T) {
 	})
 	if len(wrote) != 1+progressQueue || wrote[0] != "first" || wrote[1] != string(rune('a'+sent-progressQueue)) {
 		t.Fatalf("written %q: want the first, then the newest %d", wrote, progressQueue)
+	}
+}
+
+// A resumable stream opened for its events sends each at once, the priming event first; one
+// opened for the answer alone holds the priming event and the answer for the handler's
+// return, which sends them with the stream's end in one write.
+func TestSSEWriterHeldForTheAnswer(t *testing.T) {
+	answer := []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`)
+	for name, tc := range map[string]struct {
+		open    func(http.ResponseWriter, *replayStream) *sseWriter
+		flushed bool
+	}{
+		"for events":           {newSSEWriter, true},
+		"for the answer alone": {newHeldSSEWriter, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var rs replays
+			rec := httptest.NewRecorder()
+			s := tc.open(rec, rs.open("s"))
+			if rec.Flushed != tc.flushed {
+				t.Fatalf("the priming event sent at once: %v, want %v", rec.Flushed, tc.flushed)
+			}
+			s.event(answer)
+			body := rec.Body.String()
+			if rec.Flushed != tc.flushed || !strings.HasPrefix(body, "id: ") || !strings.Contains(body, "\ndata: \n\n") ||
+				!strings.HasSuffix(body, "data: "+string(answer)+"\n\n") {
+				t.Fatalf("flushed %v, stream %q", rec.Flushed, body)
+			}
+		})
 	}
 }
