@@ -116,6 +116,27 @@ func TestRelayCallRaisesPanicOnCaller(t *testing.T) {
 	}
 }
 
+// A panic in send, which runs on the calling goroutine, reaches that goroutine's owner as it
+// was raised, once the call's writer wrote what was queued and ended.
+func TestRelayCallPanicInSendEndsTheWriter(t *testing.T) {
+	var mu sync.Mutex
+	var wrote int
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		_, _ = relayCall(context.Background(), func(relayed) { mu.Lock(); wrote++; mu.Unlock() },
+			func(_ context.Context, put func(relayed)) (int, error) {
+				put(relayed{log: &mcp.LoggingMessageParams{}})
+				panic("boom in send")
+			})
+	}()
+	mu.Lock()
+	defer mu.Unlock()
+	if got != "boom in send" || wrote != 1 {
+		t.Fatalf("panic %v, %d written: want the send's panic after the one queued line", got, wrote)
+	}
+}
+
 // A panic in a call the gateway runs for a stateless session (a pendingCall) is the call's
 // error, logged with its stack.
 func TestPendingCallPanicIsItsError(t *testing.T) {
