@@ -5,10 +5,10 @@ import "testing"
 // Connections under one egress route share a transport, whose TCP connections keep small
 // buffers (connBufferSize): most of them carry an event stream that waits.
 func TestSharedTransport(t *testing.T) {
-	a, releaseA := sharedTransport(nil)
-	b, releaseB := sharedTransport(nil)
+	a, wiresA, releaseA := sharedTransport(nil)
+	b, wiresB, releaseB := sharedTransport(nil)
 	defer releaseB()
-	if a != b {
+	if a != b || wiresA != wiresB {
 		t.Fatal("two connections with no egress policy got transports of their own")
 	}
 	if a.ReadBufferSize != connBufferSize || a.WriteBufferSize != connBufferSize || a.MaxIdleConnsPerHost != maxIdlePerHost {
@@ -16,9 +16,9 @@ func TestSharedTransport(t *testing.T) {
 	}
 	releaseA()
 	releaseA() // a second release gives nothing back twice
-	c, releaseC := sharedTransport(nil)
+	c, wiresC, releaseC := sharedTransport(nil)
 	defer releaseC()
-	if c != b {
+	if c != b || wiresC != wiresB {
 		t.Fatal("the transport went while a connection still held it")
 	}
 }

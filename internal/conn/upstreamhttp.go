@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -25,12 +26,15 @@ import (
 // the caller's goroutine.
 type httpUpstream struct {
 	upstreamBase
-	resp      *responder // what the server sends on a request's stream besides the response
-	bound     int64      // MaxMessageBytes
-	http      *http.Client
-	url       string
-	version   string        // the agreed protocol version, once Ready
-	sessionID func() string // the SDK session's id
+	resp  *responder // what the server sends on a request's stream besides the response
+	bound int64      // MaxMessageBytes
+	http  *http.Client
+	url   string
+	wire  *wire // nil: every request goes through http
+	// redirected: the server redirected a request on the wire; every request goes through http
+	redirected atomic.Bool
+	version    string        // the agreed protocol version, once Ready
+	sessionID  func() string // the SDK session's id
 }
 
 // sdkTransport is t with an HTTP client that notes the session's _meta members from the SDK
@@ -146,8 +150,32 @@ func (u *httpUpstream) post(ctx context.Context, id, method string, params json.
 // do POSTs one message with the session's headers. From 2026-07-28 on a request or a
 // notification also carries the standard headers the server checks against the body:
 // Mcp-Method (method, "" for a response), and Mcp-Name for the methods that name something
-// in their params.
+// in their params. A request whose answer its reader bounds goes on the wire, when there is
+// one; a server that redirects it gets it, and every request after, through the HTTP client,
+// which follows redirects (to the server's own origin: sameOrigin).
 func (u *httpUpstream) do(ctx context.Context, body []byte, method string, params json.RawMessage) (*http.Response, error) {
+	req, err := u.request(ctx, body, method, params)
+	if err != nil || u.wire == nil || ctx.Value(boundedByReader{}) == nil || u.redirected.Load() {
+		if err != nil {
+			return nil, err
+		}
+		return u.http.Do(req)
+	}
+	resp, err := u.wire.roundTrip(req, body)
+	if err != nil || !redirect(resp.StatusCode) {
+		return resp, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainBytes))
+	resp.Body.Close()
+	u.redirected.Store(true)
+	if req, err = u.request(ctx, body, method, params); err != nil {
+		return nil, err
+	}
+	return u.http.Do(req)
+}
+
+// request is the POST of one message with the session's headers (see do).
+func (u *httpUpstream) request(ctx context.Context, body []byte, method string, params json.RawMessage) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -161,7 +189,16 @@ func (u *httpUpstream) do(ctx context.Context, body []byte, method string, param
 			req.Header.Set("Mcp-Name", name)
 		}
 	}
-	return u.http.Do(req)
+	return req, nil
+}
+
+// redirect reports whether an HTTP status is a redirect the HTTP client follows.
+func redirect(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
 }
 
 // sessionHeaders are what every request of the session carries: the version agreed and the

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/baggage"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -81,5 +82,23 @@ func TestFromHeaders(t *testing.T) {
 				t.Errorf("baggage k=%q, want %q", v, tc.baggage)
 			}
 		})
+	}
+}
+
+// Tracer is asked of each provider once, and spans go to the provider set last.
+func TestTracerFollowsTheProvider(t *testing.T) {
+	prev := otel.GetTracerProvider()
+	defer otel.SetTracerProvider(prev)
+	for _, name := range []string{"first", "second"} {
+		rec := tracetest.NewSpanRecorder()
+		otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+		if Tracer() != Tracer() {
+			t.Fatalf("%s provider: Tracer gave two tracers", name)
+		}
+		_, span := Tracer().Start(context.Background(), name)
+		span.End()
+		if got := rec.Ended(); len(got) != 1 || got[0].Name() != name {
+			t.Fatalf("%s provider recorded %d spans, want its own one", name, len(got))
+		}
 	}
 }

@@ -1,0 +1,349 @@
+package conn
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/test/fixture"
+)
+
+// wireServer is a loopback HTTP server a wire sends to, counting the TCP connections it
+// accepted and keeping them (to close one under the wire).
+type wireServer struct {
+	*httptest.Server
+	accepted atomic.Int32
+	mu       sync.Mutex
+	conns    []net.Conn
+}
+
+func startWireServer(t *testing.T, h http.HandlerFunc) *wireServer {
+	s := &wireServer{Server: httptest.NewUnstartedServer(h)}
+	s.Config.ConnState = func(c net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			s.accepted.Add(1)
+			s.mu.Lock()
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// closeConns closes, from the server's side, every connection it accepted.
+func (s *wireServer) closeConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		_ = c.Close()
+	}
+}
+
+// newTestWire is a wire to s with headers, and the pool it keeps connections in.
+func newTestWire(t *testing.T, s *wireServer, headers http.Header) (*wire, *idleConns) {
+	u, _ := url.Parse(s.URL + "/mcp?x=1")
+	pool := newIdleConns(nil)
+	t.Cleanup(pool.close)
+	w := newWire(u, &http.Transport{}, pool, headers)
+	if w == nil {
+		t.Fatal("no wire to a plain-HTTP server without a proxy")
+	}
+	return w, pool
+}
+
+// wirePost sends body on w, as the upstream does, and returns the answer's body.
+func wirePost(ctx context.Context, w *wire, target string, body string, header http.Header) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := w.roundTrip(req, []byte(body))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	return string(got), err
+}
+
+// The server gets from a wire the request net/http's Transport sends, configured headers and
+// all; only Accept-Encoding is not asked for (the answer is read as the server sends it).
+func TestWireSendsWhatTheTransportSends(t *testing.T) {
+	type seen struct {
+		method, uri, host, proto string
+		length                   int64
+		header                   http.Header
+		body                     string
+	}
+	got := make(chan seen, 2)
+	s := startWireServer(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h := r.Header.Clone()
+		h.Del("Accept-Encoding")
+		got <- seen{r.Method, r.RequestURI, r.Host, r.Proto, r.ContentLength, h, string(body)}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	})
+	configured := http.Header{"Authorization": {"Bearer x"}, "X-Two": {"a", "b"}}
+	w, _ := newTestWire(t, s, configured)
+	header := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Mcp-Method": {"tools/call"}}
+	const body = `{"jsonrpc":"2.0","id":"1","method":"tools/call","params":{"name":"echo"}}`
+	answer, err := wirePost(context.Background(), w, s.URL+"/mcp?x=1", body, header)
+	if err != nil || answer != `{"ok":true}` {
+		t.Fatalf("through the wire: %q, %v", answer, err)
+	}
+	viaWire := <-got
+
+	client := &http.Client{Transport: &headerTransport{base: http.DefaultTransport, headers: configured}}
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp?x=1", strings.NewReader(body))
+	req.Header = header.Clone()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	viaTransport := <-got
+	if a, b := viaWire, viaTransport; a.method != b.method || a.uri != b.uri || a.host != b.host || a.proto != b.proto ||
+		a.length != b.length || a.body != b.body || !equalHeaders(a.header, b.header) {
+		t.Fatalf("the server saw from the wire:\n%+v\nand from the Transport:\n%+v", a, b)
+	}
+}
+
+func equalHeaders(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if strings.Join(v, "\x00") != strings.Join(b[k], "\x00") {
+			return false
+		}
+	}
+	return true
+}
+
+// Requests one after the other go on one TCP connection; a connection the server closed
+// while it was kept is not used, and the request goes on a new one.
+func TestWireKeepsConnections(t *testing.T) {
+	s := startWireServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: message\ndata: {}\n\n")
+	})
+	w, pool := newTestWire(t, s, nil)
+	for i := range 5 {
+		if got, err := wirePost(context.Background(), w, s.URL+"/mcp", "{}", nil); err != nil || got != "event: message\ndata: {}\n\n" {
+			t.Fatalf("request %d: %q, %v", i, got, err)
+		}
+	}
+	if n := s.accepted.Load(); n != 1 {
+		t.Fatalf("5 requests opened %d connections, want 1", n)
+	}
+	s.closeConns()
+	time.Sleep(50 * time.Millisecond) // the close reaches this side
+	if _, err := wirePost(context.Background(), w, s.URL+"/mcp", "{}", nil); err != nil {
+		t.Fatalf("after the server closed the kept connection: %v", err)
+	}
+	if n := s.accepted.Load(); n != 2 {
+		t.Fatalf("%d connections, want a second one", n)
+	}
+	if kept := pool.kept(w.host); kept != 1 {
+		t.Fatalf("%d connections kept, want 1", kept)
+	}
+}
+
+// A body closed before its end closes its connection (what was left of it is not read), as
+// does an answer whose server said it closes the connection.
+func TestWireClosesConnectionsNotReadToTheEnd(t *testing.T) {
+	s := startWireServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("close") != "" {
+			w.Header().Set("Connection", "close")
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {}\n\n")
+	})
+	w, pool := newTestWire(t, s, nil)
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp", nil)
+	resp, err := w.roundTrip(req, []byte("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = resp.Body.Read(make([]byte, 2))
+	resp.Body.Close()
+	if kept := pool.kept(w.host); kept != 0 {
+		t.Fatalf("a body closed early left %d connections kept", kept)
+	}
+	if _, err := wirePost(context.Background(), w, s.URL+"/mcp?close=1", "{}", nil); err != nil {
+		t.Fatal(err)
+	}
+	if kept := pool.kept(w.host); kept != 0 {
+		t.Fatalf("an answer with Connection: close left %d connections kept", kept)
+	}
+}
+
+// The request's context ends a wait for the answer's headers and a read of its body, with the
+// context's cause, and the connection is not kept.
+func TestWireEndsWithTheContext(t *testing.T) {
+	release := make(chan struct{})
+	s := startWireServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("body") != "" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.(http.Flusher).Flush()
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+	w, pool := newTestWire(t, s, nil)
+	why := errors.New("the session went away")
+	for _, target := range []string{s.URL + "/mcp", s.URL + "/mcp?body=1"} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		time.AfterFunc(100*time.Millisecond, func() { cancel(why) })
+		_, err := wirePost(ctx, w, target, "{}", nil)
+		if !errors.Is(err, why) {
+			t.Fatalf("%s: %v, want the context's cause", target, err)
+		}
+	}
+	if kept := pool.kept(w.host); kept != 0 {
+		t.Fatalf("%d cancelled connections kept", kept)
+	}
+}
+
+// A header value the Transport refuses (a name with a line break in it, say) is refused
+// before anything is sent.
+func TestWireRefusesWhatTheTransportRefuses(t *testing.T) {
+	s := startWireServer(t, func(http.ResponseWriter, *http.Request) {})
+	w, _ := newTestWire(t, s, nil)
+	for _, h := range []http.Header{{"Mcp-Name": {"a\r\nX-Injected: 1"}}, {"Bad Name": {"v"}}} {
+		if _, err := wirePost(context.Background(), w, s.URL+"/mcp", "{}", h); err == nil || !strings.Contains(err.Error(), "invalid header field") {
+			t.Fatalf("%v: %v, want the header refused", h, err)
+		}
+	}
+	if n := s.accepted.Load(); n != 0 {
+		t.Fatalf("refused requests opened %d connections", n)
+	}
+}
+
+// Where a request must go through the Transport, no wire is made: https, or a proxy for the
+// server's URL.
+func TestNewWire(t *testing.T) {
+	pool := newIdleConns(nil)
+	defer pool.close()
+	proxied := &http.Transport{Proxy: func(*http.Request) (*url.URL, error) { return url.Parse("http://127.0.0.1:3128") }}
+	for name, tc := range map[string]struct {
+		url  string
+		t    *http.Transport
+		want string
+	}{
+		"plain http":   {"http://127.0.0.1:8080/mcp", &http.Transport{}, "127.0.0.1:8080"},
+		"default port": {"http://example.test/mcp", &http.Transport{}, "example.test:80"},
+		"https":        {"https://example.test/mcp", &http.Transport{}, ""},
+		"a proxy":      {"http://example.test/mcp", proxied, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			u, _ := url.Parse(tc.url)
+			w := newWire(u, tc.t, pool, nil)
+			if got := ""; w != nil {
+				got = w.host
+				if got != tc.want {
+					t.Fatalf("wire to %q, want %q", got, tc.want)
+				}
+			} else if tc.want != "" {
+				t.Fatalf("no wire, want one to %q", tc.want)
+			}
+		})
+	}
+}
+
+// The pool keeps at most maxIdlePerHost connections to a host, closes those idle for
+// idleTimeout, and closes the rest, and any put after, when it is closed.
+func TestIdleConnsBounded(t *testing.T) {
+	pool := newIdleConns(nil)
+	var closed atomic.Int32
+	put := func(idle time.Time) {
+		a, b := net.Pipe()
+		t.Cleanup(func() { b.Close() })
+		c := &wireConn{Conn: closeCounter{a, &closed}, host: "h:80"}
+		pool.put(c)
+		c.idle = idle // as if put then
+	}
+	for range maxIdlePerHost + 3 {
+		put(time.Now())
+	}
+	if kept, shut := pool.kept("h:80"), closed.Load(); kept != maxIdlePerHost || shut != 3 {
+		t.Fatalf("kept %d, closed %d; want %d and 3", kept, shut, maxIdlePerHost)
+	}
+	for _, c := range pool.hosts["h:80"][:10] {
+		c.idle = time.Now().Add(-idleTimeout)
+	}
+	pool.prune()
+	if kept, shut := pool.kept("h:80"), closed.Load(); kept != maxIdlePerHost-10 || shut != 13 {
+		t.Fatalf("after pruning kept %d, closed %d; want %d and 13", kept, shut, maxIdlePerHost-10)
+	}
+	pool.close()
+	put(time.Now())
+	if kept, shut := pool.kept("h:80"), closed.Load(); kept != 0 || shut != maxIdlePerHost+4 {
+		t.Fatalf("after close kept %d, closed %d; want none kept, all closed", kept, shut)
+	}
+}
+
+type closeCounter struct {
+	net.Conn
+	n *atomic.Int32
+}
+
+func (c closeCounter) Close() error { c.n.Add(1); return c.Conn.Close() }
+
+// kept is how many connections to host the pool keeps.
+func (p *idleConns) kept(host string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.hosts[host])
+}
+
+
+// A server that redirects its endpoint (/mcp to /mcp/, as some frameworks do) gets forwarded
+// calls through the HTTP client, which follows the redirect as it did for the SDK's own
+// requests.
+func TestForwardFollowsARedirect(t *testing.T) {
+	target, _ := url.Parse(fixture.StartHTTP(t))
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var redirected atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/mcp" {
+			redirected.Add(1)
+			http.Redirect(w, r, "/mcp/", http.StatusTemporaryRedirect)
+			return
+		}
+		r.URL.Path = "/mcp"
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	for _, text := range []string{"one", "two"} {
+		if res, err := forwardEcho(t, c, text, Legacy); err != nil || textOf(res) != text {
+			t.Fatalf("a forwarded call to a redirecting server: %v", err)
+		}
+	}
+	if redirected.Load() == 0 {
+		t.Fatal("the server redirected nothing")
+	}
+}
