@@ -318,7 +318,6 @@ func (p *idleConns) kept(host string) int {
 	return len(p.hosts[host])
 }
 
-
 // A server that redirects its endpoint (/mcp to /mcp/, as some frameworks do) gets forwarded
 // calls through the HTTP client, which follows the redirect as it did for the SDK's own
 // requests.
