@@ -251,7 +251,6 @@ func (p *idleConns) take(host string) *wireConn {
 // put keeps c for the next request to its host, or closes it when the host has
 // maxIdlePerHost kept already or the pool is closed.
 func (p *idleConns) put(c *wireConn) {
-	_ = c.SetDeadline(time.Time{})
 	c.reused, c.idle = false, time.Now()
 	host := c.host
 	p.mu.Lock()

@@ -17,7 +17,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -263,7 +262,7 @@ func (p *project) mountStateless(ctx context.Context, id, principal string, clie
 // sessions bounds (the principal's and the project's) refuse it; a mount that fails otherwise
 // never fails the request (the session's servers come later).
 func (p *project) mount(ctx context.Context, id, principal, client string) error {
-	ctx, end := p.span(ctx, "projectmcp.mount", id)
+	ctx, end := p.span(ctx, "projectmcp.mount", id, nil)
 	if err := p.own(id, principal); err != nil {
 		end(err)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
@@ -285,10 +284,18 @@ func (p *project) mount(ctx context.Context, id, principal, client string) error
 }
 
 // span starts a span of an operation on one of the project's sessions; end ends it, with err's
-// status when err is not nil.
-func (p *project) span(ctx context.Context, name, session string, attrs ...attribute.KeyValue) (_ context.Context, end func(err error)) {
-	ctx, span := tracing.Tracer().Start(ctx, name, trace.WithAttributes(append(attrs,
-		attribute.String("projectmcp.project", p.key.String()), attribute.String("projectmcp.session", session))...))
+// status when err is not nil. The attributes (attrs' and the project's and session's) are set
+// only on a span that records: with tracing off, every forwarded call would build them for
+// nothing.
+func (p *project) span(ctx context.Context, name, session string, attrs func() []attribute.KeyValue) (_ context.Context, end func(err error)) {
+	ctx, span := tracing.Tracer().Start(ctx, name)
+	if span.IsRecording() {
+		var kv []attribute.KeyValue
+		if attrs != nil {
+			kv = attrs()
+		}
+		span.SetAttributes(append(kv, attribute.String("projectmcp.project", p.key.String()), attribute.String("projectmcp.session", session))...)
+	}
 	return ctx, func(err error) {
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())

@@ -16,23 +16,35 @@ import (
 // and only that session.
 var StreamWriteTimeout = 10 * time.Second
 
-// deadlineWriter arms a write deadline on the connection before each write of a response.
-// The handler disarms it when it returns: a keep-alive connection's next response must not
+// deadlineWriter arms a write deadline on the connection before each write of a response
+// that can reach the connection: not before the writes net/http only buffers (heldBytes), so
+// that a small answer, written whole when the handler returns, costs no deadline timer. The
+// handler disarms it when it returns: a keep-alive connection's next response must not
 // inherit an expired deadline (the server sets none itself without a WriteTimeout).
 type deadlineWriter struct {
 	http.ResponseWriter
 	rc    *http.ResponseController
+	held  int  // bytes written before the first armed write
+	armed bool // a deadline was set on the connection
 	taken bool // the connection was hijacked: its deadlines are its taker's
 }
+
+// heldBytes is what net/http keeps of a response before writing any of it to the connection
+// (its response buffer; the connection's own buffer holds more): a write within it cannot
+// block on a client that does not read.
+const heldBytes = 2 << 10
 
 func newDeadlineWriter(w http.ResponseWriter) *deadlineWriter {
 	return &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w)}
 }
 
-func (w *deadlineWriter) arm() { _ = w.rc.SetWriteDeadline(time.Now().Add(StreamWriteTimeout)) }
+func (w *deadlineWriter) arm() {
+	w.armed = true
+	_ = w.rc.SetWriteDeadline(time.Now().Add(StreamWriteTimeout))
+}
 
 func (w *deadlineWriter) disarm() {
-	if !w.taken {
+	if w.armed && !w.taken {
 		_ = w.rc.SetWriteDeadline(time.Time{})
 	}
 }
@@ -45,17 +57,21 @@ func (w *deadlineWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return c, rw, err
 }
 
+// WriteHeader arms the deadline for an informational status, which net/http writes at once;
+// a final status is written with the body.
 func (w *deadlineWriter) WriteHeader(code int) {
-	w.arm()
+	if code < http.StatusOK {
+		w.arm()
+	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 // Write writes b in pieces of at most writePiece bytes, each within its own deadline: the
 // bound is on a client that stops reading, not on a slow link carrying a large result.
 func (w *deadlineWriter) Write(b []byte) (int, error) {
-	if len(b) == 0 {
-		w.arm()
-		return w.ResponseWriter.Write(b) // sends the header, as net/http does
+	if !w.armed && w.held+len(b) <= heldBytes {
+		w.held += len(b)
+		return w.ResponseWriter.Write(b) // buffered by net/http
 	}
 	n := 0
 	for len(b) > 0 {

@@ -93,11 +93,13 @@ func dispatch[T any](ctx context.Context, p *project, o origin, server string, d
 	if o.caps != nil {
 		ctx = conn.WithClientCapabilities(ctx, o.caps)
 	}
-	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", o.method), attribute.String("projectmcp.server", server)}
-	if o.name != "" {
-		attrs = append(attrs, attribute.String("projectmcp.name", o.name), attribute.String("projectmcp.raw_name", o.raw))
-	}
-	ctx, end := p.span(ctx, "projectmcp.forward "+o.method, o.session, attrs...)
+	ctx, end := p.span(ctx, "projectmcp.forward "+o.method, o.session, func() []attribute.KeyValue {
+		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", o.method), attribute.String("projectmcp.server", server)}
+		if o.name != "" {
+			attrs = append(attrs, attribute.String("projectmcp.name", o.name), attribute.String("projectmcp.raw_name", o.raw))
+		}
+		return attrs
+	})
 	defer func() { end(err) }()
 	start, session, timedOut := time.Now(), ctx, false
 	defer func() {
