@@ -45,7 +45,7 @@ type endpoint struct {
 	// refused is the first request sameOrigin did not send (remote only): the cause of a
 	// connect that fails after it, whatever the SDK makes of the failed request.
 	refused *atomic.Pointer[refusedRequest]
-	wire    *wire // remote only: carries forwarded requests (nil: through the transport)
+	direct  *direct // remote only: carries forwarded requests (nil: through the transport)
 }
 
 // refusal is the first request refused on the way to the server, or nil.
@@ -172,7 +172,7 @@ func (l launcher) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error)
 		}
 	}
 	l.noteProxy(u)
-	base, wires, release := sharedTransport(r)
+	base, directs, release := sharedTransport(r)
 	bounded := &boundedBodies{base: base, limit: l.opts.MaxMessageBytes, items: l.opts.MaxListItems, log: l.opts.Log}
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
 	// The configured headers are added below sameOrigin, so that they reach only the server.
@@ -183,7 +183,7 @@ func (l launcher) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error)
 		egress:  egress,
 		refused: refused,
 	}}
-	ep := &endpoint{release: release, refused: refused, wire: newWire(u, base, wires, headers)}
+	ep := &endpoint{release: release, refused: refused, direct: newDirect(u, base, directs, headers)}
 	// No event longer than the bound reaches the SDK (boundedBodies); its own (smaller) default
 	// bound would fail the whole connection on an event the bound allows.
 	maxEvent := sdkBound(l.opts.MaxMessageBytes)
@@ -266,9 +266,9 @@ type transportKey struct {
 }
 
 type pooledTransport struct {
-	t     *http.Transport
-	wires *idleConns // the wires' connections, dialed as the transport's
-	refs  int
+	t       *http.Transport
+	directs *idleConns // the directs' connections, dialed as the transport's
+	refs    int
 }
 
 // maxIdlePerHost bounds the idle connections a shared transport keeps to one host: every
@@ -285,7 +285,7 @@ const maxIdlePerHost = 64
 const connBufferSize = 1 << 10
 
 // sharedTransport returns the transport for connections dialed under r (nil: no egress
-// policy), the pool of its wires' connections, and the function that gives them back.
+// policy), the pool of its directs' connections, and the function that gives them back.
 func sharedTransport(r *route) (*http.Transport, *idleConns, func()) {
 	var key transportKey
 	if r != nil {
@@ -304,12 +304,12 @@ func sharedTransport(r *route) (*http.Transport, *idleConns, func()) {
 		if r != nil {
 			t.DialContext = r.dialer().DialContext
 		}
-		pt = &pooledTransport{t: t, wires: newIdleConns(t.DialContext)}
+		pt = &pooledTransport{t: t, directs: newIdleConns(t.DialContext)}
 		transports.m[key] = pt
 	}
 	pt.refs++
 	var once sync.Once
-	return pt.t, pt.wires, func() {
+	return pt.t, pt.directs, func() {
 		once.Do(func() {
 			transports.Lock()
 			pt.refs--
@@ -320,7 +320,7 @@ func sharedTransport(r *route) (*http.Transport, *idleConns, func()) {
 			transports.Unlock()
 			if last {
 				pt.t.CloseIdleConnections()
-				pt.wires.close()
+				pt.directs.close()
 			}
 		})
 	}

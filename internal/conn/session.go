@@ -54,7 +54,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	// transport lives only as long as the context given to Connect.
 	timedOut := make(chan struct{})
 	timer := time.AfterFunc(c.opts.ConnectTimeout, func() { close(timedOut); cancel() })
-	up, transport := newUpstream(ep.transport, ep.wire, resp, &c.opts)
+	up, transport := newUpstream(ep.transport, ep.direct, resp, &c.opts)
 	_, span := tracing.Tracer().Start(ctx, "projectmcp.connect", trace.WithAttributes(
 		attribute.String("projectmcp.project", c.opts.Project), attribute.String("projectmcp.server", c.opts.Server.Name),
 		attribute.String("projectmcp.connection", c.id)))

@@ -5,10 +5,10 @@ import "testing"
 // Connections under one egress route share a transport, whose TCP connections keep small
 // buffers (connBufferSize): most of them carry an event stream that waits.
 func TestSharedTransport(t *testing.T) {
-	a, wiresA, releaseA := sharedTransport(nil)
-	b, wiresB, releaseB := sharedTransport(nil)
+	a, directsA, releaseA := sharedTransport(nil)
+	b, directsB, releaseB := sharedTransport(nil)
 	defer releaseB()
-	if a != b || wiresA != wiresB {
+	if a != b || directsA != directsB {
 		t.Fatal("two connections with no egress policy got transports of their own")
 	}
 	if a.ReadBufferSize != connBufferSize || a.WriteBufferSize != connBufferSize || a.MaxIdleConnsPerHost != maxIdlePerHost {
@@ -16,9 +16,9 @@ func TestSharedTransport(t *testing.T) {
 	}
 	releaseA()
 	releaseA() // a second release gives nothing back twice
-	c, wiresC, releaseC := sharedTransport(nil)
+	c, directsC, releaseC := sharedTransport(nil)
 	defer releaseC()
-	if c != b || wiresC != wiresB {
+	if c != b || directsC != directsB {
 		t.Fatal("the transport went while a connection still held it")
 	}
 }

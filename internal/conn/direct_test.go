@@ -19,17 +19,17 @@ import (
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
-// wireServer is a loopback HTTP server a wire sends to, counting the TCP connections it
-// accepted and keeping them (to close one under the wire).
-type wireServer struct {
+// directServer is a loopback HTTP server a direct sends to, counting the TCP connections it
+// accepted and keeping them (to close one under the direct).
+type directServer struct {
 	*httptest.Server
 	accepted atomic.Int32
 	mu       sync.Mutex
 	conns    []net.Conn
 }
 
-func startWireServer(t *testing.T, h http.HandlerFunc) *wireServer {
-	s := &wireServer{Server: httptest.NewUnstartedServer(h)}
+func startDirectServer(t *testing.T, h http.HandlerFunc) *directServer {
+	s := &directServer{Server: httptest.NewUnstartedServer(h)}
 	s.Config.ConnState = func(c net.Conn, state http.ConnState) {
 		if state == http.StateNew {
 			s.accepted.Add(1)
@@ -44,7 +44,7 @@ func startWireServer(t *testing.T, h http.HandlerFunc) *wireServer {
 }
 
 // closeConns closes, from the server's side, every connection it accepted.
-func (s *wireServer) closeConns() {
+func (s *directServer) closeConns() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.conns {
@@ -52,20 +52,20 @@ func (s *wireServer) closeConns() {
 	}
 }
 
-// newTestWire is a wire to s with headers, and the pool it keeps connections in.
-func newTestWire(t *testing.T, s *wireServer, headers http.Header) (*wire, *idleConns) {
+// newTestDirect is a direct to s with headers, and the pool it keeps connections in.
+func newTestDirect(t *testing.T, s *directServer, headers http.Header) (*direct, *idleConns) {
 	u, _ := url.Parse(s.URL + "/mcp?x=1")
 	pool := newIdleConns(nil)
 	t.Cleanup(pool.close)
-	w := newWire(u, &http.Transport{}, pool, headers)
+	w := newDirect(u, &http.Transport{}, pool, headers)
 	if w == nil {
-		t.Fatal("no wire to a plain-HTTP server without a proxy")
+		t.Fatal("no direct to a plain-HTTP server without a proxy")
 	}
 	return w, pool
 }
 
-// wirePost sends body on w, as the upstream does, and returns the answer's body.
-func wirePost(ctx context.Context, w *wire, target string, body string, header http.Header) (string, error) {
+// directPost sends body on w, as the upstream does, and returns the answer's body.
+func directPost(ctx context.Context, w *direct, target string, body string, header http.Header) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, strings.NewReader(body))
 	if err != nil {
 		return "", err
@@ -82,9 +82,9 @@ func wirePost(ctx context.Context, w *wire, target string, body string, header h
 	return string(got), err
 }
 
-// The server gets from a wire the request net/http's Transport sends, configured headers and
+// The server gets from a direct the request net/http's Transport sends, configured headers and
 // all; only Accept-Encoding is not asked for (the answer is read as the server sends it).
-func TestWireSendsWhatTheTransportSends(t *testing.T) {
+func TestDirectSendsWhatTheTransportSends(t *testing.T) {
 	type seen struct {
 		method, uri, host, proto string
 		length                   int64
@@ -92,7 +92,7 @@ func TestWireSendsWhatTheTransportSends(t *testing.T) {
 		body                     string
 	}
 	got := make(chan seen, 2)
-	s := startWireServer(t, func(w http.ResponseWriter, r *http.Request) {
+	s := startDirectServer(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		h := r.Header.Clone()
 		h.Del("Accept-Encoding")
@@ -101,14 +101,14 @@ func TestWireSendsWhatTheTransportSends(t *testing.T) {
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	})
 	configured := http.Header{"Authorization": {"Bearer x"}, "X-Two": {"a", "b"}}
-	w, _ := newTestWire(t, s, configured)
+	w, _ := newTestDirect(t, s, configured)
 	header := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Mcp-Method": {"tools/call"}}
 	const body = `{"jsonrpc":"2.0","id":"1","method":"tools/call","params":{"name":"echo"}}`
-	answer, err := wirePost(context.Background(), w, s.URL+"/mcp?x=1", body, header)
+	answer, err := directPost(context.Background(), w, s.URL+"/mcp?x=1", body, header)
 	if err != nil || answer != `{"ok":true}` {
-		t.Fatalf("through the wire: %q, %v", answer, err)
+		t.Fatalf("through the direct: %q, %v", answer, err)
 	}
-	viaWire := <-got
+	viaDirect := <-got
 
 	client := &http.Client{Transport: &headerTransport{base: http.DefaultTransport, headers: configured}}
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp?x=1", strings.NewReader(body))
@@ -120,9 +120,9 @@ func TestWireSendsWhatTheTransportSends(t *testing.T) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	viaTransport := <-got
-	if a, b := viaWire, viaTransport; a.method != b.method || a.uri != b.uri || a.host != b.host || a.proto != b.proto ||
+	if a, b := viaDirect, viaTransport; a.method != b.method || a.uri != b.uri || a.host != b.host || a.proto != b.proto ||
 		a.length != b.length || a.body != b.body || !equalHeaders(a.header, b.header) {
-		t.Fatalf("the server saw from the wire:\n%+v\nand from the Transport:\n%+v", a, b)
+		t.Fatalf("the server saw from the direct:\n%+v\nand from the Transport:\n%+v", a, b)
 	}
 }
 
@@ -140,14 +140,14 @@ func equalHeaders(a, b http.Header) bool {
 
 // Requests one after the other go on one TCP connection; a connection the server closed
 // while it was kept is not used, and the request goes on a new one.
-func TestWireKeepsConnections(t *testing.T) {
-	s := startWireServer(t, func(w http.ResponseWriter, r *http.Request) {
+func TestDirectKeepsConnections(t *testing.T) {
+	s := startDirectServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "event: message\ndata: {}\n\n")
 	})
-	w, pool := newTestWire(t, s, nil)
+	w, pool := newTestDirect(t, s, nil)
 	for i := range 5 {
-		if got, err := wirePost(context.Background(), w, s.URL+"/mcp", "{}", nil); err != nil || got != "event: message\ndata: {}\n\n" {
+		if got, err := directPost(context.Background(), w, s.URL+"/mcp", "{}", nil); err != nil || got != "event: message\ndata: {}\n\n" {
 			t.Fatalf("request %d: %q, %v", i, got, err)
 		}
 	}
@@ -156,7 +156,7 @@ func TestWireKeepsConnections(t *testing.T) {
 	}
 	s.closeConns()
 	time.Sleep(50 * time.Millisecond) // the close reaches this side
-	if _, err := wirePost(context.Background(), w, s.URL+"/mcp", "{}", nil); err != nil {
+	if _, err := directPost(context.Background(), w, s.URL+"/mcp", "{}", nil); err != nil {
 		t.Fatalf("after the server closed the kept connection: %v", err)
 	}
 	if n := s.accepted.Load(); n != 2 {
@@ -169,15 +169,15 @@ func TestWireKeepsConnections(t *testing.T) {
 
 // A body closed before its end closes its connection (what was left of it is not read), as
 // does an answer whose server said it closes the connection.
-func TestWireClosesConnectionsNotReadToTheEnd(t *testing.T) {
-	s := startWireServer(t, func(w http.ResponseWriter, r *http.Request) {
+func TestDirectClosesConnectionsNotReadToTheEnd(t *testing.T) {
+	s := startDirectServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("close") != "" {
 			w.Header().Set("Connection", "close")
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "data: {}\n\n")
 	})
-	w, pool := newTestWire(t, s, nil)
+	w, pool := newTestDirect(t, s, nil)
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp", nil)
 	resp, err := w.roundTrip(req, []byte("{}"))
 	if err != nil {
@@ -188,7 +188,7 @@ func TestWireClosesConnectionsNotReadToTheEnd(t *testing.T) {
 	if kept := pool.kept(w.host); kept != 0 {
 		t.Fatalf("a body closed early left %d connections kept", kept)
 	}
-	if _, err := wirePost(context.Background(), w, s.URL+"/mcp?close=1", "{}", nil); err != nil {
+	if _, err := directPost(context.Background(), w, s.URL+"/mcp?close=1", "{}", nil); err != nil {
 		t.Fatal(err)
 	}
 	if kept := pool.kept(w.host); kept != 0 {
@@ -198,9 +198,9 @@ func TestWireClosesConnectionsNotReadToTheEnd(t *testing.T) {
 
 // The request's context ends a wait for the answer's headers and a read of its body, with the
 // context's cause, and the connection is not kept.
-func TestWireEndsWithTheContext(t *testing.T) {
+func TestDirectEndsWithTheContext(t *testing.T) {
 	release := make(chan struct{})
-	s := startWireServer(t, func(w http.ResponseWriter, r *http.Request) {
+	s := startDirectServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("body") != "" {
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.(http.Flusher).Flush()
@@ -211,12 +211,12 @@ func TestWireEndsWithTheContext(t *testing.T) {
 		}
 	})
 	defer close(release)
-	w, pool := newTestWire(t, s, nil)
+	w, pool := newTestDirect(t, s, nil)
 	why := errors.New("the session went away")
 	for _, target := range []string{s.URL + "/mcp", s.URL + "/mcp?body=1"} {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		time.AfterFunc(100*time.Millisecond, func() { cancel(why) })
-		_, err := wirePost(ctx, w, target, "{}", nil)
+		_, err := directPost(ctx, w, target, "{}", nil)
 		if !errors.Is(err, why) {
 			t.Fatalf("%s: %v, want the context's cause", target, err)
 		}
@@ -228,11 +228,11 @@ func TestWireEndsWithTheContext(t *testing.T) {
 
 // A header value the Transport refuses (a name with a line break in it, say) is refused
 // before anything is sent.
-func TestWireRefusesWhatTheTransportRefuses(t *testing.T) {
-	s := startWireServer(t, func(http.ResponseWriter, *http.Request) {})
-	w, _ := newTestWire(t, s, nil)
+func TestDirectRefusesWhatTheTransportRefuses(t *testing.T) {
+	s := startDirectServer(t, func(http.ResponseWriter, *http.Request) {})
+	w, _ := newTestDirect(t, s, nil)
 	for _, h := range []http.Header{{"Mcp-Name": {"a\r\nX-Injected: 1"}}, {"Bad Name": {"v"}}} {
-		if _, err := wirePost(context.Background(), w, s.URL+"/mcp", "{}", h); err == nil || !strings.Contains(err.Error(), "invalid header field") {
+		if _, err := directPost(context.Background(), w, s.URL+"/mcp", "{}", h); err == nil || !strings.Contains(err.Error(), "invalid header field") {
 			t.Fatalf("%v: %v, want the header refused", h, err)
 		}
 	}
@@ -241,9 +241,9 @@ func TestWireRefusesWhatTheTransportRefuses(t *testing.T) {
 	}
 }
 
-// Where a request must go through the Transport, no wire is made: https, or a proxy for the
+// Where a request must go through the Transport, no direct is made: https, or a proxy for the
 // server's URL.
-func TestNewWire(t *testing.T) {
+func TestNewDirect(t *testing.T) {
 	pool := newIdleConns(nil)
 	defer pool.close()
 	proxied := &http.Transport{Proxy: func(*http.Request) (*url.URL, error) { return url.Parse("http://127.0.0.1:3128") }}
@@ -259,14 +259,14 @@ func TestNewWire(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			u, _ := url.Parse(tc.url)
-			w := newWire(u, tc.t, pool, nil)
+			w := newDirect(u, tc.t, pool, nil)
 			if got := ""; w != nil {
 				got = w.host
 				if got != tc.want {
-					t.Fatalf("wire to %q, want %q", got, tc.want)
+					t.Fatalf("direct to %q, want %q", got, tc.want)
 				}
 			} else if tc.want != "" {
-				t.Fatalf("no wire, want one to %q", tc.want)
+				t.Fatalf("no direct, want one to %q", tc.want)
 			}
 		})
 	}
@@ -280,7 +280,7 @@ func TestIdleConnsBounded(t *testing.T) {
 	put := func(idle time.Time) {
 		a, b := net.Pipe()
 		t.Cleanup(func() { b.Close() })
-		c := &wireConn{Conn: closeCounter{a, &closed}, host: "h:80"}
+		c := &directConn{Conn: closeCounter{a, &closed}, host: "h:80"}
 		pool.put(c)
 		c.idle = idle // as if put then
 	}

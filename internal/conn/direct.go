@@ -18,7 +18,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
-// A wire carries a connection's forwarded requests to a plain-HTTP server reached without a
+// A direct carries a connection's forwarded requests to a plain-HTTP server reached without a
 // proxy: each is written to a kept-alive TCP connection and its answer read from it on the
 // caller's own goroutine. net/http's Transport hands each request to the connection's writer
 // goroutine and each answer back from its reader goroutine; on the call path those two
@@ -26,18 +26,19 @@ import (
 // the Transport as before: the SDK client's own requests and event stream, resumed streams,
 // lists (whose items boundedBodies counts), notifications, TLS and proxied servers.
 //
-// A wire writes what the Transport would have: the same request line and headers (the
+// A direct writes what the Transport would have: the same request line and headers (the
 // server's configured headers included, and the call's trace context), and refuses the header
-// values the Transport refuses.
-type wire struct {
+// values the Transport refuses. It asks for no compression (the Transport asks for gzip and
+// undoes it): the answer is read as the server sends it.
+type direct struct {
 	conns   *idleConns
 	host    string // host:port, as dialed
 	headers http.Header
 }
 
-// newWire is the wire for a server's URL u, or nil when its requests must go through the
+// newDirect is the direct for a server's URL u, or nil when its requests must go through the
 // Transport: https, or a proxy in the environment for u.
-func newWire(u *url.URL, t *http.Transport, conns *idleConns, headers http.Header) *wire {
+func newDirect(u *url.URL, t *http.Transport, conns *idleConns, headers http.Header) *direct {
 	if u.Scheme != "http" || conns == nil {
 		return nil
 	}
@@ -50,33 +51,33 @@ func newWire(u *url.URL, t *http.Transport, conns *idleConns, headers http.Heade
 	if u.Port() == "" {
 		host = net.JoinHostPort(u.Hostname(), "80")
 	}
-	return &wire{conns: conns, host: host, headers: headers}
+	return &direct{conns: conns, host: host, headers: headers}
 }
 
 // roundTrip sends req, whose body is body, and reads the answer's status and headers; the
 // answer's body is read from the TCP connection, which goes back to the pool once the body
 // has been read to its end and closed (a body closed before its end closes the connection).
 // ctx's end fails a read or write in progress.
-func (w *wire) roundTrip(req *http.Request, body []byte) (*http.Response, error) {
+func (d *direct) roundTrip(req *http.Request, body []byte) (*http.Response, error) {
 	ctx := req.Context()
 	if trace.SpanContextFromContext(ctx).IsValid() { // the call's trace goes on to the server (W3C traceparent)
 		tracing.ToHeaders(ctx, req.Header)
 	}
-	for k, v := range w.headers {
+	for k, v := range d.headers {
 		req.Header[k] = v
 	}
-	head, err := requestHead(req, w.host, len(body))
+	head, err := requestHead(req, d.host, len(body))
 	if err != nil {
 		return nil, err
 	}
 	for fresh := false; ; fresh = true {
-		c, err := w.conns.get(ctx, w.host, fresh)
+		c, err := d.conns.get(ctx, d.host, fresh)
 		if err != nil {
 			return nil, err
 		}
 		resp, stop, err, written := c.exchange(ctx, head, body)
 		if err == nil {
-			resp.Body = &wireBody{ctx: ctx, body: resp.Body, c: c, pool: w.conns, keep: !resp.Close, stop: stop}
+			resp.Body = &directBody{ctx: ctx, body: resp.Body, c: c, pool: d.conns, keep: !resp.Close, stop: stop}
 			return resp, nil
 		}
 		c.close()
@@ -116,8 +117,8 @@ func requestHead(req *http.Request, host string, n int) ([]byte, error) {
 	return append(head, "\r\n"...), nil
 }
 
-// wireConn is one TCP connection of a wire's.
-type wireConn struct {
+// directConn is one TCP connection of a direct's.
+type directConn struct {
 	net.Conn
 	br     *bufio.Reader
 	host   string    // as dialed: the pool's key
@@ -128,7 +129,7 @@ type wireConn struct {
 // exchange writes a request and reads its answer's status and headers. Until stop, ctx's end
 // fails the connection's reads and writes. written says whether any of the request may have
 // reached the server.
-func (c *wireConn) exchange(ctx context.Context, head, body []byte) (resp *http.Response, stop func() bool, err error, written bool) {
+func (c *directConn) exchange(ctx context.Context, head, body []byte) (resp *http.Response, stop func() bool, err error, written bool) {
 	stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	bufs := net.Buffers{head, body}
 	if n, err := bufs.WriteTo(c.Conn); err != nil {
@@ -147,14 +148,14 @@ func (c *wireConn) exchange(ctx context.Context, head, body []byte) (resp *http.
 	}
 }
 
-func (c *wireConn) close() { _ = c.Conn.Close() }
+func (c *directConn) close() { _ = c.Conn.Close() }
 
-// wireBody is an answer's body on a wire: the connection goes back to the pool when the body
+// directBody is an answer's body on a direct: the connection goes back to the pool when the body
 // was read to its end, and is closed otherwise. Once ctx ends, a read fails with its cause.
-type wireBody struct {
+type directBody struct {
 	ctx  context.Context
 	body io.ReadCloser // http.ReadResponse's: its Close would read to the end
-	c    *wireConn
+	c    *directConn
 	pool *idleConns
 	stop func() bool // ends ctx's hold on the connection; false once ctx ended
 	keep bool        // the server keeps the connection open
@@ -162,7 +163,7 @@ type wireBody struct {
 	done bool
 }
 
-func (b *wireBody) Read(p []byte) (int, error) {
+func (b *directBody) Read(p []byte) (int, error) {
 	n, err := b.body.Read(p)
 	switch {
 	case err == io.EOF:
@@ -173,7 +174,7 @@ func (b *wireBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *wireBody) Close() error {
+func (b *directBody) Close() error {
 	if b.done {
 		return nil
 	}
@@ -187,15 +188,15 @@ func (b *wireBody) Close() error {
 	return nil
 }
 
-// idleConns are the TCP connections wires keep open between requests, by host: at most
+// idleConns are the TCP connections directs keep open between requests, by host: at most
 // maxIdlePerHost each, for at most idleTimeout each. Their owner is the shared transport whose
 // connections they are (sharedTransport), which closes them with its own.
 type idleConns struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu     sync.Mutex
-	hosts  map[string][]*wireConn // oldest first
-	timer  *time.Timer            // prunes connections idle too long; nil while none are kept
+	hosts  map[string][]*directConn // oldest first
+	timer  *time.Timer              // prunes connections idle too long; nil while none are kept
 	closed bool
 }
 
@@ -207,11 +208,11 @@ func newIdleConns(dial func(ctx context.Context, network, addr string) (net.Conn
 		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 		dial = d.DialContext
 	}
-	return &idleConns{dial: dial, hosts: map[string][]*wireConn{}}
+	return &idleConns{dial: dial, hosts: map[string][]*directConn{}}
 }
 
 // get is a kept connection to host still open, or a new one (always a new one when fresh).
-func (p *idleConns) get(ctx context.Context, host string, fresh bool) (*wireConn, error) {
+func (p *idleConns) get(ctx context.Context, host string, fresh bool) (*directConn, error) {
 	for !fresh {
 		c := p.take(host)
 		if c == nil {
@@ -227,11 +228,11 @@ func (p *idleConns) get(ctx context.Context, host string, fresh bool) (*wireConn
 	if err != nil {
 		return nil, err
 	}
-	return &wireConn{Conn: nc, br: bufio.NewReaderSize(nc, connBufferSize), host: host}, nil
+	return &directConn{Conn: nc, br: bufio.NewReaderSize(nc, connBufferSize), host: host}, nil
 }
 
 // take is the connection to host put last, if any.
-func (p *idleConns) take(host string) *wireConn {
+func (p *idleConns) take(host string) *directConn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	kept := p.hosts[host]
@@ -250,7 +251,7 @@ func (p *idleConns) take(host string) *wireConn {
 
 // put keeps c for the next request to its host, or closes it when the host has
 // maxIdlePerHost kept already or the pool is closed.
-func (p *idleConns) put(c *wireConn) {
+func (p *idleConns) put(c *directConn) {
 	c.reused, c.idle = false, time.Now()
 	host := c.host
 	p.mu.Lock()
@@ -269,7 +270,7 @@ func (p *idleConns) put(c *wireConn) {
 // prune closes the connections idle for idleTimeout or longer, and arms itself again while
 // any are kept.
 func (p *idleConns) prune() {
-	var stale []*wireConn
+	var stale []*directConn
 	now := time.Now()
 	p.mu.Lock()
 	next := time.Duration(0)
@@ -306,7 +307,7 @@ func (p *idleConns) close() {
 		p.timer = nil
 	}
 	hosts := p.hosts
-	p.hosts = map[string][]*wireConn{}
+	p.hosts = map[string][]*directConn{}
 	p.mu.Unlock()
 	for _, kept := range hosts {
 		for _, c := range kept {
