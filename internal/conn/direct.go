@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/http/httpguts"
@@ -39,7 +40,7 @@ type direct struct {
 // newDirect is the direct for a server's URL u, or nil when its requests must go through the
 // Transport: https, or a proxy in the environment for u.
 func newDirect(u *url.URL, t *http.Transport, conns *idleConns, headers http.Header) *direct {
-	if u.Scheme != "http" || conns == nil {
+	if u.Scheme != "http" || conns == nil || !ascii(u.Host) { // the Transport writes a name in Unicode as punycode
 		return nil
 	}
 	if t.Proxy != nil {
@@ -52,6 +53,15 @@ func newDirect(u *url.URL, t *http.Transport, conns *idleConns, headers http.Hea
 		host = net.JoinHostPort(u.Hostname(), "80")
 	}
 	return &direct{conns: conns, host: host, headers: headers}
+}
+
+func ascii(s string) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // roundTrip sends req, whose body is body, and reads the answer's status and headers; the

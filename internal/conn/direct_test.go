@@ -252,10 +252,11 @@ func TestNewDirect(t *testing.T) {
 		t    *http.Transport
 		want string
 	}{
-		"plain http":   {"http://127.0.0.1:8080/mcp", &http.Transport{}, "127.0.0.1:8080"},
-		"default port": {"http://example.test/mcp", &http.Transport{}, "example.test:80"},
-		"https":        {"https://example.test/mcp", &http.Transport{}, ""},
-		"a proxy":      {"http://example.test/mcp", proxied, ""},
+		"plain http":        {"http://127.0.0.1:8080/mcp", &http.Transport{}, "127.0.0.1:8080"},
+		"default port":      {"http://example.test/mcp", &http.Transport{}, "example.test:80"},
+		"https":             {"https://example.test/mcp", &http.Transport{}, ""},
+		"a name in Unicode": {"http://bücher.example/mcp", &http.Transport{}, ""},
+		"a proxy":           {"http://example.test/mcp", proxied, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			u, _ := url.Parse(tc.url)
@@ -344,5 +345,23 @@ func TestForwardFollowsARedirect(t *testing.T) {
 	}
 	if redirected.Load() == 0 {
 		t.Fatal("the server redirected nothing")
+	}
+}
+
+// A forwarded call to a plain-HTTP server goes direct, and its TCP connection is kept for the
+// next: after calls one after the other the shared pool keeps one connection to the server.
+func TestForwardGoesDirect(t *testing.T) {
+	target, _ := url.Parse(fixture.StartHTTP(t))
+	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: target.String() + "/mcp"}}})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	for _, text := range []string{"one", "two", "three"} {
+		if res, err := forwardEcho(t, c, text, Legacy); err != nil || textOf(res) != text {
+			t.Fatalf("a forwarded call: %v", err)
+		}
+	}
+	_, pool, release := sharedTransport(nil)
+	defer release()
+	if kept := pool.kept(target.Host); kept != 1 {
+		t.Fatalf("%d direct connections kept to the server after three calls, want 1", kept)
 	}
 }
