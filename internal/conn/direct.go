@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -158,7 +159,7 @@ func (c *directConn) exchange(ctx context.Context, head, body []byte) (resp *htt
 	}
 }
 
-func (c *directConn) close() { _ = c.Conn.Close() }
+func (c *directConn) close() { _ = c.Close() }
 
 // directBody is an answer's body on a direct: the connection goes back to the pool when the body
 // was read to its end, and is closed otherwise. Once ctx ends, a read fails with its cause.
@@ -176,7 +177,7 @@ type directBody struct {
 func (b *directBody) Read(p []byte) (int, error) {
 	n, err := b.body.Read(p)
 	switch {
-	case err == io.EOF:
+	case errors.Is(err, io.EOF):
 		b.eof = true
 	case err != nil && b.ctx.Err() != nil:
 		err = context.Cause(b.ctx)
