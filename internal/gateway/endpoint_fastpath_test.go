@@ -147,6 +147,7 @@ func checkCalls(t *testing.T, key types.NamespacedName, name string, d *mcp.Clie
 		{"echo", map[string]any{"text": "round trip"}},
 		{"echo", nil}, // no arguments at all
 		{"fail", map[string]any{"message": "nope"}},
+		{"progress_token", nil}, // the server is asked for progress only when the session asks
 		{"sample", map[string]any{"text": "hi"}},
 		{"elicit", map[string]any{"text": "hi"}},
 		{"roots", map[string]any{"text": "hi"}},

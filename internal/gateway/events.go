@@ -53,9 +53,11 @@ type relayed struct {
 	request  []byte // a server's request, encoded (asks.go): never dropped
 }
 
-// progressTo is the onProgress callback that puts a call's progress through put.
-func progressTo(put func(relayed)) func(*mcp.ProgressNotificationParams) {
-	if put == nil {
+// progressTo is the onProgress callback that puts a call's progress through put, nil when
+// the session asked for no progress (wanted false): the server is then sent no progress
+// token, as it would be sent none directly, and the connection watches for none.
+func progressTo(put func(relayed), wanted bool) func(*mcp.ProgressNotificationParams) {
+	if put == nil || !wanted {
 		return nil
 	}
 	return func(pp *mcp.ProgressNotificationParams) { put(relayed{progress: pp}) }

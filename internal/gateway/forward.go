@@ -401,7 +401,7 @@ func (p *project) forwardCall(w http.ResponseWriter, r *http.Request, in *incomi
 			if t.item.Unlisted && !c.Offers(t.raw) {
 				return nil, &withheldTool{in.name} // as if it did not exist
 			}
-			return c.Forward(ctx, "tools/call", members, progressTo(put), fc.rev)
+			return c.Forward(ctx, "tools/call", members, progressTo(put, len(token) > 0), fc.rev)
 		}
 		if in.bridged {
 			return p.bridge(ctx, o, t.server, in.declared, call)

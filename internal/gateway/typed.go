@@ -287,7 +287,7 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 				if level != "" {
 					ctx = logsTo(ctx, put, level)
 				}
-				onProgress := progressTo(put)
+				onProgress := progressTo(put, token != nil)
 				if len(req.Params.InputResponses) == 0 && len(req.Params.RequestState) == 0 {
 					if res, err := callForwarded(ctx, c, raw, args, onProgress); !retried(err) {
 						return res, err
