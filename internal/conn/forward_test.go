@@ -132,6 +132,31 @@ func TestForwardEveryTransport(t *testing.T) {
 	}
 }
 
+// An event stream's lines are read into buffers that later streams reuse: a forwarded result
+// is a copy of its own, unchanged by the calls after it.
+func TestForwardedResultOutlivesItsStream(t *testing.T) {
+	c := start(t, Options{Server: serverKinds["streamable stateful"](t)})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	forward := func(text string) json.RawMessage {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		args, _ := json.Marshal(map[string]string{"text": text})
+		raw, err := c.Forward(ctx, "tools/call", append([]byte(`"name":"echo","arguments":`), args...), nil, Legacy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	first := forward("first")
+	kept := string(first)
+	for _, text := range []string{"second", strings.Repeat("x", 3000), strings.Repeat("y", 9000)} {
+		forward(text)
+	}
+	if string(first) != kept || !strings.Contains(kept, `"first"`) {
+		t.Fatalf("the first result changed under the calls after it: %s, was %s", first, kept)
+	}
+}
+
 // Takes answers ErrUnavailable while no session is Ready.
 func TestTakesBeforeReady(t *testing.T) {
 	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "never", Stdio: &v1alpha1.StdioServer{Command: "/nonexistent/mcp-server"}}})

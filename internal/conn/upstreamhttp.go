@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -290,8 +291,10 @@ func readResponse(r io.Reader, id string, limit int64) (*upstreamResponse, error
 // the SDK client. at follows the events' ids and the server's retry, for resuming the stream.
 // A stream that ends before the response is ErrStreamEnded (with the read error, if any).
 func (u *httpUpstream) readStream(ctx context.Context, body io.Reader, id string, at *streamCursor) (json.RawMessage, error) {
+	buf := lineBuffers.Get().(*[]byte)
+	defer lineBuffers.Put(buf) // nothing read keeps a line: an event's fields are copies
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 4096), int(min(u.limit(), 1<<31-1)))
+	sc.Buffer((*buf)[:0], int(min(u.limit(), 1<<31-1)))
 	var ev sseEvent
 	for {
 		more := sc.Scan()
@@ -328,6 +331,10 @@ func (u *httpUpstream) readStream(ctx context.Context, body io.Reader, id string
 	}
 	return nil, ErrStreamEnded
 }
+
+// lineBuffers are the first buffers of the streams' line scanners, which take a larger one of
+// their own for a longer line: a call's stream is read without a buffer of its own.
+var lineBuffers = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
 
 // sseEvent is the event of a stream being read: its data lines joined, and its id.
 type sseEvent struct {
