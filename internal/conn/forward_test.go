@@ -22,13 +22,18 @@ import (
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
-// forwardEcho forwards tools/call echo and decodes the result the way a session would.
-func forwardEcho(t *testing.T, c *Conn, text string, rev Revision) (*mcp.CallToolResult, error) {
-	t.Helper()
+// forwardRaw forwards tools/call echo and returns the result as the server sent it.
+func forwardRaw(c *Conn, text string, rev Revision) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	args, _ := json.Marshal(map[string]string{"text": text})
-	raw, err := c.Forward(ctx, "tools/call", append([]byte(`"name":"echo","arguments":`), args...), nil, rev)
+	return c.Forward(ctx, "tools/call", append([]byte(`"name":"echo","arguments":`), args...), nil, rev)
+}
+
+// forwardEcho forwards tools/call echo and decodes the result the way a session would.
+func forwardEcho(t *testing.T, c *Conn, text string, rev Revision) (*mcp.CallToolResult, error) {
+	t.Helper()
+	raw, err := forwardRaw(c, text, rev)
 	if err != nil {
 		return nil, err
 	}
@@ -138,10 +143,7 @@ func TestForwardedResultOutlivesItsStream(t *testing.T) {
 	c := start(t, Options{Server: serverKinds["streamable stateful"](t)})
 	waitPhase(t, c, v1alpha1.PhaseReady)
 	forward := func(text string) json.RawMessage {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		args, _ := json.Marshal(map[string]string{"text": text})
-		raw, err := c.Forward(ctx, "tools/call", append([]byte(`"name":"echo","arguments":`), args...), nil, Legacy)
+		raw, err := forwardRaw(c, text, Legacy)
 		if err != nil {
 			t.Fatal(err)
 		}
