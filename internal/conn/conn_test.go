@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -314,6 +315,7 @@ func TestHTTPTransports(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			base := fixture.StartHTTP(t, tc.args...)
+			before := transportGoroutines()
 			c := start(t, Options{Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: base + tc.path, Transport: tc.transport}}})
 			s := waitPhase(t, c, v1alpha1.PhaseReady)
 			if !slices.Contains(names(s.Tools), "echo") {
@@ -324,7 +326,26 @@ func TestHTTPTransports(t *testing.T) {
 			}
 			call(t, c, "add_tool", map[string]any{"name": "late"})
 			waitFor(t, c, "list_changed over "+name, func(s Snapshot) bool { return slices.Contains(names(s.Tools), "late") })
+			// Its requests and its event stream went direct: net/http's Transport holds no
+			// TCP connection for it, and so runs no reader and writer goroutines.
+			if after := transportGoroutines(); after > before {
+				t.Fatalf("the connection left %d goroutines of net/http's Transport running (%d before it)", after, before)
+			}
 		})
+	}
+}
+
+// transportGoroutines counts the goroutines net/http's Transport runs for its TCP connections
+// (a reader and a writer each).
+func transportGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			all := string(buf[:n])
+			return strings.Count(all, "net/http.(*persistConn).readLoop(") + strings.Count(all, "net/http.(*persistConn).writeLoop(")
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
 

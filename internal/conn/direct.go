@@ -20,13 +20,16 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
-// A direct carries a connection's forwarded requests to a plain-HTTP server reached without a
-// proxy: each is written to a kept-alive TCP connection and its answer read from it on the
-// caller's own goroutine. net/http's Transport hands each request to the connection's writer
-// goroutine and each answer back from its reader goroutine: two handoffs, about a fifth of a
-// loopback round trip on a two-core machine. Everything else goes through
-// the Transport as before: the SDK client's own requests and event stream, resumed streams,
-// lists (whose items boundedBodies counts), notifications, TLS and proxied servers.
+// A direct carries a connection's requests to a plain-HTTP server reached without a proxy:
+// each is written to a kept-alive TCP connection and its answer read from it on the caller's
+// own goroutine. net/http's Transport hands each request to the connection's writer goroutine
+// and each answer back from its reader goroutine: two handoffs, about a fifth of a loopback
+// round trip on a two-core machine, and two goroutines for as long as a TCP connection is
+// open, kept idle or carrying a connection's event stream. Forwarded requests go direct from
+// the upstream (httpUpstream.do); the SDK client's own requests, its event stream included,
+// and lists go direct below the layers that add headers and bound answers (directTransport).
+// TLS and proxied servers, and a request the Transport would send in chunks, go through the
+// Transport.
 //
 // A direct writes what the Transport would have: the same request line and headers (the
 // server's configured headers included, and the call's trace context), and refuses the header
@@ -49,11 +52,15 @@ func newDirect(u *url.URL, t *http.Transport, conns *idleConns, headers http.Hea
 			return nil
 		}
 	}
-	host := u.Host
+	return &direct{conns: conns, host: dialHost(u), headers: headers}
+}
+
+// dialHost is the host:port a plain-HTTP URL is dialed at.
+func dialHost(u *url.URL) string {
 	if u.Port() == "" {
-		host = net.JoinHostPort(u.Hostname(), "80")
+		return net.JoinHostPort(u.Hostname(), "80")
 	}
-	return &direct{conns: conns, host: host, headers: headers}
+	return u.Host
 }
 
 func ascii(s string) bool {
@@ -65,18 +72,24 @@ func ascii(s string) bool {
 	return true
 }
 
-// roundTrip sends req, whose body is body, and reads the answer's status and headers; the
-// answer's body is read from the TCP connection, which goes back to the pool once the body
-// has been read to its end and closed (a body closed before its end closes the connection).
-// ctx's end fails a read or write in progress.
+// roundTrip sends a forwarded request, req, whose body is body, with the server's configured
+// headers and the call's trace context (see send).
 func (d *direct) roundTrip(req *http.Request, body []byte) (*http.Response, error) {
-	ctx := req.Context()
-	if trace.SpanContextFromContext(ctx).IsValid() { // the call's trace goes on to the server (W3C traceparent)
-		tracing.ToHeaders(ctx, req.Header)
+	if trace.SpanContextFromContext(req.Context()).IsValid() { // the call's trace goes on to the server (W3C traceparent)
+		tracing.ToHeaders(req.Context(), req.Header)
 	}
 	for k, v := range d.headers {
 		req.Header[k] = v
 	}
+	return d.send(req, body)
+}
+
+// send sends req, whose body is body, as it is, and reads the answer's status and headers; the
+// answer's body is read from the TCP connection, which goes back to the pool once the body
+// has been read to its end and closed (a body closed before its end closes the connection).
+// The request's context's end fails a read or write in progress.
+func (d *direct) send(req *http.Request, body []byte) (*http.Response, error) {
+	ctx := req.Context()
 	head, err := requestHead(req, d.host, len(body))
 	if err != nil {
 		return nil, err
@@ -86,7 +99,7 @@ func (d *direct) roundTrip(req *http.Request, body []byte) (*http.Response, erro
 		if err != nil {
 			return nil, err
 		}
-		resp, stop, err, written := c.exchange(ctx, head, body)
+		resp, stop, err, written := c.exchange(req, head, body)
 		if err == nil {
 			resp.Body = &directBody{ctx: ctx, body: resp.Body, c: c, pool: d.conns, keep: !resp.Close, stop: stop}
 			return resp, nil
@@ -102,6 +115,42 @@ func (d *direct) roundTrip(req *http.Request, body []byte) (*http.Response, erro
 	}
 }
 
+// directTransport is the HTTP transport below a connection's own layers (headers, bounds,
+// same origin): a request to the direct's host that net/http would send with a
+// Content-Length goes direct, any other through base.
+type directTransport struct {
+	d    *direct
+	base http.RoundTripper
+}
+
+func (t directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.takes(req) {
+		return t.base.RoundTrip(req)
+	}
+	var body []byte
+	if req.Body != nil && req.Body != http.NoBody {
+		var err error
+		body, err = io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(body)) != req.ContentLength {
+			return nil, fmt.Errorf("http: ContentLength=%d with Body length %d", req.ContentLength, len(body))
+		}
+	}
+	return t.d.send(req, body)
+}
+
+// takes reports whether req goes direct: to the direct's host over plain HTTP, with a body of
+// known length or none, and nothing that changes how net/http writes it (a trailer, a transfer
+// coding, Expect, a close).
+func (t directTransport) takes(req *http.Request) bool {
+	known := req.ContentLength > 0 || req.Body == nil || req.Body == http.NoBody
+	return known && req.URL.Scheme == "http" && dialHost(req.URL) == t.d.host && !req.Close &&
+		len(req.TransferEncoding) == 0 && req.Trailer == nil && req.Header.Get("Expect") == ""
+}
+
 // requestHead is the request line and headers of req, as net/http's Transport writes them for
 // a body of n bytes, or the error the Transport gives for a header it refuses.
 func requestHead(req *http.Request, host string, n int) ([]byte, error) {
@@ -111,12 +160,23 @@ func requestHead(req *http.Request, host string, n int) ([]byte, error) {
 	head = append(head, req.URL.RequestURI()...)
 	head = append(head, " HTTP/1.1\r\nHost: "...)
 	head = append(head, cmp.Or(req.Host, req.URL.Host)...)
-	head = append(head, "\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: "...)
-	head = fmt.Appendf(head, "%d", n)
 	head = append(head, "\r\n"...)
+	agent := "Go-http-client/1.1"
+	if _, set := req.Header["User-Agent"]; set {
+		agent = req.Header.Get("User-Agent")
+	}
+	if agent != "" {
+		head = append(append(append(head, "User-Agent: "...), agent...), "\r\n"...)
+	}
+	if n > 0 || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
+		head = fmt.Appendf(head, "Content-Length: %d\r\n", n)
+	}
 	for k, vs := range req.Header {
 		if !httpguts.ValidHeaderFieldName(k) {
 			return nil, fmt.Errorf("net/http: invalid header field name %q", k)
+		}
+		if ownHeaders[k] {
+			continue
 		}
 		for _, v := range vs {
 			if !httpguts.ValidHeaderFieldValue(v) {
@@ -128,6 +188,9 @@ func requestHead(req *http.Request, host string, n int) ([]byte, error) {
 	return append(head, "\r\n"...), nil
 }
 
+// ownHeaders are the headers requestHead writes of its own, as the Transport does.
+var ownHeaders = map[string]bool{"Host": true, "User-Agent": true, "Content-Length": true, "Transfer-Encoding": true, "Trailer": true}
+
 // directConn is one TCP connection of a direct's.
 type directConn struct {
 	net.Conn
@@ -137,18 +200,18 @@ type directConn struct {
 	idle   time.Time // since when it is in the pool
 }
 
-// exchange writes a request and reads its answer's status and headers. Until stop, ctx's end
+// exchange writes req and reads its answer's status and headers. Until stop, req's context's end
 // fails the connection's reads and writes. written says whether any of the request may have
 // reached the server.
-func (c *directConn) exchange(ctx context.Context, head, body []byte) (resp *http.Response, stop func() bool, err error, written bool) {
-	stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+func (c *directConn) exchange(req *http.Request, head, body []byte) (resp *http.Response, stop func() bool, err error, written bool) {
+	stop = context.AfterFunc(req.Context(), func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	bufs := net.Buffers{head, body}
 	if n, err := bufs.WriteTo(c.Conn); err != nil {
 		stop()
 		return nil, nil, err, n > 0
 	}
 	for {
-		if resp, err = http.ReadResponse(c.br, nil); err != nil {
+		if resp, err = http.ReadResponse(c.br, req); err != nil {
 			stop()
 			return nil, nil, err, true
 		}

@@ -83,7 +83,9 @@ func directPost(ctx context.Context, w *direct, target string, body string, head
 }
 
 // The server gets from a direct the request net/http's Transport sends, configured headers and
-// all; only Accept-Encoding is not asked for (the answer is read as the server sends it).
+// all; only Accept-Encoding is not asked for (the answer is read as the server sends it). So
+// does it for a connection's own requests (directTransport): the SDK client's POSTs, its event
+// stream's GET and its closing DELETE.
 func TestDirectSendsWhatTheTransportSends(t *testing.T) {
 	type seen struct {
 		method, uri, host, proto string
@@ -104,25 +106,98 @@ func TestDirectSendsWhatTheTransportSends(t *testing.T) {
 	w, _ := newTestDirect(t, s, configured)
 	header := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Mcp-Method": {"tools/call"}}
 	const body = `{"jsonrpc":"2.0","id":"1","method":"tools/call","params":{"name":"echo"}}`
-	answer, err := directPost(context.Background(), w, s.URL+"/mcp?x=1", body, header)
-	if err != nil || answer != `{"ok":true}` {
-		t.Fatalf("through the direct: %q, %v", answer, err)
+	viaTransport := func(t *testing.T, rt http.RoundTripper, method, body string, header http.Header) seen {
+		var r io.Reader
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		req, _ := http.NewRequest(method, s.URL+"/mcp?x=1", r)
+		req.Header = header.Clone()
+		resp, err := (&http.Client{Transport: &headerTransport{base: rt, headers: configured}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(answer) != `{"ok":true}` {
+			t.Fatalf("answer %q", answer)
+		}
+		return <-got
 	}
-	viaDirect := <-got
+	same := func(t *testing.T, a, b seen) {
+		if a.method != b.method || a.uri != b.uri || a.host != b.host || a.proto != b.proto ||
+			a.length != b.length || a.body != b.body || !equalHeaders(a.header, b.header) {
+			t.Fatalf("the server saw from the direct:\n%+v\nand from the Transport:\n%+v", a, b)
+		}
+	}
+	t.Run("forwarded", func(t *testing.T) {
+		answer, err := directPost(context.Background(), w, s.URL+"/mcp?x=1", body, header)
+		if err != nil || answer != `{"ok":true}` {
+			t.Fatalf("through the direct: %q, %v", answer, err)
+		}
+		same(t, <-got, viaTransport(t, http.DefaultTransport, http.MethodPost, body, header))
+	})
+	for _, tc := range []struct {
+		name, method, body string
+		header             http.Header
+	}{
+		{"the SDK's POST", http.MethodPost, body, header},
+		{"an empty POST", http.MethodPost, "", header},
+		{"the event stream", http.MethodGet, "", http.Header{"Accept": {"text/event-stream"}, "Last-Event-Id": {"7"}}},
+		{"the closing DELETE", http.MethodDelete, "", http.Header{"Mcp-Session-Id": {"s"}}},
+		{"a User-Agent of its own", http.MethodGet, "", http.Header{"User-Agent": {"agent/1"}}},
+		{"no User-Agent", http.MethodGet, "", http.Header{"User-Agent": {""}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			same(t, viaTransport(t, directTransport{d: w, base: refuseTransport{t}}, tc.method, tc.body, tc.header),
+				viaTransport(t, http.DefaultTransport, tc.method, tc.body, tc.header))
+		})
+	}
+}
 
-	client := &http.Client{Transport: &headerTransport{base: http.DefaultTransport, headers: configured}}
-	req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp?x=1", strings.NewReader(body))
-	req.Header = header.Clone()
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	viaTransport := <-got
-	if a, b := viaDirect, viaTransport; a.method != b.method || a.uri != b.uri || a.host != b.host || a.proto != b.proto ||
-		a.length != b.length || a.body != b.body || !equalHeaders(a.header, b.header) {
-		t.Fatalf("the server saw from the direct:\n%+v\nand from the Transport:\n%+v", a, b)
+// refuseTransport fails the test it is given when a request reaches it.
+type refuseTransport struct{ t *testing.T }
+
+func (r refuseTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.t.Errorf("%s %s went through the Transport, not direct", req.Method, req.URL)
+	return nil, errors.New("not direct")
+}
+
+// A request net/http would send in chunks, or to another host, goes through the Transport.
+func TestDirectTransportTakes(t *testing.T) {
+	u, _ := url.Parse("http://127.0.0.1:8080/mcp")
+	d := &direct{host: dialHost(u)}
+	stream := func() io.Reader { return io.MultiReader(strings.NewReader("{}")) } // of unknown length
+	for name, tc := range map[string]struct {
+		method, url string
+		body        func() io.Reader
+		change      func(*http.Request)
+		want        bool
+	}{
+		"a POST":                    {http.MethodPost, "http://127.0.0.1:8080/mcp", func() io.Reader { return strings.NewReader("{}") }, nil, true},
+		"a GET":                     {http.MethodGet, "http://127.0.0.1:8080/mcp", nil, nil, true},
+		"a body of no known length": {http.MethodPost, "http://127.0.0.1:8080/mcp", stream, nil, false},
+		"another host":              {http.MethodGet, "http://127.0.0.2:8080/mcp", nil, nil, false},
+		"another port":              {http.MethodGet, "http://127.0.0.1:8081/mcp", nil, nil, false},
+		"https":                     {http.MethodGet, "https://127.0.0.1:8080/mcp", nil, nil, false},
+		"a close":                   {http.MethodGet, "http://127.0.0.1:8080/mcp", nil, func(r *http.Request) { r.Close = true }, false},
+		"Expect":                    {http.MethodPost, "http://127.0.0.1:8080/mcp", func() io.Reader { return strings.NewReader("{}") }, func(r *http.Request) { r.Header.Set("Expect", "100-continue") }, false},
+		"a transfer coding":         {http.MethodPost, "http://127.0.0.1:8080/mcp", nil, func(r *http.Request) { r.TransferEncoding = []string{"chunked"} }, false},
+		"a trailer":                 {http.MethodPost, "http://127.0.0.1:8080/mcp", nil, func(r *http.Request) { r.Trailer = http.Header{"X": nil} }, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var body io.Reader
+			if tc.body != nil {
+				body = tc.body()
+			}
+			req, _ := http.NewRequest(tc.method, tc.url, body)
+			if tc.change != nil {
+				tc.change(req)
+			}
+			if got := (directTransport{d: d}).takes(req); got != tc.want {
+				t.Fatalf("takes = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -347,19 +422,20 @@ func TestForwardFollowsARedirect(t *testing.T) {
 }
 
 // A forwarded call to a plain-HTTP server goes direct, and its TCP connection is kept for the
-// next: after calls one after the other the shared pool keeps one connection to the server.
+// next: calls one after the other open no connection the pool did not keep already.
 func TestForwardGoesDirect(t *testing.T) {
 	target, _ := url.Parse(fixture.StartHTTP(t))
 	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: target.String() + "/mcp"}}})
 	waitPhase(t, c, v1alpha1.PhaseReady)
+	_, pool, release := sharedTransport(nil)
+	defer release()
+	before := pool.kept(target.Host) // the lists' connections
 	for _, text := range []string{"one", "two", "three"} {
 		if res, err := forwardEcho(t, c, text, Legacy); err != nil || textOf(res) != text {
 			t.Fatalf("a forwarded call: %v", err)
 		}
 	}
-	_, pool, release := sharedTransport(nil)
-	defer release()
-	if kept := pool.kept(target.Host); kept != 1 {
-		t.Fatalf("%d direct connections kept to the server after three calls, want 1", kept)
+	if kept := pool.kept(target.Host); before == 0 || kept != before {
+		t.Fatalf("%d direct connections kept to the server after three calls, %d before, want as many and some", kept, before)
 	}
 }

@@ -173,7 +173,12 @@ func (l launcher) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error)
 	}
 	l.noteProxy(u)
 	base, directs, release := sharedTransport(r)
-	bounded := &boundedBodies{base: base, limit: l.opts.MaxMessageBytes, items: l.opts.MaxListItems, log: l.opts.Log}
+	d := newDirect(u, base, directs, headers)
+	var under http.RoundTripper = base
+	if d != nil {
+		under = directTransport{d: d, base: base}
+	}
+	bounded := &boundedBodies{base: under, limit: l.opts.MaxMessageBytes, items: l.opts.MaxListItems, log: l.opts.Log}
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
 	// The configured headers are added below sameOrigin, so that they reach only the server.
 	refused := &atomic.Pointer[refusedRequest]{}
@@ -183,7 +188,7 @@ func (l launcher) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error)
 		egress:  egress,
 		refused: refused,
 	}}
-	ep := &endpoint{release: release, refused: refused, direct: newDirect(u, base, directs, headers)}
+	ep := &endpoint{release: release, refused: refused, direct: d}
 	// No event longer than the bound reaches the SDK (boundedBodies); its own (smaller) default
 	// bound would fail the whole connection on an event the bound allows.
 	maxEvent := sdkBound(l.opts.MaxMessageBytes)
@@ -277,7 +282,7 @@ type pooledTransport struct {
 const maxIdlePerHost = 64
 
 // connBufferSize is the read and the write buffer of each TCP connection a shared transport
-// holds (net/http's default is 4 KiB each). Most of those connections carry a connection's
+// holds, and the read buffer of each its directs hold (net/http's default is 4 KiB each). Most of those connections carry a connection's
 // event stream, which waits almost all the time for a small event, with the SDK's own 4 KiB
 // reader above it: at 3,000 connections the transport's buffers were 20 MiB of the live heap.
 // A read or write larger than the buffer goes past it straight to the socket, so a large
