@@ -75,8 +75,7 @@ func legacySSE(t *testing.T, endpoint func(self string) string) (*httptest.Serve
 	t.Helper()
 	var mu sync.Mutex
 	var got []string
-	var srv *httptest.Server
-	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		got = append(got, r.Method+" "+r.URL.Path)
 		mu.Unlock()
@@ -85,7 +84,7 @@ func legacySSE(t *testing.T, endpoint func(self string) string) (*httptest.Serve
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprintf(w, "event: endpoint\ndata: %s\n\n", endpoint(srv.URL))
+		fmt.Fprintf(w, "event: endpoint\ndata: %s\n\n", endpoint("http://"+r.Host)) // the server's own URL
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	}))
