@@ -108,11 +108,18 @@ func (d *direct) send(req *http.Request, body []byte) (*http.Response, error) {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		if written || fresh || !c.reused {
+		if fresh || !c.reused || (written && !idempotent(req.Method)) {
 			return nil, err
 		}
-		// A kept connection the server closed as the request went out: nothing reached it.
+		// A kept connection the server closed as the request went out: nothing reached it, or
+		// the request may be sent again (as the Transport does).
 	}
+}
+
+// idempotent reports the methods a failed request may be sent again by (the SDK's event
+// stream's GET, its closing DELETE).
+func idempotent(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead || method == http.MethodDelete
 }
 
 // directTransport is the HTTP transport below a connection's own layers (headers, bounds,

@@ -439,3 +439,48 @@ func TestForwardGoesDirect(t *testing.T) {
 		t.Fatalf("%d direct connections kept to the server after three calls, %d before, want as many and some", kept, before)
 	}
 }
+
+// A request the server drops on a kept connection, closing it unanswered, is sent again on a
+// new one when its method may be (GET, HEAD, DELETE), as the Transport does; a POST fails.
+func TestDirectSendsIdempotentRequestsAgain(t *testing.T) {
+	var dropped atomic.Bool
+	s := startDirectServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Drop") != "" && dropped.CompareAndSwap(false, true) {
+			c, _, _ := w.(http.Hijacker).Hijack()
+			_ = c.Close()
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	w, _ := newTestDirect(t, s, nil)
+	rt := directTransport{d: w, base: refuseTransport{t}}
+	send := func(method string, drop bool) (string, error) {
+		req, _ := http.NewRequest(method, s.URL+"/mcp", nil)
+		if drop {
+			req.Header.Set("X-Drop", "1")
+		}
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	for _, tc := range []struct {
+		method string
+		again  bool
+	}{{http.MethodGet, true}, {http.MethodDelete, true}, {http.MethodPost, false}} {
+		dropped.Store(false)
+		if _, err := send(tc.method, false); err != nil { // a connection to keep
+			t.Fatal(err)
+		}
+		got, err := send(tc.method, true)
+		if tc.again && (err != nil || got != "ok") {
+			t.Fatalf("%s dropped on a kept connection: %q, %v; want it sent again", tc.method, got, err)
+		}
+		if !tc.again && err == nil {
+			t.Fatalf("%s dropped on a kept connection was sent again", tc.method)
+		}
+	}
+}
