@@ -283,9 +283,10 @@ type pooledTransport struct {
 const maxIdlePerHost = 64
 
 // connBufferSize is the read and the write buffer of each TCP connection a shared transport
-// holds, and the read buffer of each its directs hold (net/http's default is 4 KiB each). Most of those connections carry a connection's
-// event stream, which waits almost all the time for a small event, with the SDK's own 4 KiB
-// reader above it: at 3,000 connections the transport's buffers were 20 MiB of the live heap.
+// holds, and the read buffer of each its directs hold (net/http's default is 4 KiB each).
+// Most of those connections carry a connection's event stream, which waits almost all the
+// time for a small event, with the SDK's own 4 KiB reader above it: at 3,000 connections the
+// transport's buffers were 20 MiB of the live heap.
 // A read or write larger than the buffer goes past it straight to the socket, so a large
 // result costs no more copies, and a small request or event fits.
 const connBufferSize = 1 << 10
