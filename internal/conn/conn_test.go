@@ -361,30 +361,6 @@ func goroutines(match func(stack string) bool) int {
 	}
 }
 
-// An idle Ready connection holds one goroutine of its own, the one waiting for its session's
-// end: its probes and re-lists run on a worker that is gone between them.
-func TestIdleConnectionHoldsOneGoroutine(t *testing.T) {
-	own := func() int {
-		return goroutines(func(stack string) bool {
-			return strings.Contains(stack, "created by github.com/dsh-dev/projectmcp/internal/conn.")
-		})
-	}
-	base := fixture.StartHTTP(t)
-	before := own()
-	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: base + "/mcp"}}})
-	waitPhase(t, c, v1alpha1.PhaseReady)
-	call(t, c, "add_tool", map[string]any{"name": "late"}) // a re-list runs, and its worker goes
-	waitFor(t, c, "the new tool", func(s Snapshot) bool { return slices.Contains(names(s.Tools), "late") })
-	var held int
-	for range 50 { // the worker may still be on its way out
-		if held = own() - before; held == 1 {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("an idle connection holds %d goroutines of its own, want 1", held)
-}
-
 // A server that forgets the session (HTTP 404) is re-initialized and the call retried.
 func TestHTTPSessionLossReinitializes(t *testing.T) {
 	base := fixture.StartHTTP(t)

@@ -66,13 +66,12 @@ func (e *endpoint) pid() int {
 	return e.proc.cmd.Process.Pid
 }
 
-// afterExit has f called once the server process has exited (never for a remote server),
-// until stop.
-func (e *endpoint) afterExit(f func()) (stop func() bool) {
+// exited is closed when the stdio process has exited; never for remote servers.
+func (e *endpoint) exited() <-chan struct{} {
 	if e.proc == nil {
-		return func() bool { return false }
+		return nil
 	}
-	return context.AfterFunc(e.proc.exit, f)
+	return e.proc.done
 }
 
 func (e *endpoint) exitError() error {
@@ -360,8 +359,6 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 type process struct {
 	cmd        *exec.Cmd
 	done       chan struct{}
-	exit       context.Context // ends with done, for calls made after the exit (afterExit)
-	exited     func()
 	err        error
 	stderrDone chan struct{}
 	removeHome func()     // removes the server's own HOME once the group is gone
@@ -377,19 +374,16 @@ type process struct {
 // controller itself dies.
 func (p *process) start() error {
 	started := make(chan error, 1)
-	p.exit, p.exited = context.WithCancel(context.Background())
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		if err := p.cmd.Start(); err != nil {
-			p.exited()
 			started <- err
 			return
 		}
 		started <- nil
 		p.err = p.cmd.Wait()
 		close(p.done)
-		p.exited()
 	}()
 	return <-started
 }

@@ -81,7 +81,11 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 			c.setReady(session, up, cat, ep.pid())
 			c.counts.metrics.Connected("ok", time.Since(start))
 			span.End()
-			defer c.forget()
+			defer func() { // the session has ended: no request is to find it
+				c.mu.Lock()
+				c.live = live{}
+				c.mu.Unlock()
+			}()
 			return true, c.serve(ctx, l, ep, digest)
 		}
 	}
@@ -99,13 +103,6 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 		err = fmt.Errorf("%w (%v)", refused, err)
 	}
 	return false, err
-}
-
-// forget unpublishes the session: it has ended, or is ending, and no request is to find it.
-func (c *Conn) forget() {
-	c.mu.Lock()
-	c.live = live{}
-	c.mu.Unlock()
 }
 
 // setReady publishes a Ready session, its upstream and its catalog.
@@ -128,6 +125,68 @@ func (c *Conn) setReady(session *mcp.ClientSession, up upstream, cat *catalog, p
 // never settle costs at most one re-list per interval, and so at most one status update and
 // one list_changed to the project's sessions, whatever it sends.
 const minRelistInterval = 250 * time.Millisecond
+
+// serve watches a Ready session (its lister's) until it dies or the Conn is destroyed. digest
+// is of the lists' pages as the connect listed them (zero when listed on the typed path).
+func (c *Conn) serve(ctx context.Context, l *lister, ep *endpoint, digest [sha256.Size]byte) error {
+	waited := make(chan error, 1)
+	go func() { waited <- l.session.Wait() }() // returns once closeSession has run
+	var probe <-chan time.Time                 // nil: the re-lists are the probes (probedByRelist)
+	if !l.probedByRelist() {
+		health := time.NewTicker(c.opts.HealthInterval)
+		defer health.Stop()
+		probe = health.C
+	}
+	relist := time.NewTicker(c.opts.RelistInterval)
+	defer relist.Stop()
+	// A list_changed that comes sooner than minRelistInterval after the last re-list waits
+	// for the rest of the interval, and every other one meanwhile joins it.
+	var lastRelist time.Time
+	soon := time.NewTimer(time.Hour)
+	soon.Stop()
+	defer soon.Stop()
+	armed := false
+	refresh := func() error {
+		lastRelist = time.Now()
+		return c.refresh(ctx, l, &digest)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ep.exited():
+			return ep.exitError()
+		case err := <-waited:
+			return fmt.Errorf("session closed by the server: %v", err)
+		case <-c.signals.dead:
+			return errors.New("session lost (the server no longer knows it)")
+		case <-probe:
+			if err := l.probe(ctx); err != nil {
+				return fmt.Errorf("health check failed: %w", err)
+			}
+		case <-relist.C:
+			if err := refresh(); err != nil {
+				return err
+			}
+		case <-c.signals.relist:
+			if wait := minRelistInterval - time.Since(lastRelist); wait > 0 {
+				if !armed {
+					soon.Reset(wait)
+					armed = true
+				}
+				continue
+			}
+			if err := refresh(); err != nil {
+				return err
+			}
+		case <-soon.C:
+			armed = false
+			if err := refresh(); err != nil {
+				return err
+			}
+		}
+	}
+}
 
 // refresh re-lists and publishes the catalog when it changed. On a session whose upstream
 // takes forwarded requests, when the pages' bytes are those the last listing saw (digest),
