@@ -338,24 +338,12 @@ func TestHTTPTransports(t *testing.T) {
 // transportGoroutines counts the goroutines net/http's Transport runs for its TCP connections
 // (a reader and a writer each).
 func transportGoroutines() int {
-	return goroutines(func(stack string) bool {
-		return strings.Contains(stack, "net/http.(*persistConn).readLoop(") || strings.Contains(stack, "net/http.(*persistConn).writeLoop(")
-	})
-}
-
-// goroutines counts the goroutines whose stack (with its "created by" line) matches.
-func goroutines(match func(stack string) bool) int {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			count := 0
-			for _, stack := range strings.Split(string(buf[:n]), "\n\n") {
-				if match(stack) {
-					count++
-				}
-			}
-			return count
+			all := string(buf[:n])
+			return strings.Count(all, "net/http.(*persistConn).readLoop(") + strings.Count(all, "net/http.(*persistConn).writeLoop(")
 		}
 		buf = make([]byte, 2*len(buf))
 	}

@@ -182,8 +182,9 @@ func requestHead(req *http.Request, host string, n int) ([]byte, error) {
 		if !httpguts.ValidHeaderFieldName(k) {
 			return nil, fmt.Errorf("net/http: invalid header field name %q", k)
 		}
-		if ownHeaders[k] {
-			continue
+		switch k {
+		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
+			continue // written above, or never, as the Transport does
 		}
 		for _, v := range vs {
 			if !httpguts.ValidHeaderFieldValue(v) {
@@ -194,9 +195,6 @@ func requestHead(req *http.Request, host string, n int) ([]byte, error) {
 	}
 	return append(head, "\r\n"...), nil
 }
-
-// ownHeaders are the headers requestHead writes of its own, as the Transport does.
-var ownHeaders = map[string]bool{"Host": true, "User-Agent": true, "Content-Length": true, "Transfer-Encoding": true, "Trailer": true}
 
 // directConn is one TCP connection of a direct's.
 type directConn struct {
