@@ -203,6 +203,48 @@ type directConn struct {
 	host   string    // as dialed: the pool's key
 	reused bool      // taken from the pool, not dialed for this request
 	idle   time.Time // since when it is in the pool
+	// rest is the body of the last answer, given back before its end (directBody.release),
+	// and owed the time it was: the next request reads the end first (settle).
+	rest io.ReadCloser
+	owed time.Time
+}
+
+const (
+	// maxRestWait is how long a connection may owe the end of its last answer: a server
+	// still holding the stream open after that is not ending it, and the connection closes.
+	maxRestWait = 10 * time.Second
+	// restReadTimeout bounds reading that end once it has begun to arrive.
+	restReadTimeout = 100 * time.Millisecond
+)
+
+// peekState is what a kept connection holds (peek).
+type peekState int
+
+const (
+	quiet peekState = iota // open, and nothing sent on it
+	sent                   // the server sent something, not read yet
+	gone                   // closed, failed, or not to be looked at
+)
+
+// settle makes a kept connection ready for a request, reading the end of its last answer
+// first when it owes it and that end has come. A connection not ready is to be closed, unless
+// later: its end is still to come, and it may be taken again then.
+func (c *directConn) settle() (ready, later bool) {
+	state := peek(c.Conn)
+	if c.rest == nil {
+		return state == quiet, false
+	}
+	if state == quiet && c.br.Buffered() == 0 {
+		return false, time.Since(c.owed) < maxRestWait
+	}
+	_ = c.SetReadDeadline(time.Now().Add(restReadTimeout))
+	n, err := io.Copy(io.Discard, io.LimitReader(c.rest, drainBytes))
+	_ = c.SetReadDeadline(time.Time{})
+	c.rest = nil
+	if err != nil || n == drainBytes || c.br.Buffered() != 0 {
+		return false, false
+	}
+	return peek(c.Conn) == quiet, false
 }
 
 // exchange writes req and reads its answer's status and headers. Until stop, req's context's end
@@ -253,6 +295,40 @@ func (b *directBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// release gives the connection back before the body's end, which the server is to send
+// without waiting for anything more (an event stream's end after the response read from it):
+// the next request on the connection reads it first, once it has come (settle). The caller
+// then has its answer without waiting for the server to end the stream, as it would through
+// a proxy passing each event on.
+func (b *directBody) release() {
+	if b.done {
+		return
+	}
+	if b.eof || b.c.br.Buffered() > 0 { // the end often comes with the last event
+		b.readBuffered()
+		_ = b.Close() // keeps the connection at the body's end, closes it short of it
+		return
+	}
+	b.done = true
+	if b.stop() && b.keep {
+		b.c.rest, b.c.owed = b.body, time.Now()
+		b.pool.put(b.c)
+		return
+	}
+	b.c.close()
+}
+
+// readBuffered reads the rest of the body as far as the connection has it buffered, without
+// waiting for more.
+func (b *directBody) readBuffered() {
+	if b.eof {
+		return
+	}
+	_ = b.c.SetReadDeadline(time.Unix(1, 0)) // a read past what is buffered fails at once
+	_, _ = io.Copy(io.Discard, io.LimitReader(b, drainBytes))
+	_ = b.c.SetReadDeadline(time.Time{})
+}
+
 func (b *directBody) Close() error {
 	if b.done {
 		return nil
@@ -291,17 +367,28 @@ func newIdleConns(dial func(ctx context.Context, network, addr string) (net.Conn
 }
 
 // get is a kept connection to host still open, or a new one (always a new one when fresh).
+// A kept connection whose last answer's end is still to come is passed over and kept.
 func (p *idleConns) get(ctx context.Context, host string, fresh bool) (*directConn, error) {
+	var later []*directConn
+	defer func() {
+		for _, c := range later {
+			p.put(c)
+		}
+	}()
 	for !fresh {
 		c := p.take(host)
 		if c == nil {
 			break
 		}
-		if open(c.Conn) {
+		switch ready, wait := c.settle(); {
+		case ready:
 			c.reused = true
 			return c, nil
+		case wait:
+			later = append(later, c)
+		default:
+			c.close()
 		}
-		c.close()
 	}
 	nc, err := p.dial(ctx, "tcp", host)
 	if err != nil {

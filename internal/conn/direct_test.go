@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -20,10 +21,11 @@ import (
 )
 
 // directServer is a loopback HTTP server a direct sends to, counting the TCP connections it
-// accepted and keeping them (to close one under the direct).
+// accepted and closed, and keeping them (to close one under the direct).
 type directServer struct {
 	*httptest.Server
 	accepted atomic.Int32
+	closed   atomic.Int32
 	mu       sync.Mutex
 	conns    []net.Conn
 }
@@ -36,6 +38,9 @@ func startDirectServer(t *testing.T, h http.HandlerFunc) *directServer {
 			s.mu.Lock()
 			s.conns = append(s.conns, c)
 			s.mu.Unlock()
+		}
+		if state == http.StateClosed {
+			s.closed.Add(1)
 		}
 	}
 	s.Start()
@@ -483,4 +488,114 @@ func TestDirectSendsIdempotentRequestsAgain(t *testing.T) {
 			t.Fatalf("%s dropped on a kept connection was sent again", tc.method)
 		}
 	}
+}
+
+// A forwarded call is answered once the server's response event comes, not once the server
+// ends the stream after it, as through a proxy that passes each event on; a call while that
+// end is still to come does not wait for it either.
+func TestForwardAnswersBeforeTheStreamEnds(t *testing.T) {
+	target, _ := url.Parse(fixture.StartHTTP(t))
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.FlushInterval = -1 // each event as it comes
+	var hold atomic.Pointer[chan struct{}]
+	held := make(chan string, 1) // the content type of a held answer
+	front := startDirectServer(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxy.ServeHTTP(w, r)
+		if h := hold.Load(); h != nil && bytes.Contains(body, []byte(`"tools/call"`)) && hold.CompareAndSwap(h, nil) {
+			held <- w.Header().Get("Content-Type")
+			<-*h // the stream ends when the handler returns
+		}
+	})
+	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	end := make(chan struct{})
+	hold.Store(&end)
+	released := atomic.Bool{}
+	safety := time.AfterFunc(3*time.Second, func() { released.Store(true); close(end) })
+	if res, err := forwardEcho(t, c, "one", Legacy); err != nil || textOf(res) != "one" {
+		t.Fatalf("a call whose stream is held open: %v", err)
+	}
+	if released.Load() {
+		t.Fatal("the call was answered only once the server ended its stream")
+	}
+	if ct := <-held; ct != "text/event-stream" {
+		t.Fatalf("the held answer is %q, want an event stream", ct)
+	}
+	if res, err := forwardEcho(t, c, "two", Legacy); err != nil || textOf(res) != "two" {
+		t.Fatalf("a call while the last stream's end is still to come: %v", err)
+	}
+	if !safety.Stop() {
+		t.Fatal("the second call waited for the first call's stream to end")
+	}
+	close(end)
+	for _, text := range []string{"three", "four"} {
+		if res, err := forwardEcho(t, c, text, Legacy); err != nil || textOf(res) != text {
+			t.Fatalf("a call once the stream ended: %v", err)
+		}
+	}
+}
+
+// A connection given back owing the end of its last answer's stream (endStream) is passed
+// over, and kept, while that end is still to come; once it has come, the next request reads
+// it and reuses the connection; one that owes an end for maxRestWait is closed.
+func TestDirectSettlesWhatAConnectionOwes(t *testing.T) {
+	const event = "event: message\ndata: {}\n\n"
+	hold := make(chan struct{})
+	s := startDirectServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, event)
+		if r.URL.Query().Get("hold") != "" {
+			w.(http.Flusher).Flush()
+			<-hold
+		}
+	})
+	t.Cleanup(func() { close(hold) }) // before the server's close, which waits for its handlers
+	w, pool := newTestDirect(t, s, nil)
+	owe := func() {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp?hold=1", nil)
+		resp, err := w.roundTrip(req, []byte("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close() // nothing to do once endStream has given the connection back
+		if _, err := io.ReadFull(resp.Body, make([]byte, len(event))); err != nil {
+			t.Fatal(err)
+		}
+		endStream(resp.Body)
+	}
+	post := func(what string) {
+		t.Helper()
+		if got, err := directPost(context.Background(), w, s.URL+"/mcp", "{}", nil); err != nil || got != event {
+			t.Fatalf("%s: %q, %v", what, got, err)
+		}
+	}
+
+	owe()
+	if kept := pool.kept(w.host); kept != 1 {
+		t.Fatalf("%d connections kept owing their stream's end, want 1", kept)
+	}
+	post("a request while the end is still to come")
+	if n, kept := s.accepted.Load(), pool.kept(w.host); n != 2 || kept != 2 {
+		t.Fatalf("%d connections opened and %d kept, want a second opened and both kept", n, kept)
+	}
+	hold <- struct{}{}
+	time.Sleep(50 * time.Millisecond) // the end reaches this side
+	// The second connection out of the way, the next request takes the one that owed.
+	other := pool.take(w.host)
+	post("a request once the end came")
+	pool.put(other)
+	if n, closed := s.accepted.Load(), s.closed.Load(); n != 2 || closed != 0 {
+		t.Fatalf("%d connections opened and %d closed, want the one that owed reused", n, closed)
+	}
+
+	owe()
+	c := pool.take(w.host)
+	c.owed = c.owed.Add(-maxRestWait)
+	if ready, later := c.settle(); ready || later {
+		t.Fatalf("a connection owing its stream's end for %s: ready %v, later %v; want it closed", maxRestWait, ready, later)
+	}
+	c.close()
 }

@@ -7,23 +7,30 @@ import (
 	"syscall"
 )
 
-// open reports whether a kept connection is still open and quiet: the server has neither
-// closed it nor sent anything on it while it was idle. It looks without reading or waiting.
-func open(c net.Conn) bool {
+// peek is what a kept connection holds, looked at without reading or waiting.
+func peek(c net.Conn) peekState {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return false
+		return gone
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return gone
 	}
-	quiet := false
+	state := gone
 	var b [1]byte
 	err = rc.Read(func(fd uintptr) bool {
-		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		quiet = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		switch {
+		case err == syscall.EAGAIN || err == syscall.EWOULDBLOCK:
+			state = quiet
+		case err == nil && n > 0:
+			state = sent
+		}
 		return true // never wait
 	})
-	return err == nil && quiet
+	if err != nil {
+		return gone
+	}
+	return state
 }

@@ -67,14 +67,11 @@ func (u *httpUpstream) follow(ctx context.Context, body io.ReadCloser, id string
 		seen := at.lastID
 		res, err := u.readStream(ctx, body, id, &at)
 		if err == nil {
-			// The server ends the stream right after the response; reading to its end lets
-			// the HTTP client keep the TCP connection for the next request.
-			_, _ = io.Copy(io.Discard, io.LimitReader(body, drainBytes))
+			endStream(body)
+			return res, nil
 		}
 		body.Close()
 		switch {
-		case err == nil:
-			return res, nil
 		case ctx.Err() != nil:
 			u.cancel(id, ctx.Err())
 			return nil, err
@@ -99,6 +96,19 @@ func (u *httpUpstream) follow(ctx context.Context, body io.ReadCloser, id string
 			return nil, u.abandon(id, err)
 		}
 	}
+}
+
+// endStream ends a request's event stream once its response is read. The server ends the
+// stream right after: a direct's connection goes back to the pool owing that end
+// (directBody.release), so the response goes on without waiting for it; any other body is
+// read to its end, which lets the HTTP client keep its TCP connection for the next request.
+func endStream(body io.ReadCloser) {
+	if b, ok := body.(*directBody); ok {
+		b.release()
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, drainBytes))
+	body.Close()
 }
 
 // abandon gives up on request id, whose stream ended: the server, which may be running it
