@@ -221,9 +221,9 @@ const (
 type peekState int
 
 const (
-	quiet peekState = iota // open, and nothing sent on it
-	sent                   // the server sent something, not read yet
-	gone                   // closed, failed, or not to be looked at
+	peekQuiet peekState = iota // open, and nothing sent on it
+	peekSent                   // the server sent something, not read yet
+	peekGone                   // closed, failed, or not to be looked at
 )
 
 // settle makes a kept connection ready for a request, reading the end of its last answer
@@ -232,9 +232,9 @@ const (
 func (c *directConn) settle() (ready, later bool) {
 	state := peek(c.Conn)
 	if c.rest == nil {
-		return state == quiet, false
+		return state == peekQuiet, false
 	}
-	if state == quiet && c.br.Buffered() == 0 {
+	if state == peekQuiet && c.br.Buffered() == 0 {
 		return false, time.Since(c.owed) < maxRestWait
 	}
 	_ = c.SetReadDeadline(time.Now().Add(restReadTimeout))
@@ -244,7 +244,7 @@ func (c *directConn) settle() (ready, later bool) {
 	if err != nil || n == drainBytes || c.br.Buffered() != 0 {
 		return false, false
 	}
-	return peek(c.Conn) == quiet, false
+	return peek(c.Conn) == peekQuiet, false
 }
 
 // exchange writes req and reads its answer's status and headers. Until stop, req's context's end

@@ -11,26 +11,26 @@ import (
 func peek(c net.Conn) peekState {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return gone
+		return peekGone
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return gone
+		return peekGone
 	}
-	state := gone
+	state := peekGone
 	var b [1]byte
 	err = rc.Read(func(fd uintptr) bool {
 		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		switch {
 		case err == syscall.EAGAIN || err == syscall.EWOULDBLOCK:
-			state = quiet
+			state = peekQuiet
 		case err == nil && n > 0:
-			state = sent
+			state = peekSent
 		}
 		return true // never wait
 	})
 	if err != nil {
-		return gone
+		return peekGone
 	}
 	return state
 }
