@@ -203,8 +203,9 @@ type directConn struct {
 	host   string    // as dialed: the pool's key
 	reused bool      // taken from the pool, not dialed for this request
 	idle   time.Time // since when it is in the pool
-	// rest is the body of the last answer, given back before its end (directBody.release),
-	// and owed the time it was: the next request reads the end first (settle).
+	// rest is the body of the last answer when the connection was given back before that
+	// body's end (directBody.release), at owed: the next request to take it reads the end
+	// first (settle).
 	rest io.ReadCloser
 	owed time.Time
 }
