@@ -302,12 +302,8 @@ func (b *directBody) Read(p []byte) (int, error) {
 // then has its answer without waiting for the server to end the stream, as it would through
 // a proxy passing each event on.
 func (b *directBody) release() {
-	if b.done {
-		return
-	}
-	if b.eof || b.c.br.Buffered() > 0 { // the end often comes with the last event
-		b.readBuffered()
-		_ = b.Close() // keeps the connection at the body's end, closes it short of it
+	if b.done || b.eof { // an end that came with the last event was read with it
+		_ = b.Close()
 		return
 	}
 	b.done = true
@@ -317,17 +313,6 @@ func (b *directBody) release() {
 		return
 	}
 	b.c.close()
-}
-
-// readBuffered reads the rest of the body as far as the connection has it buffered, without
-// waiting for more.
-func (b *directBody) readBuffered() {
-	if b.eof {
-		return
-	}
-	_ = b.c.SetReadDeadline(time.Unix(1, 0)) // a read past what is buffered fails at once
-	_, _ = io.Copy(io.Discard, io.LimitReader(b, drainBytes))
-	_ = b.c.SetReadDeadline(time.Time{})
 }
 
 func (b *directBody) Close() error {

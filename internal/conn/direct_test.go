@@ -591,6 +591,24 @@ func TestDirectSettlesWhatAConnectionOwes(t *testing.T) {
 		t.Fatalf("%d connections opened and %d closed, want the one that owed reused", n, closed)
 	}
 
+	// An answer whose end came with its last event (the chunked body's reader takes an end it
+	// has buffered with the data before it) gives its connection back owing nothing.
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp", nil)
+	resp, err := w.roundTrip(req, []byte("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadFull(resp.Body, make([]byte, len(event))); err != nil {
+		t.Fatal(err)
+	}
+	endStream(resp.Body)
+	if c := pool.take(w.host); c == nil || c.rest != nil {
+		t.Fatalf("a connection whose answer's end came with it: %+v, want it kept owing nothing", c)
+	} else {
+		pool.put(c)
+	}
+
 	owe()
 	c := pool.take(w.host)
 	c.owed = c.owed.Add(-maxRestWait)
