@@ -218,24 +218,15 @@ const (
 	restReadTimeout = 100 * time.Millisecond
 )
 
-// peekState is what a kept connection holds (peek).
-type peekState int
-
-const (
-	peekQuiet peekState = iota // open, and nothing sent on it
-	peekSent                   // the server sent something, not read yet
-	peekGone                   // closed, failed, or not to be looked at
-)
-
 // settle makes a kept connection ready for a request, reading the end of its last answer
 // first when it owes it and that end has come. A connection not ready is to be closed, unless
 // later: its end is still to come, and it may be taken again then.
 func (c *directConn) settle() (ready, later bool) {
-	state := peek(c.Conn)
+	quiet := open(c.Conn) // not quiet: the end has come, or the server closed it
 	if c.rest == nil {
-		return state == peekQuiet, false
+		return quiet, false
 	}
-	if state == peekQuiet && c.br.Buffered() == 0 {
+	if quiet && c.br.Buffered() == 0 {
 		return false, time.Since(c.owed) < maxRestWait
 	}
 	_ = c.SetReadDeadline(time.Now().Add(restReadTimeout))
@@ -245,7 +236,7 @@ func (c *directConn) settle() (ready, later bool) {
 	if err != nil || n == drainBytes || c.br.Buffered() != 0 {
 		return false, false
 	}
-	return peek(c.Conn) == peekQuiet, false
+	return open(c.Conn), false
 }
 
 // exchange writes req and reads its answer's status and headers. Until stop, req's context's end

@@ -7,30 +7,23 @@ import (
 	"syscall"
 )
 
-// peek is what a kept connection holds, looked at without reading or waiting.
-func peek(c net.Conn) peekState {
+// open reports whether a kept connection is still open and quiet: the server has neither
+// closed it nor sent anything on it while it was idle. It looks without reading or waiting.
+func open(c net.Conn) bool {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return peekGone
+		return false
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return peekGone
+		return false
 	}
-	state := peekGone
+	quiet := false
 	var b [1]byte
 	err = rc.Read(func(fd uintptr) bool {
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		switch {
-		case err == syscall.EAGAIN || err == syscall.EWOULDBLOCK:
-			state = peekQuiet
-		case err == nil && n > 0:
-			state = peekSent
-		}
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		quiet = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
 		return true // never wait
 	})
-	if err != nil {
-		return peekGone
-	}
-	return state
+	return err == nil && quiet
 }
