@@ -36,6 +36,10 @@ import (
 
 // The test binary doubles as the fixture MCP server.
 func TestMain(m *testing.M) {
+	if trigger := os.Getenv(muteEnv); trigger != "" {
+		muteStdio(trigger)
+		return
+	}
 	if os.Getenv(fixture.EnvVar) != "" {
 		fixture.Main()
 		return

@@ -55,6 +55,8 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	timedOut := make(chan struct{})
 	timer := time.AfterFunc(c.opts.ConnectTimeout, func() { close(timedOut); cancel() })
 	up, transport := newUpstream(ep.transport, ep.direct, resp, &c.opts)
+	end := newSessionEnd()
+	transport = end.watch(transport)
 	_, span := tracing.Tracer().Start(ctx, "projectmcp.connect", trace.WithAttributes(
 		attribute.String("projectmcp.project", c.opts.Project), attribute.String("projectmcp.server", c.opts.Server.Name),
 		attribute.String("projectmcp.connection", c.id)))
@@ -86,7 +88,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 				c.live = live{}
 				c.mu.Unlock()
 			}()
-			return true, c.serve(ctx, l, ep, digest)
+			return true, c.serve(ctx, l, ep, end, digest)
 		}
 	}
 	timer.Stop()
@@ -126,12 +128,11 @@ func (c *Conn) setReady(session *mcp.ClientSession, up upstream, cat *catalog, p
 // one list_changed to the project's sessions, whatever it sends.
 const minRelistInterval = 250 * time.Millisecond
 
-// serve watches a Ready session (its lister's) until it dies or the Conn is destroyed. digest
-// is of the lists' pages as the connect listed them (zero when listed on the typed path).
-func (c *Conn) serve(ctx context.Context, l *lister, ep *endpoint, digest [sha256.Size]byte) error {
-	waited := make(chan error, 1)
-	go func() { waited <- l.session.Wait() }() // returns once closeSession has run
-	var probe <-chan time.Time                 // nil: the re-lists are the probes (probedByRelist)
+// serve watches a Ready session (its lister's) until it dies or the Conn is destroyed. end is
+// closed once the SDK has closed the session's connection. digest is of the lists' pages as
+// the connect listed them (zero when listed on the typed path).
+func (c *Conn) serve(ctx context.Context, l *lister, ep *endpoint, end *sessionEnd, digest [sha256.Size]byte) error {
+	var probe <-chan time.Time // nil: the re-lists are the probes (probedByRelist)
 	if !l.probedByRelist() {
 		health := time.NewTicker(c.opts.HealthInterval)
 		defer health.Stop()
@@ -156,8 +157,10 @@ func (c *Conn) serve(ctx context.Context, l *lister, ep *endpoint, digest [sha25
 			return ctx.Err()
 		case <-ep.exited():
 			return ep.exitError()
-		case err := <-waited:
-			return fmt.Errorf("session closed by the server: %v", err)
+		case <-end.done:
+			// The connection is closed: Wait returns as soon as the SDK's reader of it has
+			// stopped, with what ended it.
+			return fmt.Errorf("session closed by the server: %v", l.session.Wait())
 		case <-c.signals.dead:
 			return errors.New("session lost (the server no longer knows it)")
 		case <-probe:
