@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -364,28 +363,6 @@ type process struct {
 	removeHome func()     // removes the server's own HOME once the group is gone
 	pipes      []*os.File // our ends of stdin, stdout and stderr
 	cleanup    sync.Once  // stop may be called twice (closeSession, then close)
-}
-
-// start starts the process from a goroutine locked to its OS thread, which then waits for it.
-// The parent-death signal (serverProcAttr) fires when the thread that started the child ends,
-// not the process; the Go runtime ends a thread only when a goroutine locked to it exits while
-// still locked. Holding the thread with the goroutine that waits for the child means no other
-// goroutine can lock it and take it down while the child lives: the signal comes only when the
-// controller itself dies.
-func (p *process) start() error {
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := p.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	return <-started
 }
 
 func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, error) {

@@ -2,10 +2,12 @@ package conn
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -107,4 +109,55 @@ func TestServerDiesWithItsController(t *testing.T) {
 	}
 	<-exited
 	proctest.WaitGone(t, 10*time.Second, server)
+}
+
+// No goroutine waits for a server process, and no OS thread is held per server: the process's
+// one spawner starts the servers, holds the thread their parent-death signal is tied to, and
+// learns of their exits from SIGCHLD.
+func TestServerProcessesHoldNoWaiter(t *testing.T) {
+	const servers = 12
+	// A first server, Ready, brings up the threads any connection's work uses.
+	waitPhase(t, start(t, Options{Server: stdioServer("first")}), v1alpha1.PhaseReady)
+	before := osThreads(t)
+	var conns []*Conn
+	for i := range servers {
+		conns = append(conns, start(t, Options{Server: stdioServer(fmt.Sprintf("s%d", i))}))
+	}
+	for _, c := range conns {
+		waitPhase(t, c, v1alpha1.PhaseReady)
+	}
+	if waiters := stacksWith("os/exec.(*Cmd).Wait("); waiters != "" {
+		t.Fatalf("goroutines wait for server processes:\n%s", waiters)
+	}
+	if grew := osThreads(t) - before; grew >= servers/2 {
+		t.Fatalf("%d servers took %d more OS threads", servers, grew)
+	}
+	// Exits are still seen: each server, killed, is replaced.
+	for _, c := range conns {
+		old := c.Snapshot().PID
+		if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, c, "a new server process", func(s Snapshot) bool { return s.Phase == v1alpha1.PhaseReady && s.PID != old })
+	}
+}
+
+// osThreads is this process's count of OS threads.
+func osThreads(t *testing.T) int {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if n, ok := strings.CutPrefix(line, "Threads:"); ok {
+			v, err := strconv.Atoi(strings.TrimSpace(n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	t.Fatal("no Threads line in /proc/self/status")
+	return 0
 }

@@ -119,7 +119,7 @@ func TestSessionEndSeenWithoutAWaitingGoroutine(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := start(t, Options{Server: tc.server(t), Settings: Settings{HealthInterval: time.Hour, RelistInterval: time.Hour}})
 			first := waitPhase(t, c, v1alpha1.PhaseReady)
-			if stacks := sessionWaiters(); stacks != "" {
+			if stacks := stacksWith("go-sdk/mcp.(*ClientSession).Wait("); stacks != "" {
 				t.Fatalf("a goroutine waits for the session's end:\n%s", stacks)
 			}
 			tc.end(t)
@@ -143,8 +143,8 @@ func TestSessionEndSeenWithoutAWaitingGoroutine(t *testing.T) {
 	}
 }
 
-// sessionWaiters is the stacks of the goroutines parked in an SDK session's Wait.
-func sessionWaiters() string {
+// stacksWith is the stacks of the goroutines with call in them.
+func stacksWith(call string) string {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
@@ -156,7 +156,7 @@ func sessionWaiters() string {
 	}
 	var found []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "go-sdk/mcp.(*ClientSession).Wait(") {
+		if strings.Contains(g, call) {
 			found = append(found, g)
 		}
 	}

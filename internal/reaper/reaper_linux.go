@@ -11,7 +11,8 @@
 // exec.Cmd.Wait. So it never waits for "any" child: it scans /proc for zombies whose parent is
 // this process, and reaps one by pid only after it has stayed a zombie for a while. A child
 // whose exec.Cmd waits for it is reaped by that Wait the moment it exits (Wait is already
-// blocked in the kernel); only a child nobody waits for stays a zombie, and that is an orphan.
+// blocked in the kernel, or, for a stdio server, called on the SIGCHLD of its exit); only a
+// child nobody waits for stays a zombie, and that is an orphan.
 package reaper
 
 import (

@@ -181,6 +181,7 @@ func (c *controller) scrape() (testutil.Metrics, error) {
 type sample struct {
 	at         time.Time
 	rss, hwm   int64 // bytes (VmRSS, VmHWM)
+	threads    int   // OS threads
 	heapLive   float64
 	heapInuse  float64
 	goroutines float64
@@ -223,18 +224,18 @@ func (c *controller) sample(b *testing.B) sample {
 		connAll:    m.Sum("projectmcp_connections"),
 		reconcileS: m.Sum("controller_runtime_reconcile_time_seconds_sum", "controller", "projectmcp"),
 	}
-	s.rss, s.hwm = procMemory(c.pid())
+	s.rss, s.hwm, s.threads = procMemory(c.pid())
 	s.cpu = procCPU(c.pid())
 	s.apiCPU = apiServerCPU()
 	s.children, s.childRSS = childrenRSS(c.pid())
 	return s
 }
 
-// procMemory is a process's VmRSS and VmHWM in bytes.
-func procMemory(pid int) (rss, hwm int64) {
+// procMemory is a process's VmRSS and VmHWM in bytes, and its OS threads.
+func procMemory(pid int) (rss, hwm int64, threads int) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
@@ -247,9 +248,11 @@ func procMemory(pid int) (rss, hwm int64) {
 			rss = kb << 10
 		case "VmHWM:":
 			hwm = kb << 10
+		case "Threads:":
+			threads = int(kb)
 		}
 	}
-	return rss, hwm
+	return rss, hwm, threads
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times (100 on Linux everywhere).
@@ -286,7 +289,7 @@ func childrenRSS(pid int) (n int, rss int64) {
 			continue
 		}
 		if f := statFields(child); len(f) > 1 && f[1] == want {
-			r, _ := procMemory(child)
+			r, _, _ := procMemory(child)
 			n++
 			rss += r
 		}

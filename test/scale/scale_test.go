@@ -403,6 +403,9 @@ func (r result) perSessionHeap() float64 {
 func (r result) perConnGoroutines() float64 {
 	return (r.conns.goroutines - r.base.goroutines) / float64(r.connections)
 }
+func (r result) perConnThreads() float64 {
+	return float64(r.conns.threads-r.base.threads) / float64(r.connections)
+}
 func (r result) perSessionGoroutines() float64 {
 	if r.later == 0 {
 		return (r.mounted.goroutines - r.conns.goroutines) / float64(r.sessions)
@@ -499,9 +502,11 @@ func printTable(out io.Writer, results []result) {
 	row("goroutine stacks: sessions mounted (MiB)", "%.1f", func(r result) float64 { return mib(r.mounted.stacks) })
 	row("goroutines: sessions mounted", "%.0f", func(r result) float64 { return r.mounted.goroutines })
 	row("open fds: sessions mounted", "%.0f", func(r result) float64 { return r.mounted.fds })
+	row("OS threads: sessions mounted", "%.0f", func(r result) float64 { return float64(r.mounted.threads) })
 	row("RSS per connection (KiB)", "%.0f", func(r result) float64 { return r.perConnRSS() / 1024 })
 	row("heap live per connection (KiB)", "%.0f", func(r result) float64 { return r.perConnHeap() / 1024 })
 	row("goroutines per connection", "%.1f", result.perConnGoroutines)
+	row("OS threads per connection", "%.2f", result.perConnThreads)
 	row("RSS per project endpoint (KiB)", "%.0f", func(r result) float64 { return r.perEndpointRSS() / 1024 })
 	row("RSS per session (KiB)", "%.0f", func(r result) float64 { return r.perSessionRSS() / 1024 })
 	row("heap live per session (KiB)", "%.0f", func(r result) float64 { return r.perSessionHeap() / 1024 })

@@ -1,0 +1,16 @@
+//go:build !linux
+
+package conn
+
+// start starts the process and waits for it on a goroutine of its own, which closes p.done.
+// Outside Linux there is no parent-death signal to tie a server to the thread that started it.
+func (p *process) start() error {
+	if err := p.cmd.Start(); err != nil {
+		return err
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	return nil
+}
