@@ -112,52 +112,65 @@ func TestServerDiesWithItsController(t *testing.T) {
 }
 
 // No goroutine waits for a server process, and no OS thread is held per server: the process's
-// one spawner starts the servers, holds the thread their parent-death signal is tied to, and
-// learns of their exits from SIGCHLD.
+// one spawner starts every server from its thread (the one their parent-death signal is tied
+// to) and learns of their exits from SIGCHLD. Each server's grandchild holds its stdout, so
+// that only its exit tells that it died.
 func TestServerProcessesHoldNoWaiter(t *testing.T) {
-	const servers = 12
-	// A first server, Ready, brings up the threads any connection's work uses.
-	waitPhase(t, start(t, Options{Server: stdioServer("first")}), v1alpha1.PhaseReady)
-	before := osThreads(t)
+	const servers = 6
 	var conns []*Conn
 	for i := range servers {
-		conns = append(conns, start(t, Options{Server: stdioServer(fmt.Sprintf("s%d", i))}))
+		server := stdioServer(fmt.Sprintf("s%d", i), "--grandchild", "--grandchild-holds-stdout")
+		conns = append(conns, start(t, Options{Server: server, Settings: Settings{HealthInterval: time.Hour, RelistInterval: time.Hour}}))
 	}
+	pids := map[int]bool{}
 	for _, c := range conns {
-		waitPhase(t, c, v1alpha1.PhaseReady)
+		pids[waitPhase(t, c, v1alpha1.PhaseReady).PID] = true
 	}
 	if waiters := stacksWith("os/exec.(*Cmd).Wait("); waiters != "" {
 		t.Fatalf("goroutines wait for server processes:\n%s", waiters)
 	}
-	if grew := osThreads(t) - before; grew >= servers/2 {
-		t.Fatalf("%d servers took %d more OS threads", servers, grew)
+	if parents := startedBy(t, pids); len(parents) != 1 {
+		t.Fatalf("%d servers were started by %d threads: %v", servers, len(parents), parents)
 	}
-	// Exits are still seen: each server, killed, is replaced.
 	for _, c := range conns {
 		old := c.Snapshot().PID
 		if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, c, "a new server process", func(s Snapshot) bool { return s.Phase == v1alpha1.PhaseReady && s.PID != old })
+		deadline := time.After(20 * time.Second)
+		for {
+			ch := c.Changed()
+			if s := c.Snapshot(); s.Phase == v1alpha1.PhaseReady && s.PID != old {
+				break
+			}
+			select {
+			case <-ch:
+			case <-deadline:
+				t.Fatalf("the exit of server %d went unseen: %+v", old, c.Snapshot())
+			}
+		}
 	}
 }
 
-// osThreads is this process's count of OS threads.
-func osThreads(t *testing.T) int {
+// startedBy maps this process's threads that have any of pids as children to those children.
+func startedBy(t *testing.T, pids map[int]bool) map[string][]int {
 	t.Helper()
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
+	files, err := filepath.Glob("/proc/self/task/*/children")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no /proc/self/task/*/children: %v", err)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if n, ok := strings.CutPrefix(line, "Threads:"); ok {
-			v, err := strconv.Atoi(strings.TrimSpace(n))
-			if err != nil {
-				t.Fatal(err)
+	parents := map[string][]int{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread has ended
+		}
+		for _, field := range strings.Fields(string(data)) {
+			if pid, _ := strconv.Atoi(field); pids[pid] {
+				tid := filepath.Base(filepath.Dir(f))
+				parents[tid] = append(parents[tid], pid)
 			}
-			return v
 		}
 	}
-	t.Fatal("no Threads line in /proc/self/status")
-	return 0
+	return parents
 }

@@ -128,9 +128,10 @@ func (c *Conn) setReady(session *mcp.ClientSession, up upstream, cat *catalog, p
 // one list_changed to the project's sessions, whatever it sends.
 const minRelistInterval = 250 * time.Millisecond
 
-// serve watches a Ready session (its lister's) until it dies or the Conn is destroyed. end is
-// closed once the SDK has closed the session's connection. digest is of the lists' pages as
-// the connect listed them (zero when listed on the typed path).
+// serve watches a Ready session (its lister's) until it dies or the Conn is destroyed. end
+// tells when the SDK has closed the session's connection, or the server refused a request.
+// digest is of the lists' pages as the connect listed them (zero when listed on the typed
+// path).
 func (c *Conn) serve(ctx context.Context, l *lister, ep *endpoint, end *sessionEnd, digest [sha256.Size]byte) error {
 	var probe <-chan time.Time // nil: the re-lists are the probes (probedByRelist)
 	if !l.probedByRelist() {
@@ -158,9 +159,9 @@ func (c *Conn) serve(ctx context.Context, l *lister, ep *endpoint, end *sessionE
 		case <-ep.exited():
 			return ep.exitError()
 		case <-end.done:
-			// The connection is closed: Wait returns as soon as the SDK's reader of it has
-			// stopped, with what ended it.
-			return fmt.Errorf("session closed by the server: %v", l.session.Wait())
+			return fmt.Errorf("session closed by the server: %v", end.why(ctx, l.session))
+		case <-end.refused:
+			return end.refusal
 		case <-c.signals.dead:
 			return errors.New("session lost (the server no longer knows it)")
 		case <-probe:

@@ -164,19 +164,53 @@ func stacksWith(call string) string {
 }
 
 // A server that refuses the connection's requests (401, 403) fails the connect with its
-// status named: the OAuth handler the end is watched through runs no authorization flow.
+// answer named: the OAuth handler the end is watched through runs no authorization flow.
 func TestRefusedByServerNamesTheStatus(t *testing.T) {
-	for _, code := range []int{http.StatusUnauthorized, http.StatusForbidden} {
-		t.Run(http.StatusText(code), func(t *testing.T) {
+	cases := []struct {
+		code       int
+		body, want string
+	}{
+		{http.StatusUnauthorized, "no", "the server answered 401 Unauthorized"},
+		{http.StatusForbidden, "no", "the server answered 403 Forbidden"},
+		{http.StatusUnauthorized, `{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"token expired"}}`,
+			"the server answered 401 Unauthorized: token expired"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.want, func(t *testing.T) {
 			front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				http.Error(w, "no", code)
+				w.WriteHeader(tc.code)
+				fmt.Fprint(w, tc.body)
 			}))
 			t.Cleanup(front.Close)
 			c := start(t, Options{Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
 			s := waitFor(t, c, "the connect to fail", func(s Snapshot) bool { return s.LastError != "" })
-			if want := fmt.Sprintf("the server answered %d %s", code, http.StatusText(code)); !strings.Contains(s.LastError, want) {
-				t.Fatalf("last error %q does not say %q", s.LastError, want)
+			if !strings.Contains(s.LastError, tc.want) {
+				t.Fatalf("last error %q does not say %q", s.LastError, tc.want)
 			}
 		})
+	}
+}
+
+// A refusal of any request of the session's tells the supervisor at once, with the server's
+// answer: where the SDK alone failed the whole connection on it, the request alone fails, so
+// a refused notification or answer to the server would otherwise go unseen until a probe.
+func TestRefusalTellsTheSupervisor(t *testing.T) {
+	end := newSessionEnd()
+	rec := httptest.NewRecorder()
+	rec.WriteHeader(http.StatusForbidden)
+	rec.WriteString(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"scope missing"}}`)
+	err := (&endWatch{end: end}).Authorize(context.Background(), nil, rec.Result())
+	select {
+	case <-end.refused:
+	default:
+		t.Fatal("the refusal was not told")
+	}
+	if want := "the server answered 403 Forbidden: scope missing"; err == nil || err.Error() != want || end.refusal != err {
+		t.Fatalf("refusal %v (told %v), want %q", err, end.refusal, want)
+	}
+	select {
+	case <-end.done:
+		t.Fatal("a refusal is not the session's end")
+	default:
 	}
 }

@@ -22,6 +22,10 @@ import (
 // are asked for, and on each SIGCHLD it looks (without reaping) which of its servers have
 // exited, and reaps those with Wait, which then returns at once. Once the last has exited and
 // no start is asked for, it returns, and its thread ends with it.
+//
+// Starts and reaps take turns: a start that hangs (an exec on a stuck filesystem) holds up the
+// exits meanwhile. Past reaper.Grace the controller's reaper may take such a zombie first;
+// Wait then says so (ECHILD), and the server's exit status is lost, not its exit.
 type spawner struct {
 	mu     sync.Mutex
 	asks   chan spawn // nil while no spawner goroutine runs
