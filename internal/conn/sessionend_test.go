@@ -2,6 +2,7 @@ package conn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -198,14 +199,14 @@ func TestRefusalTellsTheSupervisor(t *testing.T) {
 	end := newSessionEnd()
 	rec := httptest.NewRecorder()
 	rec.WriteHeader(http.StatusForbidden)
-	rec.WriteString(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"scope missing"}}`)
+	_, _ = rec.WriteString(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"scope missing"}}`)
 	err := (&endWatch{end: end}).Authorize(context.Background(), nil, rec.Result())
 	select {
 	case <-end.refused:
 	default:
 		t.Fatal("the refusal was not told")
 	}
-	if want := "the server answered 403 Forbidden: scope missing"; err == nil || err.Error() != want || end.refusal != err {
+	if want := "the server answered 403 Forbidden: scope missing"; err == nil || err.Error() != want || !errors.Is(end.refusal, err) {
 		t.Fatalf("refusal %v (told %v), want %q", err, end.refusal, want)
 	}
 	select {
