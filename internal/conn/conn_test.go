@@ -342,12 +342,17 @@ func TestHTTPTransports(t *testing.T) {
 // transportGoroutines counts the goroutines net/http's Transport runs for its TCP connections
 // (a reader and a writer each).
 func transportGoroutines() int {
+	all := allStacks()
+	return strings.Count(all, "net/http.(*persistConn).readLoop(") + strings.Count(all, "net/http.(*persistConn).writeLoop(")
+}
+
+// allStacks is the stacks of every goroutine of the process.
+func allStacks() string {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			all := string(buf[:n])
-			return strings.Count(all, "net/http.(*persistConn).readLoop(") + strings.Count(all, "net/http.(*persistConn).writeLoop(")
+			return string(buf[:n])
 		}
 		buf = make([]byte, 2*len(buf))
 	}

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,17 +145,8 @@ func TestSessionEndSeenWithoutAWaitingGoroutine(t *testing.T) {
 
 // stacksWith is the stacks of the goroutines with call in them.
 func stacksWith(call string) string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	var found []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range strings.Split(allStacks(), "\n\n") {
 		if strings.Contains(g, call) {
 			found = append(found, g)
 		}
