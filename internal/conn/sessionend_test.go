@@ -47,7 +47,7 @@ type cuttable struct {
 	*httptest.Server
 	mu   sync.Mutex
 	seen map[string]bool
-	gone atomic.Bool
+	gone bool
 }
 
 func newCuttable(t *testing.T, target string) *cuttable {
@@ -57,8 +57,8 @@ func newCuttable(t *testing.T, target string) *cuttable {
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("Mcp-Session-Id")
 		f.mu.Lock()
-		forgotten := f.gone.Load() && f.seen[id]
-		if !f.gone.Load() && id != "" {
+		forgotten := f.gone && f.seen[id]
+		if !f.gone && id != "" {
 			f.seen[id] = true
 		}
 		f.mu.Unlock()
@@ -73,7 +73,9 @@ func newCuttable(t *testing.T, target string) *cuttable {
 }
 
 func (f *cuttable) cut() {
-	f.gone.Store(true)
+	f.mu.Lock()
+	f.gone = true
+	f.mu.Unlock()
 	f.CloseClientConnections()
 }
 
