@@ -37,6 +37,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/buckets"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/reaper"
 	"github.com/dsh-dev/projectmcp/internal/registry"
@@ -502,7 +503,7 @@ func (f *controllerFlags) gatewayTLS() (*tls.Config, error) {
 	case f.gatewayTLSCert == "" || f.gatewayTLSKey == "":
 		return nil, errors.New("--gateway-tls-cert and --gateway-tls-key go together")
 	}
-	files, err := gateway.LoadCertFiles(f.gatewayTLSCert, f.gatewayTLSKey, ctrl.Log.WithName("gateway"))
+	files, err := httpserve.LoadCertFiles(f.gatewayTLSCert, f.gatewayTLSKey, ctrl.Log.WithName("gateway"))
 	if err != nil {
 		return nil, fmt.Errorf("--gateway-tls-cert, --gateway-tls-key: %w", err)
 	}

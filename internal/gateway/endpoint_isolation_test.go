@@ -31,6 +31,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
@@ -254,8 +255,8 @@ func exchange(t *testing.T, url, sid, body string) (string, string) {
 // else: log lines meant for it fill its stream until a write to it times out, while a
 // bystander on the same shared connection still gets the server's elicitation and its answer.
 func TestGatewaySlowReaderStallsNoOne(t *testing.T) {
-	defer func(old time.Duration) { gateway.StreamWriteTimeout = old }(gateway.StreamWriteTimeout)
-	gateway.StreamWriteTimeout = 2 * time.Second
+	defer func(old time.Duration) { httpserve.StreamWriteTimeout = old }(httpserve.StreamWriteTimeout)
+	httpserve.StreamWriteTimeout = 2 * time.Second
 	ns := harness.NewNamespace(t)
 	key := harness.Create(t, ns, "slow", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--protocol", "2025-11-25")}})
 	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
@@ -328,8 +329,8 @@ func stuckRequest(t *testing.T, url, format string) {
 // progress arrive as if the slow reader were not there. On a shared goroutine each would wait
 // a write timeout on the slow reader first.
 func TestGatewaySlowReaderDelaysNoNotice(t *testing.T) {
-	defer func(old time.Duration) { gateway.StreamWriteTimeout = old }(gateway.StreamWriteTimeout)
-	gateway.StreamWriteTimeout = 20 * time.Second // far past what the bystander waits for
+	defer func(old time.Duration) { httpserve.StreamWriteTimeout = old }(httpserve.StreamWriteTimeout)
+	httpserve.StreamWriteTimeout = 20 * time.Second // far past what the bystander waits for
 	ns := harness.NewNamespace(t)
 	key := harness.Create(t, ns, "slownotice", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--protocol", "2025-11-25")}})
 	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/recovery"
 )
 
@@ -198,20 +199,19 @@ func (r *relay) finish() {
 	}
 }
 
-// sseWriter writes a response as an event stream; with a replay, a resumable one (resume.go),
-// whose first event primes it.
+// sseWriter writes a response as an event stream (httpserve.EventStream); with a replay, a
+// resumable one (resume.go), whose first event primes it.
 type sseWriter struct {
-	w      http.ResponseWriter
-	f      http.Flusher // nil: what is written goes when the handler returns
+	*httpserve.EventStream
 	replay *replayStream
 }
 
 // newSSEWriter begins an event stream whose every event is sent at once.
 func newSSEWriter(w http.ResponseWriter, replay *replayStream) *sseWriter {
 	s := newHeldSSEWriter(w, replay)
-	s.f, _ = w.(http.Flusher)
+	s.SendAtOnce()
 	if replay != nil {
-		s.flush()
+		s.Flush()
 	}
 	return s
 }
@@ -220,13 +220,10 @@ func newSSEWriter(w http.ResponseWriter, replay *replayStream) *sseWriter {
 // which sends them in one write with the stream's end: a stream opened only for the answer,
 // where sending the priming event first would cost a write and tell the session nothing.
 func newHeldSSEWriter(w http.ResponseWriter, replay *replayStream) *sseWriter {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w, replay: replay}
+	s := &sseWriter{EventStream: httpserve.StartEvents(w), replay: replay}
 	if replay != nil {
 		replay.primed.Store(true)
-		s.write([]byte("id: " + replay.eventID(0) + "\nretry: " + strconv.Itoa(retryMillis) + "\ndata: \n\n"))
+		s.Write([]byte("id: " + replay.eventID(0) + "\nretry: " + strconv.Itoa(retryMillis) + "\ndata: \n\n"))
 	}
 	return s
 }
@@ -236,32 +233,7 @@ func (s *sseWriter) event(data []byte) {
 	if s.replay != nil {
 		id = s.replay.add(data)
 	}
-	s.eventWithID(id, data)
-}
-
-// eventWithID writes one message event, with an id unless it is "".
-func (s *sseWriter) eventWithID(id string, data []byte) {
-	buf := make([]byte, 0, len(data)+len(id)+32)
-	if id != "" {
-		buf = append(buf, "id: "...)
-		buf = append(buf, id...)
-		buf = append(buf, '\n')
-	}
-	buf = append(buf, "event: message\ndata: "...)
-	buf = append(buf, data...)
-	buf = append(buf, "\n\n"...)
-	s.write(buf)
-}
-
-func (s *sseWriter) write(frame []byte) {
-	_, _ = s.w.Write(frame)
-	s.flush()
-}
-
-func (s *sseWriter) flush() {
-	if s.f != nil {
-		s.f.Flush()
-	}
+	s.Event(id, data)
 }
 
 // log writes a log line as notifications/message.

@@ -39,6 +39,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/internal/audit"
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/peer"
 	"github.com/dsh-dev/projectmcp/internal/registry"
@@ -143,12 +144,12 @@ type Gateway struct {
 	mux     *http.ServeMux
 	dirty   chan struct{}
 	serving chan struct{} // closed once Serve accepts requests
-	// home is the listener taken streams give their connections back to (taken.go); nil
+	// home is the listener taken streams give their connections back to (httpserve.Take); nil
 	// where the gateway serves none itself (TLS: its connections are not taken).
-	home atomic.Pointer[homeListener]
+	home atomic.Pointer[httpserve.HomeListener]
 	// readiness starts taken streams' readers when their connections have something to read
-	// (readiness_linux.go); nil where the gateway serves none itself, or cannot watch them.
-	readiness atomic.Pointer[readiness]
+	// (httpserve.Readiness); nil where the gateway serves none itself, or cannot watch them.
+	readiness atomic.Pointer[httpserve.Readiness]
 
 	mu       sync.Mutex
 	projects map[types.NamespacedName]*project
@@ -552,19 +553,19 @@ func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 	// whether a replica's proxied request is believed (internal/peer).
 	srv.ConnContext = peer.Context
 	var serve func() error
-	var home *homeListener
+	var home *httpserve.HomeListener
 	if g.opts.TLS != nil {
 		srv.TLSConfig = g.opts.TLS
 		serve = func() error { return srv.ServeTLS(ln, "", "") } // the certificate comes from TLS
 	} else {
-		home = newHomeListener(ln) // taken streams' connections come back here (taken.go)
+		home = httpserve.NewHomeListener(ln) // taken streams' connections come back here (httpserve.Take)
 		g.home.Store(home)
-		srv.ConnState = home.begun
-		if rd, err := newReadiness(); err != nil {
+		srv.ConnState = home.Begun
+		if rd, err := httpserve.NewReadiness(); err != nil {
 			g.opts.Log.Error(err, "Watching taken streams' connections; each has a reader of its own")
 		} else if rd != nil {
 			g.readiness.Store(rd)
-			defer rd.close() // once the server has stopped: the streams still open get their readers
+			defer rd.Close() // once the server has stopped: the streams still open get their readers
 		}
 		serve = func() error { return srv.Serve(home) }
 	}
@@ -581,9 +582,9 @@ func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 	g.shutdown() // close MCP sessions first: their GET streams would hold Shutdown open
 	if home != nil {
 		// No connection is given back from now on, and those given back that wait for a
-		// request close now, as Shutdown closes idle ones (taken.go).
+		// request close now, as Shutdown closes idle ones (httpserve.Take).
 		_ = home.Close()
-		home.closeWaiting()
+		home.CloseWaiting()
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -596,7 +597,7 @@ func (g *Gateway) listen(ctx context.Context, ln net.Listener) error {
 // request; false where there is none to give it to (the caller closes it).
 func (g *Gateway) giveBack(c net.Conn) bool {
 	home := g.home.Load()
-	return home != nil && home.give(c)
+	return home != nil && home.Give(c)
 }
 
 // closeAudit writes out the audit log, whose only writer the gateway is, once it serves no

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/recovery"
 )
 
@@ -17,7 +18,7 @@ import (
 //
 // On HTTP/1 the SDK's handler runs on a goroutine of the stream's own instead, and once it has
 // answered 200 and flushed the stream's header, the connection is taken from net/http
-// (taken.go): net/http's goroutine and buffers go, and the taken connection's reader, started
+// (httpserve.Take): net/http's goroutine and buffers go, and the taken connection's reader, started
 // by the gateway's readiness when the client sends something or goes, tells the SDK's handler
 // when the client goes (by its request's context, as net/http did). An idle 2025-11-25 session
 // then holds the SDK's waiting handler and the SDK session's own reader only. What the SDK
@@ -51,14 +52,14 @@ type takenStream struct {
 	http.ResponseWriter
 	r       *http.Request
 	home    func(c net.Conn) bool
-	watcher *readiness
+	watcher *httpserve.Readiness
 	cancel  context.CancelFunc // ends the SDK's handler (its request's context)
 	unwatch func() bool        // stops net/http's context from ending it
 	taken   chan struct{}      // closed once the connection is taken
 
 	mu     sync.Mutex
 	status int
-	tc     *takenConn // once taken
+	tc     *httpserve.Taken // once taken
 }
 
 func (s *takenStream) WriteHeader(code int) {
@@ -84,7 +85,7 @@ func (s *takenStream) Write(b []byte) (int, error) {
 		return s.ResponseWriter.Write(b)
 	}
 	s.mu.Unlock()
-	if err := tc.write(b); err != nil {
+	if err := tc.Write(b); err != nil {
 		return 0, err
 	}
 	return len(b), nil
@@ -107,9 +108,9 @@ func (s *takenStream) FlushError() error {
 	if s.status != http.StatusOK || s.Header().Get("Content-Type") != "text/event-stream" {
 		return nil
 	}
-	if s.tc = take(s.ResponseWriter, s.r, s.home, s.watcher, s.cancel); s.tc != nil {
+	if s.tc = httpserve.Take(s.ResponseWriter, s.r, s.home, s.watcher, s.cancel); s.tc != nil {
 		s.unwatch() // net/http's context ends with its handler now; the taken connection watches the client
-		s.tc.watch()
+		s.tc.Watch()
 		// net/http's writer holds its connection's buffers: the stream lets go of it.
 		s.ResponseWriter, s.r = released{http.Header{}}, nil
 		close(s.taken)
@@ -123,7 +124,7 @@ func (s *takenStream) FlushError() error {
 type released struct{ h http.Header }
 
 func (r released) Header() http.Header     { return r.h }
-func (released) Write([]byte) (int, error) { return 0, errBrokenStream }
+func (released) Write([]byte) (int, error) { return 0, httpserve.ErrBroken }
 func (released) WriteHeader(int)           {}
 
 // end runs when the SDK's handler has returned: a taken stream ends whole (its last chunk, and
@@ -137,7 +138,7 @@ func (s *takenStream) end() {
 		s.unwatch()
 		return
 	}
-	tc.finish(true)
+	tc.Finish(true)
 }
 
 // Unwrap is for http.ResponseController (before the stream is taken).

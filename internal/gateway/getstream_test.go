@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/projectmcp/internal/httpserve"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -158,7 +160,7 @@ func TestStatefulSessionsHoldNoNetHTTPGoroutine(t *testing.T) {
 	}
 	busy := func() int { // net/http serving goroutines in a handler, not waiting for a request
 		n := 0
-		for _, g := range goroutineStacks(t) {
+		for _, g := range testutil.GoroutineStacks(t) {
 			if strings.Contains(g, "net/http.(*conn).serve(") && !strings.Contains(g, "net/http.(*conn).readRequest") &&
 				strings.Contains(g, "internal/gateway.") {
 				n++
@@ -173,14 +175,14 @@ func TestStatefulSessionsHoldNoNetHTTPGoroutine(t *testing.T) {
 	if got > 0 {
 		t.Fatalf("%d idle stateful sessions hold %d of net/http's serving goroutines, want none", n, got)
 	}
-	if !readinessSupported {
+	if !httpserve.ReadinessSupported {
 		return
 	}
 	rd := g.readiness.Load()
-	for deadline := time.Now().Add(5 * time.Second); rd.watching() < n && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); rd.Watching() < n && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond) // the SDK's client opens its GET stream after Connect
 	}
-	if w := rd.watching(); w != n {
+	if w := rd.Watching(); w != n {
 		t.Errorf("%d GET streams watched, want %d", w, n)
 	}
 	if r := takenReaders(t) - baseReaders; r > 0 {
@@ -297,10 +299,7 @@ func TestTakenConnectionServesTheNextRequest(t *testing.T) {
 	p := g.project(key)
 	status, body := exchange(t, c, br, listenRequest(addr, key), func() {
 		d := detachedOf(t, p)
-		d.tc.mu.Lock()
-		watched := d.tc.unwatch != nil
-		d.tc.mu.Unlock()
-		if readinessSupported && !watched {
+		if httpserve.ReadinessSupported && !d.tc.Watched() {
 			t.Error("the idle stream's reader runs")
 		}
 		p.listeners.close() // the endpoint closes: the stream ends with its result
@@ -360,12 +359,12 @@ func TestTakenConnectionKeepsWhatTheClientSendsDuringTheStream(t *testing.T) {
 	nextEvent(t, sc) // the acknowledgement
 	p := g.project(key)
 	d := detachedOf(t, p)
-	if readinessSupported {
+	if httpserve.ReadinessSupported {
 		rd := g.readiness.Load()
-		for deadline := time.Now().Add(5 * time.Second); rd.watching() != 1 && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(5 * time.Second); rd.Watching() != 1 && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if rd.watching() != 1 {
+		if rd.Watching() != 1 {
 			t.Fatal("the stream is not watched")
 		}
 	}
@@ -374,18 +373,14 @@ func TestTakenConnectionKeepsWhatTheClientSendsDuringTheStream(t *testing.T) {
 	if err := next.Write(c); err != nil {
 		t.Fatal(err)
 	}
-	kept := func() int {
-		d.tc.mu.Lock()
-		defer d.tc.mu.Unlock()
-		return len(d.tc.pending)
-	}
+	kept := d.tc.Pending
 	for deadline := time.Now().Add(5 * time.Second); kept() == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if kept() == 0 {
 		t.Fatal("the reader did not keep what the client sent")
 	}
-	if w := g.readiness.Load().watching(); w != 0 {
+	if w := g.readiness.Load().Watching(); w != 0 {
 		t.Errorf("%d streams watched once the client sent something", w)
 	}
 

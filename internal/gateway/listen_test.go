@@ -2,13 +2,11 @@ package gateway
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
-	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +17,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/registry"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // listenGateway is a gateway with one project of no servers, served over HTTP.
@@ -192,7 +192,7 @@ func serverGoroutines(t *testing.T) int {
 	server := map[string]bool{}
 	idle := map[string]bool{}
 	stacks := map[string]string{}
-	for _, g := range goroutineStacks(t) {
+	for _, g := range testutil.GoroutineStacks(t) {
 		if m := header.FindStringSubmatch(g); m != nil {
 			stacks[m[1]] = g
 			if strings.Contains(g, "net/http.(*conn).serve(") {
@@ -205,7 +205,7 @@ func serverGoroutines(t *testing.T) int {
 			// and a detached listen's or a taken GET stream's own (listenconn.go, getstream.go),
 			// whose parent (the handler) has.
 			if strings.Contains(g, "go-sdk/mcp.(*Server).") || strings.Contains(g, "go-sdk/mcp.(*streamableServerConn).") ||
-				strings.Contains(g, "gateway.(*takenConn).") ||
+				strings.Contains(g, "httpserve.(*Taken).") ||
 				strings.Contains(g, "gateway.(*project).serveGET.func") {
 				server[m[1]] = true
 			}
@@ -245,22 +245,12 @@ func settledServerGoroutines(t *testing.T) int {
 	return n
 }
 
-// goroutineStacks are the stacks of every goroutine of the process.
-func goroutineStacks(t *testing.T) []string {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
-		t.Fatal(err)
-	}
-	return strings.Split(buf.String(), "\n\n")
-}
-
-// takenReaders counts taken connections' readers (taken.go).
+// takenReaders counts taken connections' readers (httpserve.Taken).
 func takenReaders(t *testing.T) int {
 	t.Helper()
 	n := 0
-	for _, g := range goroutineStacks(t) {
-		if strings.Contains(g, "gateway.(*takenConn).read(") {
+	for _, g := range testutil.GoroutineStacks(t) {
+		if strings.Contains(g, "httpserve.(*Taken).read(") {
 			n++
 		}
 	}
@@ -270,7 +260,7 @@ func takenReaders(t *testing.T) int {
 // idleStreamGoroutines is what an idle taken stream holds of its own: nothing where the
 // gateway's readiness watches its connection, else its reader.
 func idleStreamGoroutines() int {
-	if readinessSupported {
+	if httpserve.ReadinessSupported {
 		return 0
 	}
 	return 1
@@ -322,7 +312,7 @@ func TestListeningSessionHoldsNoGoroutine(t *testing.T) {
 	if got > want || readers > want {
 		t.Errorf("%d listening sessions hold %d goroutines (%d readers), want at most %d", n, got, readers, want)
 	}
-	if w := g.readiness.Load().watching(); readinessSupported && w != n {
+	if w := g.readiness.Load().Watching(); httpserve.ReadinessSupported && w != n {
 		t.Errorf("%d streams watched, want %d", w, n)
 	}
 }

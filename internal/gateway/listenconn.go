@@ -3,9 +3,11 @@ package gateway
 import (
 	"net/http"
 	"sync"
+
+	"github.com/dsh-dev/projectmcp/internal/httpserve"
 )
 
-// A listen's stream on HTTP/1 leaves net/http once it has begun (taken.go): the header and the
+// A listen's stream on HTTP/1 leaves net/http once it has begun (httpserve.Take): the header and the
 // acknowledgement are net/http's to write, and the stream goes on on the taken connection. An
 // idle listening session then holds no goroutine: the connection's reader starts only when the
 // client sends something or goes (net/http held its serving goroutine, deep in the handler,
@@ -16,7 +18,7 @@ import (
 
 // detachedListen is a listen's stream on a taken connection.
 type detachedListen struct {
-	tc *takenConn
+	tc *httpserve.Taken
 	l  *listen
 	// result is the listen's result, written when the endpoint closes.
 	result []byte
@@ -35,11 +37,11 @@ type detachedListen struct {
 // with the stream.
 func (p *project) detach(w http.ResponseWriter, r *http.Request, l *listen, forget func()) *detachedListen {
 	d := &detachedListen{l: l, result: l.result(p.serverInfo), forget: forget}
-	d.tc = take(w, r, p.g.giveBack, p.g.readiness.Load(), func() { d.end(false) })
+	d.tc = httpserve.Take(w, r, p.g.giveBack, p.g.readiness.Load(), func() { d.end(false) })
 	if d.tc == nil {
 		return nil
 	}
-	d.tc.watch() // its gone ends d, whose tc is set now
+	d.tc.Watch() // its gone ends d, whose tc is set now
 	l.mu.Lock()
 	l.detached = d
 	l.mu.Unlock()
@@ -77,7 +79,7 @@ func (d *detachedListen) write() {
 		if closed {
 			out = append(out, eventFrame(d.result)...)
 		}
-		if err := d.tc.write(out); err != nil || closed {
+		if err := d.tc.Write(out); err != nil || closed {
 			d.end(err == nil)
 			return
 		}
@@ -111,7 +113,7 @@ func (d *detachedListen) end(whole bool) {
 		d.mu.Lock()
 		d.over = true
 		d.mu.Unlock()
-		d.tc.finish(whole)
+		d.tc.Finish(whole)
 		d.forget()
 	})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/recovery"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
@@ -106,8 +107,8 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		movedAway(rw, p.key)
 		return
 	}
-	dw := newDeadlineWriter(rw) // no write to a session that stops reading blocks for long
-	defer dw.disarm()
+	dw := httpserve.NewDeadlineWriter(rw) // no write to a session that stops reading blocks for long
+	defer dw.Disarm()
 	var w http.ResponseWriter = dw
 	r.Header.Set(remoteHeader, r.RemoteAddr)
 	sid := r.Header.Get("Mcp-Session-Id")

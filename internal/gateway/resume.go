@@ -206,7 +206,7 @@ func (p *project) resumeStream(w http.ResponseWriter, r *http.Request, ref strin
 	out := newSSEWriter(w, nil)
 	for {
 		for i, data := range events {
-			out.eventWithID(s.eventID(last-len(events)+1+i), data)
+			out.Event(s.eventID(last-len(events)+1+i), data)
 		}
 		if done {
 			return

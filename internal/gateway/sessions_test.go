@@ -31,7 +31,7 @@ func gatewayGoroutines(t *testing.T) int {
 	n := 0
 	for _, g := range strings.Split(buf.String(), "\n\n") {
 		if strings.Contains(g, "projectmcp/internal/gateway.") && !strings.Contains(g, "net/http.(*conn).serve") &&
-			!strings.Contains(g, "gateway.(*takenConn).read") && !strings.Contains(g, "gateway.(*project).serveGET.func") &&
+			!strings.Contains(g, "httpserve.(*Taken).read") && !strings.Contains(g, "gateway.(*project).serveGET.func") &&
 			!strings.Contains(g, "internal/gateway.gatewayGoroutines") && !strings.Contains(g, "testing.tRunner") {
 			n++
 		}

@@ -1,4 +1,4 @@
-package gateway
+package httpserve
 
 import (
 	"bufio"
@@ -16,12 +16,12 @@ import (
 // and only that session.
 var StreamWriteTimeout = 10 * time.Second
 
-// deadlineWriter arms a write deadline on the connection before each write of a response
+// DeadlineWriter arms a write deadline on the connection before each write of a response
 // that can reach the connection: not before the writes net/http only buffers (heldBytes), so
 // that a small answer, written whole when the handler returns, costs no deadline timer. The
 // handler disarms it when it returns: a keep-alive connection's next response must not
 // inherit an expired deadline (the server sets none itself without a WriteTimeout).
-type deadlineWriter struct {
+type DeadlineWriter struct {
 	http.ResponseWriter
 	rc    *http.ResponseController
 	held  int  // bytes written before the first armed write
@@ -34,16 +34,16 @@ type deadlineWriter struct {
 // block on a client that does not read.
 const heldBytes = 2 << 10
 
-func newDeadlineWriter(w http.ResponseWriter) *deadlineWriter {
-	return &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w)}
+func NewDeadlineWriter(w http.ResponseWriter) *DeadlineWriter {
+	return &DeadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w)}
 }
 
-func (w *deadlineWriter) arm() {
+func (w *DeadlineWriter) arm() {
 	w.armed = true
 	_ = w.rc.SetWriteDeadline(time.Now().Add(StreamWriteTimeout))
 }
 
-func (w *deadlineWriter) disarm() {
+func (w *DeadlineWriter) Disarm() {
 	if w.armed && !w.taken {
 		_ = w.rc.SetWriteDeadline(time.Time{})
 	}
@@ -51,7 +51,7 @@ func (w *deadlineWriter) disarm() {
 
 // Hijack takes the connection from net/http (a listen's stream: listenconn.go), which then
 // sets its own deadlines: the handler's return must not clear them.
-func (w *deadlineWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (w *DeadlineWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, rw, err := w.rc.Hijack()
 	w.taken = err == nil
 	return c, rw, err
@@ -59,7 +59,7 @@ func (w *deadlineWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // WriteHeader arms the deadline for an informational status, which net/http writes at once;
 // a final status is written with the body.
-func (w *deadlineWriter) WriteHeader(code int) {
+func (w *DeadlineWriter) WriteHeader(code int) {
 	if code < http.StatusOK {
 		w.arm()
 	}
@@ -68,7 +68,7 @@ func (w *deadlineWriter) WriteHeader(code int) {
 
 // Write writes b in pieces of at most writePiece bytes, each within its own deadline: the
 // bound is on a client that stops reading, not on a slow link carrying a large result.
-func (w *deadlineWriter) Write(b []byte) (int, error) {
+func (w *DeadlineWriter) Write(b []byte) (int, error) {
 	if !w.armed && w.held+len(b) <= heldBytes {
 		w.held += len(b)
 		return w.ResponseWriter.Write(b) // buffered by net/http
@@ -91,13 +91,13 @@ func (w *deadlineWriter) Write(b []byte) (int, error) {
 const writePiece = 64 << 10
 
 // FlushError flushes what is buffered, within the deadline.
-func (w *deadlineWriter) FlushError() error {
+func (w *DeadlineWriter) FlushError() error {
 	w.arm()
 	return w.rc.Flush()
 }
 
 // Flush implements http.Flusher (the SDK's streams and the forward path's use it).
-func (w *deadlineWriter) Flush() { _ = w.FlushError() }
+func (w *DeadlineWriter) Flush() { _ = w.FlushError() }
 
 // Unwrap is for http.ResponseController.
-func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *DeadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package gateway
+package httpserve
 
 import (
 	"errors"
@@ -10,16 +10,18 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // startReadiness is a readiness closed when the test ends.
-func startReadiness(t *testing.T) *readiness {
+func startReadiness(t *testing.T) *Readiness {
 	t.Helper()
-	r, err := newReadiness()
+	r, err := NewReadiness()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.close)
+	t.Cleanup(r.Close)
 	return r
 }
 
@@ -77,8 +79,8 @@ func TestReadinessFiresWhenThePeerWrites(t *testing.T) {
 	if unwatch == nil {
 		t.Fatal("a TCP connection is not watched")
 	}
-	if r.watching() != 1 {
-		t.Fatalf("watching %d, want 1", r.watching())
+	if r.Watching() != 1 {
+		t.Fatalf("watching %d, want 1", r.Watching())
 	}
 	time.Sleep(50 * time.Millisecond)
 	if s.calls.Load() != 0 {
@@ -91,8 +93,8 @@ func TestReadinessFiresWhenThePeerWrites(t *testing.T) {
 	if unwatch() {
 		t.Error("unwatch after ready reports that ready was not called")
 	}
-	if r.watching() != 0 {
-		t.Errorf("watching %d once fired, want 0", r.watching())
+	if r.Watching() != 0 {
+		t.Errorf("watching %d once fired, want 0", r.Watching())
 	}
 	if _, err := client.Write([]byte(" more")); err != nil {
 		t.Fatal(err)
@@ -145,8 +147,8 @@ func TestReadinessUnwatchBeforeAnyEvent(t *testing.T) {
 	if unwatch() {
 		t.Error("a second unwatch reports true")
 	}
-	if r.watching() != 0 {
-		t.Errorf("watching %d after unwatch", r.watching())
+	if r.Watching() != 0 {
+		t.Errorf("watching %d after unwatch", r.Watching())
 	}
 	_, _ = client.Write([]byte("x"))
 	client.Close()
@@ -171,7 +173,7 @@ func TestReadinessWatchesOnlyOSConnections(t *testing.T) {
 		t.Error("a net.Pipe is watched")
 	}
 	server, _ := loopbackPair(t)
-	if (*readiness)(nil).add(server, func() {}) != nil {
+	if (*Readiness)(nil).add(server, func() {}) != nil {
 		t.Error("a nil readiness watches")
 	}
 }
@@ -181,8 +183,8 @@ func TestReadinessWatchesOnlyOSConnections(t *testing.T) {
 // itself), and it watches nothing more.
 func TestReadinessCloseEndsItsGoroutine(t *testing.T) {
 	watchers := func() (n, parked int) { // other gateways' of the process too
-		for _, g := range goroutineStacks(t) {
-			if strings.Contains(g, "gateway.(*readiness).watch(") {
+		for _, g := range testutil.GoroutineStacks(t) {
+			if strings.Contains(g, "httpserve.(*Readiness).watch(") {
 				n++
 				if strings.Contains(g, "[IO wait") {
 					parked++
@@ -192,7 +194,7 @@ func TestReadinessCloseEndsItsGoroutine(t *testing.T) {
 		return n, parked
 	}
 	before, _ := watchers()
-	r, err := newReadiness()
+	r, err := NewReadiness()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +211,7 @@ func TestReadinessCloseEndsItsGoroutine(t *testing.T) {
 	if n != before+1 || parked < n {
 		t.Fatalf("%d watcher goroutines, %d of them parked in the netpoller; want %d, all parked", n, parked, before+1)
 	}
-	r.close()
+	r.Close()
 	select {
 	case <-r.done:
 	default:
@@ -270,7 +272,7 @@ func TestReadinessManyConnections(t *testing.T) {
 			t.Fatalf("connection %d fired though its peer sent nothing", i)
 		}
 	}
-	if w := r.watching(); w != n/2 {
+	if w := r.Watching(); w != n/2 {
 		t.Fatalf("watching %d, want %d", w, n/2)
 	}
 	for i := 0; i < n; i += 2 {
@@ -288,7 +290,7 @@ func TestReadinessManyConnections(t *testing.T) {
 			t.Errorf("connection %d: ready called %d times, want once", i, c)
 		}
 	}
-	if w := r.watching(); w != 0 {
+	if w := r.Watching(); w != 0 {
 		t.Errorf("watching %d once all fired", w)
 	}
 }
@@ -296,21 +298,21 @@ func TestReadinessManyConnections(t *testing.T) {
 // watchedTaken is a taken connection (the server's side of a loopback pair) watched by r, with
 // what its owner is told and what goes home.
 type watchedTaken struct {
-	tc     *takenConn
+	tc     *Taken
 	client net.Conn
 	gone   chan struct{}
 	home   chan net.Conn
 }
 
-func newWatchedTaken(t *testing.T, r *readiness) *watchedTaken {
+func newWatchedTaken(t *testing.T, r *Readiness) *watchedTaken {
 	t.Helper()
 	server, client := loopbackPair(t)
 	w := &watchedTaken{client: client, gone: make(chan struct{}), home: make(chan net.Conn, 1)}
-	w.tc = &takenConn{conn: server, watcher: r, readerDone: make(chan struct{}),
+	w.tc = &Taken{conn: server, watcher: r, readerDone: make(chan struct{}),
 		gone: func() { close(w.gone) }, home: func(c net.Conn) bool { w.home <- c; return true }}
-	w.tc.watch()
-	if r.watching() != 1 {
-		t.Fatalf("watching %d, want 1", r.watching())
+	w.tc.Watch()
+	if r.Watching() != 1 {
+		t.Fatalf("watching %d, want 1", r.Watching())
 	}
 	return w
 }
@@ -321,10 +323,10 @@ func TestTakenConnEndsWholeWithoutItsReader(t *testing.T) {
 	r := startReadiness(t)
 	w := newWatchedTaken(t, r)
 	before := takenReaders(t)
-	if err := w.tc.write([]byte("event")); err != nil {
+	if err := w.tc.Write([]byte("event")); err != nil {
 		t.Fatal(err)
 	}
-	w.tc.finish(true)
+	w.tc.Finish(true)
 	select {
 	case c := <-w.home:
 		if c != w.tc.conn {
@@ -338,8 +340,8 @@ func TestTakenConnEndsWholeWithoutItsReader(t *testing.T) {
 		t.Error("a reader ran")
 	default:
 	}
-	if r.watching() != 0 || takenReaders(t) > before {
-		t.Errorf("after the stream: watching %d, %d readers more", r.watching(), takenReaders(t)-before)
+	if r.Watching() != 0 || takenReaders(t) > before {
+		t.Errorf("after the stream: watching %d, %d readers more", r.Watching(), takenReaders(t)-before)
 	}
 	_ = w.client.SetReadDeadline(time.Now().Add(5 * time.Second))
 	buf := make([]byte, 64)
@@ -360,7 +362,7 @@ func TestTakenConnClientGoneTellsTheOwner(t *testing.T) {
 		t.Fatal("the owner was not told the client went")
 	}
 	<-w.tc.readerDone
-	w.tc.finish(true) // the client went: the connection closes
+	w.tc.Finish(true) // the client went: the connection closes
 	select {
 	case <-w.home:
 		t.Error("the connection of a client that went went home")
@@ -376,10 +378,10 @@ func TestTakenConnWriteFailureTellsTheOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if r.watching() != 1 {
+	if r.Watching() != 1 {
 		t.Fatal("the test means a write failing while the reader has not started")
 	}
-	if err := w.tc.write([]byte("event")); err == nil {
+	if err := w.tc.Write([]byte("event")); err == nil {
 		t.Fatal("the write did not fail")
 	}
 	select {
@@ -388,8 +390,8 @@ func TestTakenConnWriteFailureTellsTheOwner(t *testing.T) {
 		t.Fatal("the owner was not told")
 	}
 	<-w.tc.readerDone
-	if r.watching() != 0 {
-		t.Errorf("watching %d after the connection closed", r.watching())
+	if r.Watching() != 0 {
+		t.Errorf("watching %d after the connection closed", r.Watching())
 	}
 }
 
@@ -397,9 +399,9 @@ func TestTakenConnWriteFailureTellsTheOwner(t *testing.T) {
 func TestTakenConnEndsCutUnwatched(t *testing.T) {
 	r := startReadiness(t)
 	w := newWatchedTaken(t, r)
-	w.tc.finish(false)
-	if r.watching() != 0 {
-		t.Errorf("watching %d after the stream ended", r.watching())
+	w.tc.Finish(false)
+	if r.Watching() != 0 {
+		t.Errorf("watching %d after the stream ended", r.Watching())
 	}
 	_ = w.client.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := w.client.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
@@ -444,4 +446,16 @@ func TestTakenConnReaderStartedAsTheStreamEnds(t *testing.T) {
 	if n, err := w.tc.conn.Read(buf); string(buf[:n]) != "GET" {
 		t.Errorf("the server read %q, %v: what the client sent must stay", buf[:n], err)
 	}
+}
+
+// takenReaders counts taken connections' readers.
+func takenReaders(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, g := range testutil.GoroutineStacks(t) {
+		if strings.Contains(g, "httpserve.(*Taken).read(") {
+			n++
+		}
+	}
+	return n
 }

@@ -1,4 +1,4 @@
-package gateway
+package httpserve
 
 import (
 	"net/http"
@@ -25,33 +25,33 @@ func (d *deadlines) FlushError() error { d.Flush(); return nil }
 // the handler is done; writes net/http only buffers (a small answer) set none.
 func TestDeadlineWriterArmsForWritesThatReachTheConnection(t *testing.T) {
 	for name, tc := range map[string]struct {
-		write func(w *deadlineWriter)
+		write func(w *DeadlineWriter)
 		armed int // deadlines set before writes; one more clears them when armed
 	}{
-		"a small answer":          {func(w *deadlineWriter) { _, _ = w.Write([]byte(strings.Repeat("x", 300))) }, 0},
-		"an answer held whole":    {func(w *deadlineWriter) { _, _ = w.Write(make([]byte, heldBytes)) }, 0},
-		"a header alone":          {func(w *deadlineWriter) { w.WriteHeader(http.StatusAccepted) }, 0},
-		"an informational status": {func(w *deadlineWriter) { w.WriteHeader(http.StatusEarlyHints) }, 1},
-		"a larger answer":         {func(w *deadlineWriter) { _, _ = w.Write(make([]byte, heldBytes+1)) }, 1},
-		"small writes past the held bytes": {func(w *deadlineWriter) {
+		"a small answer":          {func(w *DeadlineWriter) { _, _ = w.Write([]byte(strings.Repeat("x", 300))) }, 0},
+		"an answer held whole":    {func(w *DeadlineWriter) { _, _ = w.Write(make([]byte, heldBytes)) }, 0},
+		"a header alone":          {func(w *DeadlineWriter) { w.WriteHeader(http.StatusAccepted) }, 0},
+		"an informational status": {func(w *DeadlineWriter) { w.WriteHeader(http.StatusEarlyHints) }, 1},
+		"a larger answer":         {func(w *DeadlineWriter) { _, _ = w.Write(make([]byte, heldBytes+1)) }, 1},
+		"small writes past the held bytes": {func(w *DeadlineWriter) {
 			for range 3 {
 				_, _ = w.Write(make([]byte, heldBytes/2))
 			}
 		}, 1},
-		"a flush": {func(w *deadlineWriter) { _, _ = w.Write([]byte("x")); w.Flush() }, 1},
-		"an event stream": {func(w *deadlineWriter) {
+		"a flush": {func(w *DeadlineWriter) { _, _ = w.Write([]byte("x")); w.Flush() }, 1},
+		"an event stream": {func(w *DeadlineWriter) {
 			for range 2 {
 				_, _ = w.Write([]byte("data: {}\n\n"))
 				w.Flush()
 			}
 		}, 3},
-		"a large answer in pieces": {func(w *deadlineWriter) { _, _ = w.Write(make([]byte, 2*writePiece+1)) }, 3},
+		"a large answer in pieces": {func(w *DeadlineWriter) { _, _ = w.Write(make([]byte, 2*writePiece+1)) }, 3},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d := &deadlines{ResponseRecorder: httptest.NewRecorder()}
-			w := newDeadlineWriter(d)
+			w := NewDeadlineWriter(d)
 			tc.write(w)
-			w.disarm()
+			w.Disarm()
 			want := tc.armed
 			if want > 0 {
 				want++ // cleared

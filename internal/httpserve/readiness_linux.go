@@ -1,6 +1,6 @@
 //go:build linux
 
-package gateway
+package httpserve
 
 import (
 	"net"
@@ -17,14 +17,14 @@ import (
 // it; the gateway's readiness does, for every taken connection at once: an epoll instance of
 // its own, itself registered with Go's netpoller, so that its one goroutine is parked there
 // (no thread blocked) until a connection has something to read. Each connection is registered
-// one-shot, and its event starts that connection's reader (takenConn.read). An idle stream
+// one-shot, and its event starts that connection's reader (Taken.read). An idle stream
 // then holds no goroutine.
 
-// readinessSupported says whether add watches connections (tests).
-const readinessSupported = true
+// ReadinessSupported says whether add watches connections (tests).
+const ReadinessSupported = true
 
 // readiness tells, once, when each of its connections has something to read.
-type readiness struct {
+type Readiness struct {
 	f    *os.File        // the epoll instance, as Go's netpoller sees it
 	raw  syscall.RawConn // f's
 	done chan struct{}   // closed once the watcher has ended
@@ -44,8 +44,8 @@ type watched struct {
 // readyBatch is how many events the watcher takes from the epoll instance at a time.
 const readyBatch = 128
 
-// newReadiness starts a readiness; its watcher ends with close.
-func newReadiness() (*readiness, error) {
+// NewReadiness starts a readiness; its watcher ends with close.
+func NewReadiness() (*Readiness, error) {
 	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
@@ -65,14 +65,14 @@ func newReadiness() (*readiness, error) {
 		_ = f.Close()
 		return nil, err
 	}
-	r := &readiness{f: f, raw: raw, done: make(chan struct{}), waiting: map[uint64]watched{}}
+	r := &Readiness{f: f, raw: raw, done: make(chan struct{}), waiting: map[uint64]watched{}}
 	go r.watch()
 	return r, nil
 }
 
 // watch takes the epoll instance's events until it is closed; parked in the netpoller while
 // there are none.
-func (r *readiness) watch() {
+func (r *Readiness) watch() {
 	defer close(r.done)
 	events := make([]unix.EpollEvent, readyBatch)
 	_ = r.raw.Read(func(epfd uintptr) bool {
@@ -105,7 +105,7 @@ func (r *readiness) watch() {
 }
 
 // fire calls the ready of the connection of token tok, unless it was unwatched meanwhile.
-func (r *readiness) fire(epfd int, tok uint64) {
+func (r *Readiness) fire(epfd int, tok uint64) {
 	r.mu.Lock()
 	w, ok := r.waiting[tok]
 	if ok {
@@ -128,7 +128,7 @@ func (w watched) deregister(epfd int) {
 // its end or an error). unwatch stops that: true when ready has not been called and will not
 // be; false when it has (or is being). add returns nil where it cannot watch c (not an OS
 // socket, or r nil or closed): the caller reads c itself.
-func (r *readiness) add(c net.Conn, ready func()) (unwatch func() bool) {
+func (r *Readiness) add(c net.Conn, ready func()) (unwatch func() bool) {
 	if r == nil {
 		return nil
 	}
@@ -165,7 +165,7 @@ func (r *readiness) add(c net.Conn, ready func()) (unwatch func() bool) {
 }
 
 // remove unwatches the connection of token tok: true when its ready had not been called.
-func (r *readiness) remove(tok uint64) bool {
+func (r *Readiness) remove(tok uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w, ok := r.waiting[tok]
@@ -178,7 +178,7 @@ func (r *readiness) remove(tok uint64) bool {
 }
 
 // watching is how many connections wait for their ready.
-func (r *readiness) watching() int {
+func (r *Readiness) Watching() int {
 	if r == nil {
 		return 0
 	}
@@ -188,7 +188,7 @@ func (r *readiness) watching() int {
 }
 
 // close ends the watcher, once the connections still watched have their ready called.
-func (r *readiness) close() {
+func (r *Readiness) Close() {
 	if r == nil {
 		return
 	}

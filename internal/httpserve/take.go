@@ -1,4 +1,4 @@
-package gateway
+package httpserve
 
 import (
 	"bytes"
@@ -11,8 +11,7 @@ import (
 	"time"
 )
 
-// A long-lived stream on HTTP/1 (a 2026-07-28 listen: listenconn.go; a 2025-11-25 GET stream:
-// getstream.go) is taken from net/http once its header is out: net/http's serving goroutine,
+// A long-lived stream on HTTP/1 (the gateway's 2026-07-28 listens and 2025-11-25 GET streams) is taken from net/http once its header is out: net/http's serving goroutine,
 // its background reader and the connection's buffers go, and the stream goes on in the same
 // chunked framing. Nothing waits on the connection while the stream is idle: the gateway's
 // readiness (readiness_linux.go) starts the connection's reader once the client sends
@@ -25,12 +24,12 @@ import (
 // whatever the client sent meanwhile, so a client that reuses it (as Go's transport and a
 // replica's proxy do at once) is served, not cut off. TLS and HTTP/2 streams are not taken.
 
-// takenConn is a stream's connection once taken from net/http.
-type takenConn struct {
+// Taken is a stream's connection once taken from net/http.
+type Taken struct {
 	conn    net.Conn
 	home    func(net.Conn) bool // gives the connection back to the gateway's HTTP server
 	gone    func()              // the client went: the stream's owner ends it
-	watcher *readiness          // starts the reader when there is something to read; nil: at once
+	watcher *Readiness          // starts the reader when there is something to read; nil: at once
 
 	mu         sync.Mutex
 	broken     bool   // a write failed, or the client sent too much: the connection closes
@@ -50,7 +49,7 @@ const maxPending = 64 << 10
 // be taken (TLS, HTTP/2, a writer that cannot hijack), and w carries the stream as before.
 // Its reader is watched for (watcher, when not nil) or started with watch, once the stream's
 // owner holds it (gone may call the owner).
-func take(w http.ResponseWriter, r *http.Request, home func(net.Conn) bool, watcher *readiness, gone func()) *takenConn {
+func Take(w http.ResponseWriter, r *http.Request, home func(net.Conn) bool, watcher *Readiness, gone func()) *Taken {
 	if r.TLS != nil || r.ProtoMajor != 1 {
 		return nil
 	}
@@ -58,7 +57,7 @@ func take(w http.ResponseWriter, r *http.Request, home func(net.Conn) bool, watc
 	if err != nil {
 		return nil
 	}
-	t := &takenConn{conn: c, home: home, gone: gone, watcher: watcher, readerDone: make(chan struct{})}
+	t := &Taken{conn: c, home: home, gone: gone, watcher: watcher, readerDone: make(chan struct{})}
 	// What net/http read past the request (its background reader's byte, or more) is the
 	// client's next request's beginning.
 	if n := brw.Reader.Buffered(); n > 0 {
@@ -68,9 +67,9 @@ func take(w http.ResponseWriter, r *http.Request, home func(net.Conn) bool, watc
 	return t
 }
 
-// watch starts the connection's reader once the connection has something to read (the client
+// Watch starts the connection's reader once the connection has something to read (the client
 // sent something, or went), or at once where the watcher cannot watch it.
-func (t *takenConn) watch() {
+func (t *Taken) Watch() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	// The watcher's goroutine does not wait for t.mu (a write holds it up to
@@ -82,7 +81,7 @@ func (t *takenConn) watch() {
 
 // stopWatching stops the watcher (before the connection closes, or goes home); true when the
 // reader has not started and will not. Called with t.mu held.
-func (t *takenConn) stopWatching() bool {
+func (t *Taken) stopWatching() bool {
 	unwatch := t.unwatch
 	t.unwatch = nil
 	return unwatch != nil && unwatch()
@@ -90,7 +89,7 @@ func (t *takenConn) stopWatching() bool {
 
 // read reads the connection until the client goes or the stream ends (stopping), keeping
 // what the client sends meanwhile for the connection's next request.
-func (t *takenConn) read() {
+func (t *Taken) read() {
 	t.mu.Lock()
 	stopping := t.stopping
 	t.mu.Unlock()
@@ -124,16 +123,16 @@ func (t *takenConn) read() {
 	}
 }
 
-var errBrokenStream = errors.New("the stream is broken")
+var ErrBroken = errors.New("the stream is broken")
 
 // write writes data as one chunk, within StreamWriteTimeout; past it, or on any failure, the
 // stream is broken and its connection closes (the reader then sees the end, and tells the
 // owner).
-func (t *takenConn) write(data []byte) error {
+func (t *Taken) Write(data []byte) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.broken || t.stopping {
-		return errBrokenStream
+		return ErrBroken
 	}
 	if len(data) == 0 {
 		return nil
@@ -154,7 +153,7 @@ func (t *takenConn) write(data []byte) error {
 // finish ends the stream: whole (its last chunk written, the connection home) when it is
 // and the client is still there, else the connection closes. It returns once the reader has
 // stopped or the connection is closed.
-func (t *takenConn) finish(whole bool) {
+func (t *Taken) Finish(whole bool) {
 	t.mu.Lock()
 	whole = whole && !t.broken && !t.clientGone && !t.stopping
 	if whole {
@@ -206,7 +205,7 @@ func appendChunk(out, data []byte) []byte {
 	return append(out, "\r\n"...)
 }
 
-// homeListener is the gateway's listener: the connections it accepts, and the connections
+// HomeListener is the gateway's listener: the connections it accepts, and the connections
 // taken streams give back (give) for their next request.
 //
 // net/http's Shutdown closes an idle connection at once, but one that has not begun its first
@@ -214,7 +213,7 @@ func appendChunk(out, data []byte) []byte {
 // keeps the given-back connections until the server has seen them begin a request (begun),
 // and the gateway closes those still waiting when it stops (closeWaiting), as Shutdown
 // closes idle ones.
-type homeListener struct {
+type HomeListener struct {
 	net.Listener
 	conns chan net.Conn
 	errs  chan error
@@ -226,15 +225,15 @@ type homeListener struct {
 	given   atomic.Int64          // len(waiting): begun, on every request, looks at it alone
 }
 
-// newHomeListener accepts on ln with a goroutine of its own, which ends when ln closes.
-func newHomeListener(ln net.Listener) *homeListener {
-	l := &homeListener{Listener: ln, conns: make(chan net.Conn), errs: make(chan error), done: make(chan struct{}),
+// NewHomeListener accepts on ln with a goroutine of its own, which ends when ln closes.
+func NewHomeListener(ln net.Listener) *HomeListener {
+	l := &HomeListener{Listener: ln, conns: make(chan net.Conn), errs: make(chan error), done: make(chan struct{}),
 		waiting: map[net.Conn]struct{}{}}
 	go l.accept()
 	return l
 }
 
-func (l *homeListener) accept() {
+func (l *HomeListener) accept() {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
@@ -257,7 +256,7 @@ func (l *homeListener) accept() {
 	}
 }
 
-func (l *homeListener) Accept() (net.Conn, error) {
+func (l *HomeListener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.conns:
 		return c, nil
@@ -268,14 +267,14 @@ func (l *homeListener) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *homeListener) Close() error {
+func (l *HomeListener) Close() error {
 	l.once.Do(func() { close(l.done) })
 	return l.Listener.Close()
 }
 
 // give hands a connection to the server for its next request; false once the listener is
 // closed (the caller closes it).
-func (l *homeListener) give(c net.Conn) bool {
+func (l *HomeListener) Give(c net.Conn) bool {
 	l.mu.Lock()
 	l.waiting[c] = struct{}{}
 	l.given.Store(int64(len(l.waiting)))
@@ -284,14 +283,14 @@ func (l *homeListener) give(c net.Conn) bool {
 	case l.conns <- c:
 		return true
 	case <-l.done:
-		l.begun(c, http.StateClosed)
+		l.Begun(c, http.StateClosed)
 		return false
 	}
 }
 
 // begun is the server's ConnState hook: a connection given back is no longer waiting once a
 // request has begun on it, or it has closed.
-func (l *homeListener) begun(c net.Conn, state http.ConnState) {
+func (l *HomeListener) Begun(c net.Conn, state http.ConnState) {
 	if state == http.StateNew || l.given.Load() == 0 {
 		return
 	}
@@ -303,7 +302,7 @@ func (l *homeListener) begun(c net.Conn, state http.ConnState) {
 
 // closeWaiting closes the given-back connections no request has begun on: the server is
 // stopping, and they are as idle as the idle ones Shutdown closes.
-func (l *homeListener) closeWaiting() {
+func (l *HomeListener) CloseWaiting() {
 	l.mu.Lock()
 	waiting := l.waiting
 	l.waiting = map[net.Conn]struct{}{}
@@ -312,4 +311,19 @@ func (l *homeListener) closeWaiting() {
 	for c := range waiting {
 		_ = c.Close()
 	}
+}
+
+// Watched says whether the watcher, not a reader of its own, waits on the connection (what an
+// idle stream costs; tests look).
+func (t *Taken) Watched() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.unwatch != nil
+}
+
+// Pending is how many bytes the client sent while the stream ran (its next request).
+func (t *Taken) Pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pending)
 }

@@ -1,4 +1,4 @@
-package gateway
+package httpserve
 
 import (
 	"crypto/x509"
