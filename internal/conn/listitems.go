@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
@@ -89,7 +88,7 @@ func (it *listedItem) keyOf(kind Kind) error {
 	if len(member) == 0 || string(member) == "null" {
 		return nil // "", as the SDK reads a missing one
 	}
-	return parseExact(member, &it.name)
+	return jsonrpcwire.ParseExact(member, &it.name)
 }
 
 // listedPage is one page of any of the four lists, its lists as received (only the kind listed
@@ -123,64 +122,7 @@ func (p *listedPage) items(kind Kind) ([]json.RawMessage, error) {
 		return nil, nil
 	}
 	var items []json.RawMessage
-	return items, parseExact(list, &items)
-}
-
-// maxDepth is how deep the SDK's decoder lets JSON nest (its internal/json): an answer nested
-// deeper fails, here as there, before anything else is read of it.
-const maxDepth = 1000
-
-// DecodeExact decodes as the SDK does: object keys match struct fields exactly (the standard
-// library would also take "NAME" for "name"), and JSON nested deeper than maxDepth is refused
-// before the decoder, which recurses per level (a body of brackets alone would overflow the
-// stack, which no recover catches).
-func DecodeExact(data []byte, v any) error {
-	if tooDeep(data) {
-		return fmt.Errorf("JSON nested deeper than %d levels", maxDepth)
-	}
-	return parseExact(data, v)
-}
-
-// parseExact is DecodeExact for a part of a page DecodeExact has checked.
-func parseExact(data []byte, v any) error {
-	rest, err := segjson.Parse(data, v, segjson.DontMatchCaseInsensitiveStructFields)
-	if err != nil {
-		return err
-	}
-	if len(bytes.TrimSpace(rest)) > 0 {
-		return errors.New("data after the JSON value")
-	}
-	return nil
-}
-
-// tooDeep reports JSON whose objects and arrays nest deeper than maxDepth.
-func tooDeep(data []byte) bool {
-	if bytes.Count(data, []byte("{"))+bytes.Count(data, []byte("[")) <= maxDepth {
-		return false // the common case, counted fast: too few brackets to nest deeper
-	}
-	depth, inString, escaped := 0, false, false
-	for _, b := range data {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case b == '\\':
-				escaped = true
-			case b == '"':
-				inString = false
-			}
-		case b == '"':
-			inString = true
-		case b == '{' || b == '[':
-			if depth++; depth > maxDepth {
-				return true
-			}
-		case b == '}' || b == ']':
-			depth--
-		}
-	}
-	return false
+	return items, jsonrpcwire.ParseExact(list, &items)
 }
 
 // listedItems is one forwarded listing of a server: the items kept, in the order listed, and a
@@ -242,7 +184,7 @@ func (l *lister) walkForwarded(ctx context.Context, kind Kind, out *listedItems,
 		}
 		digest.Write(res)
 		var pg listedPage
-		if err := DecodeExact(res, &pg); err != nil {
+		if err := jsonrpcwire.DecodeExact(res, &pg); err != nil {
 			return nil, "", fmt.Errorf("the server's answer is not a list of %s: %v", listWhats[kind], err)
 		}
 		raws, err := pg.items(kind)
@@ -256,7 +198,7 @@ func (l *lister) walkForwarded(ctx context.Context, kind Kind, out *listedItems,
 				continue // as the SDK's client does with a null tool
 			}
 			it := &listedItem{raw: raw}
-			err := parseExact(raw, it)
+			err := jsonrpcwire.ParseExact(raw, it)
 			if err == nil {
 				err = it.keyOf(kind)
 			}
@@ -320,7 +262,7 @@ func decodeItems[T any](l *listedItems, kind Kind, cat *catalog) ([]*T, error) {
 	twice := map[string]bool{}
 	for _, it := range items {
 		v := new(T)
-		if err := parseExact(it.raw, v); err != nil {
+		if err := jsonrpcwire.ParseExact(it.raw, v); err != nil {
 			return nil, fmt.Errorf("%s failed: the server's %s %q: %v", listMethods[kind], strings.TrimSuffix(listWhats[kind], "s"), it.name, err)
 		}
 		out = append(out, v)

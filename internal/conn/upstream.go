@@ -196,12 +196,6 @@ func (o *otherMembers) withCapabilities(session []byte, capsOf func() json.RawMe
 	return jsonrpcwire.AppendMember(append(out, o.members...), mcp.MetaKeyClientCapabilities, caps)
 }
 
-// AppendMember appends `,"key":value` to the members of a JSON object being written (without
-// the comma when dst is empty).
-func AppendMember(dst []byte, key string, value json.RawMessage) []byte {
-	return jsonrpcwire.AppendMember(dst, key, value)
-}
-
 // params makes a params object of members and two lists of _meta members (the session's and
 // the request's own; either may be empty).
 func params(members, session, meta []byte) []byte {

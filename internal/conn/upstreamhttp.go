@@ -278,7 +278,7 @@ func readResponse(r io.Reader, id string, limit int64) (*upstreamResponse, error
 		return nil, tooLarge(limit)
 	}
 	var resp upstreamResponse
-	if err := DecodeExact(data, &resp); err != nil {
+	if err := jsonrpcwire.DecodeExact(data, &resp); err != nil {
 		return nil, fmt.Errorf("the server's response is not JSON-RPC: %v", err)
 	}
 	if !jsonrpcwire.StringID(resp.ID, id) {
@@ -374,7 +374,7 @@ func sseField(line []byte, field string) ([]byte, bool) {
 // event handles one event of a forwarded request's stream; done when it was the response.
 func (u *httpUpstream) event(ctx context.Context, data []byte, id string) (json.RawMessage, bool, error) {
 	var r upstreamResponse
-	if err := DecodeExact(data, &r); err != nil {
+	if err := jsonrpcwire.DecodeExact(data, &r); err != nil {
 		return nil, true, fmt.Errorf("the server sent an event that is not JSON-RPC: %v", err)
 	}
 	if r.Method == "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
 // A 2025-11-25 server's request during a call (sampling, elicitation) goes to the calling
@@ -217,9 +218,9 @@ func (c *callStream) ask(ctx context.Context, method string, params json.RawMess
 	id, ch := c.asks.expect(c.ref)
 	defer c.asks.forget(c.ref, id)
 	data := []byte(`{"jsonrpc":"2.0","id":`)
-	data = appendString(data, id)
+	data = jsonrpcwire.AppendQuoted(data, id)
 	data = append(data, `,"method":`...)
-	data = appendString(data, method)
+	data = jsonrpcwire.AppendQuoted(data, method)
 	data = append(data, `,"params":`...)
 	data = append(append(data, params...), '}')
 	c.put(relayed{request: data})

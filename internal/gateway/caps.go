@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"sync"
 
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/dsh-dev/projectmcp/internal/conn"
 )
 
 // relayedCapabilities are the client capabilities a server may use through the gateway: its
@@ -32,7 +31,7 @@ func relayable(caps json.RawMessage) json.RawMessage {
 	out := []byte{}
 	for _, k := range relayedCapabilities {
 		if v, ok := all[k]; ok && len(v) > 0 && v[0] == '{' {
-			out = conn.AppendMember(out, k, v)
+			out = jsonrpcwire.AppendMember(out, k, v)
 		}
 	}
 	return append(append([]byte{'{'}, out...), '}')

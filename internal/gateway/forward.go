@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 )
 
@@ -281,7 +282,7 @@ func (p *project) readParams(in *incoming) bool {
 	f := &in.facts
 	if in.row.tool {
 		c := &in.call
-		f.params = conn.DecodeExact(in.env.Params, c) == nil && c.Name != ""
+		f.params = jsonrpcwire.DecodeExact(in.env.Params, c) == nil && c.Name != ""
 		in.meta, in.state = &c.Meta, c.RequestState
 		f.mrtr = len(c.InputResponses) > 0 || len(c.RequestState) > 0
 		in.args = c.Arguments
@@ -291,8 +292,8 @@ func (p *project) readParams(in *incoming) bool {
 		f.objectArgs = in.args[0] == '{'
 	} else {
 		in.meta = &requestMeta{}
-		f.params = conn.DecodeExact(in.env.Params, &in.members) == nil && in.members != nil
-		if m, ok := in.members["_meta"]; ok && conn.DecodeExact(m, in.meta) != nil {
+		f.params = jsonrpcwire.DecodeExact(in.env.Params, &in.members) == nil && in.members != nil
+		if m, ok := in.members["_meta"]; ok && jsonrpcwire.DecodeExact(m, in.meta) != nil {
 			f.params = false
 		}
 		delete(in.members, "_meta")
@@ -315,7 +316,7 @@ func identify(h http.Header, m *requestMeta) (string, bool) {
 	var info struct {
 		Name string `json:"name"`
 	}
-	if len(m.ClientInfo) > 0 && conn.DecodeExact(m.ClientInfo, &info) != nil {
+	if len(m.ClientInfo) > 0 && jsonrpcwire.DecodeExact(m.ClientInfo, &info) != nil {
 		return "", false
 	}
 	return statelessID(h, info.Name), true
@@ -352,7 +353,7 @@ func readEnvelope(body []byte, methods ...string) (env envelope, ok bool) {
 	if !slices.ContainsFunc(methods, func(m string) bool { return bytes.Contains(body, quotedMethods[m]) }) {
 		return env, false // most bodies of other methods are not decoded
 	}
-	if conn.DecodeExact(body, &env) != nil || env.JSONRPC != "2.0" || !slices.Contains(methods, env.Method) {
+	if jsonrpcwire.DecodeExact(body, &env) != nil || env.JSONRPC != "2.0" || !slices.Contains(methods, env.Method) {
 		return env, false
 	}
 	return env, true
@@ -503,7 +504,7 @@ func (p *project) cancelOf(ref string, raw json.RawMessage) context.CancelFunc {
 	var params struct {
 		RequestID json.RawMessage `json:"requestId"`
 	}
-	if conn.DecodeExact(raw, &params) != nil || len(params.RequestID) == 0 {
+	if jsonrpcwire.DecodeExact(raw, &params) != nil || len(params.RequestID) == 0 {
 		return nil
 	}
 	return p.sessions.call(ref, string(params.RequestID))

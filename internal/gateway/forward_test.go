@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
 // The message-level path reads a request as the SDK's server does: a case variant of a
@@ -28,7 +28,7 @@ func TestFastParamsDecodeExactly(t *testing.T) {
 		{`{"name":"a","arguments":{"a":` + strings.Repeat("[", 4<<20) + `}}`, "", false},
 	} {
 		var params callParams
-		err := conn.DecodeExact([]byte(c.body), &params)
+		err := jsonrpcwire.DecodeExact([]byte(c.body), &params)
 		if (err == nil) != c.ok || (c.ok && params.Name != c.name) {
 			t.Errorf("%.60s: name %q (%v), want %q (ok %v)", c.body, params.Name, err, c.name, c.ok)
 		}
@@ -43,7 +43,7 @@ func BenchmarkDecodeRequest(b *testing.B) {
 	for _, c := range []struct {
 		name   string
 		decode func([]byte, any) error
-	}{{"encoding-json", json.Unmarshal}, {"exact", conn.DecodeExact}} {
+	}{{"encoding-json", json.Unmarshal}, {"exact", jsonrpcwire.DecodeExact}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
 // prompts/get, resources/read and completion/complete on the forward path.
@@ -38,7 +39,7 @@ func routeTool(p *project, in *incoming) bool {
 // routePrompt routes a prompts/get by its projected name, sent as the server's own.
 func routePrompt(p *project, in *incoming) bool {
 	var params mcp.GetPromptParams
-	if conn.DecodeExact(in.env.Params, &params) != nil || params.Name == "" {
+	if jsonrpcwire.DecodeExact(in.env.Params, &params) != nil || params.Name == "" {
 		return false
 	}
 	in.name = params.Name
@@ -53,7 +54,7 @@ func routePrompt(p *project, in *incoming) bool {
 // routeResource routes a resources/read by its URI, unchanged (owner).
 func routeResource(p *project, in *incoming) bool {
 	var params mcp.ReadResourceParams
-	if conn.DecodeExact(in.env.Params, &params) != nil || params.URI == "" {
+	if jsonrpcwire.DecodeExact(in.env.Params, &params) != nil || params.URI == "" {
 		return false
 	}
 	in.name = params.URI
@@ -68,7 +69,7 @@ func routeResource(p *project, in *incoming) bool {
 // prompt's is sent under the server's own name.
 func routeCompletion(p *project, in *incoming) bool {
 	var params mcp.CompleteParams
-	if conn.DecodeExact(in.env.Params, &params) != nil || params.Ref == nil {
+	if jsonrpcwire.DecodeExact(in.env.Params, &params) != nil || params.Ref == nil {
 		return false
 	}
 	server, raw := p.current().completionTarget(params.Ref)
@@ -77,7 +78,7 @@ func routeCompletion(p *project, in *incoming) bool {
 	}
 	if params.Ref.Type == "ref/prompt" {
 		var ref map[string]json.RawMessage
-		if conn.DecodeExact(in.members["ref"], &ref) != nil {
+		if jsonrpcwire.DecodeExact(in.members["ref"], &ref) != nil {
 			return false
 		}
 		ref["name"], _ = json.Marshal(raw)
@@ -143,7 +144,7 @@ func joinMembers(members map[string]json.RawMessage) []byte {
 	sort.Strings(names)
 	out := make([]byte, 0, size)
 	for _, k := range names {
-		out = conn.AppendMember(out, k, members[k])
+		out = jsonrpcwire.AppendMember(out, k, members[k])
 	}
 	return out
 }

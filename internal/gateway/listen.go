@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
 // A 2026-07-28 session's subscriptions/listen is served here, not by the SDK's stateless
@@ -120,7 +121,7 @@ func readListen(r *http.Request) (listRequest, bool) {
 	if r.Header.Get("Mcp-Protocol-Version") != statelessRevision || r.Header.Get("Mcp-Method") != methodListen || !acceptedContent(r) {
 		return lr, false
 	}
-	if conn.DecodeExact(bodyOf(r), &lr.env) != nil || lr.env.JSONRPC != "2.0" || lr.env.Method != methodListen {
+	if jsonrpcwire.DecodeExact(bodyOf(r), &lr.env) != nil || lr.env.JSONRPC != "2.0" || lr.env.Method != methodListen {
 		return lr, false
 	}
 	id, ok := canonicalID(lr.env.ID)
@@ -133,7 +134,7 @@ func readListen(r *http.Request) (listRequest, bool) {
 		Notifications *mcp.NotificationSubscriptions `json:"notifications"`
 	}
 	params.Meta = &lr.meta
-	if conn.DecodeExact(lr.env.Params, &params) != nil || params.Notifications == nil {
+	if jsonrpcwire.DecodeExact(lr.env.Params, &params) != nil || params.Notifications == nil {
 		return lr, false
 	}
 	lr.notifications = *params.Notifications
@@ -188,7 +189,7 @@ func infoName(raw json.RawMessage) string {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 	}
-	if len(raw) == 0 || conn.DecodeExact(raw, &info) != nil {
+	if len(raw) == 0 || jsonrpcwire.DecodeExact(raw, &info) != nil {
 		return ""
 	}
 	return info.Name + "/" + info.Version

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
 // The four aggregated lists (tools/list, prompts/list, resources/list,
@@ -94,7 +95,7 @@ func encodeItems[T any](idx map[any]*conn.RawItem, newest bool, page []*T, name 
 		b = append(b, '{')
 		if name != nil {
 			b = append(b, `"name":`...)
-			b = appendString(b, name(it))
+			b = jsonrpcwire.AppendQuoted(b, name(it))
 			if len(raw.Members) > 0 {
 				b = append(b, ',')
 			}
@@ -189,12 +190,6 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// appendString appends s as a JSON string, as marshal writes it.
-func appendString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always encodes; projected names hold nothing HTML-escaped
-	return append(b, q...)
 }
 
 // listKinds are the lists whose results carry caching hints, by the type of their requests.

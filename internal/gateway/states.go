@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
 // A 2026-07-28 server's own requestState, sealed to the session and the server.
@@ -128,7 +129,7 @@ func isServerState(state string) bool { return state != "" && !isInputState(stat
 // is to answer.
 func openStateJSON(b stateBinding, raw json.RawMessage) (json.RawMessage, bool) {
 	var sealed string
-	if conn.DecodeExact(raw, &sealed) != nil {
+	if jsonrpcwire.DecodeExact(raw, &sealed) != nil {
 		return nil, false
 	}
 	if !isServerState(sealed) {

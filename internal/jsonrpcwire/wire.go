@@ -1,9 +1,10 @@
-// Package jsonrpcwire writes JSON-RPC 2.0 messages as bytes: the envelope of a request, a
-// notification and a response, their ids, and the members of the objects inside them. It is
-// for code that passes params and results through as the peer sent them (json.RawMessage),
-// where encoding a Go value would decode and encode them again for nothing.
+// Package jsonrpcwire reads and writes JSON-RPC 2.0 messages as bytes: the envelope of a
+// request, a notification and a response, their ids, and the members of the objects inside
+// them, written by hand; and DecodeExact, which reads them exactly as the SDK does. It is for
+// code that passes params and results through as the peer sent them (json.RawMessage), where
+// encoding a Go value would decode and encode them again for nothing.
 //
-// Nothing here checks what it is given: params, results and member values must be valid JSON
+// Nothing that writes checks what it is given: params, results and member values must be valid JSON
 // already, and an id given as JSON (ResponseTo, ErrorTo) is written as it is.
 package jsonrpcwire
 
