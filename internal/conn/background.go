@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/dsh-dev/projectmcp/internal/revision"
 )
 
 // What a connection asks of its server by itself, unasked by any session: a health probe every
@@ -21,7 +23,7 @@ func (l *lister) probe(ctx context.Context) error {
 	l.counts.probes.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, min(l.opts.ConnectTimeout, 10*time.Second))
 	defer cancel()
-	newest := l.session.InitializeResult().ProtocolVersion >= "2026-07-28"
+	newest := revision.Of(l.session.InitializeResult().ProtocolVersion) >= revision.Stateless
 	method := "ping"
 	if newest {
 		method = "tools/list"
@@ -52,7 +54,7 @@ func (l *lister) call(ctx context.Context, method string, members []byte) (res j
 // servers so, in the scale benchmark) for what the backstop re-list, which fails the same way
 // when the server is gone, already finds every RelistInterval.
 func (l *lister) probedByRelist() bool {
-	if l.session.InitializeResult().ProtocolVersion < "2026-07-28" {
+	if revision.Of(l.session.InitializeResult().ProtocolVersion) < revision.Stateless {
 		return false
 	}
 	return l.up == nil || l.up.probedByRelist()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
+	"github.com/dsh-dev/projectmcp/internal/revision"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
@@ -52,9 +53,9 @@ const (
 func (r Revision) admits(version string) bool {
 	switch r {
 	case Newest:
-		return version >= "2026-07-28"
+		return revision.Of(version) >= revision.Stateless
 	case LegacyExact:
-		return version < "2026-07-28"
+		return revision.Of(version) < revision.Stateless
 	}
 	return true
 }
@@ -131,7 +132,7 @@ func (c *Conn) Forward(ctx context.Context, method string, members []byte, onPro
 		if errors.As(err, &rpcErr) {
 			return nil, rpcErr
 		}
-		if err == nil && rev == Legacy && s.InitializeResult().ProtocolVersion >= "2026-07-28" {
+		if err == nil && rev == Legacy && revision.Of(s.InitializeResult().ProtocolVersion) >= revision.Stateless {
 			return legacyShape(res)
 		}
 		return res, err

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
+	"github.com/dsh-dev/projectmcp/internal/revision"
 )
 
 // Lists are read with forwarded requests on every session whose upstream takes them (stdio,
@@ -148,7 +149,7 @@ func (l *lister) fetch(ctx context.Context) (*listedItems, error) {
 			asked = append(asked, KindResource, KindTemplate)
 		}
 	}
-	items := &listedItems{newest: l.session.InitializeResult().ProtocolVersion >= "2026-07-28", tools: l.sieve()}
+	items := &listedItems{newest: revision.Of(l.session.InitializeResult().ProtocolVersion) >= revision.Stateless, tools: l.sieve()}
 	var digests [kinds]hash.Hash
 	for _, kind := range asked {
 		digests[kind] = sha256.New()

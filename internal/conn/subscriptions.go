@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dsh-dev/projectmcp/internal/revision"
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -113,7 +114,7 @@ func (s *subscriptions) restore(ctx context.Context, session *mcp.ClientSession)
 // applyLevel sends logging/setLevel on a session whose server has logging and the request.
 func (s *subscriptions) applyLevel(ctx context.Context, session *mcp.ClientSession, level mcp.LoggingLevel) {
 	init := session.InitializeResult()
-	if init.Capabilities == nil || init.Capabilities.Logging == nil || init.ProtocolVersion >= "2026-07-28" {
+	if init.Capabilities == nil || init.Capabilities.Logging == nil || revision.Of(init.ProtocolVersion) >= revision.Stateless {
 		return // 2026-07-28 has no logging/setLevel: the level travels with each request (withLevel)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)

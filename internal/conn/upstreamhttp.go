@@ -20,6 +20,7 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
+	"github.com/dsh-dev/projectmcp/internal/revision"
 )
 
 // httpUpstream is a streamable HTTP session's upstream: each forwarded request is POSTed on
@@ -84,14 +85,14 @@ func (u *httpUpstream) takes() bool {
 	if u.version == "" {
 		return false
 	}
-	return u.version < "2026-07-28" || u.metaKnown()
+	return revision.Of(u.version) < revision.Stateless || u.metaKnown()
 }
 
 // probedByRelist: a 2026-07-28 HTTP connection has no ping and no session to lose.
 func (u *httpUpstream) probedByRelist() bool { return true }
 
 // toolHeaders: the SDK client sets Mcp-Param headers from its own tools/list at 2026-07-28.
-func (u *httpUpstream) toolHeaders() bool { return u.version >= "2026-07-28" }
+func (u *httpUpstream) toolHeaders() bool { return revision.Of(u.version) >= revision.Stateless }
 
 func (u *httpUpstream) call(ctx context.Context, method string, members, meta []byte) (json.RawMessage, error) {
 	if !strings.HasSuffix(method, "/list") { // a list's items are counted as they come (boundedBodies)
@@ -184,7 +185,7 @@ func (u *httpUpstream) request(ctx context.Context, body []byte, method string, 
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	u.sessionHeaders(req.Header)
-	if method != "" && u.version >= "2026-07-28" {
+	if method != "" && revision.Of(u.version) >= revision.Stateless {
 		req.Header.Set("Mcp-Method", method)
 		if name := nameOf(method, params); name != "" {
 			req.Header.Set("Mcp-Name", name)

@@ -16,6 +16,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/revision"
 )
 
 // The forward path carries a session's request as JSON-RPC bytes: the methods of the routing
@@ -250,7 +251,7 @@ func (p *project) read(r *http.Request, ref string) *incoming {
 		in.caller = forwardCaller{id: id, rev: conn.Newest, caps: requestCapabilities(in.meta.Capabilities), stateless: true}
 	} else {
 		in.caller = forwardCaller{id: ref, caller: sessionCaller{ss}, rev: revisionOf(false, in.row.tool), caps: sessionCapabilities(ss),
-			cancellable: true, resumable: in.row.tool && f.sessionVersion >= "2025-11-25"}
+			cancellable: true, resumable: in.row.tool && revision.Of(f.sessionVersion) >= revision.Stateful}
 	}
 	if !f.routed || !f.mounted {
 		return in

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
+	"github.com/dsh-dev/projectmcp/internal/revision"
 )
 
 // A 2026-07-28 session's subscriptions/listen is served here, not by the SDK's stateless
@@ -118,7 +119,7 @@ func (p *project) serveListen(w http.ResponseWriter, r *http.Request) bool {
 // an id, of the method Mcp-Method names, with notifications; false for any other.
 func readListen(r *http.Request) (listRequest, bool) {
 	var lr listRequest
-	if r.Header.Get("Mcp-Protocol-Version") != statelessRevision || r.Header.Get("Mcp-Method") != methodListen || !acceptedContent(r) {
+	if !revision.Is(r.Header.Get("Mcp-Protocol-Version"), revision.Stateless) || r.Header.Get("Mcp-Method") != methodListen || !acceptedContent(r) {
 		return lr, false
 	}
 	if jsonrpcwire.DecodeExact(bodyOf(r), &lr.env) != nil || lr.env.JSONRPC != "2.0" || lr.env.Method != methodListen {

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/revision"
 )
 
 // The path a session's POST takes through the gateway is decided in one place.
@@ -118,9 +119,6 @@ type facts struct {
 	bridged bool
 }
 
-// statelessRevision is the protocol revision of stateless sessions.
-const statelessRevision = "2026-07-28"
-
 // cancelled is the one notification the forward path reads.
 const cancelled = "notifications/cancelled"
 
@@ -131,7 +129,7 @@ func decide(f facts) plan {
 	if f.stateless {
 		row, known := forwardedMethods[f.mcpMethod]
 		switch {
-		case f.version != statelessRevision:
+		case !revision.Is(f.version, revision.Stateless):
 			return typed("a protocol revision newer than the gateway's")
 		case !known:
 			return typed("Mcp-Method names a method the forward path does not carry")
@@ -148,7 +146,7 @@ func decide(f facts) plan {
 		switch {
 		case !f.mounted:
 			return typed("not a session of this endpoint")
-		case f.sessionVersion == "" || f.sessionVersion >= statelessRevision:
+		case f.sessionVersion == "" || revision.Of(f.sessionVersion) >= revision.Stateless:
 			return typed("a session not initialized, or of the stateless revision")
 		case f.version != f.sessionVersion:
 			return typed("Mcp-Protocol-Version is not the session's")

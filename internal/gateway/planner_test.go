@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/revision"
 )
 
 // stateful is the facts of a 2025-11-25 session's request of method that the forward path
@@ -20,7 +21,7 @@ func stateful(method string) facts {
 // stateless is the same for a 2026-07-28 request.
 func stateless(method string) facts {
 	f := stateful(method)
-	f.stateless, f.version, f.sessionVersion, f.mcpMethod, f.identity = true, statelessRevision, "", method, true
+	f.stateless, f.version, f.sessionVersion, f.mcpMethod, f.identity = true, revision.Stateless.String(), "", method, true
 	if forwardedMethods[method].named {
 		f.mcpName = f.name
 	}
@@ -68,7 +69,7 @@ func TestDecide(t *testing.T) {
 		// A stateful request's session, headers and envelope.
 		{"no such session", with(stateful("tools/call"), func(f *facts) { f.mounted = false }), pathTyped, false},
 		{"not initialized", with(stateful("tools/call"), func(f *facts) { f.sessionVersion = "" }), pathTyped, false},
-		{"a session of the newest revision", with(stateful("tools/call"), func(f *facts) { f.sessionVersion, f.version = statelessRevision, statelessRevision }), pathTyped, false},
+		{"a session of the newest revision", with(stateful("tools/call"), func(f *facts) { f.sessionVersion, f.version = revision.Stateless.String(), revision.Stateless.String() }), pathTyped, false},
 		{"another version header", with(stateful("tools/call"), func(f *facts) { f.version = "2025-06-18" }), pathTyped, false},
 		{"stateful content type", with(stateful("tools/call"), func(f *facts) { f.content = false }), pathTyped, false},
 		{"an answer to the gateway's request", with(stateful(""), func(f *facts) { f.answer = true }), pathAnswer, false},

@@ -25,6 +25,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/recovery"
 	"github.com/dsh-dev/projectmcp/internal/registry"
+	"github.com/dsh-dev/projectmcp/internal/revision"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
@@ -112,7 +113,7 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	var w http.ResponseWriter = dw
 	r.Header.Set(remoteHeader, r.RemoteAddr)
 	sid := r.Header.Get("Mcp-Session-Id")
-	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" && sid == "" {
+	if revision.Of(r.Header.Get("Mcp-Protocol-Version")) >= revision.Stateless && sid == "" {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == methodListen && p.serveListen(w, r) {
 			return
 		}

@@ -28,6 +28,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/revision"
 )
 
 // Label names of the project, present with Configure(true).
@@ -118,10 +119,11 @@ const (
 	ReasonDeadAtMount        = v1alpha1.RebuildReasonDeadAtMount // as status says it
 )
 
-// Session revisions (the revision label of projectmcp_sessions).
-const (
-	RevisionStateful  = "2025-11-25" // stateful sessions: 2025-11-25 and the older revisions
-	RevisionStateless = "2026-07-28"
+// Session revisions (the revision label of projectmcp_sessions): stateful sessions (2025-11-25
+// and the older revisions) are counted under 2025-11-25.
+var (
+	RevisionStateful  = revision.Stateful.String()
+	RevisionStateless = revision.Stateless.String()
 )
 
 var (

@@ -20,8 +20,9 @@ type Agent struct {
 	Changed chan struct{} // one value per list_changed received
 }
 
-// ConnectAgent connects a Go SDK client to a project's endpoint (from its status). version
-// "2025-11-25" makes a stateful client; "" the SDK's default (2026-07-28, stateless).
+// ConnectAgent connects a Go SDK client to a project's endpoint (from its status). version:
+// the 2025-11-25 revision (revision.Stateful) makes a stateful client; "" the SDK's default
+// (2026-07-28, stateless).
 func ConnectAgent(t testing.TB, key types.NamespacedName, version string, header http.Header) *Agent {
 	t.Helper()
 	obj := WaitStatus(t, key, 30*time.Second, "an endpoint", func(o *v1alpha1.ProjectMCP) bool { return o.Status.Endpoint != "" })
@@ -130,7 +131,8 @@ func EndpointOf(key types.NamespacedName) string {
 	return "http://" + GatewayAddr + gateway.Path(key)
 }
 
-// Dial opens an MCP client session; "2025-11-25" makes a stateful client, "" a stateless one.
+// Dial opens an MCP client session; 2025-11-25 (revision.Stateful) makes a stateful client, ""
+// a stateless one.
 func Dial(endpoint, version string, header http.Header) (*mcp.ClientSession, error) {
 	return DialWith(mcp.NewClient(&mcp.Implementation{Name: "early-agent", Version: "1.0"}, nil), endpoint, version, header)
 }
