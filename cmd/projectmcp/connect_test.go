@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
-	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
@@ -225,7 +225,7 @@ func serviceAccountToken(t *testing.T, ns, sa, project string) string {
 	ctx := context.Background()
 	account := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}}
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{"projectmcps"}, ResourceNames: []string{project}, Verbs: []string{gateway.UseVerb},
+		APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{"projectmcps"}, ResourceNames: []string{project}, Verbs: []string{access.UseVerb},
 	}}}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: sa},

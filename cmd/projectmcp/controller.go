@@ -37,6 +37,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/buckets"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/reaper"
@@ -111,8 +112,8 @@ func defaultControllerFlags() controllerFlags {
 		gatewayAddr:    "127.0.0.1:8484",
 		gatewayAuth:    "local",
 		reviewTTL:      30 * time.Second,
-		newTokenRate:   gateway.DefaultNewTokenRate,
-		sourceRate:     gateway.DefaultSourceRate,
+		newTokenRate:   access.DefaultNewTokenRate,
+		sourceRate:     access.DefaultSourceRate,
 		sessionTimeout: 30 * time.Minute,
 		statelessIdle:  10 * time.Minute,
 		maxBodyBytes:   4 << 20,
@@ -533,7 +534,7 @@ func gatewayBaseURL(flag, bound string, tls bool) (string, error) {
 
 // kubernetesAuth is the gateway's TokenReview and SubjectAccessReview checker, from the
 // --gateway-* review flags; an error names the flag that is wrong.
-func (f *controllerFlags) kubernetesAuth(cs kubernetes.Interface) (*gateway.KubernetesAuth, error) {
+func (f *controllerFlags) kubernetesAuth(cs kubernetes.Interface) (*access.KubernetesAuth, error) {
 	for _, aud := range f.audiences {
 		if strings.TrimSpace(aud) == "" || strings.TrimSpace(aud) != aud {
 			return nil, usageErrorf("--gateway-audience: %q is not an audience (empty, or with spaces around it)", aud)
@@ -547,7 +548,7 @@ func (f *controllerFlags) kubernetesAuth(cs kubernetes.Interface) (*gateway.Kube
 	case f.sourceRate < 0:
 		return nil, usageErrorf("--gateway-new-token-reviews-per-source must not be negative (0: the default), not %g", f.sourceRate)
 	}
-	return &gateway.KubernetesAuth{Client: cs, TTL: f.reviewTTL, Audiences: f.audiences,
+	return &access.KubernetesAuth{Client: cs, TTL: f.reviewTTL, Audiences: f.audiences,
 		NewTokenRate: rate.Limit(f.newTokenRate), SourceRate: rate.Limit(f.sourceRate)}, nil
 }
 

@@ -33,6 +33,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
@@ -85,7 +86,7 @@ func agentToken(t *testing.T, env *testenv.Env, audiences ...string) string {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: authNamespace}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: authNamespace}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: authNamespace}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"projectmcps"}, Verbs: []string{gateway.UseVerb}}}},
+			APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"projectmcps"}, Verbs: []string{access.UseVerb}}}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: authNamespace},
 			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "agent"},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "agent", Namespace: authNamespace}}},
@@ -132,7 +133,7 @@ func TestGatewayNewTokenBudgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
-	a := &gateway.KubernetesAuth{Client: cs, Clock: clk, TTL: 30 * time.Second,
+	a := &access.KubernetesAuth{Client: cs, Clock: clk, TTL: 30 * time.Second,
 		NewTokenRate: 50, NewTokenBurst: 100, SourceRate: 5, SourceBurst: 20}
 	ctx := context.Background()
 	project := func(i int) types.NamespacedName {
@@ -241,7 +242,7 @@ func TestGatewayInvalidTokensKeepValidCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &gateway.KubernetesAuth{Client: cs, NewTokenRate: 1e9, NewTokenBurst: 1 << 20, SourceRate: 1e9, SourceBurst: 1 << 20}
+	a := &access.KubernetesAuth{Client: cs, NewTokenRate: 1e9, NewTokenBurst: 1 << 20, SourceRate: 1e9, SourceBurst: 1 << 20}
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: authNamespace, Name: "p"}
 	if _, status, msg := a.Authorize(ctx, authRequest(good, "192.0.2.1:1"), key); status != 0 {
@@ -287,7 +288,7 @@ func TestGatewayStaleTokenReviewedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
-	a := &gateway.KubernetesAuth{Client: cs, Clock: clk, TTL: 30 * time.Second, ReviewRate: 1e9, ReviewBurst: 1 << 20}
+	a := &access.KubernetesAuth{Client: cs, Clock: clk, TTL: 30 * time.Second, ReviewRate: 1e9, ReviewBurst: 1 << 20}
 	ctx := context.Background()
 	if _, status, msg := a.Authorize(ctx, authRequest(good, "192.0.2.1:1"), types.NamespacedName{Namespace: authNamespace, Name: "p"}); status != 0 {
 		t.Fatalf("the valid token: %d %s", status, msg)
@@ -402,7 +403,7 @@ func TestGatewayAudience(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &gateway.KubernetesAuth{Client: cs}
+	a := &access.KubernetesAuth{Client: cs}
 	if _, status, msg := a.Authorize(context.Background(), authRequest(forAPIServer, "192.0.2.1:1"), missing); status != 0 {
 		t.Errorf("without audiences, a token for the API server: %d %s", status, msg)
 	}
@@ -490,7 +491,7 @@ func lookupTokens(t *testing.T, env *testenv.Env, n int) []string {
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lookupsNamespace}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "use", Namespace: lookupsNamespace}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"projectmcps"}, Verbs: []string{gateway.UseVerb}}}},
+			APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"projectmcps"}, Verbs: []string{access.UseVerb}}}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "use", Namespace: lookupsNamespace},
 			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "use"},
 			Subjects: []rbacv1.Subject{{Kind: "Group", Name: "system:serviceaccounts:" + lookupsNamespace}}},
@@ -564,7 +565,7 @@ func TestGatewayReviewFlags(t *testing.T) {
 	if strings.Join(a.Audiences, " ") != "projectmcp mcp.example.com other" || a.TTL != 5*time.Second || a.NewTokenRate != 10 || a.SourceRate != 2 {
 		t.Fatalf("parsed %+v", a)
 	}
-	if a, err := parseControllerFlags(t).kubernetesAuth(cs); err != nil || len(a.Audiences) != 0 || a.NewTokenRate != gateway.DefaultNewTokenRate || a.SourceRate != gateway.DefaultSourceRate {
+	if a, err := parseControllerFlags(t).kubernetesAuth(cs); err != nil || len(a.Audiences) != 0 || a.NewTokenRate != access.DefaultNewTokenRate || a.SourceRate != access.DefaultSourceRate {
 		t.Fatalf("defaults: %+v, %v", a, err)
 	}
 	for _, tc := range [][]string{

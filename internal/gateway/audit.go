@@ -7,6 +7,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/audit"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 )
 
@@ -26,7 +27,7 @@ func (p *project) audit(o origin, server string, start time.Time, outcome string
 		policy = v1alpha1.ToolAuthorizationRBAC
 	}
 	r := audit.Record{
-		Time: start.UTC(), Principal: principalOf(o.header), Project: p.key.String(), Server: server, Method: o.method,
+		Time: start.UTC(), Principal: o.who.Principal, Project: p.key.String(), Server: server, Method: o.method,
 		Outcome: outcome, DurationMs: float64(time.Since(start).Microseconds()) / 1000,
 		Session: sessionHash(o.session), Policy: string(policy), Decision: "allow",
 	}
@@ -34,11 +35,11 @@ func (p *project) audit(o origin, server string, start time.Time, outcome string
 		r.Decision = "deny"
 	}
 	switch o.item.Resource {
-	case ResourceTools:
+	case access.ResourceTools:
 		r.Tool = o.item.Name
-	case ResourcePrompts:
+	case access.ResourcePrompts:
 		r.Prompt = o.item.Name
-	case ResourceResources:
+	case access.ResourceResources:
 		r.URI = o.item.Name
 	}
 	if p.g.opts.AuditArguments {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
@@ -47,7 +48,7 @@ func TestGatewayKubernetesAuth(t *testing.T) {
 	}
 	allowed, denied := token("allowed"), token("denied")
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "use-guarded", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{"projectmcps"}, ResourceNames: []string{"guarded"}, Verbs: []string{gateway.UseVerb},
+		APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{"projectmcps"}, ResourceNames: []string{"guarded"}, Verbs: []string{access.UseVerb},
 	}}}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "use-guarded", Namespace: ns},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "use-guarded"},
@@ -59,7 +60,7 @@ func TestGatewayKubernetesAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	gw := gateway.New(gateway.Options{Registry: harness.Ctl.Registry, Auth: &gateway.KubernetesAuth{Client: cs}})
+	gw := gateway.New(gateway.Options{Registry: harness.Ctl.Registry, Auth: &access.KubernetesAuth{Client: cs}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

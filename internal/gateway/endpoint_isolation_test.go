@@ -31,6 +31,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
@@ -46,7 +47,7 @@ func saTokens(t *testing.T, ns string, names ...string) map[string]string {
 	}
 	ctx := context.Background()
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "use-all", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{"projectmcps"}, Verbs: []string{gateway.UseVerb, "get"},
+		APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{"projectmcps"}, Verbs: []string{access.UseVerb, "get"},
 	}}}
 	if err := harness.Env.Client.Create(ctx, role); err != nil {
 		t.Fatal(err)
@@ -86,7 +87,7 @@ func TestGatewaySessionsBoundToPrincipal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, Auth: &gateway.KubernetesAuth{Client: cs}})
+	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, Auth: &access.KubernetesAuth{Client: cs}})
 	url := base + gateway.Path(key)
 
 	var sid string

@@ -26,6 +26,7 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/audit"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
 	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
@@ -46,7 +47,7 @@ type rbacIdentity struct {
 }
 
 func itemRule(resource string, names ...string) rbacv1.PolicyRule {
-	return rbacv1.PolicyRule{APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{resource}, ResourceNames: names, Verbs: []string{gateway.ItemVerb}}
+	return rbacv1.PolicyRule{APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{resource}, ResourceNames: names, Verbs: []string{access.ItemVerb}}
 }
 
 // With spec.toolAuthorization: RBAC, each identity lists exactly the tools, prompts and
@@ -90,7 +91,7 @@ func TestGatewayToolRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, Auth: &gateway.KubernetesAuth{Client: cs}, Audit: log})
+	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, Auth: &access.KubernetesAuth{Client: cs}, Audit: log})
 	project := base + gateway.Path(key)
 	denials := promtest.ToFloat64(metrics.ItemDenials.WithLabelValues("tools"))
 
@@ -146,9 +147,9 @@ func TestGatewayToolRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal("kubectl is needed to check `kubectl auth can-i` against the gateway's decisions")
 	}
-	canI := func(id *rbacIdentity, it gateway.Item) bool {
-		for _, name := range gateway.ResourceNames("shop", it) {
-			out, _ := exec.Command(kubectl, "--kubeconfig", harness.Env.Kubeconfig, "auth", "can-i", gateway.ItemVerb,
+	canI := func(id *rbacIdentity, it access.Item) bool {
+		for _, name := range access.ResourceNames("shop", it) {
+			out, _ := exec.Command(kubectl, "--kubeconfig", harness.Env.Kubeconfig, "auth", "can-i", access.ItemVerb,
 				it.Resource+".mcp.dsh.dev/"+name, "-n", ns, "--as", "system:serviceaccount:"+ns+":"+id.name).CombinedOutput()
 			if lastLine(string(out)) == "yes" {
 				return true
@@ -158,13 +159,13 @@ func TestGatewayToolRBAC(t *testing.T) {
 	}
 	for _, id := range ids {
 		for _, q := range []struct {
-			item    gateway.Item
+			item    access.Item
 			granted bool
 		}{
-			{gateway.Item{Resource: "tools", Server: "a", Name: "echo"}, slices.Contains(id.tools, "a__echo")},
-			{gateway.Item{Resource: "tools", Server: "b", Name: "fail"}, slices.Contains(id.tools, "b__fail")},
-			{gateway.Item{Resource: "prompts", Server: "b", Name: "greet"}, slices.Contains(id.prompts, "b__greet")},
-			{gateway.Item{Resource: "resources", Server: "b", Name: "fixture://b/readme"}, slices.Contains(id.resources, "fixture://b/readme")},
+			{access.Item{Resource: "tools", Server: "a", Name: "echo"}, slices.Contains(id.tools, "a__echo")},
+			{access.Item{Resource: "tools", Server: "b", Name: "fail"}, slices.Contains(id.tools, "b__fail")},
+			{access.Item{Resource: "prompts", Server: "b", Name: "greet"}, slices.Contains(id.prompts, "b__greet")},
+			{access.Item{Resource: "resources", Server: "b", Name: "fixture://b/readme"}, slices.Contains(id.resources, "fixture://b/readme")},
 		} {
 			if got := canI(id, q.item); got != q.granted {
 				t.Errorf("%s: kubectl auth can-i call %s %v says %v, the gateway decided %v", id.name, q.item.Resource, q.item, got, q.granted)
@@ -240,7 +241,7 @@ func grant(t *testing.T, cs kubernetes.Interface, ns, name string, rules []rbacv
 	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{"projectmcps"}, ResourceNames: []string{"shop"}, Verbs: []string{gateway.UseVerb}})
+	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"mcp.dsh.dev"}, Resources: []string{"projectmcps"}, ResourceNames: []string{"shop"}, Verbs: []string{access.UseVerb}})
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: rules}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},

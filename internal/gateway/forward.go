@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/revision"
@@ -130,7 +131,7 @@ type incoming struct {
 // prompt's own; "" for a URI) and the item as RBAC names it.
 type target struct {
 	server, raw string
-	item        Item
+	item        access.Item
 }
 
 // serveForward executes the plan for a session's POST (ref: a stateful session's; "" for a
@@ -244,7 +245,7 @@ func (p *project) read(r *http.Request, ref string) *incoming {
 	// The session, as the server sees it.
 	if f.stateless {
 		var id string
-		if id, f.identity = identify(r.Header, in.meta); !f.identity {
+		if id, f.identity = identify(access.Of(r.Context()), r.Header, in.meta); !f.identity {
 			return in
 		}
 		f.mounted = p.g.opts.Registry.Mounted(p.key, id)
@@ -309,7 +310,7 @@ func (p *project) readParams(in *incoming) bool {
 // identify names a 2026-07-28 request's session (see SessionHeader) by its headers and its
 // _meta's client info; false when the _meta is not what the SDK's stateless handler takes (the
 // request's revision, the client's capabilities and info as objects).
-func identify(h http.Header, m *requestMeta) (string, bool) {
+func identify(who access.Identity, h http.Header, m *requestMeta) (string, bool) {
 	if m.ProtocolVersion != h.Get("Mcp-Protocol-Version") || len(m.Capabilities) == 0 || m.Capabilities[0] != '{' ||
 		(len(m.ClientInfo) > 0 && m.ClientInfo[0] != '{') {
 		return "", false
@@ -320,7 +321,7 @@ func identify(h http.Header, m *requestMeta) (string, bool) {
 	if len(m.ClientInfo) > 0 && jsonrpcwire.DecodeExact(m.ClientInfo, &info) != nil {
 		return "", false
 	}
-	return statelessID(h, info.Name), true
+	return statelessID(who, h.Get(SessionHeader), info.Name), true
 }
 
 // badInputResponses reports whether a 2026-07-28 request's params carry inputResponses that
@@ -389,7 +390,7 @@ func (p *project) forwardCall(w http.ResponseWriter, r *http.Request, in *incomi
 	defer cancel()
 
 	o := origin{method: "tools/call", session: fc.id, caller: fc.caller, name: in.name, raw: t.raw, meta: meta.trace(), caps: fc.caps,
-		header: r.Header, traced: true, item: t.item, args: in.args}
+		who: access.Of(r.Context()), header: r.Header, traced: true, item: t.item, args: in.args}
 	logs := fc.stateless && meta.LogLevel != ""
 	send := func(ctx context.Context, put func(relayed)) (conn.RawResult, error) {
 		if logs {

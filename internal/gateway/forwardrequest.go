@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
@@ -32,7 +33,7 @@ func routeTool(p *project, in *incoming) bool {
 	in.name = in.call.Name
 	t, ok := p.current().tool(in.name)
 	in.routed, in.paramHeaders = ok, t.paramHeaders // whichever the session's revision: the server's is what matters
-	in.target = target{server: t.server, raw: t.raw, item: Item{Resource: ResourceTools, Server: t.server, Name: t.raw, Unlisted: t.unlisted}}
+	in.target = target{server: t.server, raw: t.raw, item: access.Item{Resource: access.ResourceTools, Server: t.server, Name: t.raw, Unlisted: t.unlisted}}
 	return true
 }
 
@@ -45,7 +46,7 @@ func routePrompt(p *project, in *incoming) bool {
 	in.name = params.Name
 	pr, ok := p.current().prompt(params.Name)
 	if in.routed = ok; ok {
-		in.target = target{server: pr.server, raw: pr.raw, item: Item{Resource: ResourcePrompts, Server: pr.server, Name: pr.raw, Unlisted: pr.unlisted}}
+		in.target = target{server: pr.server, raw: pr.raw, item: access.Item{Resource: access.ResourcePrompts, Server: pr.server, Name: pr.raw, Unlisted: pr.unlisted}}
 		in.members["name"], _ = json.Marshal(pr.raw)
 	}
 	return true
@@ -98,7 +99,7 @@ func (p *project) forwardRequest(w http.ResponseWriter, r *http.Request, in *inc
 	}
 	ctx, cancel := p.track(r, fc, in.env.ID)
 	defer cancel()
-	o := origin{method: in.method, session: fc.id, caller: fc.caller, meta: in.meta.trace(), caps: fc.caps, header: r.Header, traced: true,
+	o := origin{method: in.method, session: fc.id, caller: fc.caller, meta: in.meta.trace(), caps: fc.caps, who: access.Of(r.Context()), header: r.Header, traced: true,
 		item: t.item, args: in.members["arguments"]}
 	if t.raw != "" { // an item the server names (a prompt): its two names, for the span and the audit log
 		o.name, o.raw = in.name, t.raw

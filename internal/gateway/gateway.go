@@ -39,6 +39,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/internal/audit"
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/peer"
@@ -99,7 +100,7 @@ type Options struct {
 	// session cannot take every place.
 	MaxAwaitingInputPerSession int
 	// Auth decides who may use a project; nil means local mode (loopback callers only).
-	Auth Authorizer
+	Auth access.Authorizer
 	// Front, when set, wraps the gateway's handler: the replicas' router (internal/buckets)
 	// sends a project's requests here or to the replica serving the project.
 	Front func(http.Handler) http.Handler
@@ -379,7 +380,9 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 		refuse(w, msg, status)
 		return
 	}
-	r.Header.Set(principalHeader, principal) // whatever the client sent in it is overwritten
+	who := access.NewIdentity(principal, r)
+	access.ToSDK(r.Header, who) // whatever the client sent in its headers is overwritten
+	r = r.WithContext(access.With(r.Context(), who))
 	if v := r.Header.Get(SessionHeader); v != "" && !validSessionName(v) {
 		http.Error(w, fmt.Sprintf("%s must be 1 to %d characters of A-Z a-z 0-9 . _ - : @", SessionHeader, maxSessionName), http.StatusBadRequest)
 		return

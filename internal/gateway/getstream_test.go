@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -93,7 +94,7 @@ func testGetStreamTaken(t *testing.T, serve func(*testing.T) (*Gateway, string, 
 	if n > idle {
 		t.Errorf("an idle GET stream holds %d goroutines of the server, want at most %d (the SDK's handler, and the stream's reader where it runs)", n, idle)
 	}
-	ss := g.project(key).sessions.stateful(sessionRef(sid))
+	ss := g.project(key).sessions.stateful(access.SessionRef(sid))
 	if ss == nil {
 		t.Fatal("no session")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 	"github.com/dsh-dev/projectmcp/internal/revision"
 )
@@ -84,11 +85,11 @@ func (p *project) serveListen(w http.ResponseWriter, r *http.Request) bool {
 	if !ok {
 		return false
 	}
-	id, ok := identify(r.Header, &lr.meta)
+	id, ok := identify(access.Of(r.Context()), r.Header, &lr.meta)
 	if !ok {
 		return false
 	}
-	o := origin{method: methodListen, session: id, stateless: true, header: r.Header, traced: true,
+	o := origin{method: methodListen, session: id, stateless: true, who: access.Of(r.Context()), header: r.Header, traced: true,
 		meta: lr.meta.trace(), caps: requestCapabilities(lr.meta.Capabilities)}
 	if !p.mountListener(r.Context(), o, lr.meta.ClientInfo) {
 		return false
@@ -181,7 +182,7 @@ func listsOf(n mcp.NotificationSubscriptions) conn.Lists {
 // mountListener mounts the listen's session as mountMiddleware mounts a stateless one; false
 // when the mount refuses it (the SDK's handler then answers the refusal as before).
 func (p *project) mountListener(ctx context.Context, o origin, clientInfo json.RawMessage) bool {
-	return p.mountStateless(ctx, o.session, principalOf(o.header), func() string { return bounded(infoName(clientInfo)) }) == nil
+	return p.mountStateless(ctx, o.session, o.who.Principal, func() string { return bounded(infoName(clientInfo)) }) == nil
 }
 
 // infoName is "name/version" of a 2026-07-28 request's clientInfo, as announcedName gives it.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
@@ -21,18 +22,16 @@ import (
 // the same SessionHeader (or the same client name from one address) are two sessions, and no
 // part of what the client sent shows in the name.
 func TestStatelessIDIncludesPrincipal(t *testing.T) {
-	header := func(principal, session, addr string) http.Header {
-		h := http.Header{}
-		h.Set(principalHeader, principal)
-		h.Set(remoteHeader, addr)
-		if session != "" {
-			h.Set(SessionHeader, session)
-		}
-		return h
+	type named struct {
+		who     access.Identity
+		session string
+	}
+	header := func(principal, session, addr string) named {
+		return named{access.Identity{Principal: principal, Addr: addr}, session}
 	}
 	for _, tc := range []struct {
 		name string
-		a, b http.Header
+		a, b named
 		same bool
 	}{
 		{"one header, two identities", header("user:alice/1", "s", "10.0.0.1:1"), header("user:bob/2", "s", "10.0.0.1:1"), false},
@@ -41,7 +40,7 @@ func TestStatelessIDIncludesPrincipal(t *testing.T) {
 		{"no header, one identity, one address", header("user:alice/1", "", "10.0.0.1:1"), header("user:alice/1", "", "10.0.0.1:2"), true},
 		{"header or none", header("user:alice/1", "s", "10.0.0.1:1"), header("user:alice/1", "", "10.0.0.1:1"), false},
 	} {
-		a, b := statelessID(tc.a, "agent"), statelessID(tc.b, "agent")
+		a, b := statelessID(tc.a.who, tc.a.session, "agent"), statelessID(tc.b.who, tc.b.session, "agent")
 		if (a == b) != tc.same {
 			t.Errorf("%s: %s and %s, want same=%v", tc.name, a, b, tc.same)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/recovery"
 	"github.com/dsh-dev/projectmcp/internal/registry"
@@ -111,7 +112,6 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	dw := httpserve.NewDeadlineWriter(rw) // no write to a session that stops reading blocks for long
 	defer dw.Disarm()
 	var w http.ResponseWriter = dw
-	r.Header.Set(remoteHeader, r.RemoteAddr)
 	sid := r.Header.Get("Mcp-Session-Id")
 	if revision.Of(r.Header.Get("Mcp-Protocol-Version")) >= revision.Stateless && sid == "" {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == methodListen && p.serveListen(w, r) {
@@ -125,8 +125,8 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	ref := ""
 	if sid != "" {
-		ref = sessionRef(sid)
-		if p.sessions.foreign(ref, principalOf(r.Header)) {
+		ref = access.SessionRef(sid)
+		if p.sessions.foreign(ref, access.Of(r.Context()).Principal) {
 			notFound(w)
 			return
 		}
@@ -182,7 +182,7 @@ func (p *project) expireStateful(now time.Time) {
 func sessionID(req mcp.Request) (id string, stateless bool) {
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	if ss != nil && ss.ID() != "" {
-		return sessionRef(ss.ID()), false
+		return access.SessionRef(ss.ID()), false
 	}
 	extra := req.GetExtra()
 	var h http.Header
@@ -195,23 +195,23 @@ func sessionID(req mcp.Request) (id string, stateless bool) {
 			client, _ = info["name"].(string)
 		}
 	}
-	return statelessID(h, client), true
+	return statelessID(access.FromSDK(h), h.Get(SessionHeader), client), true
 }
 
-// statelessID names a stateless session by its ref: its principal with its SessionHeader,
-// else with the client name it announces and its address. Two principals that send the same
-// header are two sessions.
-func statelessID(h http.Header, client string) string {
-	principal := principalOf(h)
-	if v := h.Get(SessionHeader); v != "" {
-		return sessionRef(principal + "\x00header\x00" + v)
+// statelessID names a stateless session by its ref: its principal with its SessionHeader
+// (named), else with the client name it announces and its address. Two principals that send
+// the same header are two sessions.
+func statelessID(who access.Identity, named, client string) string {
+	principal := who.Principal
+	if named != "" {
+		return access.SessionRef(principal + "\x00header\x00" + named)
 	}
 	if client == "" {
 		client = "client"
 	}
 	client = bounded(client)
-	addr, _, _ := net.SplitHostPort(h.Get(remoteHeader))
-	return sessionRef(fmt.Sprintf("%s\x00client\x00%s@%s", principal, client, addr))
+	addr, _, _ := net.SplitHostPort(who.Addr)
+	return access.SessionRef(fmt.Sprintf("%s\x00client\x00%s@%s", principal, client, addr))
 }
 
 // mountMiddleware mounts a session before its first request is answered: for a stateful
@@ -223,12 +223,12 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		id, stateless := sessionID(req)
 		switch {
 		case stateless:
-			if err := p.mountStateless(ctx, id, principalOf(req.GetExtra().Header), func() string { return clientName(req) }); err != nil {
+			if err := p.mountStateless(ctx, id, access.FromSDK(req.GetExtra().Header).Principal, func() string { return clientName(req) }); err != nil {
 				return nil, err
 			}
 		case method == "initialize":
 			ss := req.GetSession().(*mcp.ServerSession)
-			if err := p.mount(ctx, id, principalOf(req.GetExtra().Header), clientName(req)); err != nil {
+			if err := p.mount(ctx, id, access.FromSDK(req.GetExtra().Header).Principal, clientName(req)); err != nil {
 				return nil, err // the SDK closes a session whose initialize failed
 			}
 			p.sessions.initialized(id, ss, p.g.opts.Clock.Now())
@@ -402,10 +402,6 @@ func signature(servers map[string]registry.ServerState) string {
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
 }
-
-// remoteHeader carries the caller's address from the HTTP layer to the MCP layer, which sees
-// only headers. The gateway overwrites whatever a client sent in it.
-const remoteHeader = "X-ProjectMCP-Remote-Addr"
 
 // metaOf returns a request's _meta, or nil (the params may be a typed nil pointer).
 func metaOf(req mcp.Request) map[string]any {

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 )
 
 // How the gateway answers a session for what failed: the one mapping from errors to the
@@ -88,7 +89,7 @@ func rpcErrorOf(err error) *jsonrpc.Error {
 	if w := (*withheldTool)(nil); errors.As(err, &w) {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: w.Error()}
 	}
-	if d := (*deniedItem)(nil); errors.As(err, &d) {
+	if d := (*access.DeniedItem)(nil); errors.As(err, &d) {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: d.Error()}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
 )
@@ -108,8 +109,8 @@ func (r *routes) match(uri string) (templateMatcher, bool) {
 
 // resourceItem is a URI of server as RBAC names it: a listed one by itself, another by the
 // template it is read through, if any (rbac.go's Item.Unlisted).
-func (r *routes) resourceItem(server, uri string) Item {
-	it := Item{Resource: ResourceResources, Server: server, Name: uri}
+func (r *routes) resourceItem(server, uri string) access.Item {
+	it := access.Item{Resource: access.ResourceResources, Server: server, Name: uri}
 	if _, ok := r.resources[uri]; ok {
 		return it
 	}
@@ -122,13 +123,13 @@ func (r *routes) resourceItem(server, uri string) Item {
 
 // completionItem is what a completion's reference uses, as RBAC names it: a prompt by the
 // server's own name, a resource or template by its URI.
-func (r *routes) completionItem(server, raw string, ref *mcp.CompleteReference) Item {
+func (r *routes) completionItem(server, raw string, ref *mcp.CompleteReference) access.Item {
 	if ref.Type == "ref/prompt" {
 		_, listed := r.prompts[ref.Name]
-		return Item{Resource: ResourcePrompts, Server: server, Name: raw, Unlisted: !listed}
+		return access.Item{Resource: access.ResourcePrompts, Server: server, Name: raw, Unlisted: !listed}
 	}
 	if _, template := r.templates[ref.URI]; template {
-		return Item{Resource: ResourceResources, Server: server, Name: ref.URI}
+		return access.Item{Resource: access.ResourceResources, Server: server, Name: ref.URI}
 	}
 	return r.resourceItem(server, ref.URI) // as resources/read names it
 }

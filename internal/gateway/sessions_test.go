@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
@@ -68,7 +69,7 @@ func TestStatefulSessionsHoldNoGoroutine(t *testing.T) {
 			t.Fatal(err)
 		}
 		sessions = append(sessions, cs)
-		if !reg.Mounted(key, sessionRef(cs.ID())) {
+		if !reg.Mounted(key, access.SessionRef(cs.ID())) {
 			t.Fatalf("session %s not mounted", cs.ID())
 		}
 	}
@@ -84,41 +85,41 @@ func TestStatefulSessionsHoldNoGoroutine(t *testing.T) {
 
 	// DELETE: released by the time the client's Close returns.
 	_ = sessions[0].Close()
-	if reg.Mounted(key, sessionRef(sessions[0].ID())) {
+	if reg.Mounted(key, access.SessionRef(sessions[0].ID())) {
 		t.Error("a session closed by DELETE is still mounted")
 	}
 
 	p := g.project(key)
 	// Expiry closes and releases.
 	p.sessions.mu.Lock()
-	p.sessions.records[sessionRef(sessions[1].ID())].activity.last = time.Now().Add(-2 * g.opts.SessionTimeout)
+	p.sessions.records[access.SessionRef(sessions[1].ID())].activity.last = time.Now().Add(-2 * g.opts.SessionTimeout)
 	p.sessions.mu.Unlock()
 	p.expireStateful(time.Now())
-	if reg.Mounted(key, sessionRef(sessions[1].ID())) {
+	if reg.Mounted(key, access.SessionRef(sessions[1].ID())) {
 		t.Error("an expired session is still mounted")
 	}
 
 	// A close no path of the gateway saw is found by the sweep.
-	ss := p.sessions.stateful(sessionRef(sessions[2].ID()))
+	ss := p.sessions.stateful(access.SessionRef(sessions[2].ID()))
 	if ss == nil {
 		t.Fatal("session 2 is not held")
 	}
 	_ = ss.Close()
-	if !reg.Mounted(key, sessionRef(sessions[2].ID())) {
+	if !reg.Mounted(key, access.SessionRef(sessions[2].ID())) {
 		t.Fatal("the test means a close the gateway does not see")
 	}
 	p.reapClosed()
-	if reg.Mounted(key, sessionRef(sessions[2].ID())) {
+	if reg.Mounted(key, access.SessionRef(sessions[2].ID())) {
 		t.Error("a session closed behind the gateway's back is still mounted after the sweep")
 	}
-	if !reg.Mounted(key, sessionRef(sessions[3].ID())) {
+	if !reg.Mounted(key, access.SessionRef(sessions[3].ID())) {
 		t.Error("the sweep released a live session")
 	}
 
 	// The endpoint closing (project deleted or gateway stopping) releases the rest.
 	p.close()
 	for _, cs := range sessions[3:] {
-		if reg.Mounted(key, sessionRef(cs.ID())) {
+		if reg.Mounted(key, access.SessionRef(cs.ID())) {
 			t.Errorf("session %s is still mounted after the endpoint closed", cs.ID())
 		}
 	}

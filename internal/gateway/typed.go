@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
@@ -30,8 +31,9 @@ type origin struct {
 	caller    conn.Caller
 	// name and raw: the projected and the server's own name of the tool or prompt called.
 	name, raw string
-	// header: the HTTP headers the request came with: its token and principal (rbac.go,
-	// audit.go) and, unless traced, its trace context.
+	// who: the identity the request is served as (its principal, for RBAC items and the audit).
+	who access.Identity
+	// header: the HTTP headers the request came with, for its trace context unless traced.
 	header http.Header
 	// traced: the context already carries the request's trace context, as the forward path's
 	// does (it runs in the HTTP request's context, where serveProject read it); the SDK's
@@ -43,7 +45,7 @@ type origin struct {
 	// caps: the session's client capabilities as a 2026-07-28 server is told them (relayable).
 	caps func() json.RawMessage
 	// item is the tool, prompt or resource the request uses, as RBAC names it (rbac.go).
-	item Item
+	item access.Item
 	// args are a tool call's or prompt's arguments as the session sent them, for the audit
 	// log (--audit-arguments).
 	args json.RawMessage
@@ -59,6 +61,7 @@ func originOf(req mcp.Request) origin {
 	}
 	if extra := req.GetExtra(); extra != nil {
 		o.header = extra.Header
+		o.who = access.FromSDK(extra.Header)
 	}
 	if m := metaOf(req); m != nil {
 		if _, ok := m["traceparent"]; ok {
@@ -263,7 +266,7 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 		}
 		o := originOf(req)
 		o.name, o.raw = req.Params.Name, raw
-		o.item, o.args = Item{Resource: ResourceTools, Server: server, Name: raw}, args
+		o.item, o.args = access.Item{Resource: access.ResourceTools, Server: server, Name: raw}, args
 		token := req.Params.GetProgressToken()
 		level := mcp.LoggingLevel("")
 		if o.stateless {
@@ -335,7 +338,7 @@ func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		o := originOf(req)
 		o.name, o.raw = req.Params.Name, raw
-		o.item = Item{Resource: ResourcePrompts, Server: server, Name: raw}
+		o.item = access.Item{Resource: access.ResourcePrompts, Server: server, Name: raw}
 		if p.g.opts.AuditArguments {
 			o.args, _ = json.Marshal(req.Params.Arguments)
 		}

@@ -45,7 +45,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
-	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
@@ -154,7 +154,7 @@ func (s *suite) agentToken(t *testing.T) string {
 	objs := []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"projectmcps"}, Verbs: []string{gateway.UseVerb}}}},
+			APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"projectmcps"}, Verbs: []string{access.UseVerb}}}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns},
 			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "agent"},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "agent", Namespace: ns}}},

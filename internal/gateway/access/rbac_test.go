@@ -1,4 +1,4 @@
-package gateway
+package access
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func TestResourceNames(t *testing.T) {
 
 // A refusal names what would grant the use, in the words a Role is written in.
 func TestDeniedItemSaysWhatGrants(t *testing.T) {
-	msg := (&deniedItem{project: "shop", item: Item{Resource: ResourceTools, Server: "deploy", Name: "rollout"}}).Error()
+	msg := (&DeniedItem{Project: "shop", Item: Item{Resource: ResourceTools, Server: "deploy", Name: "rollout"}}).Error()
 	for _, want := range []string{`tool "rollout"`, `server "deploy"`, `"call"`, "tools.mcp.dsh.dev", `"shop/deploy__rollout"`, `"shop/deploy__*"`, `"shop/*"`} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%q lacks %s", msg, want)
@@ -109,7 +109,7 @@ func itemAPIServer(t testing.TB, down *atomic.Bool) (kubernetes.Interface, *atom
 var echo = []Item{{Resource: ResourceTools, Server: "a", Name: "echo"}, {Resource: ResourceTools, Server: "a", Name: "fail"}}
 
 func permits(a *KubernetesAuth) []bool {
-	return a.Permit(context.Background(), http.Header{"Authorization": {"Bearer good"}}, types.NamespacedName{Namespace: "ns", Name: "p"}, echo)
+	return a.Permit(context.Background(), Identity{token: "good"}, types.NamespacedName{Namespace: "ns", Name: "p"}, echo)
 }
 
 // Many requests at once cost one review per name; while the API server is down a verdict past
@@ -121,7 +121,7 @@ func TestPermitReviewsOnceAndStaysStaleNoLonger(t *testing.T) {
 	a := &KubernetesAuth{Client: cs, Clock: clk, TTL: 30 * time.Second, MaxStale: 5 * time.Minute}
 	// The token first (a Permit of nothing reviews it alone), so that the burst meets at the
 	// item reviews.
-	a.Permit(context.Background(), http.Header{"Authorization": {"Bearer good"}}, types.NamespacedName{Namespace: "ns", Name: "p"}, nil)
+	a.Permit(context.Background(), Identity{token: "good"}, types.NamespacedName{Namespace: "ns", Name: "p"}, nil)
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
@@ -158,9 +158,9 @@ func BenchmarkPermitCached(b *testing.B) {
 	for i := range items {
 		items[i] = Item{Resource: ResourceTools, Server: "a", Name: fmt.Sprintf("tool_%d", i)}
 	}
-	header := http.Header{"Authorization": {"Bearer good"}}
+	who := Identity{token: "good"}
 	key := types.NamespacedName{Namespace: "ns", Name: "p"}
-	a.Permit(context.Background(), header, key, items) // the reviews, once
+	a.Permit(context.Background(), who, key, items) // the reviews, once
 	for _, bc := range []struct {
 		name  string
 		items []Item
@@ -168,7 +168,7 @@ func BenchmarkPermitCached(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				a.Permit(context.Background(), header, key, bc.items)
+				a.Permit(context.Background(), who, key, bc.items)
 			}
 		})
 	}

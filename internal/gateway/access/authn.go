@@ -1,4 +1,4 @@
-package gateway
+package access
 
 import (
 	"context"
@@ -54,21 +54,18 @@ func Principal(u *authnv1.UserInfo) string { return "user:" + u.Username + "/" +
 // where the OS says which one is calling (internal/peer).
 const localPrincipal = "local"
 
-// localPrincipalOf is the principal of a local-mode request: the local user of the uid at the
+// LocalPrincipalOf is the principal of a local-mode request: the local user of the uid at the
 // other end of its connection (or of the client a replica proxied it for), when known.
-func localPrincipalOf(ctx context.Context) string {
+func LocalPrincipalOf(ctx context.Context) string {
 	if uid, ok := peer.UID(ctx); ok {
 		return localPrincipal + ":uid:" + strconv.Itoa(uid)
 	}
 	return localPrincipal
 }
 
-// authorize applies the configured access rule: the Authorizer in cluster mode, loopback
-// callers and Host headers (against DNS rebinding) in local mode.
-func (g *Gateway) authorize(r *http.Request, key types.NamespacedName) (string, int, string) {
-	if g.opts.Auth != nil {
-		return g.opts.Auth.Authorize(r.Context(), r, key)
-	}
+// Local is local mode's access rule: loopback callers only, with a loopback name in Host
+// (against DNS rebinding). It returns the caller's principal and 0, else 403 and why.
+func Local(r *http.Request) (string, int, string) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil || !isLoopback(host) {
 		return "", http.StatusForbidden, "the local gateway accepts loopback callers only"
@@ -80,7 +77,7 @@ func (g *Gateway) authorize(r *http.Request, key types.NamespacedName) (string, 
 	if !isLoopback(h) {
 		return "", http.StatusForbidden, fmt.Sprintf("Host %q is not a loopback name (DNS rebinding protection)", r.Host)
 	}
-	return localPrincipalOf(r.Context()), 0, ""
+	return LocalPrincipalOf(r.Context()), 0, ""
 }
 
 func isLoopback(host string) bool {

@@ -1,16 +1,14 @@
-package gateway
+package access
 
 import (
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"maps"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -102,63 +100,37 @@ func hasScheme(s string) bool {
 // ItemAuthorizer is an Authorizer that also decides which of a project's items a caller may
 // list and use (spec.toolAuthorization: RBAC).
 type ItemAuthorizer interface {
-	// Permit reports for each item whether the caller whose request carried header may use it.
+	// Permit reports for each item whether the identity who may use it.
 	// An item whose review cannot be made, and has no verdict to fall back on, is not permitted.
-	Permit(ctx context.Context, header http.Header, project types.NamespacedName, items []Item) []bool
+	Permit(ctx context.Context, who Identity, project types.NamespacedName, items []Item) []bool
 }
 
-// rbacOn reports whether the project's items are authorized per identity: the project asks
-// for it and the gateway authenticates identities (local mode has one user, the machine's, who
-// may use everything).
-func (p *project) rbacOn() (ItemAuthorizer, bool) {
-	ia, ok := p.g.opts.Auth.(ItemAuthorizer)
-	if !ok || !p.g.opts.Registry.RBAC(p.key) {
-		return nil, false
-	}
-	return ia, true
+// DeniedItem is a use of an item RBAC does not grant the caller.
+type DeniedItem struct {
+	Project string
+	Item    Item
 }
 
-// deniedItem is a use of an item RBAC does not grant the caller.
-type deniedItem struct {
-	project string
-	item    Item
-}
-
-func (d *deniedItem) Error() string {
-	names := ResourceNames(d.project, d.item)
-	kind := strings.TrimSuffix(d.item.Resource, "s")
+func (d *DeniedItem) Error() string {
+	names := ResourceNames(d.Project, d.Item)
+	kind := strings.TrimSuffix(d.Item.Resource, "s")
 	quoted := make([]string, len(names))
 	for i, n := range names {
 		quoted[i] = fmt.Sprintf("%q", n)
 	}
 	return fmt.Sprintf("%s %q of server %q is not allowed for this identity: the project authorizes %ss by RBAC, and no Role grants the verb %q on %s.%s named %s",
-		kind, d.item.Name, d.item.Server, kind, ItemVerb, d.item.Resource, v1alpha1.GroupVersion.Group, strings.Join(quoted, " or "))
+		kind, d.Item.Name, d.Item.Server, kind, ItemVerb, d.Item.Resource, v1alpha1.GroupVersion.Group, strings.Join(quoted, " or "))
 }
 
-// itemMethods are the methods that use an item: each must name it (origin.item), or it is
-// refused on an RBAC project. Any request that names an item is checked, whatever its method
-// (a subscription a listen stream opens carries the listen's origin).
+// itemMethods are the methods that use an item: each must name it, or it is refused on an RBAC
+// project. Any request that names an item is checked, whatever its method (a subscription a
+// listen stream opens carries the listen's item).
 var itemMethods = map[string]bool{
 	"tools/call": true, "prompts/get": true, "resources/read": true, "resources/subscribe": true, "completion/complete": true,
 }
 
-// admit refuses a request whose item the caller may not use.
-func (p *project) admit(ctx context.Context, o origin) error {
-	if o.item.Resource == "" && !itemMethods[o.method] {
-		return nil
-	}
-	ia, on := p.rbacOn()
-	if !on {
-		return nil
-	}
-	if o.item.Resource == "" {
-		return fmt.Errorf("projectmcp: %s names no tool, prompt or resource the project's RBAC policy can check", o.method)
-	}
-	if !ia.Permit(ctx, o.header, p.key, []Item{o.item})[0] {
-		return &deniedItem{project: p.key.Name, item: o.item}
-	}
-	return nil
-}
+// UsesItem says whether method uses a tool, prompt or resource (which it must name).
+func UsesItem(method string) bool { return itemMethods[method] }
 
 // maxItemEntries bounds the item verdicts cached (by token hash, project and resource name).
 const maxItemEntries = 32768
@@ -186,15 +158,15 @@ type itemVerdict struct {
 // TTL, standing up to MaxStale more when no review can be made); the most general names are
 // asked first, so an identity granted the whole project costs one review, one granted whole
 // servers one per server.
-func (a *KubernetesAuth) Permit(ctx context.Context, header http.Header, key types.NamespacedName, items []Item) []bool {
+func (a *KubernetesAuth) Permit(ctx context.Context, who Identity, key types.NamespacedName, items []Item) []bool {
 	a.init()
 	out := make([]bool, len(items))
-	token, ok := strings.CutPrefix(header.Get("Authorization"), "Bearer ")
-	if !ok || token == "" {
+	token := who.token
+	if token == "" {
 		return out
 	}
 	sum := sha256.Sum256([]byte(token))
-	u, status, _ := a.user(ctx, token, sum, sourceOf(header.Get(remoteHeader)), a.Clock.Now())
+	u, status, _ := a.user(ctx, token, sum, sourceOf(who.Addr), a.Clock.Now())
 	if status != 0 {
 		return out
 	}
@@ -308,57 +280,14 @@ func extraOf(u *authnv1.UserInfo) map[string]authzv1.ExtraValue {
 	return extra
 }
 
-// itemsMiddleware withholds from the four lists what the caller may not use, on an RBAC
-// project. It runs inside listMiddleware, on the SDK's typed page, so what remains is served
-// as any page is; a page may come out shorter than the SDK's page size (or empty, with its
-// cursor), as a paginated list may.
-func (p *project) itemsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		res, err := next(ctx, method, req)
-		if err != nil || res == nil {
-			return res, err
-		}
-		ia, on := p.rbacOn()
-		if !on {
-			return res, nil
-		}
-		var header http.Header
-		if extra := req.GetExtra(); extra != nil {
-			header = extra.Header
-		}
-		r := p.current()
-		switch l := res.(type) {
-		case *mcp.ListToolsResult:
-			l.Tools = keep(ctx, ia, p.key, header, l.Tools, func(t *mcp.Tool) Item { return r.itemOf(ResourceTools, r.tools, t.Name) })
-		case *mcp.ListPromptsResult:
-			l.Prompts = keep(ctx, ia, p.key, header, l.Prompts, func(pr *mcp.Prompt) Item { return r.itemOf(ResourcePrompts, r.prompts, pr.Name) })
-		case *mcp.ListResourcesResult:
-			l.Resources = keep(ctx, ia, p.key, header, l.Resources, func(res *mcp.Resource) Item {
-				return Item{Resource: ResourceResources, Server: r.resources[res.URI].server, Name: res.URI}
-			})
-		case *mcp.ListResourceTemplatesResult:
-			l.ResourceTemplates = keep(ctx, ia, p.key, header, l.ResourceTemplates, func(t *mcp.ResourceTemplate) Item {
-				return Item{Resource: ResourceResources, Server: r.templates[t.URITemplate].server, Name: t.URITemplate}
-			})
-		}
-		return res, nil
-	}
-}
-
-// itemOf is a listed tool or prompt as RBAC names it: its server and the server's own name.
-func (r *routes) itemOf(resource string, set map[string]projected, name string) Item {
-	it := set[name]
-	return Item{Resource: resource, Server: it.server, Name: it.raw}
-}
-
-// keep is page without the items the caller may not use. An item of no server (the routes
+// Keep is page without the items the caller may not use. An item of no server (the routes
 // changed since the SDK's page was made) is withheld.
-func keep[T any](ctx context.Context, ia ItemAuthorizer, key types.NamespacedName, header http.Header, page []*T, itemOf func(*T) Item) []*T {
+func Keep[T any](ctx context.Context, ia ItemAuthorizer, key types.NamespacedName, who Identity, page []*T, itemOf func(*T) Item) []*T {
 	items := make([]Item, len(page))
 	for i, it := range page {
 		items[i] = itemOf(it)
 	}
-	ok := ia.Permit(ctx, header, key, items)
+	ok := ia.Permit(ctx, who, key, items)
 	out := make([]*T, 0, len(page))
 	for i, it := range page {
 		if ok[i] && items[i].Server != "" {
