@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/dsh-dev/projectmcp/internal/gateway/access"
@@ -30,24 +29,6 @@ func (p *project) rbacOn() (access.ItemAuthorizer, bool) {
 	return ia, true
 }
 
-// admit refuses a request whose item the caller may not use.
-func (p *project) admit(ctx context.Context, o origin) error {
-	if o.item.Resource == "" && !access.UsesItem(o.method) {
-		return nil
-	}
-	ia, on := p.rbacOn()
-	if !on {
-		return nil
-	}
-	if o.item.Resource == "" {
-		return fmt.Errorf("projectmcp: %s names no tool, prompt or resource the project's RBAC policy can check", o.method)
-	}
-	if !ia.Permit(ctx, o.who, p.key, []access.Item{o.item})[0] {
-		return &access.DeniedItem{Project: p.key.Name, Item: o.item}
-	}
-	return nil
-}
-
 // itemsMiddleware withholds from the four lists what the caller may not use, on an RBAC
 // project. It runs inside listMiddleware, on the SDK's typed page, so what remains is served
 // as any page is; a page may come out shorter than the SDK's page size (or empty, with its
@@ -69,24 +50,18 @@ func (p *project) itemsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		r := p.current()
 		switch l := res.(type) {
 		case *mcp.ListToolsResult:
-			l.Tools = access.Keep(ctx, ia, p.key, who, l.Tools, func(t *mcp.Tool) access.Item { return r.itemOf(access.ResourceTools, r.tools, t.Name) })
+			l.Tools = access.Keep(ctx, ia, p.key, who, l.Tools, func(t *mcp.Tool) access.Item { return r.ToolItem(t.Name) })
 		case *mcp.ListPromptsResult:
-			l.Prompts = access.Keep(ctx, ia, p.key, who, l.Prompts, func(pr *mcp.Prompt) access.Item { return r.itemOf(access.ResourcePrompts, r.prompts, pr.Name) })
+			l.Prompts = access.Keep(ctx, ia, p.key, who, l.Prompts, func(pr *mcp.Prompt) access.Item { return r.PromptItem(pr.Name) })
 		case *mcp.ListResourcesResult:
 			l.Resources = access.Keep(ctx, ia, p.key, who, l.Resources, func(res *mcp.Resource) access.Item {
-				return access.Item{Resource: access.ResourceResources, Server: r.resources[res.URI].server, Name: res.URI}
+				return r.ListedResourceItem(res.URI, false)
 			})
 		case *mcp.ListResourceTemplatesResult:
 			l.ResourceTemplates = access.Keep(ctx, ia, p.key, who, l.ResourceTemplates, func(t *mcp.ResourceTemplate) access.Item {
-				return access.Item{Resource: access.ResourceResources, Server: r.templates[t.URITemplate].server, Name: t.URITemplate}
+				return r.ListedResourceItem(t.URITemplate, true)
 			})
 		}
 		return res, nil
 	}
-}
-
-// itemOf is a listed tool or prompt as RBAC names it: its server and the server's own name.
-func (r *routes) itemOf(resource string, set map[string]projected, name string) access.Item {
-	it := set[name]
-	return access.Item{Resource: resource, Server: it.server, Name: it.raw}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 	"github.com/dsh-dev/projectmcp/internal/projection"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
@@ -25,7 +26,7 @@ type catalog struct {
 	resources map[string]projected                  // by URI
 	templates map[string]projected                  // by URI template
 	synced    string                                // signature of the connection states last projected
-	routes    atomic.Pointer[routes]                // what requests are routed by (routes.go), replaced on change
+	routes    atomic.Pointer[paths.Routes]          // what requests are routed by (routes.go), replaced on change
 	rawItems  atomic.Pointer[map[any]*conn.RawItem] // the items as their servers listed them (lists.go)
 }
 
@@ -92,15 +93,15 @@ func (p *project) reannounce(l conn.Lists) {
 	defer p.cat.mu.Unlock()
 	var announced conn.Lists // what the listens the gateway serves are told too (listen.go)
 	if t, ok := firstOf(p.cat.tools); ok && l&conn.ToolList != 0 {
-		_ = addTool(p.server, t.item.(*mcp.Tool), p.handler(t.server, t.raw))
+		_ = addTool(p.server, t.item.(*mcp.Tool), p.paths.ToolHandler(t.server, t.raw))
 		announced |= conn.ToolList
 	}
 	if pr, ok := firstOf(p.cat.prompts); ok && l&conn.PromptList != 0 {
-		_ = guard("prompt", func() { p.server.AddPrompt(pr.item.(*mcp.Prompt), p.promptHandler(pr.server, pr.raw)) })
+		_ = guard("prompt", func() { p.server.AddPrompt(pr.item.(*mcp.Prompt), p.paths.PromptHandler(pr.server, pr.raw)) })
 		announced |= conn.PromptList
 	}
 	if r, ok := firstOf(p.cat.resources); ok && l&conn.ResourceList != 0 {
-		_ = guard("resource", func() { p.server.AddResource(r.item.(*mcp.Resource), p.resourceHandler(r.server)) })
+		_ = guard("resource", func() { p.server.AddResource(r.item.(*mcp.Resource), p.paths.ResourceHandler(r.server)) })
 		announced |= conn.ResourceList
 	}
 	p.listeners.changed(announced)
@@ -172,25 +173,25 @@ func (p *project) sync() {
 		return projected{server: t.Server, raw: t.Raw, paramHeaders: bytes.Contains(schema, []byte("x-mcp-header")),
 			item: t.Tool, members: pending[t.Tool]}, t.Tool
 	}, p.server.RemoveTools, func(name string, t projection.Tool) error {
-		return addTool(p.server, t.Tool, p.handler(t.Server, t.Raw))
+		return addTool(p.server, t.Tool, p.paths.ToolHandler(t.Server, t.Raw))
 	}))
 
 	noteChange(conn.PromptList, applySet(p, "prompt", p.cat.prompts, prompts, func(pr projection.Prompt) (projected, any) {
 		return projected{server: pr.Server, raw: pr.Raw, item: pr.Prompt, members: pending[pr.Prompt]}, pr.Prompt
 	}, p.server.RemovePrompts, func(name string, pr projection.Prompt) error {
-		return guard("prompt", func() { p.server.AddPrompt(pr.Prompt, p.promptHandler(pr.Server, pr.Raw)) })
+		return guard("prompt", func() { p.server.AddPrompt(pr.Prompt, p.paths.PromptHandler(pr.Server, pr.Raw)) })
 	}))
 
 	noteChange(conn.ResourceList, applySet(p, "resource", p.cat.resources, resources, func(r projection.Resource) (projected, any) {
 		return projected{server: r.Server, raw: r.Resource.URI, item: r.Resource, members: pending[r.Resource]}, r.Resource
 	}, p.server.RemoveResources, func(uri string, r projection.Resource) error {
-		return guard("resource", func() { p.server.AddResource(r.Resource, p.resourceHandler(r.Server)) })
+		return guard("resource", func() { p.server.AddResource(r.Resource, p.paths.ResourceHandler(r.Server)) })
 	}))
 	// A template's change is a resources/list_changed, as the SDK's server announces it.
 	noteChange(conn.ResourceList, applySet(p, "resource template", p.cat.templates, templates, func(t projection.Template) (projected, any) {
 		return projected{server: t.Server, raw: t.Template.URITemplate, item: t.Template, members: pending[t.Template]}, t.Template
 	}, p.server.RemoveResourceTemplates, func(uri string, t projection.Template) error {
-		return guard("resource template", func() { p.server.AddResourceTemplate(t.Template, p.resourceHandler(t.Server)) })
+		return guard("resource template", func() { p.server.AddResourceTemplate(t.Template, p.paths.ResourceHandler(t.Server)) })
 	}))
 	p.indexRaw(nil)
 	p.publishRoutes(slices.Collect(maps.Keys(obs.Servers)))
@@ -261,4 +262,28 @@ func guard(kind string, add func()) (err error) {
 	}()
 	add()
 	return nil
+}
+
+// publishRoutes publishes the sets as they are now, for the servers named, as the request path
+// routes by them (paths.Routes). Callers hold cat.mu.
+func (p *project) publishRoutes(servers []string) {
+	p.cat.routes.Store(paths.NewRoutes(routesOf(p.cat.tools), routesOf(p.cat.prompts), routesOf(p.cat.resources),
+		routesOf(p.cat.templates), servers, p.only))
+}
+
+// routesOf is where a set's items go.
+func routesOf(set map[string]projected) map[string]paths.Route {
+	out := make(map[string]paths.Route, len(set))
+	for name, it := range set {
+		out[name] = paths.Route{Server: it.server, Raw: it.raw, ParamHeaders: it.paramHeaders, Unlisted: it.unlisted}
+	}
+	return out
+}
+
+// current is the routes last published (empty before the first sync).
+func (p *project) current() *paths.Routes {
+	if r := p.cat.routes.Load(); r != nil {
+		return r
+	}
+	return paths.NewRoutes(nil, nil, nil, nil, nil, p.only)
 }

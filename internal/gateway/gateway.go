@@ -13,7 +13,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -40,6 +39,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/audit"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway/access"
+	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/peer"
@@ -47,30 +47,8 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
-// SessionHeader names a stateless (2026-07-28) client's session. Such a client has no
-// Mcp-Session-Id: requests carrying the same value of this header are one session, whose
-// slots appear in status and which is released after StatelessIdle without a request. A
-// stateless request without the header belongs to a session named after the client's
-// announced name and remote address.
-const SessionHeader = "X-ProjectMCP-Session"
-
-// maxSessionName bounds the stateless session header and the client name a session announces:
-// both are copied into status, whose size every session of the project shares.
-const maxSessionName = 128
-
-// validSessionName reports whether a stateless session's header value may name a session.
-func validSessionName(v string) bool {
-	if len(v) == 0 || len(v) > maxSessionName {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._-:@", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
+// SessionHeader names a stateless (2026-07-28) client's session (paths.SessionHeader).
+const SessionHeader = paths.SessionHeader
 
 // Options configure a Gateway.
 type Options struct {
@@ -188,10 +166,10 @@ func New(opts Options) *Gateway {
 		opts.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
 	}
 	if opts.MaxAwaitingInputPerSession <= 0 {
-		opts.MaxAwaitingInputPerSession = defaultMaxAwaitingInputPerSession
+		opts.MaxAwaitingInputPerSession = paths.DefaultMaxAwaitingInputPerSession
 	}
 	if opts.MaxAwaitingInput <= 0 {
-		opts.MaxAwaitingInput = defaultMaxAwaitingInput
+		opts.MaxAwaitingInput = paths.DefaultMaxAwaitingInput
 	}
 	g := &Gateway{
 		opts:     opts,
@@ -377,14 +355,14 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	principal, status, msg := g.authorize(r, key)
 	noteAuth(w, g.opts.Auth == nil, status)
 	if status != 0 {
-		refuse(w, msg, status)
+		paths.Refuse(w, msg, status)
 		return
 	}
 	who := access.NewIdentity(principal, r)
 	access.ToSDK(r.Header, who) // whatever the client sent in its headers is overwritten
 	r = r.WithContext(access.With(r.Context(), who))
-	if v := r.Header.Get(SessionHeader); v != "" && !validSessionName(v) {
-		http.Error(w, fmt.Sprintf("%s must be 1 to %d characters of A-Z a-z 0-9 . _ - : @", SessionHeader, maxSessionName), http.StatusBadRequest)
+	if v := r.Header.Get(SessionHeader); v != "" && !paths.ValidSessionName(v) {
+		http.Error(w, fmt.Sprintf("%s must be 1 to %d characters of A-Z a-z 0-9 . _ - : @", SessionHeader, paths.MaxSessionName), http.StatusBadRequest)
 		return
 	}
 	p := g.project(key)
@@ -395,7 +373,7 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 			movedAway(w, key)
 			return
 		} else if p == nil {
-			refuse(w, msg, status)
+			paths.Refuse(w, msg, status)
 			return
 		}
 	}
@@ -453,7 +431,7 @@ func readBody(w http.ResponseWriter, r *http.Request) bool {
 		http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
 		return false
 	}
-	r.Body = &postBody{Reader: bytes.NewReader(body), data: body}
+	httpserve.KeepBody(r, body)
 	return true
 }
 
@@ -472,23 +450,6 @@ func readAll(r *http.Request) ([]byte, error) {
 
 // maxDeclaredBody bounds what readAll allocates before reading on a body's word.
 const maxDeclaredBody = 1 << 20
-
-// postBody is a POST's body once readBody has read it: the forward path decodes data where it
-// lies, and the SDK reads it as any body.
-type postBody struct {
-	*bytes.Reader
-	data []byte
-}
-
-func (*postBody) Close() error { return nil }
-
-// bodyOf is a POST's body as readBody read it; nil for a request it did not read.
-func bodyOf(r *http.Request) []byte {
-	if b, ok := r.Body.(*postBody); ok {
-		return b.data
-	}
-	return nil
-}
 
 // view returns a project's per-server endpoint for one of its servers, creating it; nil for a
 // name the project's spec does not have.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
@@ -36,7 +37,7 @@ func TestSessionNamesBounded(t *testing.T) {
 		g.ServeHTTP(w, r)
 		return w.Code
 	}
-	for name, h := range map[string]string{"too long": strings.Repeat("a", maxSessionName+1), "a space": "a b", "a newline": "a\nb", "non-ASCII": "é"} {
+	for name, h := range map[string]string{"too long": strings.Repeat("a", paths.MaxSessionName+1), "a space": "a b", "a newline": "a\nb", "non-ASCII": "é"} {
 		if code := post(h); code != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400", name, code)
 		}
@@ -44,16 +45,16 @@ func TestSessionNamesBounded(t *testing.T) {
 	if code := post("agent-1:x@y.z"); code != http.StatusNotFound { // valid; the project does not exist
 		t.Errorf("a valid header: %d, want 404", code)
 	}
-	long := strings.Repeat("é", maxSessionName)
+	long := strings.Repeat("é", paths.MaxSessionName)
 	name := func(n string) string {
 		return clientName(&mcp.InitializeRequest{Params: &mcp.InitializeParams{ClientInfo: &mcp.Implementation{Name: n, Version: "1"}}})
 	}
 	got := name(long)
 	head, sum, cut := strings.Cut(got, "~")
-	if len(got) > maxSessionName || !cut || len(sum) != 8 || !strings.HasPrefix(long, head) || !utf8.ValidString(got) {
+	if len(got) > paths.MaxSessionName || !cut || len(sum) != 8 || !strings.HasPrefix(long, head) || !utf8.ValidString(got) {
 		t.Errorf("client name %d bytes: %q", len(got), got)
 	}
-	if other := name(long + "x"); other == got || len(other) > maxSessionName {
+	if other := name(long + "x"); other == got || len(other) > paths.MaxSessionName {
 		t.Errorf("two long names that share a beginning must stay apart: %q, %q", got, other)
 	}
 	if short := name("claude-code"); short != "claude-code/1" {

@@ -6,16 +6,14 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
-	"github.com/dsh-dev/projectmcp/internal/gateway/access"
+	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
-	"github.com/dsh-dev/projectmcp/internal/revision"
 )
 
 // A 2026-07-28 session's subscriptions/listen is served here, not by the SDK's stateless
@@ -38,9 +36,6 @@ import (
 // started. A
 // request the gateway would answer otherwise than the SDK (a malformed one, a refused mount or
 // subscribe) goes to the SDK's handler, which answers it as before.
-
-// methodListen is the method served here.
-const methodListen = "subscriptions/listen"
 
 // listenDelay is how long a list change waits for others before it is announced: the SDK's
 // server waits as long (10 ms), so a sync's several changes are one list_changed.
@@ -72,30 +67,18 @@ type listeners struct {
 	closed  bool
 }
 
-// listRequest is what the gateway reads of a subscriptions/listen.
-type listRequest struct {
-	env           envelope
-	meta          requestMeta
-	notifications mcp.NotificationSubscriptions
-}
-
 // serveListen serves a 2026-07-28 subscriptions/listen POST; false when the SDK's handler is to.
 func (p *project) serveListen(w http.ResponseWriter, r *http.Request) bool {
-	lr, ok := readListen(r)
+	lr, ok := paths.ReadListen(r)
 	if !ok {
 		return false
 	}
-	id, ok := identify(access.Of(r.Context()), r.Header, &lr.meta)
-	if !ok {
+	o, id := lr.Origin, lr.Origin.Session()
+	if !p.mountListener(r.Context(), o, lr.ClientInfo) {
 		return false
 	}
-	o := origin{method: methodListen, session: id, stateless: true, who: access.Of(r.Context()), header: r.Header, traced: true,
-		meta: lr.meta.trace(), caps: requestCapabilities(lr.meta.Capabilities)}
-	if !p.mountListener(r.Context(), o, lr.meta.ClientInfo) {
-		return false
-	}
-	l := &listen{id: lr.env.ID, session: id, lists: listsOf(lr.notifications),
-		uris: lr.notifications.ResourceSubscriptions, wake: make(chan struct{}, 1)}
+	l := &listen{id: lr.ID, session: id, lists: listsOf(lr.Notifications),
+		uris: lr.Notifications.ResourceSubscriptions, wake: make(chan struct{}, 1)}
 	if !p.listeners.add(l) {
 		return false // the endpoint is closing: the SDK answers
 	}
@@ -110,58 +93,10 @@ func (p *project) serveListen(w http.ResponseWriter, r *http.Request) bool {
 		forget()
 		return false
 	}
-	if !p.streamListen(w, r, l, lr.notifications, forget) {
+	if !p.streamListen(w, r, l, lr.Notifications, forget) {
 		forget() // the stream ended with the handler; a detached one forgets it when it ends
 	}
 	return true
-}
-
-// readListen reads a listen whose every part is as the SDK takes it: a JSON-RPC request with
-// an id, of the method Mcp-Method names, with notifications; false for any other.
-func readListen(r *http.Request) (listRequest, bool) {
-	var lr listRequest
-	if !revision.Is(r.Header.Get("Mcp-Protocol-Version"), revision.Stateless) || r.Header.Get("Mcp-Method") != methodListen || !acceptedContent(r) {
-		return lr, false
-	}
-	if jsonrpcwire.DecodeExact(bodyOf(r), &lr.env) != nil || lr.env.JSONRPC != "2.0" || lr.env.Method != methodListen {
-		return lr, false
-	}
-	id, ok := canonicalID(lr.env.ID)
-	if !ok {
-		return lr, false
-	}
-	lr.env.ID = id
-	var params struct {
-		Meta          *requestMeta                   `json:"_meta"`
-		Notifications *mcp.NotificationSubscriptions `json:"notifications"`
-	}
-	params.Meta = &lr.meta
-	if jsonrpcwire.DecodeExact(lr.env.Params, &params) != nil || params.Notifications == nil {
-		return lr, false
-	}
-	lr.notifications = *params.Notifications
-	return lr, true
-}
-
-// canonicalID is a request id as the SDK writes it back (a string or an integer); false for
-// any other, which the SDK answers.
-func canonicalID(id json.RawMessage) (json.RawMessage, bool) {
-	if !requestID(id) {
-		return nil, false
-	}
-	if id[0] == '"' {
-		var s string
-		if json.Unmarshal(id, &s) != nil {
-			return nil, false
-		}
-		out, _ := json.Marshal(s)
-		return out, true
-	}
-	n, err := strconv.ParseInt(string(id), 10, 64)
-	if err != nil {
-		return nil, false
-	}
-	return strconv.AppendInt(nil, n, 10), true
 }
 
 // listsOf is the list_changed a listen asks for.
@@ -181,8 +116,8 @@ func listsOf(n mcp.NotificationSubscriptions) conn.Lists {
 
 // mountListener mounts the listen's session as mountMiddleware mounts a stateless one; false
 // when the mount refuses it (the SDK's handler then answers the refusal as before).
-func (p *project) mountListener(ctx context.Context, o origin, clientInfo json.RawMessage) bool {
-	return p.mountStateless(ctx, o.session, o.who.Principal, func() string { return bounded(infoName(clientInfo)) }) == nil
+func (p *project) mountListener(ctx context.Context, o paths.Origin, clientInfo json.RawMessage) bool {
+	return p.mountStateless(ctx, o.Session(), o.Who().Principal, func() string { return paths.Bounded(infoName(clientInfo)) }) == nil
 }
 
 // infoName is "name/version" of a 2026-07-28 request's clientInfo, as announcedName gives it.
@@ -200,13 +135,13 @@ func infoName(raw json.RawMessage) string {
 // subscribeListen subscribes the listen's session to its resources (notify.go: subscribe).
 // One that fails undoes the listen's others and leaves the listen to the SDK's handler, which
 // subscribes again and answers the failure as before.
-func (p *project) subscribeListen(ctx context.Context, o origin, l *listen) bool {
+func (p *project) subscribeListen(ctx context.Context, o paths.Origin, l *listen) bool {
 	for i, uri := range l.uris {
 		if err := p.subscribeAs(ctx, o, uri); err != nil {
 			done := l.uris[:i]
 			for _, uri := range p.listeners.remove(l) {
 				if slices.Contains(done, uri) {
-					p.dropSubscription(o.session, uri)
+					p.dropSubscription(o.Session(), uri)
 				}
 			}
 			l.uris = nil // nothing for the deferred removal to drop

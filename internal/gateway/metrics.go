@@ -125,7 +125,7 @@ func (g *Gateway) SessionCounts() []metrics.Sessions {
 func (g *Gateway) AwaitingInput() int {
 	n := 0
 	for _, p := range g.all() {
-		n += p.inputs.count()
+		n += p.paths.AwaitingInput()
 	}
 	return n
 }

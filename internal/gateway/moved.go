@@ -8,6 +8,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/internal/buckets"
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 )
 
 // A request for a project this replica has stopped serving: the project's bucket went to
@@ -39,5 +40,5 @@ func (g *Gateway) moved(key types.NamespacedName) bool {
 // movedAway answers a request this replica did nothing with because the project moved.
 func movedAway(w http.ResponseWriter, key types.NamespacedName) {
 	w.Header().Set(buckets.HeaderMoved, "1")
-	refuse(w, fmt.Sprintf("ProjectMCP %s is moving to another replica; retry", key), http.StatusServiceUnavailable)
+	paths.Refuse(w, fmt.Sprintf("ProjectMCP %s is moving to another replica; retry", key), http.StatusServiceUnavailable)
 }

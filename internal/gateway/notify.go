@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
@@ -79,8 +80,8 @@ func (p *project) deliver(server string, n conn.Notice) {
 // write to outside that request (a 2026-07-28 one) goes to nobody.
 func (p *project) logReaders(n conn.Notice) []*mcp.ServerSession {
 	if n.InRequest {
-		if sc, ok := conn.SessionOf(n.Caller).(sessionCaller); ok { // a call's caller: its session's
-			return []*mcp.ServerSession{sc.ss}
+		if ss := paths.SessionOf(conn.SessionOf(n.Caller)); ss != nil { // a call's caller: its session's
+			return []*mcp.ServerSession{ss}
 		}
 		return nil
 	}
@@ -94,7 +95,7 @@ func (p *project) levelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		res, err := next(ctx, method, req)
 		if method == "logging/setLevel" && err == nil {
 			if params, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && params != nil {
-				id, _ := sessionID(req)
+				id, _ := paths.SessionID(req)
 				p.sessions.setLevel(id, params.Level)
 				p.applyLevel(ctx)
 			}
@@ -102,9 +103,6 @@ func (p *project) levelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		return res, err
 	}
 }
-
-// logLevels from the most verbose to the least (RFC 5424 order, as MCP uses).
-var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
 // quietest is what the servers are set to once no session asks for log lines any more: MCP
 // has no level that turns a server's logging off.
@@ -179,29 +177,21 @@ func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 
 // subscribeAs subscribes the session o names to a URI: subscribe's, and a listen's the
 // gateway serves (listen.go).
-func (p *project) subscribeAs(ctx context.Context, o origin, uri string) error {
-	server, ok := p.current().owner(uri)
+func (p *project) subscribeAs(ctx context.Context, o paths.Origin, uri string) error {
+	server, ok := p.current().Owner(uri)
 	if !ok {
 		// The SDK's own code for a missing resource, which its compatibility setting can make
 		// -32002 rather than jsonrpc.CodeInvalidParams.
 		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no server of this project lists the resource %q", uri)} //nolint:staticcheck // see above
 	}
-	o.method, o.item = "resources/subscribe", p.current().resourceItem(server, uri) // for a listen's subscription too
-	id := o.session
+	id := o.Session()
 	if claimed, err := p.claimSubscription(id, uri); !claimed {
 		return err
 	}
-	var subscribed *conn.Conn
-	_, err := dispatch(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (struct{}, error) {
-		err := c.Subscribe(ctx, uri)
-		if err == nil {
-			subscribed = c
-		}
-		return struct{}{}, err
-	})
+	subscribed, err := p.paths.Subscribe(ctx, o, server, uri)
 	still := p.sessions.settle(id, uri, server, err == nil)
 	if err != nil {
-		return requestError(ctx, err)
+		return paths.RequestError(ctx, err)
 	}
 	if !still {
 		subscribed.Unsubscribe(uri)
@@ -224,7 +214,7 @@ func (p *project) claimSubscription(id, uri string) (bool, error) {
 }
 
 func (p *project) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
-	p.dropSubscription(p.subscriber(req).session, req.Params.URI)
+	p.dropSubscription(p.subscriber(req).Session(), req.Params.URI)
 	return nil
 }
 
@@ -232,13 +222,13 @@ func (p *project) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) er
 // with the resourceSubscriptions of its subscriptions/listen, which the SDK's server turns into
 // subscribe requests of its own that carry none of the listen's HTTP request: they are the
 // listen's (listenMiddleware noted it by the request's session), so its session's.
-func (p *project) subscriber(req mcp.Request) origin {
+func (p *project) subscriber(req mcp.Request) paths.Origin {
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && req.GetExtra() == nil {
 		if o, ok := p.listens.Load(ss); ok {
-			return o.(origin)
+			return o.(paths.Origin)
 		}
 	}
-	return originOf(req)
+	return paths.OriginOf(req)
 }
 
 // listenMiddleware notes the origin of each subscriptions/listen by its request's session for
@@ -249,7 +239,7 @@ func (p *project) listenMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "subscriptions/listen" || !ok {
 			return next(ctx, method, req)
 		}
-		p.listens.Store(ss, originOf(req))
+		p.listens.Store(ss, paths.OriginOf(req))
 		defer p.listens.Delete(ss)
 		return next(ctx, method, req)
 	}
@@ -281,32 +271,6 @@ func (p *project) release(id string) {
 	}
 	p.sessions.disown(id)
 	p.g.opts.Registry.Release(p.key, id)
-}
-
-// complete routes completion/complete by its reference: a prompt by projected name (sent
-// upstream under the server's own name), a resource template by its URI template.
-func (p *project) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
-	ref := req.Params.Ref
-	if ref == nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete needs a ref"}
-	}
-	up := *ref
-	server, raw := p.current().completionTarget(ref)
-	if ref.Type == "ref/prompt" {
-		up.Name = raw
-	}
-	if server == "" {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server of this project offers %s %q", ref.Type, ref.Name+ref.URI)}
-	}
-	params := *req.Params
-	params.Ref = &up
-	o := originOf(req)
-	o.item = p.current().completionItem(server, raw, ref)
-	res, err := dispatch(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (*mcp.CompleteResult, error) { return c.Complete(ctx, &params) })
-	if err != nil {
-		return nil, requestError(ctx, err)
-	}
-	return &mcp.CompleteResult{Completion: res.Completion}, nil
 }
 
 // relevel applies the project's log level in the background, within the connect timeout of

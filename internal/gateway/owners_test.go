@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dsh-dev/projectmcp/internal/gateway/access"
+	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
@@ -40,7 +41,7 @@ func TestStatelessIDIncludesPrincipal(t *testing.T) {
 		{"no header, one identity, one address", header("user:alice/1", "", "10.0.0.1:1"), header("user:alice/1", "", "10.0.0.1:2"), true},
 		{"header or none", header("user:alice/1", "s", "10.0.0.1:1"), header("user:alice/1", "", "10.0.0.1:1"), false},
 	} {
-		a, b := statelessID(tc.a.who, tc.a.session, "agent"), statelessID(tc.b.who, tc.b.session, "agent")
+		a, b := paths.StatelessID(tc.a.who, tc.a.session, "agent"), paths.StatelessID(tc.b.who, tc.b.session, "agent")
 		if (a == b) != tc.same {
 			t.Errorf("%s: %s and %s, want same=%v", tc.name, a, b, tc.same)
 		}

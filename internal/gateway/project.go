@@ -2,32 +2,25 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"reflect"
 	"sort"
 	"strings"
 	"sync"
 	"time"
-
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/internal/gateway/access"
+	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/recovery"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/revision"
-	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
 // project is one project's endpoint: an MCP server whose tools are the projection of the
@@ -50,11 +43,10 @@ type project struct {
 	cat catalog // what the endpoint serves (catalog.go)
 
 	sessions sessions // the endpoint's sessions (sessions.go)
-	inputs   *inputs  // stateless sessions' calls waiting for their input (input.go)
 	outboxes outboxes // what waits for each session's own writer (outbox.go)
-	replays  replays  // stateful sessions' resumable call streams (resume.go)
-	asks     asks     // servers' requests sent on calls' streams, awaiting answers (asks.go)
-	listens  sync.Map // *mcp.ServerSession of a subscriptions/listen → its origin (subscriber)
+	// paths is the endpoint's request path, with what its calls keep (inputs, replays, asks).
+	paths   *paths.Paths
+	listens sync.Map // *mcp.ServerSession of a subscriptions/listen → its paths.Origin (subscriber)
 	// listeners are the subscriptions/listen streams the gateway serves itself (listen.go).
 	listeners listeners
 }
@@ -65,9 +57,11 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string)
 		cat: catalog{tools: map[string]projected{}, prompts: map[string]projected{},
 			resources: map[string]projected{}, templates: map[string]projected{}},
 	}
-	p.inputs = newInputs(g, p)
 	impl := &mcp.Implementation{Name: "projectmcp", Title: "projectmcp " + key.String(), Version: "v1alpha1"}
 	p.serverInfo, _ = json.Marshal(impl) // strings only: cannot fail
+	p.paths = paths.New(seam{p}, paths.Options{Key: key, ServerInfo: p.serverInfo, Log: g.opts.Log, Clock: g.opts.Clock,
+		CallTimeout: g.opts.CallTimeout, InputTimeout: g.opts.InputTimeout, MaxAwaitingInput: g.opts.MaxAwaitingInput,
+		MaxAwaitingInputPerSession: g.opts.MaxAwaitingInputPerSession, Audit: g.opts.Audit, AuditArguments: g.opts.AuditArguments})
 	p.server = mcp.NewServer(impl,
 		&mcp.ServerOptions{
 			// The sets may start empty and grow as servers come up: the capabilities must be
@@ -82,10 +76,10 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string)
 			// No RootsListChangedHandler: a session's roots stay its own (conn.roots).
 			SubscribeHandler:   p.subscribe,
 			UnsubscribeHandler: p.unsubscribe,
-			CompletionHandler:  p.complete,
+			CompletionHandler:  p.paths.Complete,
 			SetCacheable:       p.cacheHints,
 		})
-	p.server.AddReceivingMiddleware(recovery.Middleware(g.opts.Log), p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware, p.listMiddleware, p.itemsMiddleware, p.sealStates, p.listenMiddleware)
+	p.server.AddReceivingMiddleware(recovery.Middleware(g.opts.Log), p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware, p.listMiddleware, p.itemsMiddleware, p.paths.SealStates, p.listenMiddleware)
 	p.server.AddSendingMiddleware(p.queueNotices, p.countSent)
 	getServer := func(*http.Request) *mcp.Server { return p.server }
 	// No SessionTimeout here: the SDK counts only the requests it handles, and the forward path
@@ -114,10 +108,10 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	var w http.ResponseWriter = dw
 	sid := r.Header.Get("Mcp-Session-Id")
 	if revision.Of(r.Header.Get("Mcp-Protocol-Version")) >= revision.Stateless && sid == "" {
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == methodListen && p.serveListen(w, r) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == paths.MethodListen && p.serveListen(w, r) {
 			return
 		}
-		if r.Method == http.MethodPost && p.serveForward(w, r, "") {
+		if r.Method == http.MethodPost && p.paths.ServeForward(w, r, "") {
 			return
 		}
 		p.stateless.ServeHTTP(w, r)
@@ -127,7 +121,7 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	if sid != "" {
 		ref = access.SessionRef(sid)
 		if p.sessions.foreign(ref, access.Of(r.Context()).Principal) {
-			notFound(w)
+			paths.NotFound(w)
 			return
 		}
 	}
@@ -141,13 +135,13 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if sid != "" && r.Method == http.MethodGet && strings.HasPrefix(r.Header.Get("Last-Event-ID"), replayPrefix) {
+	if sid != "" && r.Method == http.MethodGet && paths.IsReplay(r.Header.Get("Last-Event-ID")) {
 		if !p.sessions.enter(ref) {
-			notFound(w)
+			paths.NotFound(w)
 			return
 		}
 		defer p.leave(ref)
-		p.resumeStream(w, r, ref)
+		p.paths.Resume(w, r, ref)
 		return
 	}
 	if sid != "" && r.Method == http.MethodPost {
@@ -156,7 +150,7 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer p.leave(ref)
-		if p.serveForward(w, r, ref) {
+		if p.paths.ServeForward(w, r, ref) {
 			return
 		}
 	}
@@ -178,49 +172,13 @@ func (p *project) expireStateful(now time.Time) {
 	}
 }
 
-// sessionID names the session a request belongs to by its ref (owners.go; see SessionHeader).
-func sessionID(req mcp.Request) (id string, stateless bool) {
-	ss, _ := req.GetSession().(*mcp.ServerSession)
-	if ss != nil && ss.ID() != "" {
-		return access.SessionRef(ss.ID()), false
-	}
-	extra := req.GetExtra()
-	var h http.Header
-	if extra != nil {
-		h = extra.Header
-	}
-	client := ""
-	if m := metaOf(req); m != nil {
-		if info, ok := m[mcp.MetaKeyClientInfo].(map[string]any); ok {
-			client, _ = info["name"].(string)
-		}
-	}
-	return statelessID(access.FromSDK(h), h.Get(SessionHeader), client), true
-}
-
-// statelessID names a stateless session by its ref: its principal with its SessionHeader
-// (named), else with the client name it announces and its address. Two principals that send
-// the same header are two sessions.
-func statelessID(who access.Identity, named, client string) string {
-	principal := who.Principal
-	if named != "" {
-		return access.SessionRef(principal + "\x00header\x00" + named)
-	}
-	if client == "" {
-		client = "client"
-	}
-	client = bounded(client)
-	addr, _, _ := net.SplitHostPort(who.Addr)
-	return access.SessionRef(fmt.Sprintf("%s\x00client\x00%s@%s", principal, client, addr))
-}
-
 // mountMiddleware mounts a session before its first request is answered: for a stateful
 // client at initialize, for a stateless one at its first request. The mount waits up to
 // readyTimeout, then the projection is brought up to date, so the first tools/list already
 // has every ready server's tools. A mount never fails the request.
 func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		id, stateless := sessionID(req)
+		id, stateless := paths.SessionID(req)
 		switch {
 		case stateless:
 			if err := p.mountStateless(ctx, id, access.FromSDK(req.GetExtra().Header).Principal, func() string { return clientName(req) }); err != nil {
@@ -264,7 +222,7 @@ func (p *project) mountStateless(ctx context.Context, id, principal string, clie
 // sessions bounds (the principal's and the project's) refuse it; a mount that fails otherwise
 // never fails the request (the session's servers come later).
 func (p *project) mount(ctx context.Context, id, principal, client string) error {
-	ctx, end := p.span(ctx, "projectmcp.mount", id, nil)
+	ctx, end := paths.Span(ctx, p.key, "projectmcp.mount", id, nil)
 	if err := p.own(id, principal); err != nil {
 		end(err)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
@@ -285,27 +243,6 @@ func (p *project) mount(ctx context.Context, id, principal, client string) error
 	return nil
 }
 
-// span starts a span of an operation on one of the project's sessions; end ends it, with err's
-// status when err is not nil. The attributes (attrs' and the project's and session's) are set
-// only on a span that records: with tracing off, every forwarded call would build them for
-// nothing.
-func (p *project) span(ctx context.Context, name, session string, attrs func() []attribute.KeyValue) (_ context.Context, end func(err error)) {
-	ctx, span := tracing.Tracer().Start(ctx, name)
-	if span.IsRecording() {
-		var kv []attribute.KeyValue
-		if attrs != nil {
-			kv = attrs()
-		}
-		span.SetAttributes(append(kv, attribute.String("projectmcp.project", p.key.String()), attribute.String("projectmcp.session", session))...)
-	}
-	return ctx, func(err error) {
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
-		}
-		span.End()
-	}
-}
-
 // ended releases a stateful session that has closed, once: the paths that close one call it
 // (DELETE in serveHTTP, expireStateful, close, a failed initialize in mountMiddleware), and
 // reapClosed finds any other.
@@ -319,7 +256,7 @@ func (p *project) ended(id string, ss *mcp.ServerSession) {
 	if !p.sessions.end(id, ss) {
 		return // released already, or a different session under the same id
 	}
-	p.replays.dropSession(id)
+	p.paths.Ended(id)
 	p.release(id)
 }
 
@@ -340,24 +277,14 @@ func (p *project) reapClosed() {
 // clientName is "name/version" from initialize, or the request's clientInfo on 2026-07-28,
 // cut to maxSessionName bytes (it goes into status).
 func clientName(req mcp.Request) string {
-	return bounded(announcedName(req))
-}
-
-// bounded cuts a name an agent chose to maxSessionName bytes; a cut name ends in "~" and 8 hex
-// digits of the SHA-256 of the whole, so two long names that share a beginning stay apart.
-func bounded(name string) string {
-	if len(name) <= maxSessionName {
-		return name
-	}
-	sum := sha256.Sum256([]byte(name))
-	return strings.ToValidUTF8(name[:maxSessionName-9], "") + "~" + hex.EncodeToString(sum[:4])
+	return paths.Bounded(announcedName(req))
 }
 
 func announcedName(req mcp.Request) string {
 	if ip, ok := req.GetParams().(*mcp.InitializeParams); ok && ip != nil && ip.ClientInfo != nil {
 		return ip.ClientInfo.Name + "/" + ip.ClientInfo.Version
 	}
-	if m := metaOf(req); m != nil {
+	if m := paths.MetaOf(req); m != nil {
 		if info, ok := m[mcp.MetaKeyClientInfo].(map[string]any); ok {
 			name, _ := info["name"].(string)
 			version, _ := info["version"].(string)
@@ -382,7 +309,7 @@ func (p *project) close() {
 	p.listeners.close() // each listen writes its result and ends
 	sessions := p.sessions.statefuls()
 	stateless := p.sessions.stale(time.Time{}, 0, true)
-	p.inputs.closeAll()
+	p.paths.Close()
 	for id, ss := range sessions {
 		_ = ss.Close()
 		p.ended(id, ss)
@@ -401,13 +328,4 @@ func signature(servers map[string]registry.ServerState) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
-}
-
-// metaOf returns a request's _meta, or nil (the params may be a typed nil pointer).
-func metaOf(req mcp.Request) map[string]any {
-	params := req.GetParams()
-	if params == nil || reflect.ValueOf(params).IsNil() {
-		return nil
-	}
-	return params.GetMeta()
 }

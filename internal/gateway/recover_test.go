@@ -5,46 +5,18 @@ import (
 	"errors"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/dsh-dev/projectmcp/internal/recovery"
 	"github.com/dsh-dev/projectmcp/internal/registry"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
-
-// logLines is a logger that keeps what it is given.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.lines = append(l.lines, args)
-	}, funcr.Options{})
-}
-
-func (l *logLines) matching(s string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		if strings.Contains(line, s) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
 
 // A handler that panics on the SDK's goroutine (outside net/http, where nothing else would
 // recover it) fails its own request with an internal error, logged once with its stack; the
@@ -55,8 +27,8 @@ func TestHandlerPanicFailsOnlyItsRequest(t *testing.T) {
 	defer reg.Shutdown()
 	key := types.NamespacedName{Namespace: "ns", Name: "p"}
 	reg.SetDesired(key, registry.Desired{})
-	var logs logLines
-	g := New(Options{Registry: reg, Log: logs.logger()})
+	var logs testutil.LogLines
+	g := New(Options{Registry: reg, Log: logs.Logger()})
 	srv := httptest.NewServer(g)
 	defer func() {
 		g.shutdown()
@@ -92,66 +64,8 @@ func TestHandlerPanicFailsOnlyItsRequest(t *testing.T) {
 	if err != nil || len(res.Content) != 1 {
 		t.Fatalf("the next call: %v", err)
 	}
-	logged := logs.matching("boom in a handler")
+	logged := logs.Matching("boom in a handler")
 	if len(logged) != 1 || !strings.Contains(logged[0], "recover_test.go") {
 		t.Fatalf("the panic must be logged once with its stack, got %q", logged)
-	}
-}
-
-// A panic in what the call's writer writes, on a goroutine of its own, is raised again on the
-// calling goroutine, with the stack where it happened, for that goroutine's owner to recover.
-func TestRelayCallRaisesPanicOnCaller(t *testing.T) {
-	var got any
-	func() {
-		defer func() { got = recover() }()
-		_, _ = relayCall(context.Background(), func(relayed) { panic("boom in write") },
-			func(_ context.Context, put func(relayed)) (int, error) {
-				put(relayed{log: &mcp.LoggingMessageParams{}})
-				return 0, nil
-			})
-	}()
-	p, ok := got.(*recovery.Panic)
-	if !ok || p.Value != "boom in write" || !strings.Contains(string(p.Stack), "recover_test.go") {
-		t.Fatalf("want the panic raised again with its stack, got %v", got)
-	}
-}
-
-// A panic in send, which runs on the calling goroutine, reaches that goroutine's owner as it
-// was raised, once the call's writer wrote what was queued and ended.
-func TestRelayCallPanicInSendEndsTheWriter(t *testing.T) {
-	var mu sync.Mutex
-	var wrote int
-	var got any
-	func() {
-		defer func() { got = recover() }()
-		_, _ = relayCall(context.Background(), func(relayed) { mu.Lock(); wrote++; mu.Unlock() },
-			func(_ context.Context, put func(relayed)) (int, error) {
-				put(relayed{log: &mcp.LoggingMessageParams{}})
-				panic("boom in send")
-			})
-	}()
-	mu.Lock()
-	defer mu.Unlock()
-	if got != "boom in send" || wrote != 1 {
-		t.Fatalf("panic %v, %d written: want the send's panic after the one queued line", got, wrote)
-	}
-}
-
-// A panic in a call the gateway runs for a stateless session (a pendingCall) is the call's
-// error, logged with its stack.
-func TestPendingCallPanicIsItsError(t *testing.T) {
-	var logs logLines
-	in := &inputs{log: logs.logger(), parked: map[string]*pendingCall{}}
-	pc := in.start(context.Background(), origin{method: "tools/call"}, nil, func(context.Context, origin) (any, error) {
-		panic("boom in a call")
-	})
-	select {
-	case <-pc.done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the call never ended")
-	}
-	var rpcErr *jsonrpc.Error
-	if !errors.As(pc.err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInternalError || len(logs.matching("boom in a call")) != 1 {
-		t.Fatalf("want an internal error, logged once: %v, %q", pc.err, logs.lines)
 	}
 }

@@ -3,10 +3,11 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"slices"
+	"math"
 	"sync"
 	"time"
 
+	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -296,9 +297,9 @@ func (t *sessions) level() mcp.LoggingLevel {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	level := mcp.LoggingLevel("")
-	best := len(logLevels)
+	best := math.MaxInt
 	for _, r := range t.records {
-		if i := slices.Index(logLevels, r.level); r.hasLevel && i >= 0 && i < best {
+		if i := paths.LevelRank(r.level); r.hasLevel && i >= 0 && i < best {
 			best, level = i, r.level
 		}
 	}

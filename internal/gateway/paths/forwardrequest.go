@@ -1,4 +1,4 @@
-package gateway
+package paths
 
 import (
 	"context"
@@ -29,51 +29,51 @@ import (
 // server that serves what they name.
 
 // routeTool routes a tools/call by its projected name.
-func routeTool(p *project, in *incoming) bool {
+func routeTool(p *Paths, in *incoming) bool {
 	in.name = in.call.Name
-	t, ok := p.current().tool(in.name)
-	in.routed, in.paramHeaders = ok, t.paramHeaders // whichever the session's revision: the server's is what matters
-	in.target = target{server: t.server, raw: t.raw, item: access.Item{Resource: access.ResourceTools, Server: t.server, Name: t.raw, Unlisted: t.unlisted}}
+	t, ok := p.ep.Routes().tool(in.name)
+	in.routed, in.paramHeaders = ok, t.ParamHeaders // whichever the session's revision: the server's is what matters
+	in.target = target{server: t.Server, raw: t.Raw, item: access.Item{Resource: access.ResourceTools, Server: t.Server, Name: t.Raw, Unlisted: t.Unlisted}}
 	return true
 }
 
 // routePrompt routes a prompts/get by its projected name, sent as the server's own.
-func routePrompt(p *project, in *incoming) bool {
+func routePrompt(p *Paths, in *incoming) bool {
 	var params mcp.GetPromptParams
 	if jsonrpcwire.DecodeExact(in.env.Params, &params) != nil || params.Name == "" {
 		return false
 	}
 	in.name = params.Name
-	pr, ok := p.current().prompt(params.Name)
+	pr, ok := p.ep.Routes().prompt(params.Name)
 	if in.routed = ok; ok {
-		in.target = target{server: pr.server, raw: pr.raw, item: access.Item{Resource: access.ResourcePrompts, Server: pr.server, Name: pr.raw, Unlisted: pr.unlisted}}
-		in.members["name"], _ = json.Marshal(pr.raw)
+		in.target = target{server: pr.Server, raw: pr.Raw, item: access.Item{Resource: access.ResourcePrompts, Server: pr.Server, Name: pr.Raw, Unlisted: pr.Unlisted}}
+		in.members["name"], _ = json.Marshal(pr.Raw)
 	}
 	return true
 }
 
 // routeResource routes a resources/read by its URI, unchanged (owner).
-func routeResource(p *project, in *incoming) bool {
+func routeResource(p *Paths, in *incoming) bool {
 	var params mcp.ReadResourceParams
 	if jsonrpcwire.DecodeExact(in.env.Params, &params) != nil || params.URI == "" {
 		return false
 	}
 	in.name = params.URI
-	server, ok := p.current().owner(params.URI)
+	server, ok := p.ep.Routes().Owner(params.URI)
 	if in.routed = ok; ok {
-		in.target = target{server: server, item: p.current().resourceItem(server, params.URI)}
+		in.target = target{server: server, item: p.ep.Routes().ResourceItem(server, params.URI)}
 	}
 	return true
 }
 
 // routeCompletion routes a completion/complete by its reference (completionTarget): a
 // prompt's is sent under the server's own name.
-func routeCompletion(p *project, in *incoming) bool {
+func routeCompletion(p *Paths, in *incoming) bool {
 	var params mcp.CompleteParams
 	if jsonrpcwire.DecodeExact(in.env.Params, &params) != nil || params.Ref == nil {
 		return false
 	}
-	server, raw := p.current().completionTarget(params.Ref)
+	server, raw := p.ep.Routes().CompletionTarget(params.Ref)
 	if server == "" {
 		return true
 	}
@@ -86,20 +86,20 @@ func routeCompletion(p *project, in *incoming) bool {
 		in.members["ref"], _ = json.Marshal(ref)
 	}
 	in.routed = true
-	in.target = target{server: server, item: p.current().completionItem(server, raw, params.Ref)}
+	in.target = target{server: server, item: p.ep.Routes().CompletionItem(server, raw, params.Ref)}
 	return true
 }
 
 // forwardRequest forwards one request of a method other than tools/call and answers
 // pathForward, or the typed path that is to carry it when Forward answered so (retry).
-func (p *project) forwardRequest(w http.ResponseWriter, r *http.Request, in *incoming) path {
+func (p *Paths) forwardRequest(w http.ResponseWriter, r *http.Request, in *incoming) path {
 	fc, t := in.caller, in.target
 	if len(in.state) > 0 {
 		in.members["requestState"] = in.state
 	}
 	ctx, cancel := p.track(r, fc, in.env.ID)
 	defer cancel()
-	o := origin{method: in.method, session: fc.id, caller: fc.caller, meta: in.meta.trace(), caps: fc.caps, who: access.Of(r.Context()), header: r.Header, traced: true,
+	o := Origin{method: in.method, session: fc.id, caller: fc.caller, meta: in.meta.trace(), caps: fc.caps, who: access.Of(r.Context()), header: r.Header, traced: true,
 		item: t.item, args: in.members["arguments"]}
 	if t.raw != "" { // an item the server names (a prompt): its two names, for the span and the audit log
 		o.name, o.raw = in.name, t.raw
@@ -121,8 +121,8 @@ func (p *project) forwardRequest(w http.ResponseWriter, r *http.Request, in *inc
 	if again, ok := retry(err); ok {
 		return again // nothing was written
 	}
-	if errors.Is(err, errMoved) {
-		movedAway(w, p.key)
+	if errors.Is(err, ErrMoved) {
+		p.ep.MovedAway(w)
 		return pathForward
 	}
 	if err != nil {

@@ -1,4 +1,4 @@
-package gateway
+package paths
 
 import (
 	"bytes"
@@ -68,8 +68,8 @@ func isInputStateJSON(state json.RawMessage) bool {
 
 // Defaults of the bounds on calls waiting for a session's input (Options).
 const (
-	defaultMaxAwaitingInput           = 100
-	defaultMaxAwaitingInputPerSession = 10
+	DefaultMaxAwaitingInput           = 100
+	DefaultMaxAwaitingInputPerSession = 10
 )
 
 // inputs are a project's calls waiting for their sessions' input.
@@ -86,10 +86,11 @@ type inputs struct {
 	closed bool
 }
 
-func newInputs(g *Gateway, p *project) *inputs {
+func newInputs(p *Paths) *inputs {
 	sum := sha256.Sum256([]byte(p.key.String()))
 	return &inputs{
-		tag: hex.EncodeToString(sum[:4]), epoch: func() int64 { e, _ := g.claim(p.key); return e }, log: g.opts.Log, timeout: g.opts.InputTimeout, max: g.opts.MaxAwaitingInput, each: g.opts.MaxAwaitingInputPerSession,
+		tag: hex.EncodeToString(sum[:4]), epoch: func() int64 { e, _ := p.ep.Claim(); return e }, log: p.opts.Log, timeout: p.opts.InputTimeout,
+		max: p.opts.MaxAwaitingInput, each: p.opts.MaxAwaitingInputPerSession,
 		parked: map[string]*pendingCall{},
 	}
 }
@@ -144,7 +145,7 @@ func (e *inputError) Unwrap() error { return e.err }
 
 // callOf names what a session called, as a state is bound to it: the method and the projected
 // name (a tool's, a prompt's) or URI.
-func callOf(o origin) string { return fmt.Sprintf("%q (%s)", o.name, o.method) }
+func callOf(o Origin) string { return fmt.Sprintf("%q (%s)", o.name, o.method) }
 
 func invalidInput(format string, args ...any) *inputError {
 	metrics.InputRounds.WithLabelValues("invalid").Inc()
@@ -156,7 +157,7 @@ func invalidInput(format string, args ...any) *inputError {
 // that does has the session's answers delivered to the server's requests first (an
 // *inputError when the state or the answers are not acceptable). It returns the upstream's
 // result once there is one, or the round to give the session when the server asks for input.
-func statelessRound[T any](ctx context.Context, p *project, o origin, caps *mcp.ClientCapabilities, state string,
+func statelessRound[T any](ctx context.Context, p *Paths, o Origin, caps *mcp.ClientCapabilities, state string,
 	responses mcp.InputResponseMap, server string, send func(context.Context, *conn.Conn) (T, error)) (T, *inputRound, error) {
 	var zero T
 	in := p.inputs
@@ -167,7 +168,7 @@ func statelessRound[T any](ctx context.Context, p *project, o origin, caps *mcp.
 			return zero, nil, err
 		}
 	} else {
-		pc = in.start(ctx, o, caps, func(ctx context.Context, o origin) (any, error) {
+		pc = in.start(ctx, o, caps, func(ctx context.Context, o Origin) (any, error) {
 			return dispatch(ctx, p, o, server, send)
 		})
 	}
@@ -204,7 +205,7 @@ func resultAs[T any](res any) (T, error) {
 // to. The call outlives the session's request once the server asks for input; it ends when
 // the server answers, when it is abandoned (pendingCall.abandon), or at the gateway's call
 // timeout (forward).
-func (in *inputs) start(ctx context.Context, o origin, caps *mcp.ClientCapabilities, run func(context.Context, origin) (any, error)) *pendingCall {
+func (in *inputs) start(ctx context.Context, o Origin, caps *mcp.ClientCapabilities, run func(context.Context, Origin) (any, error)) *pendingCall {
 	pc := &pendingCall{session: o.session, call: callOf(o), caps: caps,
 		asks: make(chan *inputAsk), done: make(chan struct{}), gone: make(chan struct{})}
 	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -216,7 +217,7 @@ func (in *inputs) start(ctx context.Context, o origin, caps *mcp.ClientCapabilit
 
 // run runs the call on a goroutine of the gateway's own, where a panic (in the SDK's client,
 // in a server's answer's handling) is the call's error, not the end of the process.
-func (pc *pendingCall) run(ctx context.Context, log logr.Logger, o origin, run func(context.Context, origin) (any, error)) {
+func (pc *pendingCall) run(ctx context.Context, log logr.Logger, o Origin, run func(context.Context, Origin) (any, error)) {
 	defer close(pc.done)
 	defer pc.cancel()
 	defer func() {
@@ -321,7 +322,7 @@ func (in *inputs) expire(state string, pc *pendingCall) {
 
 // resume takes the parked call a session's state names, once the session's answers fit the
 // server's requests, and delivers them.
-func (in *inputs) resume(o origin, caps *mcp.ClientCapabilities, state string, responses mcp.InputResponseMap) (*pendingCall, error) {
+func (in *inputs) resume(o Origin, caps *mcp.ClientCapabilities, state string, responses mcp.InputResponseMap) (*pendingCall, error) {
 	rest := strings.TrimPrefix(state, inputStatePrefix)
 	tag, rest, ok := strings.Cut(rest, ".")
 	if !ok || tag != in.tag {
@@ -348,7 +349,7 @@ func (in *inputs) resume(o origin, caps *mcp.ClientCapabilities, state string, r
 
 // take unparks the call a state names, with the session's answers to its server's requests;
 // a state or answers that do not fit leave the call parked as it was.
-func (in *inputs) take(o origin, state string, responses mcp.InputResponseMap) (*pendingCall, map[*inputAsk]json.RawMessage, error) {
+func (in *inputs) take(o Origin, state string, responses mcp.InputResponseMap) (*pendingCall, map[*inputAsk]json.RawMessage, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	pc := in.parked[state]

@@ -1,4 +1,4 @@
-package gateway
+package paths
 
 import (
 	"encoding/json"
@@ -56,9 +56,9 @@ func failureOf(err error, tool, gaveUp bool) (*jsonrpc.Error, string) {
 	return protocolError(err), ""
 }
 
-// requestError is the JSON-RPC error a typed handler of a method other than tools/call
+// RequestError is the JSON-RPC error a typed handler of a method other than tools/call
 // returns for err (failureOf).
-func requestError(ctx interface{ Err() error }, err error) error {
+func RequestError(ctx interface{ Err() error }, err error) error {
 	rpcErr, _ := failureOf(err, false, ctx.Err() != nil)
 	return rpcErr
 }
@@ -161,16 +161,16 @@ func writeResponse(w http.ResponseWriter, stream *sseWriter, id json.RawMessage,
 	_, _ = w.Write(buf)
 }
 
-// refuse answers a request with an error status; 429 and 503 say when to retry.
-func refuse(w http.ResponseWriter, msg string, status int) {
+// Refuse answers a request with an error status; 429 and 503 say when to retry.
+func Refuse(w http.ResponseWriter, msg string, status int) {
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 	http.Error(w, msg, status)
 }
 
-// notFound answers a request for a session the caller does not own, as the SDK answers one
+// NotFound answers a request for a session the caller does not own, as the SDK answers one
 // for a session that does not exist.
-func notFound(w http.ResponseWriter) {
+func NotFound(w http.ResponseWriter) {
 	http.Error(w, "session not found", http.StatusNotFound)
 }

@@ -1,4 +1,4 @@
-package gateway
+package paths
 
 import (
 	"crypto/sha256"
@@ -14,16 +14,16 @@ import (
 // audit records one use of an item (--audit-log) that began at start and ended with outcome
 // ("denied": the project's RBAC policy refused it before anything was sent), and counts a
 // denial.
-func (p *project) audit(o origin, server string, start time.Time, outcome string) {
+func (p *Paths) audit(o Origin, server string, start time.Time, outcome string) {
 	if outcome == "denied" {
 		metrics.ItemDenied(o.item.Resource)
 	}
-	log := p.g.opts.Audit
+	log := p.opts.Audit
 	if log == nil {
 		return
 	}
 	policy := v1alpha1.ToolAuthorizationProject
-	if _, on := p.rbacOn(); on {
+	if _, on := p.ep.RBAC(); on {
 		policy = v1alpha1.ToolAuthorizationRBAC
 	}
 	r := audit.Record{
@@ -42,7 +42,7 @@ func (p *project) audit(o origin, server string, start time.Time, outcome string
 	case access.ResourceResources:
 		r.URI = o.item.Name
 	}
-	if p.g.opts.AuditArguments {
+	if p.opts.AuditArguments {
 		r.Arguments = o.args
 	}
 	log.Write(r)

@@ -1,4 +1,4 @@
-package gateway
+package paths
 
 import (
 	"encoding/json"

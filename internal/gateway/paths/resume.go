@@ -1,4 +1,4 @@
-package gateway
+package paths
 
 import (
 	"crypto/rand"
@@ -189,9 +189,9 @@ func parseReplayID(eid string) (stream string, n int, ok bool) {
 	return stream, n, true
 }
 
-// resumeStream serves a GET with the Last-Event-ID of one of the session's streams: the events
+// Resume serves a GET with the Last-Event-ID of one of the session's streams: the events
 // after it, then the rest of the stream as it comes, until it ends or the client goes.
-func (p *project) resumeStream(w http.ResponseWriter, r *http.Request, ref string) {
+func (p *Paths) Resume(w http.ResponseWriter, r *http.Request, ref string) {
 	id, n, ok := parseReplayID(r.Header.Get("Last-Event-ID"))
 	s := p.replays.find(ref, id)
 	if !ok || s == nil {

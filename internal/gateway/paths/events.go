@@ -1,4 +1,4 @@
-package gateway
+package paths
 
 import (
 	"context"
@@ -73,6 +73,13 @@ func logsTo(ctx context.Context, put func(relayed), level mcp.LoggingLevel) cont
 		}
 	})
 }
+
+// logLevels from the most verbose to the least (RFC 5424 order, as MCP uses).
+var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// LevelRank is a log level's place among the levels, from the most verbose (0); -1 for a level
+// MCP does not have.
+func LevelRank(level mcp.LoggingLevel) int { return slices.Index(logLevels, level) }
 
 // admits reports whether a session at level takes a line of the given level.
 func admits(level, line mcp.LoggingLevel) bool {

@@ -1,4 +1,4 @@
-package gateway
+package paths
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway/access"
+	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/revision"
@@ -72,7 +73,7 @@ type requestMeta struct {
 	Baggage     string `json:"baggage"`
 }
 
-// trace reads the session's trace context, for origin.meta; nil when there is none.
+// trace reads the session's trace context, for Origin.meta; nil when there is none.
 func (m *requestMeta) trace() func(string) string {
 	if m.Traceparent == "" {
 		return nil
@@ -134,9 +135,9 @@ type target struct {
 	item        access.Item
 }
 
-// serveForward executes the plan for a session's POST (ref: a stateful session's; "" for a
+// ServeForward executes the plan for a session's POST (ref: a stateful session's; "" for a
 // 2026-07-28 request): true when the gateway has answered it, false for the SDK's server to.
-func (p *project) serveForward(w http.ResponseWriter, r *http.Request, ref string) bool {
+func (p *Paths) ServeForward(w http.ResponseWriter, r *http.Request, ref string) bool {
 	in := p.read(r, ref)
 	pl := decide(in.facts)
 	switch pl.path {
@@ -156,7 +157,7 @@ func (p *project) serveForward(w http.ResponseWriter, r *http.Request, ref strin
 		return true
 	case pathForward:
 		if in.stateless {
-			p.sessions.touch(in.caller.id, p.g.opts.Clock.Now())
+			p.ep.Touch(in.caller.id)
 		}
 		if in.row.tool {
 			pl.path = p.forwardCall(w, r, in)
@@ -197,11 +198,11 @@ var (
 // read gathers the facts of a POST (read already: readBody), and what the forward path needs
 // to send it. It decides nothing: it stops where a fact's prerequisite is missing, and the
 // facts it leaves unset are the ones decide reads as the typed path's.
-func (p *project) read(r *http.Request, ref string) *incoming {
+func (p *Paths) read(r *http.Request, ref string) *incoming {
 	in := &incoming{}
 	f := &in.facts
 	f.stateless, f.version, f.content = ref == "", r.Header.Get("Mcp-Protocol-Version"), acceptedContent(r)
-	body := bodyOf(r)
+	body := httpserve.Body(r)
 	var env envelope
 	var ok bool
 	var ss *mcp.ServerSession
@@ -212,7 +213,7 @@ func (p *project) read(r *http.Request, ref string) *incoming {
 		}
 		env, ok = readEnvelope(body, f.mcpMethod)
 	} else {
-		if ss = p.sessions.stateful(ref); ss == nil {
+		if ss = p.ep.Stateful(ref); ss == nil {
 			return in
 		}
 		f.mounted = true
@@ -248,7 +249,7 @@ func (p *project) read(r *http.Request, ref string) *incoming {
 		if id, f.identity = identify(access.Of(r.Context()), r.Header, in.meta); !f.identity {
 			return in
 		}
-		f.mounted = p.g.opts.Registry.Mounted(p.key, id)
+		f.mounted = p.ep.Mounted(id)
 		in.caller = forwardCaller{id: id, rev: conn.Newest, caps: requestCapabilities(in.meta.Capabilities), stateless: true}
 	} else {
 		in.caller = forwardCaller{id: ref, caller: sessionCaller{ss}, rev: revisionOf(false, in.row.tool), caps: sessionCapabilities(ss),
@@ -258,12 +259,12 @@ func (p *project) read(r *http.Request, ref string) *incoming {
 		return in
 	}
 	// The state it resumes, and the connection that takes it.
-	in.binding = p.binding(origin{method: f.method, name: f.name}, in.caller.id, in.target.server)
+	in.binding = p.binding(Origin{method: f.method, name: f.name}, in.caller.id, in.target.server)
 	f.state = true
 	if len(in.state) > 0 {
 		in.state, f.state = openStateJSON(in.binding, in.state)
 	}
-	if c := p.g.opts.Registry.Lookup(p.key, in.caller.id, in.target.server); c != nil {
+	if c := p.ep.Lookup(in.caller.id, in.target.server); c != nil {
 		f.takes = c.Takes(in.caller.rev)
 		if f.bridged = f.stateless && errors.Is(f.takes, conn.ErrOtherRevision) && c.Takes(conn.LegacyExact) == nil; f.bridged {
 			in.caller.rev = conn.LegacyExact // the request as the server's revision has it (bridge.go)
@@ -280,7 +281,7 @@ func (p *project) read(r *http.Request, ref string) *incoming {
 
 // readParams reads a request's params into in (false: they do not decode), and routes what
 // they name (the method's row).
-func (p *project) readParams(in *incoming) bool {
+func (p *Paths) readParams(in *incoming) bool {
 	f := &in.facts
 	if in.row.tool {
 		c := &in.call
@@ -321,7 +322,7 @@ func identify(who access.Identity, h http.Header, m *requestMeta) (string, bool)
 	if len(m.ClientInfo) > 0 && jsonrpcwire.DecodeExact(m.ClientInfo, &info) != nil {
 		return "", false
 	}
-	return statelessID(who, h.Get(SessionHeader), info.Name), true
+	return StatelessID(who, h.Get(SessionHeader), info.Name), true
 }
 
 // badInputResponses reports whether a 2026-07-28 request's params carry inputResponses that
@@ -373,7 +374,7 @@ func acceptedContent(r *http.Request) bool {
 
 // forwardCall forwards one tools/call and answers pathForward, or the typed path that is to
 // carry it when Forward answered so before anything was written (retry).
-func (p *project) forwardCall(w http.ResponseWriter, r *http.Request, in *incoming) path {
+func (p *Paths) forwardCall(w http.ResponseWriter, r *http.Request, in *incoming) path {
 	fc, t, env, meta := in.caller, in.target, in.env, in.meta
 	members := callMembers(t.raw, in.args, in.call.InputResponses, in.state)
 	token := meta.ProgressToken
@@ -389,7 +390,7 @@ func (p *project) forwardCall(w http.ResponseWriter, r *http.Request, in *incomi
 	ctx, cancel := p.track(r, fc, env.ID)
 	defer cancel()
 
-	o := origin{method: "tools/call", session: fc.id, caller: fc.caller, name: in.name, raw: t.raw, meta: meta.trace(), caps: fc.caps,
+	o := Origin{method: "tools/call", session: fc.id, caller: fc.caller, name: in.name, raw: t.raw, meta: meta.trace(), caps: fc.caps,
 		who: access.Of(r.Context()), header: r.Header, traced: true, item: t.item, args: in.args}
 	logs := fc.stateless && meta.LogLevel != ""
 	send := func(ctx context.Context, put func(relayed)) (conn.RawResult, error) {
@@ -422,8 +423,8 @@ func (p *project) forwardCall(w http.ResponseWriter, r *http.Request, in *incomi
 	if again, ok := retry(err); ok && stream == nil {
 		return again // nothing was written
 	}
-	if errors.Is(err, errMoved) && stream == nil {
-		movedAway(w, p.key)
+	if errors.Is(err, ErrMoved) && stream == nil {
+		p.ep.MovedAway(w)
 		return pathForward
 	}
 	final := func() *sseWriter { // the answer's stream: a resumable session gets one
@@ -449,7 +450,7 @@ func (p *project) forwardCall(w http.ResponseWriter, r *http.Request, in *incomi
 		}
 		res = ownResult(text, fc.stateless)
 		if in.bridged { // with the endpoint's serverInfo, as every result of a bridged call
-			res, _ = newestShape(ownResult(text, false), p.serverInfo, "") // the gateway's own object: cannot fail
+			res, _ = newestShape(ownResult(text, false), p.opts.ServerInfo, "") // the gateway's own object: cannot fail
 		}
 	}
 	writeResponse(w, final(), env.ID, res, nil)
@@ -459,7 +460,7 @@ func (p *project) forwardCall(w http.ResponseWriter, r *http.Request, in *incomi
 // track gives a forwarded request its context: cancelled when the session's HTTP request ends
 // (for a resumable stream, only while no event id has reached the client: resume.go) or, for
 // a stateful session, by its notifications/cancelled naming id (cancelForwarded) and by its end.
-func (p *project) track(r *http.Request, fc forwardCaller, id json.RawMessage) (context.Context, context.CancelFunc) {
+func (p *Paths) track(r *http.Request, fc forwardCaller, id json.RawMessage) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(r.Context())
 	if fc.replay != nil {
 		ctx, cancel = context.WithCancel(context.WithoutCancel(r.Context()))
@@ -474,10 +475,10 @@ func (p *project) track(r *http.Request, fc forwardCaller, id json.RawMessage) (
 		return ctx, cancel
 	}
 	key := string(id)
-	p.sessions.addCall(fc.id, key, cancel)
+	p.ep.AddCall(fc.id, key, cancel)
 	return ctx, func() {
 		cancel()
-		p.sessions.dropCall(fc.id, key)
+		p.ep.DropCall(fc.id, key)
 	}
 }
 
@@ -502,12 +503,12 @@ func callMembers(raw string, args, inputResponses, requestState json.RawMessage)
 
 // cancelOf is the cancel function of the forwarded call a session's notifications/cancelled
 // names (its params), or nil: a cancellation of any other request goes to the SDK.
-func (p *project) cancelOf(ref string, raw json.RawMessage) context.CancelFunc {
+func (p *Paths) cancelOf(ref string, raw json.RawMessage) context.CancelFunc {
 	var params struct {
 		RequestID json.RawMessage `json:"requestId"`
 	}
 	if jsonrpcwire.DecodeExact(raw, &params) != nil || len(params.RequestID) == 0 {
 		return nil
 	}
-	return p.sessions.call(ref, string(params.RequestID))
+	return p.ep.Call(ref, string(params.RequestID))
 }

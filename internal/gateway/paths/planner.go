@@ -1,4 +1,4 @@
-package gateway
+package paths
 
 import (
 	"errors"
@@ -31,7 +31,7 @@ type forwardedMethod struct {
 	// route reads the params as the SDK's types take them (false: they refuse them, and the
 	// typed path answers) and routes what they name: it sets in.name, in.target and
 	// in.routed, and rewrites in.members for the server (forwardrequest.go).
-	route func(p *project, in *incoming) bool
+	route func(p *Paths, in *incoming) bool
 }
 
 // forwardedMethods is the routing table: the methods the forward path carries. Any other

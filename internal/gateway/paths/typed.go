@@ -1,4 +1,4 @@
-package gateway
+package paths
 
 import (
 	"bytes"
@@ -21,10 +21,10 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
-// origin is who sent a forwarded request, and what it is: its MCP method (for metrics), the
+// Origin is who sent a forwarded request, and what it is: its MCP method (for metrics), the
 // session it belongs to (for the slot) and, for a stateful session, who answers the server's
 // own requests made meanwhile.
-type origin struct {
+type Origin struct {
 	method    string
 	session   string
 	stateless bool // a 2026-07-28 session (see sessionID)
@@ -51,10 +51,10 @@ type origin struct {
 	args json.RawMessage
 }
 
-// originOf describes a request the SDK server decoded.
-func originOf(req mcp.Request) origin {
-	o := origin{method: methodOf(req)}
-	o.session, o.stateless = sessionID(req)
+// OriginOf describes a request the SDK server decoded.
+func OriginOf(req mcp.Request) Origin {
+	o := Origin{method: methodOf(req)}
+	o.session, o.stateless = SessionID(req)
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
 		o.caller = sessionCaller{ss}
 		o.caps = sessionCapabilities(ss)
@@ -63,7 +63,7 @@ func originOf(req mcp.Request) origin {
 		o.header = extra.Header
 		o.who = access.FromSDK(extra.Header)
 	}
-	if m := metaOf(req); m != nil {
+	if m := MetaOf(req); m != nil {
 		if _, ok := m["traceparent"]; ok {
 			o.meta = func(key string) string { v, _ := m[key].(string); return v }
 		}
@@ -82,7 +82,7 @@ func originOf(req mcp.Request) origin {
 // swap replaced the connection before the request was sent (conn.ErrDestroyed: the old server
 // never saw it). The server's own requests made meanwhile (sampling, elicitation) go to this
 // session (conn.WithCaller).
-func dispatch[T any](ctx context.Context, p *project, o origin, server string, do func(context.Context, *conn.Conn) (T, error)) (res T, err error) {
+func dispatch[T any](ctx context.Context, p *Paths, o Origin, server string, do func(context.Context, *conn.Conn) (T, error)) (res T, err error) {
 	if err = p.admit(ctx, o); err != nil {
 		p.audit(o, server, time.Now(), "denied")
 		return res, err
@@ -96,7 +96,7 @@ func dispatch[T any](ctx context.Context, p *project, o origin, server string, d
 	if o.caps != nil {
 		ctx = conn.WithClientCapabilities(ctx, o.caps)
 	}
-	ctx, end := p.span(ctx, "projectmcp.forward "+o.method, o.session, func() []attribute.KeyValue {
+	ctx, end := Span(ctx, p.key, "projectmcp.forward "+o.method, o.session, func() []attribute.KeyValue {
 		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", o.method), attribute.String("projectmcp.server", server)}
 		if o.name != "" {
 			attrs = append(attrs, attribute.String("projectmcp.name", o.name), attribute.String("projectmcp.raw_name", o.raw))
@@ -106,7 +106,7 @@ func dispatch[T any](ctx context.Context, p *project, o origin, server string, d
 	defer func() { end(err) }()
 	start, session, timedOut := time.Now(), ctx, false
 	defer func() {
-		if _, again := retry(err); again || errors.Is(err, errMoved) {
+		if _, again := retry(err); again || errors.Is(err, ErrMoved) {
 			return // the typed path, or the project's next replica, sends it again and counts it then
 		}
 		m := metrics.ServerOf(p.key.Namespace, p.key.Name, server)
@@ -120,7 +120,7 @@ func dispatch[T any](ctx context.Context, p *project, o origin, server string, d
 		m.Forwarded(o.method, outcome)
 		p.audit(o, server, start, outcome.String())
 	}()
-	if limit := p.g.opts.CallTimeout; limit > 0 {
+	if limit := p.opts.CallTimeout; limit > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, limit)
 		defer cancel()
@@ -136,10 +136,10 @@ func dispatch[T any](ctx context.Context, p *project, o origin, server string, d
 	}
 	ctx = conn.WithSession(ctx, o.session) // the session's turn on the shared connection (conn's fair queue)
 	for attempt := 0; ; attempt++ {
-		c := p.g.opts.Registry.Await(ctx, p.key, o.session, server)
-		if c == nil && p.g.moved(p.key) {
+		c := p.ep.Await(ctx, o.session, server)
+		if c == nil && p.ep.Moved() {
 			var zero T
-			return zero, errMoved
+			return zero, ErrMoved
 		}
 		if c == nil {
 			var zero T
@@ -149,8 +149,8 @@ func dispatch[T any](ctx context.Context, p *project, o origin, server string, d
 		if attempt == 0 && errors.Is(err, conn.ErrDestroyed) {
 			continue
 		}
-		if errors.Is(err, conn.ErrDestroyed) && p.g.moved(p.key) {
-			err = errMoved // the handoff's drain refused it: nothing was sent
+		if errors.Is(err, conn.ErrDestroyed) && p.ep.Moved() {
+			err = ErrMoved // the handoff's drain refused it: nothing was sent
 		}
 		return res, err
 	}
@@ -247,7 +247,7 @@ func callForwarded(ctx context.Context, c *conn.Conn, raw string, args json.RawM
 
 // metaLevel is the log level a 2026-07-28 request asks for in its _meta, or "".
 func metaLevel(req mcp.Request) mcp.LoggingLevel {
-	if m := metaOf(req); m != nil {
+	if m := MetaOf(req); m != nil {
 		if l, ok := m[mcp.MetaKeyLogLevel].(string); ok {
 			return mcp.LoggingLevel(l)
 		}
@@ -255,16 +255,16 @@ func metaLevel(req mcp.Request) mcp.LoggingLevel {
 	return ""
 }
 
-// handler forwards a call on a projected tool to the session's slot for the server. Failures
+// ToolHandler forwards a call on a projected tool to the session's slot for the server. Failures
 // of the server (down, gone, protocol errors) come back as tool errors naming the server, so
 // the agent sees them as it sees any failing tool.
-func (p *project) handler(server, raw string) mcp.ToolHandler {
+func (p *Paths) ToolHandler(server, raw string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		args := req.Params.Arguments
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
 		}
-		o := originOf(req)
+		o := OriginOf(req)
 		o.name, o.raw = req.Params.Name, raw
 		o.item, o.args = access.Item{Resource: access.ResourceTools, Server: server, Name: raw}, args
 		token := req.Params.GetProgressToken()
@@ -321,7 +321,7 @@ func (p *project) handler(server, raw string) mcp.ToolHandler {
 // while the request runs, and the request then runs on while the session is asked in its
 // result (round: input.go). A requestState of the server's own (2026-07-28) passes through in
 // send. A resumption the gateway refuses is an *inputError.
-func inRounds[T any](ctx context.Context, p *project, o origin, caps *mcp.ClientCapabilities, state string,
+func inRounds[T any](ctx context.Context, p *Paths, o Origin, caps *mcp.ClientCapabilities, state string,
 	responses mcp.InputResponseMap, server string, send func(context.Context, *conn.Conn) (T, error)) (res T, round *inputRound, err error) {
 	if !o.stateless {
 		res, err = dispatch(ctx, p, o, server, send)
@@ -333,13 +333,13 @@ func inRounds[T any](ctx context.Context, p *project, o origin, caps *mcp.Client
 	return statelessRound(ctx, p, o, caps, state, responses, server, send)
 }
 
-// promptHandler forwards prompts/get on a projected prompt under the server's own name.
-func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
+// PromptHandler forwards prompts/get on a projected prompt under the server's own name.
+func (p *Paths) PromptHandler(server, raw string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		o := originOf(req)
+		o := OriginOf(req)
 		o.name, o.raw = req.Params.Name, raw
 		o.item = access.Item{Resource: access.ResourcePrompts, Server: server, Name: raw}
-		if p.g.opts.AuditArguments {
+		if p.opts.AuditArguments {
 			o.args, _ = json.Marshal(req.Params.Arguments)
 		}
 		res, round, err := inRounds(ctx, p, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server,
@@ -349,7 +349,7 @@ func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
 			})
 		switch {
 		case err != nil:
-			return nil, requestError(ctx, err)
+			return nil, RequestError(ctx, err)
 		case round != nil:
 			return &mcp.GetPromptResult{InputRequests: round.requests, RequestState: round.state}, nil
 		}
@@ -358,13 +358,13 @@ func (p *project) promptHandler(server, raw string) mcp.PromptHandler {
 	}
 }
 
-// resourceHandler forwards resources/read, URI unchanged, to the server that lists the URI or
+// ResourceHandler forwards resources/read, URI unchanged, to the server that lists the URI or
 // whose template matched it (the SDK server routes by exact URI, then by template).
-func (p *project) resourceHandler(server string) mcp.ResourceHandler {
+func (p *Paths) ResourceHandler(server string) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		o := originOf(req)
+		o := OriginOf(req)
 		o.name = req.Params.URI
-		o.item = p.current().resourceItem(server, req.Params.URI)
+		o.item = p.ep.Routes().ResourceItem(server, req.Params.URI)
 		res, round, err := inRounds(ctx, p, o, req.ClientCapabilities(), req.Params.RequestState, req.Params.InputResponses, server,
 			func(ctx context.Context, c *conn.Conn) (*mcp.ReadResourceResult, error) {
 				return c.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI,
@@ -372,7 +372,7 @@ func (p *project) resourceHandler(server string) mcp.ResourceHandler {
 			})
 		switch {
 		case err != nil:
-			return nil, requestError(ctx, err)
+			return nil, RequestError(ctx, err)
 		case round != nil:
 			return &mcp.ReadResourceResult{InputRequests: round.requests, RequestState: round.state}, nil
 		}

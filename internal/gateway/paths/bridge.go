@@ -1,4 +1,4 @@
-package gateway
+package paths
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ import (
 // bridge runs a stateless session's request on a server speaking 2025-11-25 and gives its
 // result in the session's revision. declared are the client capabilities the session declares
 // in its _meta.
-func (p *project) bridge(ctx context.Context, o origin, server string, declared mcp.ClientCapabilities,
+func (p *Paths) bridge(ctx context.Context, o Origin, server string, declared mcp.ClientCapabilities,
 	send func(context.Context, *conn.Conn) (conn.RawResult, error)) (conn.RawResult, error) {
 	res, round, err := statelessRound(ctx, p, o, &declared, "", nil, server, func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
 		res, err := send(ctx, c)
@@ -39,9 +39,9 @@ func (p *project) bridge(ctx context.Context, o origin, server string, declared 
 	case err != nil:
 		return nil, err
 	case round != nil:
-		return inputRequired(round, p.serverInfo)
+		return inputRequired(round, p.opts.ServerInfo)
 	}
-	return newestShape(res, p.serverInfo, p.readScope(o.method))
+	return newestShape(res, p.opts.ServerInfo, p.readScope(o.method))
 }
 
 // isObject reports whether a result is a JSON object (as every result of a request is).
@@ -53,11 +53,11 @@ func isObject(res json.RawMessage) bool {
 // readScope is the cacheScope of a resources/read result as the SDK's server gives it (with a
 // ttlMs of 0): a project whose reads RBAC decides per identity keeps them private; "" for
 // other methods' results, which carry no caching hints.
-func (p *project) readScope(method string) string {
+func (p *Paths) readScope(method string) string {
 	if method != "resources/read" {
 		return ""
 	}
-	if _, perIdentity := p.rbacOn(); perIdentity {
+	if _, perIdentity := p.ep.RBAC(); perIdentity {
 		return "private"
 	}
 	return "public"

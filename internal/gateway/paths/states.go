@@ -1,4 +1,4 @@
-package gateway
+package paths
 
 import (
 	"bytes"
@@ -61,8 +61,8 @@ type sealedState struct {
 }
 
 // binding is what a request of session on server, described by o, seals states to.
-func (p *project) binding(o origin, session, server string) stateBinding {
-	epoch, _ := p.g.claim(p.key)
+func (p *Paths) binding(o Origin, session, server string) stateBinding {
+	epoch, _ := p.ep.Claim()
 	return stateBinding{Project: p.key.String(), Session: session, Server: server, Call: callOf(o), Epoch: epoch}
 }
 
@@ -177,12 +177,12 @@ func stateOf(v any) *string {
 // routed is the server a request the SDK decoded goes to, and what it names (for callOf): a
 // tool or prompt by its projected name, a resource by its URI. ok false: a request that
 // carries no requestState, or names nothing any server offers.
-func (p *project) routed(req mcp.Request) (o origin, server string, ok bool) {
+func (p *Paths) routed(req mcp.Request) (o Origin, server string, ok bool) {
 	o.method = methodOf(req)
-	routes := p.current()
-	byName := func(find func(string) (projected, bool)) (string, bool) {
+	routes := p.ep.Routes()
+	byName := func(find func(string) (Route, bool)) (string, bool) {
 		item, ok := find(o.name)
-		return item.server, ok
+		return item.Server, ok
 	}
 	switch params := req.GetParams().(type) {
 	case *mcp.CallToolParamsRaw:
@@ -198,23 +198,23 @@ func (p *project) routed(req mcp.Request) (o origin, server string, ok bool) {
 	case *mcp.ReadResourceParams:
 		if params != nil {
 			o.name = params.URI
-			server, ok = routes.owner(params.URI)
+			server, ok = routes.Owner(params.URI)
 		}
 	}
 	return o, server, ok
 }
 
-// sealStates is a receiving middleware of the project's MCP server: on the typed path, it opens
+// SealStates is a receiving middleware of the project's MCP server: on the typed path, it opens
 // the sealed server state a request brings back before the handler sends it on, and seals the
 // server's state in the handler's result. (The forward path does the same itself:
 // openStateJSON, sealResultJSON.)
-func (p *project) sealStates(next mcp.MethodHandler) mcp.MethodHandler {
+func (p *Paths) SealStates(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		o, server, ok := p.routed(req)
 		if !ok {
 			return next(ctx, method, req)
 		}
-		session, _ := sessionID(req)
+		session, _ := SessionID(req)
 		b := p.binding(o, session, server)
 		if in := stateOf(req.GetParams()); in != nil && isServerState(*in) {
 			state, refused := openState(b, *in)
