@@ -10,6 +10,31 @@
 // broadcast by the SDK to every session of the project. Both protocol revisions are served:
 // 2025-11-25 clients by a stateful handler (Mcp-Session-Id; list_changed on their GET stream)
 // and 2026-07-28 clients by a stateless one (list_changed through subscriptions/listen).
+//
+// This package is the endpoint: the front door (Gateway) and what lives as long as a session
+// (project: the session table, outboxes, subscriptions and log levels, the catalog sync, the
+// long-lived streams, the wait for a project and the moved answer). One request's life, from
+// its facts to its answer, is paths'; who may do what is access's; HTTP/1 streams below MCP
+// are httpserve's.
+//
+// Locks, each guarding only its own part, none held while another part's is taken unless
+// said:
+//   - Gateway.mu: the projects served, the keys pending a sync, closed. The registry calls
+//     markDirty with its own lock held, so g.mu is never held while calling the registry.
+//   - Gateway.confirmMu: makes a confirmation of a missing project a get-or-add (await.go).
+//   - catalog.mu (a project's): one sync at a time, and the four projected sets; held through
+//     a mount's whole projection. Requests read the published paths.Routes and raw items
+//     without it (atomic pointers).
+//   - sessions.mu (a project's session table): every session record, the principals' shares,
+//     the project's log level. Nothing is called while it is held but the cancel functions of
+//     a session's calls.
+//   - outboxes.mu: each session's queue; the session's writer sends outside it.
+//   - listeners.mu: the listens the endpoint serves; listen.mu: one listen's queue;
+//     detachedListen.mu and takenStream.mu: one stream's writer. Never nested.
+//   - subscriptions.listens: a sync.Map, the origin of each listen the SDK serves.
+//
+// The request path's per-call tables (calls waiting for input, resumable streams, servers'
+// requests on calls' streams) are paths', each under a lock of its own.
 package gateway
 
 import (

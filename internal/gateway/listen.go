@@ -86,7 +86,7 @@ func (p *project) serveListen(w http.ResponseWriter, r *http.Request) bool {
 	// session that only listens is released after StatelessIdle (its stream stays open).
 	forget := func() {
 		for _, uri := range p.listeners.remove(l) {
-			p.dropSubscription(id, uri)
+			p.subs.drop(id, uri)
 		}
 	}
 	if !p.subscribeListen(r.Context(), o, l) {
@@ -137,11 +137,11 @@ func infoName(raw json.RawMessage) string {
 // subscribes again and answers the failure as before.
 func (p *project) subscribeListen(ctx context.Context, o paths.Origin, l *listen) bool {
 	for i, uri := range l.uris {
-		if err := p.subscribeAs(ctx, o, uri); err != nil {
+		if err := p.subs.subscribeAs(ctx, o, uri); err != nil {
 			done := l.uris[:i]
 			for _, uri := range p.listeners.remove(l) {
 				if slices.Contains(done, uri) {
-					p.dropSubscription(o.Session(), uri)
+					p.subs.drop(o.Session(), uri)
 				}
 			}
 			l.uris = nil // nothing for the deferred removal to drop

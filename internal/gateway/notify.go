@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -27,11 +26,7 @@ import (
 // sent outside any request (or on a connection that cannot tell, stdio and legacy SSE) goes
 // to every stateful session whose level admits it. Each has the server's name as logger.
 //
-// Subscriptions: a session subscribes a URI; the connection of the server that owns it is
-// subscribed once for all sessions (reference-counted in conn, carried across a repoint),
-// and notifications/resources/updated reaches only the sessions that subscribed (the SDK
-// keeps who; for a 2026-07-28 listen the gateway serves, its listeners do: listen.go). A
-// session that ends drops its subscriptions.
+// Subscriptions are subscriptions.go's.
 
 // notice delivers a server's notification to the project's sessions.
 func (g *Gateway) notice(key types.NamespacedName, server string, n conn.Notice) {
@@ -164,98 +159,6 @@ func instructions(obs registry.Observation) string {
 	return strings.TrimSpace(b.String())
 }
 
-// DefaultMaxSubscriptionsPerSession is the default of Options.MaxSubscriptionsPerSession.
-const DefaultMaxSubscriptionsPerSession = 100
-
-// subscribe subscribes a session to a URI. The session's entry is claimed before the upstream
-// subscribe, so two concurrent subscribes of one session to one URI subscribe the connection
-// once (a second reference would never be dropped); a failed subscribe takes the entry out,
-// and one the session dropped meanwhile gives its reference back.
-func (p *project) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	return p.subscribeAs(ctx, p.subscriber(req), req.Params.URI)
-}
-
-// subscribeAs subscribes the session o names to a URI: subscribe's, and a listen's the
-// gateway serves (listen.go).
-func (p *project) subscribeAs(ctx context.Context, o paths.Origin, uri string) error {
-	server, ok := p.current().Owner(uri)
-	if !ok {
-		// The SDK's own code for a missing resource, which its compatibility setting can make
-		// -32002 rather than jsonrpc.CodeInvalidParams.
-		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no server of this project lists the resource %q", uri)} //nolint:staticcheck // see above
-	}
-	id := o.Session()
-	if claimed, err := p.claimSubscription(id, uri); !claimed {
-		return err
-	}
-	subscribed, err := p.paths.Subscribe(ctx, o, server, uri)
-	still := p.sessions.settle(id, uri, server, err == nil)
-	if err != nil {
-		return paths.RequestError(ctx, err)
-	}
-	if !still {
-		subscribed.Unsubscribe(uri)
-	}
-	return nil
-}
-
-// pendingSubscription marks a session's subscription whose upstream subscribe is under way:
-// dropping it unsubscribes nothing (subscribe gives the reference back).
-const pendingSubscription = ""
-
-// claimSubscription makes the session's entry for uri; false when it has one already (nil
-// error) or is at its bound (the error names it).
-func (p *project) claimSubscription(id, uri string) (bool, error) {
-	claimed, err := p.sessions.claim(id, uri, p.g.opts.MaxSubscriptionsPerSession)
-	if err != nil {
-		return false, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
-	}
-	return claimed, nil
-}
-
-func (p *project) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
-	p.dropSubscription(p.subscriber(req).Session(), req.Params.URI)
-	return nil
-}
-
-// subscriber describes who a subscribe or unsubscribe is for. A 2026-07-28 session subscribes
-// with the resourceSubscriptions of its subscriptions/listen, which the SDK's server turns into
-// subscribe requests of its own that carry none of the listen's HTTP request: they are the
-// listen's (listenMiddleware noted it by the request's session), so its session's.
-func (p *project) subscriber(req mcp.Request) paths.Origin {
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && req.GetExtra() == nil {
-		if o, ok := p.listens.Load(ss); ok {
-			return o.(paths.Origin)
-		}
-	}
-	return paths.OriginOf(req)
-}
-
-// listenMiddleware notes the origin of each subscriptions/listen by its request's session for
-// as long as it runs (subscriber).
-func (p *project) listenMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		ss, ok := req.GetSession().(*mcp.ServerSession)
-		if method != "subscriptions/listen" || !ok {
-			return next(ctx, method, req)
-		}
-		p.listens.Store(ss, paths.OriginOf(req))
-		defer p.listens.Delete(ss)
-		return next(ctx, method, req)
-	}
-}
-
-// dropSubscription ends one session's subscription to a URI.
-func (p *project) dropSubscription(id, uri string) {
-	server, ok := p.sessions.unsubscribe(id, uri)
-	if !ok || server == pendingSubscription {
-		return
-	}
-	if c := p.g.opts.Registry.Lookup(p.key, id, server); c != nil {
-		c.Unsubscribe(uri)
-	}
-}
-
 // release ends a session: its subscriptions and log level go, then its slots. It makes no
 // upstream request itself (the sweep runs it for every project): the unsubscribes (conn's
 // chores) and the project's new log level (relevel) go out in the background, each with a
@@ -263,7 +166,7 @@ func (p *project) dropSubscription(id, uri string) {
 func (p *project) release(id string) {
 	uris, leveled := p.sessions.forget(id)
 	for _, uri := range uris {
-		p.dropSubscription(id, uri)
+		p.subs.drop(id, uri)
 	}
 	p.sessions.dropSubscriptions(id)
 	if leveled {

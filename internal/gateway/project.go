@@ -8,13 +8,13 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 	"github.com/dsh-dev/projectmcp/internal/httpserve"
@@ -45,8 +45,8 @@ type project struct {
 	sessions sessions // the endpoint's sessions (sessions.go)
 	outboxes outboxes // what waits for each session's own writer (outbox.go)
 	// paths is the endpoint's request path, with what its calls keep (inputs, replays, asks).
-	paths   *paths.Paths
-	listens sync.Map // *mcp.ServerSession of a subscriptions/listen → its paths.Origin (subscriber)
+	paths *paths.Paths
+	subs  subscriptions // the sessions' resource subscriptions (subscriptions.go)
 	// listeners are the subscriptions/listen streams the gateway serves itself (listen.go).
 	listeners listeners
 }
@@ -62,6 +62,8 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string)
 	p.paths = paths.New(seam{p}, paths.Options{Key: key, ServerInfo: p.serverInfo, Log: g.opts.Log, Clock: g.opts.Clock,
 		CallTimeout: g.opts.CallTimeout, InputTimeout: g.opts.InputTimeout, MaxAwaitingInput: g.opts.MaxAwaitingInput,
 		MaxAwaitingInputPerSession: g.opts.MaxAwaitingInputPerSession, Audit: g.opts.Audit, AuditArguments: g.opts.AuditArguments})
+	p.subs = subscriptions{sessions: &p.sessions, paths: p.paths, routes: p.current, max: g.opts.MaxSubscriptionsPerSession,
+		lookup: func(session, server string) *conn.Conn { return g.opts.Registry.Lookup(key, session, server) }}
 	p.server = mcp.NewServer(impl,
 		&mcp.ServerOptions{
 			// The sets may start empty and grow as servers come up: the capabilities must be
@@ -74,12 +76,12 @@ func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string)
 				Completions: &mcp.CompletionCapabilities{},
 			},
 			// No RootsListChangedHandler: a session's roots stay its own (conn.roots).
-			SubscribeHandler:   p.subscribe,
-			UnsubscribeHandler: p.unsubscribe,
+			SubscribeHandler:   p.subs.subscribe,
+			UnsubscribeHandler: p.subs.unsubscribe,
 			CompletionHandler:  p.paths.Complete,
 			SetCacheable:       p.cacheHints,
 		})
-	p.server.AddReceivingMiddleware(recovery.Middleware(g.opts.Log), p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware, p.listMiddleware, p.itemsMiddleware, p.paths.SealStates, p.listenMiddleware)
+	p.server.AddReceivingMiddleware(recovery.Middleware(g.opts.Log), p.mountMiddleware, p.levelMiddleware, p.instructionsMiddleware, p.listMiddleware, p.itemsMiddleware, p.paths.SealStates, p.subs.listenMiddleware)
 	p.server.AddSendingMiddleware(p.queueNotices, p.countSent)
 	getServer := func(*http.Request) *mcp.Server { return p.server }
 	// No SessionTimeout here: the SDK counts only the requests it handles, and the forward path
@@ -223,7 +225,7 @@ func (p *project) mountStateless(ctx context.Context, id, principal string, clie
 // never fails the request (the session's servers come later).
 func (p *project) mount(ctx context.Context, id, principal, client string) error {
 	ctx, end := paths.Span(ctx, p.key, "projectmcp.mount", id, nil)
-	if err := p.own(id, principal); err != nil {
+	if err := p.sessions.own(id, principal, p.g.opts.MaxSessionsPerPrincipal, p.key.String()); err != nil {
 		end(err)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	}

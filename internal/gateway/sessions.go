@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -11,8 +12,26 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// Sessions are private to the principal that opened them, and nothing outside the gateway
+// learns their ids.
+//
+// A session's ref (access.SessionRef) is a hash of what names it on the wire, and its name
+// everywhere the id would be seen by someone else.
+//
+// The session table binds each ref to the principal that mounted it. A request that names a
+// session its principal does not own is answered 404, on every method and path, exactly as a
+// session that does not exist is: the caller learns nothing about it.
+
+// DefaultMaxSessionsPerPrincipal is the default of Options.MaxSessionsPerPrincipal.
+const DefaultMaxSessionsPerPrincipal = 100
+
+// errNotOwner refuses a mount under a ref another principal owns. Refs of both kinds make that
+// unreachable (a stateful ref is minted by initialize, a stateless one hashes the
+// principal in); the check keeps the table's one rule in the one place that writes it.
+var errNotOwner = errors.New("session not found")
+
 // sessions is an endpoint's table of its sessions: one record per session, by its ref
-// (owners.go), and the one lock that guards every record. Only the table's methods read or
+// (access.SessionRef), and the one lock that guards every record. Only the table's methods read or
 // write a record, each under the lock and without calling out while it holds it (but for the
 // cancel functions of a session's calls, which only cancel a context). A record exists while
 // it holds something: a principal, a stateful session, a stateless session's last request, a

@@ -1,229 +1,17 @@
 package paths
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
-	"time"
-
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway/access"
-	"github.com/dsh-dev/projectmcp/internal/metrics"
-	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
-
-// Origin is who sent a forwarded request, and what it is: its MCP method (for metrics), the
-// session it belongs to (for the slot) and, for a stateful session, who answers the server's
-// own requests made meanwhile.
-type Origin struct {
-	method    string
-	session   string
-	stateless bool // a 2026-07-28 session (see sessionID)
-	caller    conn.Caller
-	// name and raw: the projected and the server's own name of the tool or prompt called.
-	name, raw string
-	// who: the identity the request is served as (its principal, for RBAC items and the audit).
-	who access.Identity
-	// header: the HTTP headers the request came with, for its trace context unless traced.
-	header http.Header
-	// traced: the context already carries the request's trace context, as the forward path's
-	// does (it runs in the HTTP request's context, where serveProject read it); the SDK's
-	// handlers' does not.
-	traced bool
-	// meta reads the request's own _meta, whose trace context (SEP-414) comes before the
-	// headers'; nil when it has none.
-	meta func(key string) string
-	// caps: the session's client capabilities as a 2026-07-28 server is told them (relayable).
-	caps func() json.RawMessage
-	// item is the tool, prompt or resource the request uses, as RBAC names it (rbac.go).
-	item access.Item
-	// args are a tool call's or prompt's arguments as the session sent them, for the audit
-	// log (--audit-arguments).
-	args json.RawMessage
-}
-
-// OriginOf describes a request the SDK server decoded.
-func OriginOf(req mcp.Request) Origin {
-	o := Origin{method: methodOf(req)}
-	o.session, o.stateless = SessionID(req)
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
-		o.caller = sessionCaller{ss}
-		o.caps = sessionCapabilities(ss)
-	}
-	if extra := req.GetExtra(); extra != nil {
-		o.header = extra.Header
-		o.who = access.FromSDK(extra.Header)
-	}
-	if m := MetaOf(req); m != nil {
-		if _, ok := m["traceparent"]; ok {
-			o.meta = func(key string) string { v, _ := m[key].(string); return v }
-		}
-		if caps, ok := m[mcp.MetaKeyClientCapabilities]; ok && o.stateless {
-			o.caps = func() json.RawMessage {
-				raw, _ := json.Marshal(caps)
-				return relayable(raw)
-			}
-		}
-	}
-	return o
-}
-
-// forward sends one request of a session to the session's slot for server. It waits through
-// a repoint or rebuild (registry.Await), and sends once more, on the new connection, when a
-// swap replaced the connection before the request was sent (conn.ErrDestroyed: the old server
-// never saw it). The server's own requests made meanwhile (sampling, elicitation) go to this
-// session (conn.WithCaller).
-func dispatch[T any](ctx context.Context, p *Paths, o Origin, server string, do func(context.Context, *conn.Conn) (T, error)) (res T, err error) {
-	if err = p.admit(ctx, o); err != nil {
-		p.audit(o, server, time.Now(), "denied")
-		return res, err
-	}
-	if o.meta != nil {
-		ctx = tracing.FromMeta(ctx, o.meta)
-	}
-	if o.header != nil && !o.traced && !trace.SpanContextFromContext(ctx).IsValid() {
-		ctx = tracing.FromHeaders(ctx, o.header)
-	}
-	if o.caps != nil {
-		ctx = conn.WithClientCapabilities(ctx, o.caps)
-	}
-	ctx, end := Span(ctx, p.key, "projectmcp.forward "+o.method, o.session, func() []attribute.KeyValue {
-		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", o.method), attribute.String("projectmcp.server", server)}
-		if o.name != "" {
-			attrs = append(attrs, attribute.String("projectmcp.name", o.name), attribute.String("projectmcp.raw_name", o.raw))
-		}
-		return attrs
-	})
-	defer func() { end(err) }()
-	start, session, timedOut := time.Now(), ctx, false
-	defer func() {
-		if _, again := retry(err); again || errors.Is(err, ErrMoved) {
-			return // the typed path, or the project's next replica, sends it again and counts it then
-		}
-		m := metrics.ServerOf(p.key.Namespace, p.key.Name, server)
-		outcome := outcomeOf(session, err, timedOut)
-		if o.method == "tools/call" {
-			if err == nil && isError(res) {
-				outcome = metrics.ToolError
-			}
-			m.ToolCall(outcome, time.Since(start))
-		}
-		m.Forwarded(o.method, outcome)
-		p.audit(o, server, start, outcome.String())
-	}()
-	if limit := p.opts.CallTimeout; limit > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, limit)
-		defer cancel()
-		defer func() {
-			if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				timedOut = true
-				err = fmt.Errorf("MCP server %q did not answer within %s (the gateway's --call-timeout)", server, limit)
-			}
-		}()
-	}
-	if o.caller != nil {
-		ctx = conn.WithCaller(ctx, o.caller)
-	}
-	ctx = conn.WithSession(ctx, o.session) // the session's turn on the shared connection (conn's fair queue)
-	for attempt := 0; ; attempt++ {
-		c := p.ep.Await(ctx, o.session, server)
-		if c == nil && p.ep.Moved() {
-			var zero T
-			return zero, ErrMoved
-		}
-		if c == nil {
-			var zero T
-			return zero, fmt.Errorf("%w: MCP server %q is not available to this session", conn.ErrUnavailable, server)
-		}
-		res, err = do(ctx, c)
-		if attempt == 0 && errors.Is(err, conn.ErrDestroyed) {
-			continue
-		}
-		if errors.Is(err, conn.ErrDestroyed) && p.ep.Moved() {
-			err = ErrMoved // the handoff's drain refused it: nothing was sent
-		}
-		return res, err
-	}
-}
-
-// methodOf names a forwarded request's MCP method, for metrics.
-func methodOf(req mcp.Request) string {
-	switch req.(type) {
-	case *mcp.CallToolRequest:
-		return "tools/call"
-	case *mcp.GetPromptRequest:
-		return "prompts/get"
-	case *mcp.ReadResourceRequest:
-		return "resources/read"
-	case *mcp.CompleteRequest:
-		return "completion/complete"
-	case *mcp.SubscribeRequest:
-		return "resources/subscribe"
-	}
-	return "other"
-}
-
-// outcomeOf is how a forwarded request ended, for metrics: session is the context of the
-// session's request, timedOut whether the gateway's call timeout ended it.
-func outcomeOf(session context.Context, err error, timedOut bool) metrics.Outcome {
-	switch {
-	case err == nil:
-		return metrics.OK
-	case errors.Is(err, conn.ErrUnavailable):
-		return metrics.Unavailable
-	case timedOut:
-		return metrics.Timeout
-	case session.Err() != nil:
-		return metrics.Cancelled
-	}
-	return metrics.Error
-}
-
-// isError reports whether a tool call's result is a tool error: the server's isError, typed
-// or as the server sent it. A forwarded result is decoded only when it may have isError true.
-func isError(res any) bool {
-	switch r := res.(type) {
-	case *mcp.CallToolResult:
-		return r != nil && r.IsError
-	case conn.RawResult:
-		return rawIsError(r)
-	}
-	return false
-}
-
-var isErrorKey = []byte(`"isError"`)
-
-// rawIsError reports whether a forwarded tools/call result has isError true at its top level.
-func rawIsError(res []byte) bool {
-	for rest := res; ; {
-		i := bytes.Index(rest, isErrorKey)
-		if i < 0 {
-			return false
-		}
-		rest = rest[i+len(isErrorKey):]
-		v := bytes.TrimLeft(rest, " \t\r\n")
-		if len(v) == 0 || v[0] != ':' {
-			continue
-		}
-		if bytes.HasPrefix(bytes.TrimLeft(v[1:], " \t\r\n"), []byte("true")) {
-			// A candidate: it may belong to a nested object, so decode the top level.
-			var top struct {
-				IsError bool `json:"isError"`
-			}
-			return json.Unmarshal(res, &top) == nil && top.IsError
-		}
-	}
-}
 
 // callForwarded forwards a call the SDK's server took from the session (a 2026-07-28
 // session's call to a server speaking 2025-11-25, mostly) to such a server, and decodes its
@@ -408,3 +196,48 @@ func (s sessionCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.El
 	}
 	return s.ss.Elicit(ctx, p)
 }
+
+// Complete routes completion/complete by its reference: a prompt by projected name (sent
+// upstream under the server's own name), a resource template by its URI template.
+func (p *Paths) Complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	ref := req.Params.Ref
+	if ref == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete needs a ref"}
+	}
+	up := *ref
+	server, raw := p.ep.Routes().CompletionTarget(ref)
+	if ref.Type == "ref/prompt" {
+		up.Name = raw
+	}
+	if server == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no server of this project offers %s %q", ref.Type, ref.Name+ref.URI)}
+	}
+	params := *req.Params
+	params.Ref = &up
+	o := OriginOf(req)
+	o.item = p.ep.Routes().CompletionItem(server, raw, ref)
+	res, err := dispatch(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (*mcp.CompleteResult, error) { return c.Complete(ctx, &params) })
+	if err != nil {
+		return nil, RequestError(ctx, err)
+	}
+	return &mcp.CompleteResult{Completion: res.Completion}, nil
+}
+
+// Subscribe subscribes the session o names to uri on server, as dispatch sends any of its
+// requests (admitted, traced, counted), and gives the connection that took it.
+func (p *Paths) Subscribe(ctx context.Context, o Origin, server, uri string) (*conn.Conn, error) {
+	o.method, o.item = "resources/subscribe", p.ep.Routes().ResourceItem(server, uri) // for a listen's subscription too
+	var subscribed *conn.Conn
+	_, err := dispatch(ctx, p, o, server, func(ctx context.Context, c *conn.Conn) (struct{}, error) {
+		err := c.Subscribe(ctx, uri)
+		if err == nil {
+			subscribed = c
+		}
+		return struct{}{}, err
+	})
+	return subscribed, err
+}
+
+// IsReplay says whether a Last-Event-ID names an event of one of the gateway's own resumable
+// streams (Resume serves it).
+func IsReplay(lastEventID string) bool { return strings.HasPrefix(lastEventID, replayPrefix) }
