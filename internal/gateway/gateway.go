@@ -301,10 +301,10 @@ func (g *Gateway) syncPending() {
 	clear(g.pending)
 	g.mu.Unlock()
 	for _, key := range keys {
-		epoch := g.opts.Registry.Epoch(key)
+		incarnation := g.opts.Registry.Incarnation(key)
 		g.mu.Lock()
 		p := g.projects[key]
-		stale := p != nil && p.epoch != epoch // deleted (0), or deleted and created again
+		stale := p != nil && p.incarnation != incarnation // deleted (0), or deleted and created again
 		if stale {
 			delete(g.projects, key)
 		}
@@ -492,7 +492,7 @@ func (g *Gateway) view(p *project, server string) *project {
 	v = p.views[server]
 	created := v == nil && !g.closed
 	if created {
-		v = newProject(g, p.key, p.epoch, server)
+		v = newProject(g, p.key, p.incarnation, server)
 		p.views[server] = v
 	}
 	g.mu.Unlock()
@@ -504,8 +504,8 @@ func (g *Gateway) view(p *project, server string) *project {
 
 // project returns the project's endpoint, creating it for a project the registry knows.
 func (g *Gateway) project(key types.NamespacedName) *project {
-	epoch := g.opts.Registry.Epoch(key)
-	if epoch == 0 {
+	incarnation := g.opts.Registry.Incarnation(key)
+	if incarnation == 0 {
 		return nil
 	}
 	g.mu.Lock()
@@ -515,11 +515,11 @@ func (g *Gateway) project(key types.NamespacedName) *project {
 	}
 	p := g.projects[key]
 	created := false
-	if p == nil || p.epoch != epoch {
+	if p == nil || p.incarnation != incarnation {
 		if p != nil { // a recreated project: the old one's sessions are gone from the registry
 			go p.close()
 		}
-		p = newProject(g, key, epoch, "")
+		p = newProject(g, key, incarnation, "")
 		g.projects[key] = p
 		created = true
 	}

@@ -26,9 +26,9 @@ import (
 // project is one project's endpoint: an MCP server whose tools are the projection of the
 // project's connections.
 type project struct {
-	g     *Gateway
-	key   types.NamespacedName
-	epoch uint64 // the registry's incarnation of the project this endpoint serves
+	g           *Gateway
+	key         types.NamespacedName
+	incarnation uint64 // the registry's incarnation of the project this endpoint serves
 	// only is the server a per-server endpoint serves, under its own names; "" for the
 	// project endpoint, which serves every server under projected names.
 	only string
@@ -51,9 +51,9 @@ type project struct {
 	listeners listeners
 }
 
-func newProject(g *Gateway, key types.NamespacedName, epoch uint64, only string) *project {
+func newProject(g *Gateway, key types.NamespacedName, incarnation uint64, only string) *project {
 	p := &project{
-		g: g, key: key, epoch: epoch, only: only, views: map[string]*project{},
+		g: g, key: key, incarnation: incarnation, only: only, views: map[string]*project{},
 		cat: catalog{tools: map[string]projected{}, prompts: map[string]projected{},
 			resources: map[string]projected{}, templates: map[string]projected{}},
 	}

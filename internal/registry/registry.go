@@ -52,15 +52,15 @@ type Registry struct {
 	clock clock.WithDelayedExecution
 	log   logr.Logger
 
-	mu       sync.Mutex
-	closed   bool   // after Shutdown: nothing new may be installed
-	epochs   uint64 // counts projects set up, so a recreated project is told apart
-	projects map[types.NamespacedName]*project
-	pending  map[types.NamespacedName]bool
-	wake     chan struct{}
-	events   chan event.GenericEvent
-	watchers []func(types.NamespacedName)
-	notices  []func(types.NamespacedName, string, conn.Notice)
+	mu           sync.Mutex
+	closed       bool   // after Shutdown: nothing new may be installed
+	incarnations uint64 // counts projects set up, so a recreated project is told apart
+	projects     map[types.NamespacedName]*project
+	pending      map[types.NamespacedName]bool
+	wake         chan struct{}
+	events       chan event.GenericEvent
+	watchers     []func(types.NamespacedName)
+	notices      []func(types.NamespacedName, string, conn.Notice)
 	// setUp is closed and replaced whenever a project becomes known (its first SetDesired),
 	// waking requests that arrived before their project's first reconcile (WaitKnown).
 	setUp chan struct{}
@@ -79,13 +79,13 @@ func (r *Registry) LimitSessions(n int) {
 }
 
 type project struct {
-	logLevel mcp.LoggingLevel // the most verbose level a session asked for (SetLogLevel)
-	epoch    uint64
-	desired  Desired
-	known    bool // SetDesired has been called
-	servers  map[string]*entry
-	sessions map[string]*Session
-	changed  chan struct{} // closed and replaced on every change, for Mount's wait
+	logLevel    mcp.LoggingLevel // the most verbose level a session asked for (SetLogLevel)
+	incarnation uint64
+	desired     Desired
+	known       bool // SetDesired has been called
+	servers     map[string]*entry
+	sessions    map[string]*Session
+	changed     chan struct{} // closed and replaced on every change, for Mount's wait
 	// teardowns are the project's replaced connections Connect is destroying in the background.
 	teardowns sync.WaitGroup
 }
@@ -272,8 +272,8 @@ func (r *Registry) notify(key types.NamespacedName) {
 func (r *Registry) projectLocked(key types.NamespacedName) *project {
 	p := r.projects[key]
 	if p == nil {
-		r.epochs++
-		p = &project{epoch: r.epochs, servers: map[string]*entry{}, sessions: map[string]*Session{}, changed: make(chan struct{})}
+		r.incarnations++
+		p = &project{incarnation: r.incarnations, servers: map[string]*entry{}, sessions: map[string]*Session{}, changed: make(chan struct{})}
 		r.projects[key] = p
 	}
 	return p
@@ -330,33 +330,33 @@ func (r *Registry) RBAC(key types.NamespacedName) bool {
 }
 
 // Known reports whether the reconciler has set up a project (a ProjectMCP exists for it).
-func (r *Registry) Known(key types.NamespacedName) bool { return r.Epoch(key) != 0 }
+func (r *Registry) Known(key types.NamespacedName) bool { return r.Incarnation(key) != 0 }
 
-// Epoch identifies the current incarnation of a project: 0 when unknown, a new value when a
+// Incarnation identifies the current incarnation of a project: 0 when unknown, a new value when a
 // deleted project is created again, so holders of per-project state can tell they are stale.
-func (r *Registry) Epoch(key types.NamespacedName) uint64 {
+func (r *Registry) Incarnation(key types.NamespacedName) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p := r.projects[key]; p != nil && p.known {
-		return p.epoch
+		return p.incarnation
 	}
 	return 0
 }
 
-// WaitKnown waits until the reconciler has set up a project and returns its epoch, or 0 when
-// ctx ends first. The gateway uses it for sessions that arrive between a ProjectMCP's creation
-// (or a controller restart) and its first reconcile.
+// WaitKnown waits until the reconciler has set up a project and returns its incarnation, or 0
+// when ctx ends first. The gateway uses it for sessions that arrive between a ProjectMCP's
+// creation (or a controller restart) and its first reconcile.
 func (r *Registry) WaitKnown(ctx context.Context, key types.NamespacedName) uint64 {
 	for {
 		r.mu.Lock()
-		var epoch uint64
+		var incarnation uint64
 		if p := r.projects[key]; p != nil && p.known {
-			epoch = p.epoch
+			incarnation = p.incarnation
 		}
 		setUp := r.setUp
 		r.mu.Unlock()
-		if epoch != 0 {
-			return epoch
+		if incarnation != 0 {
+			return incarnation
 		}
 		select {
 		case <-setUp:

@@ -123,7 +123,7 @@ func TestConnectAfterShutdownLeaksNothing(t *testing.T) {
 	}
 }
 
-// WaitKnown returns the project's epoch once the reconciler sets it up, and 0 when the
+// WaitKnown returns the project's incarnation once the reconciler sets it up, and 0 when the
 // caller gives up first; another project's setup does not satisfy it.
 func TestWaitKnown(t *testing.T) {
 	r := New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
@@ -131,7 +131,7 @@ func TestWaitKnown(t *testing.T) {
 	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if got := r.WaitKnown(short, key); got != 0 {
-		t.Fatalf("an unknown project: epoch %d, want 0", got)
+		t.Fatalf("an unknown project: incarnation %d, want 0", got)
 	}
 	got := make(chan uint64, 1)
 	go func() { got <- r.WaitKnown(context.Background(), key) }()
@@ -139,14 +139,14 @@ func TestWaitKnown(t *testing.T) {
 	r.SetDesired(other, Desired{})
 	select {
 	case e := <-got:
-		t.Fatalf("another project's setup ended the wait (epoch %d)", e)
+		t.Fatalf("another project's setup ended the wait (incarnation %d)", e)
 	case <-time.After(50 * time.Millisecond):
 	}
 	r.SetDesired(key, Desired{})
 	select {
 	case e := <-got:
-		if e == 0 || e != r.Epoch(key) {
-			t.Fatalf("epoch %d, want %d", e, r.Epoch(key))
+		if e == 0 || e != r.Incarnation(key) {
+			t.Fatalf("incarnation %d, want %d", e, r.Incarnation(key))
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("WaitKnown did not return after SetDesired")
