@@ -198,26 +198,50 @@ func checkCalls(t *testing.T, key types.NamespacedName, name string, d *mcp.Clie
 		t.Fatalf("the session must go on: %q", got)
 	}
 
-	// Progress reaches the session that called, with its own token (a string or a number).
-	progress := make(chan *mcp.ProgressNotificationParams, 64)
+	// Progress reaches the session that called, with its own token (a string or a number). The
+	// client hands notifications to its handler apart from the call's result, so a call's last
+	// progress may come after its result: each call is told apart by the total the server
+	// reports (its sleep), and waited for by its progress, not by the result.
+	var mu sync.Mutex
+	var progress []*mcp.ProgressNotificationParams
 	watcher := harness.MustDial(t, mcp.NewClient(&mcp.Implementation{Name: "watcher", Version: "1"}, &mcp.ClientOptions{
-		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params },
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress = append(progress, r.Params)
+		},
 	}), harness.EndpointOf(key), version, header)
-	for _, token := range []any{"tok-1", 7} {
-		params := &mcp.CallToolParams{Name: name + "__sleep", Arguments: map[string]any{"ms": 450}}
-		params.SetProgressToken(token)
+	type sleep struct {
+		token any
+		ms    int
+	}
+	calls := []sleep{{"tok-1", 450}, {7, 460}}
+	for _, c := range calls {
+		params := &mcp.CallToolParams{Name: name + "__sleep", Arguments: map[string]any{"ms": c.ms}}
+		params.SetProgressToken(c.token)
 		if res, err := watcher.CallTool(ctx, params); err != nil || res.IsError {
 			t.Fatalf("sleep: %v %+v", err, res)
 		}
-		if len(progress) < 2 {
-			t.Fatalf("token %v: want progress notifications relayed, got %d", token, len(progress))
-		}
-		for len(progress) > 0 {
-			if p := <-progress; fmt.Sprint(p.ProgressToken) != fmt.Sprint(token) {
-				t.Fatalf("progress must carry the caller's token %v, got %v", token, p.ProgressToken)
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("two progress notifications of token %v", c.token), func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, p := range progress {
+				if p.Total == float64(c.ms) {
+					n++
+				}
 			}
+			return n >= 2
+		})
+	}
+	mu.Lock()
+	for _, p := range progress {
+		i := slices.IndexFunc(calls, func(c sleep) bool { return float64(c.ms) == p.Total })
+		if i < 0 || fmt.Sprint(p.ProgressToken) != fmt.Sprint(calls[i].token) {
+			t.Errorf("progress %+v: must carry its own call's token", p)
 		}
 	}
+	mu.Unlock()
 
 	// The path taken: raw when the session and the server speak the same revision, else the
 	// SDK, which translates between them; the SDK too on a connection that takes no raw
