@@ -246,16 +246,7 @@ func settledServerGoroutines(t *testing.T) int {
 }
 
 // takenReaders counts taken connections' readers (httpserve.Taken).
-func takenReaders(t *testing.T) int {
-	t.Helper()
-	n := 0
-	for _, g := range testutil.GoroutineStacks(t) {
-		if strings.Contains(g, "httpserve.(*Taken).read(") {
-			n++
-		}
-	}
-	return n
-}
+func takenReaders(t *testing.T) int { return testutil.StacksWith(t, "httpserve.(*Taken).read(") }
 
 // idleStreamGoroutines is what an idle taken stream holds of its own: nothing where the
 // gateway's readiness watches its connection, else its reader.

@@ -1,11 +1,9 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -17,21 +15,21 @@ import (
 
 	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/registry"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
-// gatewayGoroutines counts the goroutines running this package's code outside a request
-// handler: what the gateway itself keeps per session or project. A GET stream's own
-// goroutines (getstream.go: the SDK's handler, the reader where one runs) serve its request,
-// as net/http's did before the stream was taken from it, and are not counted.
+// gatewayGoroutines counts the goroutines running the gateway's code (the endpoint's, the
+// request path's, access's and the stream engine's) outside a request handler: what the
+// gateway itself keeps per session or project. A GET stream's own goroutines (getstream.go:
+// the SDK's handler, the reader where one runs) serve its request, as net/http's did before the
+// stream was taken from it, and are not counted.
 func gatewayGoroutines(t *testing.T) int {
 	t.Helper()
-	var buf bytes.Buffer
-	if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, g := range strings.Split(buf.String(), "\n\n") {
-		if strings.Contains(g, "projectmcp/internal/gateway.") && !strings.Contains(g, "net/http.(*conn).serve") &&
+	for _, g := range testutil.GoroutineStacks(t) {
+		ours := strings.Contains(g, "projectmcp/internal/gateway.") || strings.Contains(g, "projectmcp/internal/gateway/") ||
+			strings.Contains(g, "projectmcp/internal/httpserve.")
+		if ours && !strings.Contains(g, "net/http.(*conn).serve") &&
 			!strings.Contains(g, "httpserve.(*Taken).read") && !strings.Contains(g, "gateway.(*project).serveGET.func") &&
 			!strings.Contains(g, "internal/gateway.gatewayGoroutines") && !strings.Contains(g, "testing.tRunner") {
 			n++

@@ -448,14 +448,5 @@ func TestTakenConnReaderStartedAsTheStreamEnds(t *testing.T) {
 	}
 }
 
-// takenReaders counts taken connections' readers.
-func takenReaders(t *testing.T) int {
-	t.Helper()
-	n := 0
-	for _, g := range testutil.GoroutineStacks(t) {
-		if strings.Contains(g, "httpserve.(*Taken).read(") {
-			n++
-		}
-	}
-	return n
-}
+// takenReaders counts taken connections' readers (httpserve.Taken).
+func takenReaders(t *testing.T) int { return testutil.StacksWith(t, "httpserve.(*Taken).read(") }

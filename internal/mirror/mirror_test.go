@@ -17,7 +17,6 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,32 +35,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	shared.Stop()
 	os.Exit(code)
-}
-
-// logLines collects a logger's lines.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.lines = append(l.lines, args)
-	}, funcr.Options{})
-}
-
-func (l *logLines) count(substr string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, line := range l.lines {
-		if strings.Contains(line, substr) {
-			n++
-		}
-	}
-	return n
 }
 
 // writeConfig writes dir/.dsh/mcp.json with one stdio server per name.
@@ -206,24 +179,24 @@ func TestMirrorRetriesUntilTheAPIServerAnswers(t *testing.T) {
 	}
 	dir := t.TempDir()
 	writeConfig(t, dir, "a")
-	var log logLines
-	run(t, &Mirror{Client: c, Dir: dir, Key: key, Log: log.logger()})
+	var log testutil.LogLines
+	run(t, &Mirror{Client: c, Dir: dir, Key: key, Log: log.Logger()})
 	defer func() {
 		if t.Failed() {
-			t.Logf("mirror log:\n%s", strings.Join(log.lines, "\n"))
+			t.Logf("mirror log:\n%s", strings.Join(log.Lines(), "\n"))
 		}
 	}()
 
-	testutil.Eventually(t, 30*time.Second, "two failed attempts", func() bool { return log.count("retrying") >= 2 })
+	testutil.Eventually(t, 30*time.Second, "two failed attempts", func() bool { return len(log.Matching("retrying")) >= 2 })
 	if err := env.Client.Get(context.Background(), key, &v1alpha1.ProjectMCP{}); err == nil {
 		t.Fatal("the object exists although the API server was unreachable")
 	}
 	proxy.start(t)
 	waitServers(t, env.Client, key, 30*time.Second, "a")
 	// The object can be seen before the mirror, whose apply returned, has logged it.
-	testutil.Eventually(t, 10*time.Second, "the recovery to be logged", func() bool { return log.count("succeeded after retries") > 0 })
-	if log.count("succeeded after retries") != 1 {
-		t.Errorf("the recovery is logged more than once: %q", log.lines)
+	testutil.Eventually(t, 10*time.Second, "the recovery to be logged", func() bool { return len(log.Matching("succeeded after retries")) > 0 })
+	if len(log.Matching("succeeded after retries")) != 1 {
+		t.Errorf("the recovery is logged more than once: %q", log.Lines())
 	}
 }
 

@@ -17,3 +17,15 @@ func GoroutineStacks(t testing.TB) []string {
 	}
 	return strings.Split(buf.String(), "\n\n")
 }
+
+// StacksWith counts the goroutines whose stack holds s (a function, say "pkg.(*T).read(").
+func StacksWith(t testing.TB, s string) int {
+	t.Helper()
+	n := 0
+	for _, g := range GoroutineStacks(t) {
+		if strings.Contains(g, s) {
+			n++
+		}
+	}
+	return n
+}
