@@ -27,7 +27,7 @@ func gatewayGoroutines(t *testing.T) int {
 	t.Helper()
 	n := 0
 	for _, g := range testutil.GoroutineStacks(t) {
-		ours := strings.Contains(g, "projectmcp/internal/gateway.") || strings.Contains(g, "projectmcp/internal/gateway/") ||
+		ours := strings.Contains(g, "projectmcp/internal/gateway.") || strings.Contains(g, "projectmcp/internal/gateway/paths.") ||
 			strings.Contains(g, "projectmcp/internal/httpserve.")
 		if ours && !strings.Contains(g, "net/http.(*conn).serve") &&
 			!strings.Contains(g, "httpserve.(*Taken).read") && !strings.Contains(g, "gateway.(*project).serveGET.func") &&
