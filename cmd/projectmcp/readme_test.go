@@ -725,3 +725,14 @@ func TestDocsHelmValues(t *testing.T) {
 		}
 	}
 }
+
+// maxReadmeLines is how long the README may grow: it keeps the user's path (what projectmcp
+// does, the quick start, connecting an agent, the config and the resource in short) and links
+// to docs/ for the rest; a README past it has taken in what belongs on a docs page.
+const maxReadmeLines = 500
+
+func TestReadmeStaysShort(t *testing.T) {
+	if n := strings.Count(readme(t), "\n"); n > maxReadmeLines {
+		t.Errorf("README.md has %d lines, more than %d: move what is not the user's path to a page of docs/ and link to it", n, maxReadmeLines)
+	}
+}
