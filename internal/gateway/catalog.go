@@ -26,7 +26,7 @@ type catalog struct {
 	resources map[string]projected                  // by URI
 	templates map[string]projected                  // by URI template
 	synced    string                                // signature of the connection states last projected
-	routes    atomic.Pointer[paths.Routes]          // what requests are routed by (routes.go), replaced on change
+	routes    atomic.Pointer[paths.Routes]          // what requests are routed by (paths.Routes), replaced on change
 	rawItems  atomic.Pointer[map[any]*conn.RawItem] // the items as their servers listed them (lists.go)
 }
 
@@ -39,7 +39,7 @@ type projected struct {
 	// paramHeaders: the tool's schema asks for Mcp-Param headers (2026-07-28), which only the
 	// typed path checks and sets, so its calls are not forwarded.
 	paramHeaders bool
-	// unlisted: a name no list holds, sent to a per-server endpoint's server (routes.go).
+	// unlisted: a name no list holds, sent to a per-server endpoint's server (paths.Route).
 	unlisted bool
 	// item is what the SDK server was given (*mcp.Tool, ...), and members the item as its
 	// server listed it (nil when unknown): lists.go serves the one in place of the other.

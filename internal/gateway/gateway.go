@@ -109,10 +109,10 @@ type Options struct {
 	Front func(http.Handler) http.Handler
 	// Serving, when set, says whether this replica serves a project now, and the epoch of its
 	// claim: a request for a project it stopped serving meanwhile is answered moved (moved.go),
-	// and the states of input rounds carry the epoch (input.go). Without it every project is
+	// and the states of input rounds carry the epoch (paths: input.go). Without it every project is
 	// served here.
 	Serving func(types.NamespacedName) (epoch int64, ok bool)
-	// Audit, when set, records every use of a tool, prompt or resource (audit.go);
+	// Audit, when set, records every use of a tool, prompt or resource (paths: audit.go);
 	// AuditArguments adds the arguments of tool calls and prompts.
 	Audit          *audit.Log
 	AuditArguments bool

@@ -19,7 +19,7 @@ import (
 // projected name, instead of as the SDK's types encode it: those types model only the fields
 // the SDK knows, and an item would lose every other (server-everything's tools lose
 // `execution`). An item goes raw to a session that speaks its server's revision, as the
-// results of forwarded requests do (forwardrequest.go), and typed otherwise or when its server was listed
+// results of forwarded requests do (paths: forwardrequest.go), and typed otherwise or when its server was listed
 // through the SDK (legacy SSE).
 //
 // The SDK server's page holds the very pointers sync gave it (AddTool keeps the tool it is

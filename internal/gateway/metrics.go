@@ -121,7 +121,7 @@ func (g *Gateway) SessionCounts() []metrics.Sessions {
 }
 
 // AwaitingInput is the number of calls of stateless sessions the gateway holds while their
-// servers wait for the sessions' input (input.go), over every project.
+// servers wait for the sessions' input (paths: input.go), over every project.
 func (g *Gateway) AwaitingInput() int {
 	n := 0
 	for _, p := range g.all() {

@@ -230,7 +230,7 @@ func (t *sessions) idle(now time.Time, timeout time.Duration) map[string]*mcp.Se
 }
 
 // end takes a stateful session out of the table and cancels its forwarded calls, which no
-// disconnect ends (resume.go); false when ss is not the session ref names (released already,
+// disconnect ends (paths: resume.go); false when ss is not the session ref names (released already,
 // or a different session under the same ref).
 func (t *sessions) end(ref string, ss *mcp.ServerSession) bool {
 	t.mu.Lock()

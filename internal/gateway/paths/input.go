@@ -49,7 +49,7 @@ import (
 //   - A call the session does not resume within InputTimeout is cancelled upstream, and the
 //     server's requests get an error. A session that gives up on a round (its HTTP request
 //     ends) cancels the call likewise.
-//   - The state carries the epoch of this replica's claim on the project (moved.go): a call
+//   - The state carries the epoch of this replica's claim on the project (Endpoint.Claim): a call
 //     ends when its project moves to another replica, and a state that comes back after the
 //     move is refused as such, on whichever replica it lands.
 
@@ -75,7 +75,7 @@ const (
 // inputs are a project's calls waiting for their sessions' input.
 type inputs struct {
 	tag     string       // the project's mark in the states it issues
-	epoch   func() int64 // this replica's claim on the project (moved.go), in the states too
+	epoch   func() int64 // this replica's claim on the project (Endpoint.Claim), in the states too
 	log     logr.Logger
 	timeout time.Duration
 	max     int

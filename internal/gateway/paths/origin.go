@@ -32,7 +32,7 @@ type Origin struct {
 	meta func(key string) string
 	// caps: the session's client capabilities as a 2026-07-28 server is told them (relayable).
 	caps func() json.RawMessage
-	// item is the tool, prompt or resource the request uses, as RBAC names it (rbac.go).
+	// item is the tool, prompt or resource the request uses, as RBAC names it (access.Item).
 	item access.Item
 	// args are a tool call's or prompt's arguments as the session sent them, for the audit
 	// log (--audit-arguments).

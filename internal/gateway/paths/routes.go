@@ -112,7 +112,7 @@ func (r *Routes) match(uri string) (templateMatcher, bool) {
 }
 
 // ResourceItem is a URI of server as RBAC names it: a listed one by itself, another by the
-// template it is read through, if any (rbac.go's Item.Unlisted).
+// template it is read through, if any (access.Item.Unlisted).
 func (r *Routes) ResourceItem(server, uri string) access.Item {
 	it := access.Item{Resource: access.ResourceResources, Server: server, Name: uri}
 	if _, ok := r.resources[uri]; ok {

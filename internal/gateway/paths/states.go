@@ -48,7 +48,7 @@ type stateBinding struct {
 	Session string `json:"s"`
 	Server  string `json:"v"`
 	Call    string `json:"c"`
-	// Epoch is this replica's claim on the project when the state was sealed (moved.go): a
+	// Epoch is this replica's claim on the project when the state was sealed (Endpoint.Claim): a
 	// state that comes back after the project moved is refused as such, whichever replica
 	// opens it.
 	Epoch int64 `json:"e,omitempty"`
