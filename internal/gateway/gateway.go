@@ -385,7 +385,6 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	}
 	who := access.NewIdentity(principal, r)
 	access.ToSDK(r.Header, who) // whatever the client sent in its headers is overwritten
-	r = r.WithContext(access.With(r.Context(), who))
 	if v := r.Header.Get(SessionHeader); v != "" && !paths.ValidSessionName(v) {
 		http.Error(w, fmt.Sprintf("%s must be 1 to %d characters of A-Z a-z 0-9 . _ - : @", SessionHeader, paths.MaxSessionName), http.StatusBadRequest)
 		return
@@ -417,7 +416,7 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	if ctx := tracing.FromHeaders(r.Context(), r.Header); ctx != r.Context() { // a session's traceparent
 		r = r.WithContext(ctx)
 	}
-	p.serveHTTP(w, r)
+	p.serveHTTP(w, r, who)
 }
 
 // validKey reports whether key can name an object. A key the gateway serves already is one,

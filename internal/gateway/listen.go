@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
@@ -68,8 +69,8 @@ type listeners struct {
 }
 
 // serveListen serves a 2026-07-28 subscriptions/listen POST; false when the SDK's handler is to.
-func (p *project) serveListen(w http.ResponseWriter, r *http.Request) bool {
-	lr, ok := paths.ReadListen(r)
+func (p *project) serveListen(w http.ResponseWriter, r *http.Request, who access.Identity) bool {
+	lr, ok := paths.ReadListen(r, who)
 	if !ok {
 		return false
 	}

@@ -100,7 +100,7 @@ func newProject(g *Gateway, key types.NamespacedName, incarnation uint64, only s
 // serveHTTP routes 2026-07-28 requests to the stateless handler and everything else
 // (2025-11-25 and older, which send no such version or an older one) to the stateful one. A
 // request naming a session another principal owns gets 404, whatever its method.
-func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
+func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request, who access.Identity) {
 	if p.g.moved(p.key) { // handed off while the body was read: the next replica answers
 		movedAway(rw, p.key)
 		return
@@ -110,10 +110,10 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	var w http.ResponseWriter = dw
 	sid := r.Header.Get("Mcp-Session-Id")
 	if revision.Of(r.Header.Get("Mcp-Protocol-Version")) >= revision.Stateless && sid == "" {
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == paths.MethodListen && p.serveListen(w, r) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == paths.MethodListen && p.serveListen(w, r, who) {
 			return
 		}
-		if r.Method == http.MethodPost && p.paths.ServeForward(w, r, "") {
+		if r.Method == http.MethodPost && p.paths.ServeForward(w, r, "", who) {
 			return
 		}
 		p.stateless.ServeHTTP(w, r)
@@ -122,7 +122,7 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	ref := ""
 	if sid != "" {
 		ref = access.SessionRef(sid)
-		if p.sessions.foreign(ref, access.Of(r.Context()).Principal) {
+		if p.sessions.foreign(ref, who.Principal) {
 			paths.NotFound(w)
 			return
 		}
@@ -152,7 +152,7 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer p.leave(ref)
-		if p.paths.ServeForward(w, r, ref) {
+		if p.paths.ServeForward(w, r, ref, who) {
 			return
 		}
 	}

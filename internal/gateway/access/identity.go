@@ -1,16 +1,16 @@
 package access
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
 	"strings"
 )
 
-// Identity is who a request comes from, as the gateway authenticated it. It travels in the
-// request's context (With, Of), set once by the gateway after the Authorizer or local mode
-// allowed the request; nothing downstream reads who is asking from a client's headers.
+// Identity is who a request comes from, as the gateway authenticated it: made once, after the
+// Authorizer or local mode allowed the request, and handed down as a value (the endpoint's and
+// the request path's functions take it as a parameter; a context value would cost every call a
+// copy of its *http.Request). Nothing downstream reads who is asking from a client's headers.
 type Identity struct {
 	// Principal names the identity sessions are bound to (Principal; local mode's by uid).
 	Principal string
@@ -31,20 +31,6 @@ func NewIdentity(principal string, r *http.Request) Identity {
 func bearerOf(h http.Header) string {
 	token, _ := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
 	return token
-}
-
-type identityKey struct{}
-
-// With is ctx carrying id.
-func With(ctx context.Context, id Identity) context.Context {
-	return context.WithValue(ctx, identityKey{}, id)
-}
-
-// Of is the identity ctx carries; the zero Identity when none (a request the gateway did not
-// authenticate, which nothing serves).
-func Of(ctx context.Context) Identity {
-	id, _ := ctx.Value(identityKey{}).(Identity)
-	return id
 }
 
 // The SDK hands its method handlers the request's HTTP header and nothing of the request's

@@ -109,6 +109,7 @@ type forwardCaller struct {
 // incoming is one POST as read for the planner: its facts, and what the forward path sends.
 type incoming struct {
 	facts
+	who     access.Identity // who sent it, as the gateway authenticated them
 	row     forwardedMethod
 	env     envelope
 	call    callParams                 // a tools/call's params
@@ -137,8 +138,8 @@ type target struct {
 
 // ServeForward executes the plan for a session's POST (ref: a stateful session's; "" for a
 // 2026-07-28 request): true when the gateway has answered it, false for the SDK's server to.
-func (p *Paths) ServeForward(w http.ResponseWriter, r *http.Request, ref string) bool {
-	in := p.read(r, ref)
+func (p *Paths) ServeForward(w http.ResponseWriter, r *http.Request, ref string, who access.Identity) bool {
+	in := p.read(r, ref, who)
 	pl := decide(in.facts)
 	switch pl.path {
 	case pathAnswer:
@@ -198,8 +199,8 @@ var (
 // read gathers the facts of a POST (read already: readBody), and what the forward path needs
 // to send it. It decides nothing: it stops where a fact's prerequisite is missing, and the
 // facts it leaves unset are the ones decide reads as the typed path's.
-func (p *Paths) read(r *http.Request, ref string) *incoming {
-	in := &incoming{}
+func (p *Paths) read(r *http.Request, ref string, who access.Identity) *incoming {
+	in := &incoming{who: who}
 	f := &in.facts
 	f.stateless, f.version, f.content = ref == "", r.Header.Get("Mcp-Protocol-Version"), acceptedContent(r)
 	body := httpserve.Body(r)
@@ -246,7 +247,7 @@ func (p *Paths) read(r *http.Request, ref string) *incoming {
 	// The session, as the server sees it.
 	if f.stateless {
 		var id string
-		if id, f.identity = identify(access.Of(r.Context()), r.Header, in.meta); !f.identity {
+		if id, f.identity = identify(who, r.Header, in.meta); !f.identity {
 			return in
 		}
 		f.mounted = p.ep.Mounted(id)
@@ -391,7 +392,7 @@ func (p *Paths) forwardCall(w http.ResponseWriter, r *http.Request, in *incoming
 	defer cancel()
 
 	o := Origin{method: "tools/call", session: fc.id, caller: fc.caller, name: in.name, raw: t.raw, meta: meta.trace(), caps: fc.caps,
-		who: access.Of(r.Context()), header: r.Header, traced: true, item: t.item, args: in.args}
+		who: in.who, header: r.Header, traced: true, item: t.item, args: in.args}
 	logs := fc.stateless && meta.LogLevel != ""
 	send := func(ctx context.Context, put func(relayed)) (conn.RawResult, error) {
 		if logs {

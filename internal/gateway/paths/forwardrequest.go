@@ -99,7 +99,7 @@ func (p *Paths) forwardRequest(w http.ResponseWriter, r *http.Request, in *incom
 	}
 	ctx, cancel := p.track(r, fc, in.env.ID)
 	defer cancel()
-	o := Origin{method: in.method, session: fc.id, caller: fc.caller, meta: in.meta.trace(), caps: fc.caps, who: access.Of(r.Context()), header: r.Header, traced: true,
+	o := Origin{method: in.method, session: fc.id, caller: fc.caller, meta: in.meta.trace(), caps: fc.caps, who: in.who, header: r.Header, traced: true,
 		item: t.item, args: in.members["arguments"]}
 	if t.raw != "" { // an item the server names (a prompt): its two names, for the span and the audit log
 		o.name, o.raw = in.name, t.raw

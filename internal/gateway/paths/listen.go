@@ -34,12 +34,11 @@ type listRequest struct {
 // ReadListen reads a listen the endpoint serves itself: one whose every part is as the SDK
 // takes it (readListen), of a session named as the forward path names it; false for any other,
 // which the SDK's handler is to serve.
-func ReadListen(r *http.Request) (Listen, bool) {
+func ReadListen(r *http.Request, who access.Identity) (Listen, bool) {
 	lr, ok := readListen(r)
 	if !ok {
 		return Listen{}, false
 	}
-	who := access.Of(r.Context())
 	id, ok := identify(who, r.Header, &lr.meta)
 	if !ok {
 		return Listen{}, false
