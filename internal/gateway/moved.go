@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/internal/buckets"
-	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 )
 
@@ -16,11 +15,8 @@ import (
 // While nothing of the request has reached a server or the session, it is answered "moved":
 // a 503 marked buckets.HeaderMoved, which the Router drops, sending the request on to the
 // bucket's next holder. So a call that lands in the middle of a handoff is served by the next
-// replica rather than failed. Once anything of it was sent, it is answered as usual.
-
-// errMoved is dispatch's error for a request it found no connection for because the project
-// is no longer served here: nothing was sent.
-var errMoved = fmt.Errorf("%w: the project moved to another replica", conn.ErrUnavailable)
+// replica rather than failed (paths.ErrMoved). Once anything of it was sent, it is answered as
+// usual.
 
 // claim reports whether this replica serves the project now, and the epoch of its claim
 // (the bucket Lease's); every project is served, at epoch 0, without Options.Serving.
