@@ -330,7 +330,7 @@ func TestHTTPTransports(t *testing.T) {
 			}
 			call(t, c, "add_tool", map[string]any{"name": "late"})
 			waitFor(t, c, "list_changed over "+name, func(s Snapshot) bool { return slices.Contains(names(s.Tools), "late") })
-			// Its requests and its event stream went direct: net/http's Transport holds no
+			// Its requests and its event stream went on the carrier: net/http's Transport holds no
 			// TCP connection for it, and so runs no reader and writer goroutines.
 			if after := transportGoroutines(); after > before {
 				t.Fatalf("the connection left %d goroutines of net/http's Transport running (%d before it)", after, before)
@@ -395,6 +395,9 @@ func TestHTTPHeaders(t *testing.T) {
 	})
 	waitPhase(t, c, v1alpha1.PhaseReady)
 	call(t, c, "echo", map[string]any{"text": "x"})
+	if res, err := forwardEcho(t, c, "y", Legacy); err != nil || textOf(res) != "y" { // on the carrier
+		t.Fatalf("a forwarded call: %v", err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(seen) != 1 || !seen["Bearer t0k3n|core"] {

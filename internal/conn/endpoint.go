@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/go-logr/logr"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
@@ -26,6 +26,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
+	"github.com/dsh-dev/projectmcp/internal/httpcarrier"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
@@ -44,7 +45,10 @@ type endpoint struct {
 	// refused is the first request sameOrigin did not send (remote only): the cause of a
 	// connect that fails after it, whatever the SDK makes of the failed request.
 	refused *atomic.Pointer[refusedRequest]
-	direct  *direct // remote only: carries forwarded requests (nil: through the transport)
+	// carrier carries forwarded requests, with headers added (remote only; nil: through the
+	// transport).
+	carrier *httpcarrier.Carrier
+	headers http.Header
 }
 
 // refusal is the first request refused on the way to the server, or nil.
@@ -171,11 +175,11 @@ func (l launcher) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error)
 		}
 	}
 	l.noteProxy(u)
-	base, directs, release := sharedTransport(r)
-	d := newDirect(u, base, directs, headers)
+	base, pool, release := sharedTransport(r)
+	carrier := httpcarrier.New(u, base, pool)
 	var under http.RoundTripper = base
-	if d != nil {
-		under = directTransport{d: d, base: base}
+	if carrier != nil {
+		under = httpcarrier.Transport{Carrier: carrier, Base: base}
 	}
 	bounded := &boundedBodies{base: under, limit: l.opts.MaxMessageBytes, items: l.opts.MaxListItems, log: l.opts.Log}
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
@@ -187,7 +191,7 @@ func (l launcher) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error)
 		egress:  egress,
 		refused: refused,
 	}}
-	ep := &endpoint{release: release, refused: refused, direct: d}
+	ep := &endpoint{release: release, refused: refused, carrier: carrier, headers: headers}
 	// No event longer than the bound reaches the SDK (boundedBodies); its own (smaller) default
 	// bound would fail the whole connection on an event the bound allows.
 	maxEvent := sdkBound(l.opts.MaxMessageBytes)
@@ -255,9 +259,9 @@ func (c sseConnection) Write(ctx context.Context, msg jsonrpc.Message) error {
 // its own, each connection would keep its own idle keep-alive connection to its server between
 // probes (two goroutines, 8 KB of buffers and a descriptor each, at every one of thousands of
 // connections to a few hosts); shared, the idle connections to a host are pooled (at most
-// maxIdlePerHost) and an HTTP/2 server is reached over one TCP connection. A transport lives
-// while a connection uses it: the last one to give it back closes its idle connections, so
-// nothing of it outlives the connections that used it.
+// httpcarrier.MaxIdlePerHost) and an HTTP/2 server is reached over one TCP connection. A
+// transport lives while a connection uses it: the last one to give it back closes its idle
+// connections, so nothing of it outlives the connections that used it.
 var transports = struct {
 	sync.Mutex
 	m map[transportKey]*pooledTransport
@@ -270,28 +274,17 @@ type transportKey struct {
 }
 
 type pooledTransport struct {
-	t       *http.Transport
-	directs *idleConns // the directs' connections, dialed as the transport's
-	refs    int
+	t    *http.Transport
+	pool *httpcarrier.Pool // the carriers' connections, dialed as the transport's
+	refs int
 }
 
-// maxIdlePerHost bounds the idle connections a shared transport keeps to one host: every
-// session of a project, and every project using the host, send through it, so many requests
-// to the one host may run at once (the default keeps 2 and closes the rest after each).
-const maxIdlePerHost = 64
-
-// connBufferSize is the read and the write buffer of each TCP connection a shared transport
-// holds, and the read buffer of each its directs hold (net/http's default is 4 KiB each).
-// Most of those connections carry a connection's event stream, which waits almost all the
-// time for a small event, with the SDK's own 4 KiB reader above it: at 3,000 connections the
-// transport's buffers were 20 MiB of the live heap.
-// A read or write larger than the buffer goes past it straight to the socket, so a large
-// result costs no more copies, and a small request or event fits.
-const connBufferSize = 1 << 10
-
 // sharedTransport returns the transport for connections dialed under r (nil: no egress
-// policy), the pool of its directs' connections, and the function that gives them back.
-func sharedTransport(r *route) (*http.Transport, *idleConns, func()) {
+// policy), the pool of its carriers' connections, and the function that gives them back.
+// Every session of a project, and every project using a host, send through them: each keeps
+// up to httpcarrier.MaxIdlePerHost idle connections to one host, with buffers of
+// httpcarrier.BufferSize.
+func sharedTransport(r *route) (*http.Transport, *httpcarrier.Pool, func()) {
 	var key transportKey
 	if r != nil {
 		key = transportKey{egress: r.egress, allowed: r.allowed, literal: r.literal}
@@ -301,20 +294,20 @@ func sharedTransport(r *route) (*http.Transport, *idleConns, func()) {
 	pt := transports.m[key]
 	if pt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = maxIdlePerHost
-		t.ReadBufferSize, t.WriteBufferSize = connBufferSize, connBufferSize
+		t.MaxIdleConnsPerHost = httpcarrier.MaxIdlePerHost
+		t.ReadBufferSize, t.WriteBufferSize = httpcarrier.BufferSize, httpcarrier.BufferSize
 		// The proxy settings are read when the transport is made (net/http reads them once
 		// per process), and every request through a proxy is checked under r.
 		t.Proxy = r.proxied(httpproxy.FromEnvironment().ProxyFunc())
 		if r != nil {
 			t.DialContext = r.dialer().DialContext
 		}
-		pt = &pooledTransport{t: t, directs: newIdleConns(t.DialContext)}
+		pt = &pooledTransport{t: t, pool: httpcarrier.NewPool(t.DialContext)}
 		transports.m[key] = pt
 	}
 	pt.refs++
 	var once sync.Once
-	return pt.t, pt.directs, func() {
+	return pt.t, pt.pool, func() {
 		once.Do(func() {
 			transports.Lock()
 			pt.refs--
@@ -325,7 +318,7 @@ func sharedTransport(r *route) (*http.Transport, *idleConns, func()) {
 			transports.Unlock()
 			if last {
 				pt.t.CloseIdleConnections()
-				pt.directs.close()
+				pt.pool.Close()
 			}
 		})
 	}
@@ -343,13 +336,19 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	req = req.Clone(req.Context())
-	if traced { // the call's trace goes on to the server (W3C traceparent)
+	addHeaders(req, traced, t.headers)
+	return t.base.RoundTrip(req)
+}
+
+// addHeaders adds to req the call's trace context when traced, which goes on to the server
+// (W3C traceparent), and the server's configured headers.
+func addHeaders(req *http.Request, traced bool, headers http.Header) {
+	if traced {
 		tracing.ToHeaders(req.Context(), req.Header)
 	}
-	for k, v := range t.headers {
+	for k, v := range headers {
 		req.Header[k] = v
 	}
-	return t.base.RoundTrip(req)
 }
 
 // process is a stdio server running in its own process group. The pipes are plain os.Pipes

@@ -54,7 +54,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	// transport lives only as long as the context given to Connect.
 	timedOut := make(chan struct{})
 	timer := time.AfterFunc(c.opts.ConnectTimeout, func() { close(timedOut); cancel() })
-	up, transport := newUpstream(ep.transport, ep.direct, resp, &c.opts)
+	up, transport := newUpstream(ep.transport, ep, resp, &c.opts)
 	end := newSessionEnd()
 	transport = end.watch(transport)
 	_, span := tracing.Tracer().Start(ctx, "projectmcp.connect", trace.WithAttributes(

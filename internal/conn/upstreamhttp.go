@@ -18,7 +18,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	segjson "github.com/segmentio/encoding/json"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dsh-dev/projectmcp/internal/httpcarrier"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
@@ -27,12 +29,16 @@ import (
 // the caller's goroutine.
 type httpUpstream struct {
 	upstreamBase
-	resp   *responder // what the server sends on a request's stream besides the response
-	bound  int64      // MaxMessageBytes
-	http   *http.Client
-	url    string
-	direct *direct // nil: every request goes through http
-	// redirected: the server redirected a request sent direct; every request goes through http
+	resp  *responder // what the server sends on a request's stream besides the response
+	bound int64      // MaxMessageBytes
+	http  *http.Client
+	url   string
+	// carrier carries the requests whose answers their reader bounds, with headers added
+	// (nil: every request goes through http)
+	carrier *httpcarrier.Carrier
+	headers http.Header
+	// redirected: the server redirected a request sent on the carrier; every request goes
+	// through http
 	redirected atomic.Bool
 	version    string        // the agreed protocol version, once Ready
 	sessionID  func() string // the SDK session's id
@@ -151,18 +157,20 @@ func (u *httpUpstream) post(ctx context.Context, id, method string, params json.
 // do POSTs one message with the session's headers. From 2026-07-28 on a request or a
 // notification also carries the standard headers the server checks against the body:
 // Mcp-Method (method, "" for a response), and Mcp-Name for the methods that name something
-// in their params. A request whose answer its reader bounds goes direct, when it can
-// (direct.go); a server that redirects it gets it, and every request after, through the HTTP client,
-// which follows redirects (to the server's own origin: sameOrigin).
+// in their params. A request whose answer its reader bounds goes on the carrier, when there is
+// one, with the server's configured headers and the call's trace context; a server that
+// redirects it gets it, and every request after, through the HTTP client, which follows
+// redirects (to the server's own origin: sameOrigin).
 func (u *httpUpstream) do(ctx context.Context, body []byte, method string, params json.RawMessage) (*http.Response, error) {
 	req, err := u.request(ctx, body, method, params)
-	if err != nil || u.direct == nil || ctx.Value(boundedByReader{}) == nil || u.redirected.Load() {
+	if err != nil || u.carrier == nil || ctx.Value(boundedByReader{}) == nil || u.redirected.Load() {
 		if err != nil {
 			return nil, err
 		}
 		return u.http.Do(req)
 	}
-	resp, err := u.direct.roundTrip(req, body)
+	addHeaders(req, trace.SpanContextFromContext(ctx).IsValid(), u.headers)
+	resp, err := u.carrier.Send(req, body)
 	if err != nil || !redirect(resp.StatusCode) {
 		return resp, err
 	}
