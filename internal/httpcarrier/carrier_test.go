@@ -16,31 +16,57 @@ import (
 )
 
 // testServer is a loopback HTTP server a carrier sends to, counting the TCP connections it
-// accepted and closed, and keeping them (to close one under the carrier).
+// accepted and closed, and keeping them (to close one under the carrier) and their states.
 type testServer struct {
 	*httptest.Server
 	accepted atomic.Int32
 	closed   atomic.Int32
 	mu       sync.Mutex
 	conns    []net.Conn
+	states   map[net.Conn]http.ConnState
 }
 
 func startServer(t *testing.T, h http.HandlerFunc) *testServer {
-	s := &testServer{Server: httptest.NewUnstartedServer(h)}
+	s := &testServer{Server: httptest.NewUnstartedServer(h), states: map[net.Conn]http.ConnState{}}
 	s.Config.ConnState = func(c net.Conn, state http.ConnState) {
 		if state == http.StateNew {
 			s.accepted.Add(1)
-			s.mu.Lock()
-			s.conns = append(s.conns, c)
-			s.mu.Unlock()
 		}
 		if state == http.StateClosed {
 			s.closed.Add(1)
 		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if state == http.StateNew {
+			s.conns = append(s.conns, c)
+		}
+		s.states[c] = state
 	}
 	s.Start()
 	t.Cleanup(s.Close)
 	return s
+}
+
+// answered waits until the server has written every answer to its end: each connection is
+// idle (the server sets that state once the answer is flushed) or closed.
+func (s *testServer) answered(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		busy := 0
+		for _, state := range s.states {
+			if state == http.StateNew || state == http.StateActive {
+				busy++
+			}
+		}
+		s.mu.Unlock()
+		if busy == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still answering", busy)
+		}
+	}
 }
 
 // closeConns closes, from the server's side, every connection it accepted.
@@ -476,7 +502,7 @@ func TestCarrierSettlesWhatAConnectionOwes(t *testing.T) {
 		t.Fatalf("%d connections opened and %d kept, want a second opened and both kept", n, kept)
 	}
 	hold <- struct{}{}
-	time.Sleep(50 * time.Millisecond) // the end reaches this side
+	s.answered(t) // the end is written: on loopback it is at this side's socket
 	// The second connection out of the way, the next request takes the one that owed.
 	other := pool.take(w.host)
 	post("a request once the end came")
