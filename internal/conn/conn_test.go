@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -342,20 +341,8 @@ func TestHTTPTransports(t *testing.T) {
 // transportGoroutines counts the goroutines net/http's Transport runs for its TCP connections
 // (a reader and a writer each).
 func transportGoroutines() int {
-	all := allStacks()
+	all := testutil.Stacks()
 	return strings.Count(all, "net/http.(*persistConn).readLoop(") + strings.Count(all, "net/http.(*persistConn).writeLoop(")
-}
-
-// allStacks is the stacks of every goroutine of the process.
-func allStacks() string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return string(buf[:n])
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 }
 
 // A server that forgets the session (HTTP 404) is re-initialized and the call retried.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -121,7 +122,7 @@ func TestSessionEndSeenWithoutAWaitingGoroutine(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := start(t, Options{Server: tc.server(t), Settings: Settings{HealthInterval: time.Hour, RelistInterval: time.Hour}})
 			first := waitPhase(t, c, v1alpha1.PhaseReady)
-			if stacks := stacksWith("go-sdk/mcp.(*ClientSession).Wait("); stacks != "" {
+			if stacks := testutil.StacksWith("go-sdk/mcp.(*ClientSession).Wait("); stacks != "" {
 				t.Fatalf("a goroutine waits for the session's end:\n%s", stacks)
 			}
 			tc.end(t)
@@ -143,17 +144,6 @@ func TestSessionEndSeenWithoutAWaitingGoroutine(t *testing.T) {
 			}
 		})
 	}
-}
-
-// stacksWith is the stacks of the goroutines with call in them.
-func stacksWith(call string) string {
-	var found []string
-	for _, g := range strings.Split(allStacks(), "\n\n") {
-		if strings.Contains(g, call) {
-			found = append(found, g)
-		}
-	}
-	return strings.Join(found, "\n\n")
 }
 
 // A server that refuses the connection's requests (401, 403) fails the connect with its
