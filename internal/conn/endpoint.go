@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -27,6 +26,7 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
 	"github.com/dsh-dev/projectmcp/internal/httpcarrier"
+	"github.com/dsh-dev/projectmcp/internal/spawn"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
@@ -66,7 +66,7 @@ func (e *endpoint) pid() int {
 	if e.proc == nil {
 		return 0
 	}
-	return e.proc.cmd.Process.Pid
+	return e.proc.Pid()
 }
 
 // exited is closed when the stdio process has exited; never for remote servers.
@@ -74,7 +74,7 @@ func (e *endpoint) exited() <-chan struct{} {
 	if e.proc == nil {
 		return nil
 	}
-	return e.proc.done
+	return e.proc.Done()
 }
 
 func (e *endpoint) exitError() error {
@@ -82,8 +82,8 @@ func (e *endpoint) exitError() error {
 		return nil
 	}
 	select {
-	case <-e.proc.done:
-		return fmt.Errorf("server process exited: %v", e.proc.err)
+	case <-e.proc.Done():
+		return fmt.Errorf("server process exited: %v", e.proc.Err())
 	default:
 		return nil
 	}
@@ -351,13 +351,11 @@ func addHeaders(req *http.Request, traced bool, headers http.Header) {
 	}
 }
 
-// process is a stdio server running in its own process group. The pipes are plain os.Pipes
-// (not exec's StdoutPipe) so that Wait reports the leader's exit at once, even while a
-// grandchild (npx, uvx, sh -c) still holds stdout open.
+// process is a stdio server running in its own process group (spawn.Start). The pipes are
+// plain os.Pipes (not exec's StdoutPipe) so that Wait reports the leader's exit at once, even
+// while a grandchild (npx, uvx, sh -c) still holds stdout open.
 type process struct {
-	cmd        *exec.Cmd
-	done       chan struct{}
-	err        error
+	*spawn.Process
 	stderrDone chan struct{}
 	removeHome func()     // removes the server's own HOME once the group is gone
 	pipes      []*os.File // our ends of stdin, stdout and stderr
@@ -399,7 +397,6 @@ func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint,
 	cmd := exec.Command(command, args...)
 	// Never os.Environ(): the controller's environment is not the server's business.
 	cmd.Env, cmd.Dir = iso.serverEnv(home, configured), dir
-	cmd.SysProcAttr = serverProcAttr(iso.Credential)
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		removeHome()
@@ -418,13 +415,13 @@ func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint,
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	p := &process{cmd: cmd, done: make(chan struct{}), stderrDone: make(chan struct{}), removeHome: removeHome,
-		pipes: []*os.File{inW, outR, errR}}
-	if err := p.start(); err != nil {
+	child, err := spawn.Start(cmd, iso.Credential)
+	if err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
 		removeHome()
 		return nil, fmt.Errorf("starting %q: %w", s.Command, err)
 	}
+	p := &process{Process: child, stderrDone: make(chan struct{}), removeHome: removeHome, pipes: []*os.File{inW, outR, errR}}
 	closeAll(inR, outW, errW) // the child holds its ends now
 	go l.logStderr(errR, p.stderrDone)
 	return &endpoint{transport: &mcp.IOTransport{Reader: outR, Writer: inW}, proc: p}, nil
@@ -436,24 +433,10 @@ func closeAll(files ...*os.File) {
 	}
 }
 
-// stop terminates the process group: SIGTERM after grace if the leader is still running,
-// SIGKILL after another grace, and always a final SIGKILL to the group for grandchildren.
+// stop terminates the process group (spawn.Process.Stop), then stops reading its stderr and
+// removes its HOME.
 func (p *process) stop(grace time.Duration) {
-	pgid := p.cmd.Process.Pid
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(grace):
-		}
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-	}
+	p.Stop(grace)
 	select {
 	case <-p.stderrDone:
 	case <-time.After(grace):
