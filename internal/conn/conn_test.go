@@ -28,6 +28,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/policy"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
@@ -42,9 +43,6 @@ func TestMain(m *testing.M) {
 	if os.Getenv(fixture.EnvVar) != "" {
 		fixture.Main()
 		return
-	}
-	if how := os.Getenv(removeHomeEnv); how != "" {
-		removeHomeMain(how)
 	}
 	if size := os.Getenv(hostileEnv); size != "" {
 		hostileStdio(size)
@@ -165,20 +163,8 @@ func TestProgressWithOddTokenIgnored(t *testing.T) {
 	r.relay(&mcp.ProgressNotificationParams{ProgressToken: []any{1}})
 }
 
-func TestGlob(t *testing.T) {
-	cases := []struct {
-		pattern, name string
-		want          bool
-	}{
-		{"*", "anything", true}, {"search_*", "search_issues", true}, {"search_*", "get_issue", false},
-		{"*delete*", "bulk_delete_all", true}, {"get_?", "get_a", true}, {"get_?", "get_ab", false},
-		{"a*b*c", "axxbyyc", true}, {"a*b*c", "axxbyy", false}, {"[x]", "[x]", true}, {"", "", true}, {"", "a", false},
-	}
-	for _, c := range cases {
-		if got := Glob(c.pattern, c.name); got != c.want {
-			t.Errorf("Glob(%q, %q) = %v", c.pattern, c.name, got)
-		}
-	}
+// A tool is offered when it passes the server's allow and deny patterns.
+func TestOffered(t *testing.T) {
 	f := &v1alpha1.ToolFilter{Allow: []string{"get_*", "echo"}, Deny: []string{"get_secret*"}}
 	for name, want := range map[string]bool{"echo": true, "get_a": true, "get_secret_key": false, "put": false} {
 		if Offered(f, name) != want {
@@ -466,7 +452,7 @@ func TestNpmServers(t *testing.T) {
 			c := start(t, Options{
 				Server: v1alpha1.MCPServer{Name: "npm", Stdio: &v1alpha1.StdioServer{Command: "npx", Args: []string{"-y", tc.pkg}}},
 				Settings: Settings{
-					Isolation:      Isolation{PassEnv: testutil.ShareNpmCache()},
+					Isolation:      policy.Isolation{PassEnv: testutil.ShareNpmCache()},
 					ConnectTimeout: 3 * time.Minute, // the first run downloads the package
 				},
 			})
@@ -556,26 +542,6 @@ func TestCallerFor(t *testing.T) {
 	}
 	if res := (&responder{}).rootsList(); res.Roots == nil || len(res.Roots) != 0 {
 		t.Fatalf("no roots must be an empty list: %+v", res)
-	}
-}
-
-// The allowlist checks the command as it will run: a clean path, '*' within one segment; and
-// refuses variables that make a runtime load other code.
-func TestCommandAllowed(t *testing.T) {
-	patterns := []string{"/opt/mcp/*", "npx", "/usr/bin/node"}
-	for command, want := range map[string]bool{
-		"/opt/mcp/server": true, "npx": true, "/usr/bin/node": true,
-		"/opt/mcp/../../bin/sh": false, "/opt/mcp/sub/server": false, "/opt/mcp//server": false,
-		"/opt/mcp/./server": false, "/bin/sh": false, "": false, "npx2": false,
-	} {
-		if got := commandAllowed(patterns, command); got != want {
-			t.Errorf("commandAllowed(%q) = %v, want %v", command, got, want)
-		}
-	}
-	for name, want := range map[string]bool{"LD_PRELOAD": true, "DYLD_INSERT_LIBRARIES": true, "NODE_OPTIONS": true, "PYTHONPATH": true, "API_TOKEN": false, "PATH": false} {
-		if loaderVariable(name) != want {
-			t.Errorf("loaderVariable(%q) != %v", name, want)
-		}
 	}
 }
 

@@ -10,9 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +23,7 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
 	"github.com/dsh-dev/projectmcp/internal/httpcarrier"
+	"github.com/dsh-dev/projectmcp/internal/policy"
 	"github.com/dsh-dev/projectmcp/internal/spawn"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
@@ -42,9 +40,9 @@ type endpoint struct {
 	transport mcp.Transport
 	proc      *process // stdio only
 	release   func()   // remote only: gives back the shared HTTP transport (once)
-	// refused is the first request sameOrigin did not send (remote only): the cause of a
-	// connect that fails after it, whatever the SDK makes of the failed request.
-	refused *atomic.Pointer[refusedRequest]
+	// refused is the first request policy.SameOrigin did not send (remote only): the cause of
+	// a connect that fails after it, whatever the SDK makes of the failed request.
+	refused *atomic.Pointer[policy.RefusedRequest]
 	// carrier carries forwarded requests, with headers added (remote only; nil: through the
 	// transport).
 	carrier *httpcarrier.Carrier
@@ -168,10 +166,10 @@ func (l launcher) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error)
 	}
 	l.secrets.add(x.values)
 	egress := l.opts.Isolation.Egress
-	var r *route
+	var r *policy.Route
 	if egress != nil {
-		if r, err = egress.check(u, fmt.Sprintf("url %q", h.URL)); err != nil {
-			return nil, err
+		if r, err = egress.Check(u, fmt.Sprintf("url %q", h.URL)); err != nil {
+			return nil, &invalidConfigError{msg: err.Error()}
 		}
 	}
 	l.noteProxy(u)
@@ -183,13 +181,13 @@ func (l launcher) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error)
 	}
 	bounded := &boundedBodies{base: under, limit: l.opts.MaxMessageBytes, items: l.opts.MaxListItems, log: l.opts.Log}
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
-	// The configured headers are added below sameOrigin, so that they reach only the server.
-	refused := &atomic.Pointer[refusedRequest]{}
-	client := &http.Client{Transport: sameOrigin{
-		base:    &headerTransport{base: mcpResponses{bounded}, headers: headers},
-		origin:  originOf(u),
-		egress:  egress,
-		refused: refused,
+	// The configured headers are added below SameOrigin, so that they reach only the server.
+	refused := &atomic.Pointer[policy.RefusedRequest]{}
+	client := &http.Client{Transport: policy.SameOrigin{
+		Base:    &headerTransport{base: policy.MCPResponses{Base: bounded}, headers: headers},
+		Origin:  policy.OriginOf(u),
+		Egress:  egress,
+		Refused: refused,
 	}}
 	ep := &endpoint{release: release, refused: refused, carrier: carrier, headers: headers}
 	// No event longer than the bound reaches the SDK (boundedBodies); its own (smaller) default
@@ -217,7 +215,7 @@ func (l launcher) noteProxy(u *url.URL) {
 	}
 	proxyNoted.Do(func() {
 		l.opts.Log.Info("warning: remote MCP servers are reached through an HTTP proxy of the environment; the egress policy checks the addresses their hosts resolve to here, before each request, and the proxy resolves them again",
-			"proxy", proxyName(p))
+			"proxy", policy.ProxyName(p))
 	})
 }
 
@@ -238,14 +236,14 @@ type sseConnection struct{ mcp.Connection }
 
 func (c sseConnection) Write(ctx context.Context, msg jsonrpc.Message) error {
 	err := c.Connection.Write(ctx, msg)
-	var refused *refusedRequest
+	var refused *policy.RefusedRequest
 	if errors.As(err, &refused) {
 		return refused // it says all there is to say
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		if u, perr := url.Parse(ue.URL); perr == nil {
-			return fmt.Errorf("%s to the SSE endpoint at %s: %w", ue.Op, originOf(u), ue.Err)
+			return fmt.Errorf("%s to the SSE endpoint at %s: %w", ue.Op, policy.OriginOf(u), ue.Err)
 		}
 		return fmt.Errorf("%s to the SSE endpoint: %w", ue.Op, ue.Err)
 	}
@@ -264,14 +262,8 @@ func (c sseConnection) Write(ctx context.Context, msg jsonrpc.Message) error {
 // connections, so nothing of it outlives the connections that used it.
 var transports = struct {
 	sync.Mutex
-	m map[transportKey]*pooledTransport
-}{m: map[transportKey]*pooledTransport{}}
-
-// transportKey is what a shared transport's behaviour depends on: its dialer's route.
-type transportKey struct {
-	egress           *Egress
-	allowed, literal bool
-}
+	m map[policy.Route]*pooledTransport // by the route its dialer checks addresses under
+}{m: map[policy.Route]*pooledTransport{}}
 
 type pooledTransport struct {
 	t    *http.Transport
@@ -284,10 +276,10 @@ type pooledTransport struct {
 // Every session of a project, and every project using a host, send through them: each keeps
 // up to httpcarrier.MaxIdlePerHost idle connections to one host, with buffers of
 // httpcarrier.BufferSize.
-func sharedTransport(r *route) (*http.Transport, *httpcarrier.Pool, func()) {
-	var key transportKey
+func sharedTransport(r *policy.Route) (*http.Transport, *httpcarrier.Pool, func()) {
+	var key policy.Route // the zero route: no egress policy
 	if r != nil {
-		key = transportKey{egress: r.egress, allowed: r.allowed, literal: r.literal}
+		key = *r
 	}
 	transports.Lock()
 	defer transports.Unlock()
@@ -298,9 +290,9 @@ func sharedTransport(r *route) (*http.Transport, *httpcarrier.Pool, func()) {
 		t.ReadBufferSize, t.WriteBufferSize = httpcarrier.BufferSize, httpcarrier.BufferSize
 		// The proxy settings are read when the transport is made (net/http reads them once
 		// per process), and every request through a proxy is checked under r.
-		t.Proxy = r.proxied(httpproxy.FromEnvironment().ProxyFunc())
+		t.Proxy = r.Proxied(httpproxy.FromEnvironment().ProxyFunc())
 		if r != nil {
-			t.DialContext = r.dialer().DialContext
+			t.DialContext = r.Dialer().DialContext
 		}
 		pt = &pooledTransport{t: t, pool: httpcarrier.NewPool(t.DialContext)}
 		transports.m[key] = pt
@@ -378,11 +370,11 @@ func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint,
 	}
 	if allow := l.opts.AllowCommands; allow != nil {
 		// Checked as it will run: after expansion (a ${VAR} cannot smuggle another command in).
-		if !commandAllowed(allow, command) {
+		if !policy.CommandAllowed(allow, command) {
 			return nil, &invalidConfigError{msg: fmt.Sprintf("command %q is not allowed here: it matches no --allow-command pattern of the controller", s.Command)}
 		}
 		for _, kv := range s.Env {
-			if loaderVariable(kv.Name) {
+			if policy.LoaderVariable(kv.Name) {
 				return nil, &invalidConfigError{msg: fmt.Sprintf("environment variable %q is not allowed with --allow-command: it makes the server's runtime load code the allowlist did not check", kv.Name)}
 			}
 		}
@@ -390,13 +382,13 @@ func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint,
 	l.secrets.add(x.values)
 
 	iso := &l.opts.Isolation
-	home, removeHome, err := iso.makeHome(l.opts.Server.Name)
+	home, removeHome, err := iso.MakeHome(l.opts.Server.Name)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(command, args...)
 	// Never os.Environ(): the controller's environment is not the server's business.
-	cmd.Env, cmd.Dir = iso.serverEnv(home, configured), dir
+	cmd.Env, cmd.Dir = iso.Env(home, configured), dir
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		removeHome()
@@ -542,7 +534,7 @@ func Offered(f *v1alpha1.ToolFilter, name string) bool {
 		return true
 	}
 	for _, p := range f.Deny {
-		if Glob(p, name) {
+		if policy.Glob(p, name) {
 			return false
 		}
 	}
@@ -550,70 +542,9 @@ func Offered(f *v1alpha1.ToolFilter, name string) bool {
 		return true
 	}
 	for _, p := range f.Allow {
-		if Glob(p, name) {
+		if policy.Glob(p, name) {
 			return true
 		}
 	}
 	return false
-}
-
-// commandAllowed reports whether a stdio command, as it will run, matches an --allow-command
-// pattern. A path must be clean (no "..", "." or doubled slashes: /opt/mcp/../../bin/sh is
-// refused whatever the patterns say), and '*' and '?' match within one path segment, so
-// /opt/mcp/* allows /opt/mcp/server but not /opt/mcp/sub/server.
-func commandAllowed(patterns []string, command string) bool {
-	if command == "" || (strings.Contains(command, "/") && path.Clean(command) != command) {
-		return false
-	}
-	segments := strings.Split(command, "/")
-	return slices.ContainsFunc(patterns, func(pattern string) bool {
-		parts := strings.Split(pattern, "/")
-		if len(parts) != len(segments) {
-			return false
-		}
-		for i := range parts {
-			if !Glob(parts[i], segments[i]) {
-				return false
-			}
-		}
-		return true
-	})
-}
-
-// loaderVariable reports environment variables that make a runtime load code of their
-// choosing (a library, a module, a startup script): with an allowlist they would run what the
-// allowlist never checked.
-func loaderVariable(name string) bool {
-	switch name {
-	case "NODE_OPTIONS", "NODE_PATH", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PERL5OPT", "PERL5LIB",
-		"RUBYOPT", "RUBYLIB", "BASH_ENV", "ENV", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS":
-		return true
-	}
-	return strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_")
-}
-
-// Glob matches name against a pattern where '*' matches any run of characters and '?' any one
-// character; nothing else is special, so tool names with brackets or slashes match literally.
-func Glob(pattern, name string) bool {
-	p, n := []rune(pattern), []rune(name)
-	pi, ni, star, mark := 0, 0, -1, 0
-	for ni < len(n) {
-		switch {
-		case pi < len(p) && (p[pi] == '?' || p[pi] == n[ni]):
-			pi++
-			ni++
-		case pi < len(p) && p[pi] == '*':
-			star, mark = pi, ni
-			pi++
-		case star >= 0:
-			pi, mark = star+1, mark+1
-			ni = mark
-		default:
-			return false
-		}
-	}
-	for pi < len(p) && p[pi] == '*' {
-		pi++
-	}
-	return pi == len(p)
 }

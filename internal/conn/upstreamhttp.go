@@ -160,7 +160,7 @@ func (u *httpUpstream) post(ctx context.Context, id, method string, params json.
 // in their params. A request whose answer its reader bounds goes on the carrier, when there is
 // one, with the server's configured headers and the call's trace context; a server that
 // redirects it gets it, and every request after, through the HTTP client, which follows
-// redirects (to the server's own origin: sameOrigin).
+// redirects (to the server's own origin: policy.SameOrigin).
 func (u *httpUpstream) do(ctx context.Context, body []byte, method string, params json.RawMessage) (*http.Response, error) {
 	req, err := u.request(ctx, body, method, params)
 	if err != nil || u.carrier == nil || ctx.Value(boundedByReader{}) == nil || u.redirected.Load() {
