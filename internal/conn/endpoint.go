@@ -21,6 +21,7 @@ import (
 	"golang.org/x/net/http/httpproxy"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/bound"
 	"github.com/dsh-dev/projectmcp/internal/config"
 	"github.com/dsh-dev/projectmcp/internal/httpcarrier"
 	"github.com/dsh-dev/projectmcp/internal/policy"
@@ -179,7 +180,7 @@ func (l launcher) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error)
 	if carrier != nil {
 		under = httpcarrier.Transport{Carrier: carrier, Base: base}
 	}
-	bounded := &boundedBodies{base: under, limit: l.opts.MaxMessageBytes, items: l.opts.MaxListItems, log: l.opts.Log}
+	bounded := &bound.Bodies{Base: under, Limit: l.opts.MaxMessageBytes, Items: l.opts.MaxListItems, Log: l.opts.Log}
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
 	// The configured headers are added below SameOrigin, so that they reach only the server.
 	refused := &atomic.Pointer[policy.RefusedRequest]{}
@@ -190,9 +191,9 @@ func (l launcher) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error)
 		Refused: refused,
 	}}
 	ep := &endpoint{release: release, refused: refused, carrier: carrier, headers: headers}
-	// No event longer than the bound reaches the SDK (boundedBodies); its own (smaller) default
+	// No event longer than the bound reaches the SDK (bound.Bodies); its own (smaller) default
 	// bound would fail the whole connection on an event the bound allows.
-	maxEvent := sdkBound(l.opts.MaxMessageBytes)
+	maxEvent := bound.ForSDK(l.opts.MaxMessageBytes)
 	if h.Transport == v1alpha1.TransportSSE {
 		ep.transport = sseTransport{&mcp.SSEClientTransport{Endpoint: raw, HTTPClient: client, MaxEventSize: maxEvent}}
 	} else {

@@ -20,6 +20,7 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dsh-dev/projectmcp/internal/bound"
 	"github.com/dsh-dev/projectmcp/internal/httpcarrier"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
@@ -100,8 +101,8 @@ func (u *httpUpstream) probedByRelist() bool { return true }
 func (u *httpUpstream) toolHeaders() bool { return u.version >= "2026-07-28" }
 
 func (u *httpUpstream) call(ctx context.Context, method string, members, meta []byte) (json.RawMessage, error) {
-	if !strings.HasSuffix(method, "/list") { // a list's items are counted as they come (boundedBodies)
-		ctx = context.WithValue(ctx, boundedByReader{}, true)
+	if !strings.HasSuffix(method, "/list") { // a list's items are counted as they come (bound.Bodies)
+		ctx = bound.ByReader(ctx)
 	}
 	return u.post(ctx, u.nextID(), method, u.params(ctx, members, meta))
 }
@@ -137,7 +138,7 @@ func (u *httpUpstream) post(ctx context.Context, id, method string, params json.
 		// A JSON-RPC error in the body is the server's answer; any other body is not
 		// repeated (it may be anything, and errors reach status and the agent).
 		if ct == "application/json" {
-			if r, err := readResponse(io.LimitReader(resp.Body, errorBodyBytes), id, u.limit()); err == nil && r.Error != nil {
+			if r, err := readResponse(io.LimitReader(resp.Body, bound.ErrorBodyBytes), id, u.limit()); err == nil && r.Error != nil {
 				return nil, r.Error
 			}
 		}
@@ -163,7 +164,7 @@ func (u *httpUpstream) post(ctx context.Context, id, method string, params json.
 // redirects (to the server's own origin: policy.SameOrigin).
 func (u *httpUpstream) do(ctx context.Context, body []byte, method string, params json.RawMessage) (*http.Response, error) {
 	req, err := u.request(ctx, body, method, params)
-	if err != nil || u.carrier == nil || ctx.Value(boundedByReader{}) == nil || u.redirected.Load() {
+	if err != nil || u.carrier == nil || !bound.IsByReader(ctx) || u.redirected.Load() {
 		if err != nil {
 			return nil, err
 		}
@@ -283,7 +284,7 @@ func readResponse(r io.Reader, id string, limit int64) (*upstreamResponse, error
 		return nil, err
 	}
 	if int64(len(data)) > limit {
-		return nil, tooLarge(limit)
+		return nil, bound.TooLarge(limit)
 	}
 	var resp upstreamResponse
 	if err := DecodeExact(data, &resp); err != nil {
@@ -309,7 +310,7 @@ func (u *httpUpstream) readStream(ctx context.Context, body io.Reader, id string
 		if line := sc.Bytes(); more && len(line) > 0 {
 			ev.take(line, at)
 			if int64(len(ev.data)) > u.limit() { // the bound is on the event, whatever its lines
-				return nil, tooLarge(u.limit())
+				return nil, bound.TooLarge(u.limit())
 			}
 			continue
 		}
@@ -330,7 +331,7 @@ func (u *httpUpstream) readStream(ctx context.Context, body io.Reader, id string
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, tooLarge(u.limit())
+			return nil, bound.TooLarge(u.limit())
 		}
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
