@@ -45,7 +45,7 @@ type Settings struct {
 	MaxSchemaBytes int64
 
 	// MaxCallsPerSession and MaxCalls bound the sessions' requests in flight on the connection,
-	// per session and in all (fair.go); past either a request waits its session's turn.
+	// per session and in all (internal/fair); past either a request waits its session's turn.
 	MaxCallsPerSession int
 	MaxCalls           int
 }
