@@ -2,7 +2,6 @@ package conn
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -171,29 +170,5 @@ func TestRefusedByServerNamesTheStatus(t *testing.T) {
 				t.Fatalf("last error %q does not say %q", s.LastError, tc.want)
 			}
 		})
-	}
-}
-
-// A refusal of any request of the session's tells the supervisor at once, with the server's
-// answer: where the SDK alone failed the whole connection on it, the request alone fails, so
-// a refused notification or answer to the server would otherwise go unseen until a probe.
-func TestRefusalTellsTheSupervisor(t *testing.T) {
-	end := newSessionEnd()
-	rec := httptest.NewRecorder()
-	rec.WriteHeader(http.StatusForbidden)
-	_, _ = rec.WriteString(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"scope missing"}}`)
-	err := (&endWatch{end: end}).Authorize(context.Background(), nil, rec.Result())
-	select {
-	case <-end.refused:
-	default:
-		t.Fatal("the refusal was not told")
-	}
-	if want := "the server answered 403 Forbidden: scope missing"; err == nil || err.Error() != want || !errors.Is(end.refusal, err) {
-		t.Fatalf("refusal %v (told %v), want %q", err, end.refusal, want)
-	}
-	select {
-	case <-end.done:
-		t.Fatal("a refusal is not the session's end")
-	default:
 	}
 }
