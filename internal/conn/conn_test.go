@@ -28,6 +28,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/httpcarrier"
 	"github.com/dsh-dev/projectmcp/internal/policy"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
@@ -620,19 +621,13 @@ func TestHTTPTransportShared(t *testing.T) {
 	if headers != n {
 		t.Errorf("the server saw %d connections' headers, want %d: %v", headers, n, seen)
 	}
-	transports.Lock()
-	shared := len(transports.m)
-	transports.Unlock()
-	if shared != 1 {
+	if shared := httpcarrier.Shared(); shared != 1 {
 		t.Errorf("%d transports for connections to one host, want 1", shared)
 	}
 	for _, c := range conns {
 		c.Destroy()
 	}
-	transports.Lock()
-	left := len(transports.m)
-	transports.Unlock()
-	if left != 0 {
+	if left := httpcarrier.Shared(); left != 0 {
 		t.Errorf("%d transports left after every connection was destroyed", left)
 	}
 	front.CloseClientConnections()

@@ -251,70 +251,26 @@ func (c sseConnection) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return err
 }
 
-// transports are the HTTP transports of remote connections, shared by every connection whose
-// transport would be the same: the transport holds no state of a server's own (its headers,
-// bounds and redirect rule are in the layers above it, per connection), and what it does
-// depends only on the egress route its dialer checks addresses against. With a transport of
-// its own, each connection would keep its own idle keep-alive connection to its server between
-// probes (two goroutines, 8 KB of buffers and a descriptor each, at every one of thousands of
-// connections to a few hosts); shared, the idle connections to a host are pooled (at most
-// httpcarrier.MaxIdlePerHost) and an HTTP/2 server is reached over one TCP connection. A
-// transport lives while a connection uses it: the last one to give it back closes its idle
-// connections, so nothing of it outlives the connections that used it.
-var transports = struct {
-	sync.Mutex
-	m map[policy.Route]*pooledTransport // by the route its dialer checks addresses under
-}{m: map[policy.Route]*pooledTransport{}}
-
-type pooledTransport struct {
-	t    *http.Transport
-	pool *httpcarrier.Pool // the carriers' connections, dialed as the transport's
-	refs int
-}
-
-// sharedTransport returns the transport for connections dialed under r (nil: no egress
-// policy), the pool of its carriers' connections, and the function that gives them back.
-// Every session of a project, and every project using a host, send through them: each keeps
-// up to httpcarrier.MaxIdlePerHost idle connections to one host, with buffers of
-// httpcarrier.BufferSize.
+// sharedTransport returns the HTTP transport of the remote connections dialed under r (nil:
+// no egress policy), the pool of its carriers' connections, and the function that gives them
+// back (httpcarrier.Share). Every connection whose transport would be the same shares it: the
+// transport holds no state of a server's own (its headers, bounds and redirect rule are in the
+// layers above it, per connection), and what it does depends only on the egress route its
+// dialer checks addresses against, its key. So every session of a project, and every project
+// using a host, send through one.
 func sharedTransport(r *policy.Route) (*http.Transport, *httpcarrier.Pool, func()) {
 	var key policy.Route // the zero route: no egress policy
 	if r != nil {
 		key = *r
 	}
-	transports.Lock()
-	defer transports.Unlock()
-	pt := transports.m[key]
-	if pt == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = httpcarrier.MaxIdlePerHost
-		t.ReadBufferSize, t.WriteBufferSize = httpcarrier.BufferSize, httpcarrier.BufferSize
+	return httpcarrier.Share(key, func(t *http.Transport) {
 		// The proxy settings are read when the transport is made (net/http reads them once
 		// per process), and every request through a proxy is checked under r.
 		t.Proxy = r.Proxied(httpproxy.FromEnvironment().ProxyFunc())
 		if r != nil {
 			t.DialContext = r.Dialer().DialContext
 		}
-		pt = &pooledTransport{t: t, pool: httpcarrier.NewPool(t.DialContext)}
-		transports.m[key] = pt
-	}
-	pt.refs++
-	var once sync.Once
-	return pt.t, pt.pool, func() {
-		once.Do(func() {
-			transports.Lock()
-			pt.refs--
-			last := pt.refs == 0
-			if last {
-				delete(transports.m, key)
-			}
-			transports.Unlock()
-			if last {
-				pt.t.CloseIdleConnections()
-				pt.pool.Close()
-			}
-		})
-	}
+	})
 }
 
 // headerTransport adds the server's configured headers to every request.
