@@ -40,6 +40,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/policy"
 	"github.com/dsh-dev/projectmcp/internal/reaper"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/toolname"
@@ -192,15 +193,15 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 }
 
 // egress is where HTTP and SSE servers may be reached, from --allow-url and --deny-url.
-func (f *controllerFlags) egress() (*conn.Egress, error) {
-	e := &conn.Egress{Loopback: f.allowLoopback}
+func (f *controllerFlags) egress() (*policy.Egress, error) {
+	e := &policy.Egress{Loopback: f.allowLoopback}
 	for _, list := range []struct {
 		flag string
 		raw  []string
-		into *[]conn.URLPattern
+		into *[]policy.URLPattern
 	}{{"--allow-url", f.allowURLs, &e.Allow}, {"--deny-url", f.denyURLs, &e.Deny}} {
 		for _, raw := range list.raw {
-			p, err := conn.ParseURLPattern(raw)
+			p, err := policy.ParseURLPattern(raw)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", list.flag, err)
 			}
@@ -212,10 +213,10 @@ func (f *controllerFlags) egress() (*conn.Egress, error) {
 
 // isolation is what stdio servers get from the controller, from --server-env, --server-uid and
 // --server-gid; an error names the flag that is wrong.
-func (f *controllerFlags) isolation() (conn.Isolation, error) {
-	iso := conn.Isolation{Home: f.serverHome}
+func (f *controllerFlags) isolation() (policy.Isolation, error) {
+	iso := policy.Isolation{Home: f.serverHome}
 	for _, name := range f.serverEnv {
-		if !conn.ValidEnvName(name) {
+		if !policy.ValidEnvName(name) {
 			return iso, fmt.Errorf("--server-env %q: not a variable name", name)
 		}
 		if name == "HOME" {

@@ -33,6 +33,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/fair"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
@@ -76,8 +77,9 @@ type Options struct {
 
 	Log logr.Logger
 	// OnChange is called after every state or tool-list change, from the supervisor goroutine,
-	// and when the sessions' queue on the connection forms, doubles or empties (fair.go), from
-	// the goroutine of the request that changed it; always with no lock held. It must not block.
+	// and when the sessions' queue on the connection forms, doubles or empties (internal/fair),
+	// from the goroutine of the request that changed it; always with no lock held. It must not
+	// block.
 	OnChange func()
 	// OnNotice receives the server's notifications meant for sessions (resources/updated,
 	// log messages), from the SDK's receive loop: it must not block.
@@ -143,7 +145,7 @@ type Snapshot struct {
 	// FailedAt is when the connection went Failed (zero otherwise).
 	FailedAt time.Time
 	// Waiting is how many sessions' requests wait for their turn now, and Waited how many
-	// ever have (fair.go).
+	// ever have (internal/fair).
 	Waiting int
 	Waited  uint64
 	// PID is the stdio server's process id (0 for remote servers or when not running).
@@ -219,7 +221,7 @@ func New(opts Options) *Conn {
 		changed:  make(chan struct{}),
 		signals:  newSignals(),
 		counts:   counts,
-		flight:   newFlight(opts.Server.Name, newFairQueue(opts.MaxCalls, opts.MaxCallsPerSession, opts.OnChange), counts.metrics),
+		flight:   newFlight(opts.Server.Name, fair.New(opts.MaxCalls, opts.MaxCallsPerSession, opts.OnChange), counts.metrics),
 		progress: newProgressRelay(id),
 		secrets:  secrets,
 	}
@@ -245,7 +247,7 @@ func (c *Conn) Snapshot() Snapshot {
 	c.mu.Lock()
 	s := c.state
 	c.mu.Unlock()
-	s.Waiting, s.Waited = c.flight.fair.depth()
+	s.Waiting, s.Waited = c.flight.fair.Depth()
 	return s
 }
 

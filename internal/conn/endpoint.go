@@ -10,23 +10,22 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
-
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/http/httpproxy"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/bound"
 	"github.com/dsh-dev/projectmcp/internal/config"
+	"github.com/dsh-dev/projectmcp/internal/httpcarrier"
+	"github.com/dsh-dev/projectmcp/internal/policy"
+	"github.com/dsh-dev/projectmcp/internal/spawn"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
@@ -42,10 +41,13 @@ type endpoint struct {
 	transport mcp.Transport
 	proc      *process // stdio only
 	release   func()   // remote only: gives back the shared HTTP transport (once)
-	// refused is the first request sameOrigin did not send (remote only): the cause of a
-	// connect that fails after it, whatever the SDK makes of the failed request.
-	refused *atomic.Pointer[refusedRequest]
-	direct  *direct // remote only: carries forwarded requests (nil: through the transport)
+	// refused is the first request policy.SameOrigin did not send (remote only): the cause of
+	// a connect that fails after it, whatever the SDK makes of the failed request.
+	refused *atomic.Pointer[policy.RefusedRequest]
+	// carrier carries forwarded requests, with headers added (remote only; nil: through the
+	// transport).
+	carrier *httpcarrier.Carrier
+	headers http.Header
 }
 
 // refusal is the first request refused on the way to the server, or nil.
@@ -63,7 +65,7 @@ func (e *endpoint) pid() int {
 	if e.proc == nil {
 		return 0
 	}
-	return e.proc.cmd.Process.Pid
+	return e.proc.Pid()
 }
 
 // exited is closed when the stdio process has exited; never for remote servers.
@@ -71,7 +73,7 @@ func (e *endpoint) exited() <-chan struct{} {
 	if e.proc == nil {
 		return nil
 	}
-	return e.proc.done
+	return e.proc.Done()
 }
 
 func (e *endpoint) exitError() error {
@@ -79,8 +81,8 @@ func (e *endpoint) exitError() error {
 		return nil
 	}
 	select {
-	case <-e.proc.done:
-		return fmt.Errorf("server process exited: %v", e.proc.err)
+	case <-e.proc.Done():
+		return fmt.Errorf("server process exited: %v", e.proc.Err())
 	default:
 		return nil
 	}
@@ -165,33 +167,33 @@ func (l launcher) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error)
 	}
 	l.secrets.add(x.values)
 	egress := l.opts.Isolation.Egress
-	var r *route
+	var r *policy.Route
 	if egress != nil {
-		if r, err = egress.check(u, fmt.Sprintf("url %q", h.URL)); err != nil {
-			return nil, err
+		if r, err = egress.Check(u, fmt.Sprintf("url %q", h.URL)); err != nil {
+			return nil, &invalidConfigError{msg: err.Error()}
 		}
 	}
 	l.noteProxy(u)
-	base, directs, release := sharedTransport(r)
-	d := newDirect(u, base, directs, headers)
+	base, pool, release := sharedTransport(r)
+	carrier := httpcarrier.New(u, base, pool)
 	var under http.RoundTripper = base
-	if d != nil {
-		under = directTransport{d: d, base: base}
+	if carrier != nil {
+		under = httpcarrier.Transport{Carrier: carrier, Base: base}
 	}
-	bounded := &boundedBodies{base: under, limit: l.opts.MaxMessageBytes, items: l.opts.MaxListItems, log: l.opts.Log}
+	bounded := &bound.Bodies{Base: under, Limit: l.opts.MaxMessageBytes, Items: l.opts.MaxListItems, Log: l.opts.Log}
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
-	// The configured headers are added below sameOrigin, so that they reach only the server.
-	refused := &atomic.Pointer[refusedRequest]{}
-	client := &http.Client{Transport: sameOrigin{
-		base:    &headerTransport{base: mcpResponses{bounded}, headers: headers},
-		origin:  originOf(u),
-		egress:  egress,
-		refused: refused,
+	// The configured headers are added below SameOrigin, so that they reach only the server.
+	refused := &atomic.Pointer[policy.RefusedRequest]{}
+	client := &http.Client{Transport: policy.SameOrigin{
+		Base:    &headerTransport{base: policy.MCPResponses{Base: bounded}, headers: headers},
+		Origin:  policy.OriginOf(u),
+		Egress:  egress,
+		Refused: refused,
 	}}
-	ep := &endpoint{release: release, refused: refused, direct: d}
-	// No event longer than the bound reaches the SDK (boundedBodies); its own (smaller) default
+	ep := &endpoint{release: release, refused: refused, carrier: carrier, headers: headers}
+	// No event longer than the bound reaches the SDK (bound.Bodies); its own (smaller) default
 	// bound would fail the whole connection on an event the bound allows.
-	maxEvent := sdkBound(l.opts.MaxMessageBytes)
+	maxEvent := bound.ForSDK(l.opts.MaxMessageBytes)
 	if h.Transport == v1alpha1.TransportSSE {
 		ep.transport = sseTransport{&mcp.SSEClientTransport{Endpoint: raw, HTTPClient: client, MaxEventSize: maxEvent}}
 	} else {
@@ -214,7 +216,7 @@ func (l launcher) noteProxy(u *url.URL) {
 	}
 	proxyNoted.Do(func() {
 		l.opts.Log.Info("warning: remote MCP servers are reached through an HTTP proxy of the environment; the egress policy checks the addresses their hosts resolve to here, before each request, and the proxy resolves them again",
-			"proxy", proxyName(p))
+			"proxy", policy.ProxyName(p))
 	})
 }
 
@@ -235,101 +237,40 @@ type sseConnection struct{ mcp.Connection }
 
 func (c sseConnection) Write(ctx context.Context, msg jsonrpc.Message) error {
 	err := c.Connection.Write(ctx, msg)
-	var refused *refusedRequest
+	var refused *policy.RefusedRequest
 	if errors.As(err, &refused) {
 		return refused // it says all there is to say
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		if u, perr := url.Parse(ue.URL); perr == nil {
-			return fmt.Errorf("%s to the SSE endpoint at %s: %w", ue.Op, originOf(u), ue.Err)
+			return fmt.Errorf("%s to the SSE endpoint at %s: %w", ue.Op, policy.OriginOf(u), ue.Err)
 		}
 		return fmt.Errorf("%s to the SSE endpoint: %w", ue.Op, ue.Err)
 	}
 	return err
 }
 
-// transports are the HTTP transports of remote connections, shared by every connection whose
-// transport would be the same: the transport holds no state of a server's own (its headers,
-// bounds and redirect rule are in the layers above it, per connection), and what it does
-// depends only on the egress route its dialer checks addresses against. With a transport of
-// its own, each connection would keep its own idle keep-alive connection to its server between
-// probes (two goroutines, 8 KB of buffers and a descriptor each, at every one of thousands of
-// connections to a few hosts); shared, the idle connections to a host are pooled (at most
-// maxIdlePerHost) and an HTTP/2 server is reached over one TCP connection. A transport lives
-// while a connection uses it: the last one to give it back closes its idle connections, so
-// nothing of it outlives the connections that used it.
-var transports = struct {
-	sync.Mutex
-	m map[transportKey]*pooledTransport
-}{m: map[transportKey]*pooledTransport{}}
-
-// transportKey is what a shared transport's behaviour depends on: its dialer's route.
-type transportKey struct {
-	egress           *Egress
-	allowed, literal bool
-}
-
-type pooledTransport struct {
-	t       *http.Transport
-	directs *idleConns // the directs' connections, dialed as the transport's
-	refs    int
-}
-
-// maxIdlePerHost bounds the idle connections a shared transport keeps to one host: every
-// session of a project, and every project using the host, send through it, so many requests
-// to the one host may run at once (the default keeps 2 and closes the rest after each).
-const maxIdlePerHost = 64
-
-// connBufferSize is the read and the write buffer of each TCP connection a shared transport
-// holds, and the read buffer of each its directs hold (net/http's default is 4 KiB each).
-// Most of those connections carry a connection's event stream, which waits almost all the
-// time for a small event, with the SDK's own 4 KiB reader above it: at 3,000 connections the
-// transport's buffers were 20 MiB of the live heap.
-// A read or write larger than the buffer goes past it straight to the socket, so a large
-// result costs no more copies, and a small request or event fits.
-const connBufferSize = 1 << 10
-
-// sharedTransport returns the transport for connections dialed under r (nil: no egress
-// policy), the pool of its directs' connections, and the function that gives them back.
-func sharedTransport(r *route) (*http.Transport, *idleConns, func()) {
-	var key transportKey
+// sharedTransport returns the HTTP transport of the remote connections dialed under r (nil:
+// no egress policy), the pool of its carriers' connections, and the function that gives them
+// back (httpcarrier.Share). Every connection whose transport would be the same shares it: the
+// transport holds no state of a server's own (its headers, bounds and redirect rule are in the
+// layers above it, per connection), and what it does depends only on the egress route its
+// dialer checks addresses against, its key. So every session of a project, and every project
+// using a host, send through one.
+func sharedTransport(r *policy.Route) (*http.Transport, *httpcarrier.Pool, func()) {
+	var key policy.Route // the zero route: no egress policy
 	if r != nil {
-		key = transportKey{egress: r.egress, allowed: r.allowed, literal: r.literal}
+		key = *r
 	}
-	transports.Lock()
-	defer transports.Unlock()
-	pt := transports.m[key]
-	if pt == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = maxIdlePerHost
-		t.ReadBufferSize, t.WriteBufferSize = connBufferSize, connBufferSize
+	return httpcarrier.Share(key, func(t *http.Transport) {
 		// The proxy settings are read when the transport is made (net/http reads them once
 		// per process), and every request through a proxy is checked under r.
-		t.Proxy = r.proxied(httpproxy.FromEnvironment().ProxyFunc())
+		t.Proxy = r.Proxied(httpproxy.FromEnvironment().ProxyFunc())
 		if r != nil {
-			t.DialContext = r.dialer().DialContext
+			t.DialContext = r.Dialer().DialContext
 		}
-		pt = &pooledTransport{t: t, directs: newIdleConns(t.DialContext)}
-		transports.m[key] = pt
-	}
-	pt.refs++
-	var once sync.Once
-	return pt.t, pt.directs, func() {
-		once.Do(func() {
-			transports.Lock()
-			pt.refs--
-			last := pt.refs == 0
-			if last {
-				delete(transports.m, key)
-			}
-			transports.Unlock()
-			if last {
-				pt.t.CloseIdleConnections()
-				pt.directs.close()
-			}
-		})
-	}
+	})
 }
 
 // headerTransport adds the server's configured headers to every request.
@@ -344,22 +285,26 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	req = req.Clone(req.Context())
-	if traced { // the call's trace goes on to the server (W3C traceparent)
-		tracing.ToHeaders(req.Context(), req.Header)
-	}
-	for k, v := range t.headers {
-		req.Header[k] = v
-	}
+	addHeaders(req, traced, t.headers)
 	return t.base.RoundTrip(req)
 }
 
-// process is a stdio server running in its own process group. The pipes are plain os.Pipes
-// (not exec's StdoutPipe) so that Wait reports the leader's exit at once, even while a
-// grandchild (npx, uvx, sh -c) still holds stdout open.
+// addHeaders adds to req the call's trace context when traced, which goes on to the server
+// (W3C traceparent), and the server's configured headers.
+func addHeaders(req *http.Request, traced bool, headers http.Header) {
+	if traced {
+		tracing.ToHeaders(req.Context(), req.Header)
+	}
+	for k, v := range headers {
+		req.Header[k] = v
+	}
+}
+
+// process is a stdio server running in its own process group (spawn.Start). The pipes are
+// plain os.Pipes (not exec's StdoutPipe) so that Wait reports the leader's exit at once, even
+// while a grandchild (npx, uvx, sh -c) still holds stdout open.
 type process struct {
-	cmd        *exec.Cmd
-	done       chan struct{}
-	err        error
+	*spawn.Process
 	stderrDone chan struct{}
 	removeHome func()     // removes the server's own HOME once the group is gone
 	pipes      []*os.File // our ends of stdin, stdout and stderr
@@ -382,11 +327,11 @@ func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint,
 	}
 	if allow := l.opts.AllowCommands; allow != nil {
 		// Checked as it will run: after expansion (a ${VAR} cannot smuggle another command in).
-		if !commandAllowed(allow, command) {
+		if !policy.CommandAllowed(allow, command) {
 			return nil, &invalidConfigError{msg: fmt.Sprintf("command %q is not allowed here: it matches no --allow-command pattern of the controller", s.Command)}
 		}
 		for _, kv := range s.Env {
-			if loaderVariable(kv.Name) {
+			if policy.LoaderVariable(kv.Name) {
 				return nil, &invalidConfigError{msg: fmt.Sprintf("environment variable %q is not allowed with --allow-command: it makes the server's runtime load code the allowlist did not check", kv.Name)}
 			}
 		}
@@ -394,14 +339,13 @@ func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint,
 	l.secrets.add(x.values)
 
 	iso := &l.opts.Isolation
-	home, removeHome, err := iso.makeHome(l.opts.Server.Name)
+	home, removeHome, err := iso.MakeHome(l.opts.Server.Name)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(command, args...)
 	// Never os.Environ(): the controller's environment is not the server's business.
-	cmd.Env, cmd.Dir = iso.serverEnv(home, configured), dir
-	cmd.SysProcAttr = serverProcAttr(iso.Credential)
+	cmd.Env, cmd.Dir = iso.Env(home, configured), dir
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		removeHome()
@@ -420,13 +364,13 @@ func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint,
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	p := &process{cmd: cmd, done: make(chan struct{}), stderrDone: make(chan struct{}), removeHome: removeHome,
-		pipes: []*os.File{inW, outR, errR}}
-	if err := p.start(); err != nil {
+	child, err := spawn.Start(cmd, iso.Credential)
+	if err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
 		removeHome()
 		return nil, fmt.Errorf("starting %q: %w", s.Command, err)
 	}
+	p := &process{Process: child, stderrDone: make(chan struct{}), removeHome: removeHome, pipes: []*os.File{inW, outR, errR}}
 	closeAll(inR, outW, errW) // the child holds its ends now
 	go l.logStderr(errR, p.stderrDone)
 	return &endpoint{transport: &mcp.IOTransport{Reader: outR, Writer: inW}, proc: p}, nil
@@ -438,24 +382,10 @@ func closeAll(files ...*os.File) {
 	}
 }
 
-// stop terminates the process group: SIGTERM after grace if the leader is still running,
-// SIGKILL after another grace, and always a final SIGKILL to the group for grandchildren.
+// stop terminates the process group (spawn.Process.Stop), then stops reading its stderr and
+// removes its HOME.
 func (p *process) stop(grace time.Duration) {
-	pgid := p.cmd.Process.Pid
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(grace):
-		}
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-	}
+	p.Stop(grace)
 	select {
 	case <-p.stderrDone:
 	case <-time.After(grace):
@@ -561,7 +491,7 @@ func Offered(f *v1alpha1.ToolFilter, name string) bool {
 		return true
 	}
 	for _, p := range f.Deny {
-		if Glob(p, name) {
+		if policy.Glob(p, name) {
 			return false
 		}
 	}
@@ -569,70 +499,9 @@ func Offered(f *v1alpha1.ToolFilter, name string) bool {
 		return true
 	}
 	for _, p := range f.Allow {
-		if Glob(p, name) {
+		if policy.Glob(p, name) {
 			return true
 		}
 	}
 	return false
-}
-
-// commandAllowed reports whether a stdio command, as it will run, matches an --allow-command
-// pattern. A path must be clean (no "..", "." or doubled slashes: /opt/mcp/../../bin/sh is
-// refused whatever the patterns say), and '*' and '?' match within one path segment, so
-// /opt/mcp/* allows /opt/mcp/server but not /opt/mcp/sub/server.
-func commandAllowed(patterns []string, command string) bool {
-	if command == "" || (strings.Contains(command, "/") && path.Clean(command) != command) {
-		return false
-	}
-	segments := strings.Split(command, "/")
-	return slices.ContainsFunc(patterns, func(pattern string) bool {
-		parts := strings.Split(pattern, "/")
-		if len(parts) != len(segments) {
-			return false
-		}
-		for i := range parts {
-			if !Glob(parts[i], segments[i]) {
-				return false
-			}
-		}
-		return true
-	})
-}
-
-// loaderVariable reports environment variables that make a runtime load code of their
-// choosing (a library, a module, a startup script): with an allowlist they would run what the
-// allowlist never checked.
-func loaderVariable(name string) bool {
-	switch name {
-	case "NODE_OPTIONS", "NODE_PATH", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PERL5OPT", "PERL5LIB",
-		"RUBYOPT", "RUBYLIB", "BASH_ENV", "ENV", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS":
-		return true
-	}
-	return strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_")
-}
-
-// Glob matches name against a pattern where '*' matches any run of characters and '?' any one
-// character; nothing else is special, so tool names with brackets or slashes match literally.
-func Glob(pattern, name string) bool {
-	p, n := []rune(pattern), []rune(name)
-	pi, ni, star, mark := 0, 0, -1, 0
-	for ni < len(n) {
-		switch {
-		case pi < len(p) && (p[pi] == '?' || p[pi] == n[ni]):
-			pi++
-			ni++
-		case pi < len(p) && p[pi] == '*':
-			star, mark = pi, ni
-			pi++
-		case star >= 0:
-			pi, mark = star+1, mark+1
-			ni = mark
-		default:
-			return false
-		}
-	}
-	for pi < len(p) && p[pi] == '*' {
-		pi++
-	}
-	return pi == len(p)
 }

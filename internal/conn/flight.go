@@ -7,8 +7,22 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/dsh-dev/projectmcp/internal/fair"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 )
+
+type sessionKey struct{}
+
+// WithSession names the session (by its ref) a request sent with ctx is for: its line in the
+// fair queue. A request without one is the connection's own, and is not queued.
+func WithSession(ctx context.Context, ref string) context.Context {
+	return context.WithValue(ctx, sessionKey{}, ref)
+}
+
+func sessionFrom(ctx context.Context) string {
+	s, _ := ctx.Value(sessionKey{}).(string)
+	return s
+}
 
 // flight keeps the requests in flight on a connection: their sessions' turns (the fair queue),
 // how many have been sent and not answered and by whom (a server's request is attributed by
@@ -16,7 +30,7 @@ import (
 // held together.
 type flight struct {
 	server  string // for errors
-	fair    *fairQueue
+	fair    *fair.Queue
 	metrics *metrics.Server
 
 	mu       sync.Mutex
@@ -27,8 +41,8 @@ type flight struct {
 	drained  chan struct{}  // closed when closing and inflight reaches 0
 }
 
-func newFlight(server string, fair *fairQueue, m *metrics.Server) *flight {
-	return &flight{server: server, fair: fair, metrics: m, callers: map[Caller]int{}, calls: map[Caller]int{}, drained: make(chan struct{})}
+func newFlight(server string, q *fair.Queue, m *metrics.Server) *flight {
+	return &flight{server: server, fair: q, metrics: m, callers: map[Caller]int{}, calls: map[Caller]int{}, drained: make(chan struct{})}
 }
 
 // admit waits for a session's request's turn; the connection's own requests go at once. It
@@ -37,7 +51,7 @@ func (f *flight) admit(ctx context.Context, session string) error {
 	if session == "" {
 		return nil
 	}
-	wait, err := f.fair.acquire(ctx, session)
+	wait, err := f.fair.Acquire(ctx, session)
 	if wait > 0 {
 		f.metrics.QueueWaited(wait)
 	}
@@ -50,7 +64,7 @@ func (f *flight) admit(ctx context.Context, session string) error {
 // dismiss ends a request admit let start.
 func (f *flight) dismiss(session string) {
 	if session != "" {
-		f.fair.release(session)
+		f.fair.Release(session)
 	}
 }
 

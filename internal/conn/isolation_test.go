@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/policy"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
@@ -40,7 +41,7 @@ func TestStdioServerEnvironmentIsClean(t *testing.T) {
 	srv := stdioServer("env")
 	srv.Stdio.Env = append(srv.Stdio.Env, v1alpha1.NameValue{Name: "CONFIGURED", Value: "yes"},
 		v1alpha1.NameValue{Name: "PROJECTMCP_TEST_OVERRIDDEN", Value: "configured"})
-	c := start(t, Options{Server: srv, Settings: Settings{Isolation: Isolation{PassEnv: []string{"PROJECTMCP_TEST_PASSED", "PROJECTMCP_TEST_OVERRIDDEN", "UNSET_IN_CONTROLLER"}}}})
+	c := start(t, Options{Server: srv, Settings: Settings{Isolation: policy.Isolation{PassEnv: []string{"PROJECTMCP_TEST_PASSED", "PROJECTMCP_TEST_OVERRIDDEN", "UNSET_IN_CONTROLLER"}}}})
 	waitPhase(t, c, v1alpha1.PhaseReady)
 	env := serverEnviron(t, c)
 
@@ -83,7 +84,7 @@ func TestStdioServerHomes(t *testing.T) {
 	}
 
 	shared := t.TempDir()
-	s := start(t, Options{Server: stdioServer("s"), Settings: Settings{Isolation: Isolation{Home: shared}}})
+	s := start(t, Options{Server: stdioServer("s"), Settings: Settings{Isolation: policy.Isolation{Home: shared}}})
 	waitPhase(t, s, v1alpha1.PhaseReady)
 	if got := call(t, s, "getenv", map[string]any{"name": "HOME"}); got != shared {
 		t.Fatalf("HOME = %q, want the configured %q", got, shared)
@@ -106,7 +107,7 @@ func TestStdioServerCredential(t *testing.T) {
 	const nobody = 65534
 	srv := stdioServer("cred")
 	srv.Stdio.Command = exe
-	c := start(t, Options{Server: srv, Settings: Settings{Isolation: Isolation{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}}})
+	c := start(t, Options{Server: srv, Settings: Settings{Isolation: policy.Isolation{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}}})
 	s := waitPhase(t, c, v1alpha1.PhaseReady)
 	uid, gid := proctest.IDs(s.PID)
 	if uid != nobody || gid != nobody {
@@ -116,13 +117,6 @@ func TestStdioServerCredential(t *testing.T) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(home, &st); err != nil || st.Uid != nobody {
 		t.Fatalf("HOME %s: owner %d (%v), want %d", home, st.Uid, err, nobody)
-	}
-}
-
-func TestDedupEnv(t *testing.T) {
-	got := dedupEnv([]string{"A=1", "B=2", "A=3", "C=", "B=4"})
-	if want := []string{"A=3", "B=4", "C="}; !slices.Equal(got, want) {
-		t.Fatalf("dedupEnv = %q, want %q", got, want)
 	}
 }
 

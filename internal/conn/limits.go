@@ -1,73 +1,30 @@
 package conn
 
 import (
-	"bytes"
 	"fmt"
-	"math"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/go-logr/logr"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
-	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
+	"github.com/dsh-dev/projectmcp/internal/bound"
 )
 
-// errorBodyBytes bounds the body of an HTTP error answer: only a JSON-RPC error in it is read.
-const errorBodyBytes = 1 << 20
+// The errors of the bounds on a server's lists (MaxListItems, MaxListPages, MaxListBytes,
+// MaxSchemaBytes), which the lister holds them to; the bound on one message is held by
+// internal/bound. Each names its flag and value, and never repeats what the server sent.
 
-// sizeText writes a bound the way the flags' defaults read best, exactly: 64 MiB, 512 KiB,
-// 1000 bytes.
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
-
-// aboutSize writes a measured size, rounded: 2.0 MiB, 97.7 KiB, 300 bytes.
-func aboutSize(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
-
-// messageBound names the bound on one message, for errors.
-func messageBound(limit int64) string {
-	return fmt.Sprintf("--max-message-bytes (%s)", sizeText(limit))
-}
-
-// tooLargeMessage is what the caller of a request is told when the server's answer to it is
-// over the bound.
-func tooLargeMessage(limit int64) string {
-	return fmt.Sprintf("the server's answer exceeds %s, the controller's bound on one message from a server; this request failed, the connection goes on", messageBound(limit))
-}
-
-func tooLarge(limit int64) error { return fmt.Errorf("%s", tooLargeMessage(limit)) }
-
-// errorResponse is a JSON-RPC error response to id (raw JSON) with message: it stands in for
-// an answer over a bound, so that only the request it answers fails.
-func errorResponse(id []byte, message string) []byte {
-	return jsonrpcwire.ErrorTo(id, jsonrpc.CodeInternalError, message)
-}
-
+// tooMany is the refusal of a list holding more than max items.
 func tooMany(what string, max int) error {
 	return fmt.Errorf("the server lists more than %d %s, over --max-list-items (%d); refused", max, what, max)
 }
 
+// tooManyPages is the refusal of a list whose pages go on past max.
 func tooManyPages(method string, max int) error {
 	return fmt.Errorf("the server's %s goes on past %d pages, over --max-list-pages (%d); refused", method, max, max)
 }
 
+// tooManyBytes is the refusal of a list whose items come to more than max bytes of JSON.
 func tooManyBytes(what string, max int64) error {
-	return fmt.Errorf("the server's %s come to more than --max-list-bytes (%s) of JSON; refused", what, sizeText(max))
+	return fmt.Errorf("the server's %s come to more than --max-list-bytes (%s) of JSON; refused", what, bound.SizeText(max))
 }
 
 // shortName quotes a name the server gave for a message of ours, cut to a sane length.
@@ -87,7 +44,7 @@ func shortName(name string) string {
 func schemaNote(omitted []string, sizes []int64, limit int64) string {
 	const shown = 5
 	var b strings.Builder
-	fmt.Fprintf(&b, "left out %d tool(s) whose input and output schemas exceed --max-schema-bytes (%s): ", len(omitted), sizeText(limit))
+	fmt.Fprintf(&b, "left out %d tool(s) whose input and output schemas exceed --max-schema-bytes (%s): ", len(omitted), bound.SizeText(limit))
 	for i, name := range omitted[:min(len(omitted), shown)] {
 		if i > 0 {
 			b.WriteString(", ")
@@ -100,256 +57,13 @@ func schemaNote(omitted []string, sizes []int64, limit int64) string {
 	return b.String()
 }
 
-// jsonTop follows the top level of one JSON-RPC message as its bytes go by, without keeping
-// them: it notes the value of the "id" member (when it is short), whether a "method" member is
-// there, and how many items the list of a list result holds (result.tools, .prompts,
-// .resources, .resourceTemplates). It is how a message too large to keep is still answered
-// for (the id says whose request it answered), and how a page of a million tools is refused
-// before the SDK decodes it. Malformed input gives no id; nothing panics.
-type jsonTop struct {
-	started bool // the top-level value has begun
-	object  bool // and it is an object
-	depth   int
-	inStr   bool
-	esc     bool
-	// Member names are followed at depth 1 (the message's) and at depth 2 inside "result".
-	isKey    [3]bool   // at depth d: the next string is a member name
-	member   [3]string // the member whose value is being read at depth d
-	keyDepth int       // the depth of the member name being read (0: none)
-	key      []byte    // its first bytes
-	keyLong  bool
-	inResult bool // depth 2 is the result object
-	// The id.
-	idMode int // 0: not reading it; 1: a string; 2: a number or literal
-	id     []byte
-	idBad  bool
-	hasID  bool
-	method bool
-	// The list of a list result (at depth 3).
-	list      string // which list is being counted ("" when none)
-	counted   string // the list counted last
-	items     int
-	itemBegan bool
-}
-
-const (
-	maxIDBytes  = 256
-	maxKeyBytes = 24
-)
-
-// listKeys are the members of list results whose items are counted.
-var listKeys = map[string]string{"tools": "tools", "prompts": "prompts", "resources": "resources", "resourceTemplates": "resource templates"}
-
-func (t *jsonTop) feed(p []byte) {
-	for i := 0; i < len(p); i++ {
-		if t.inStr && !t.esc && t.idMode != 1 && t.keyDepth == 0 {
-			// Inside a string nothing matters but its end: skip to the next quote or
-			// backslash (the bulk of a large message is strings).
-			rest := p[i:]
-			end := bytes.IndexByte(rest, '"')
-			if end < 0 {
-				end = len(rest)
-			}
-			if b := bytes.IndexByte(rest[:end], '\\'); b >= 0 {
-				end = b
-			}
-			if i += end; i == len(p) {
-				return
-			}
-		}
-		t.step(p[i])
-	}
-}
-
-func (t *jsonTop) step(c byte) {
-	if t.inStr {
-		t.stringByte(c)
-		return
-	}
-	if t.idMode == 2 {
-		switch c {
-		case ',', '}', ']', ' ', '\t', '\r', '\n':
-			t.idMode, t.hasID = 0, !t.idBad
-		default:
-			t.idByte(c)
-			return
-		}
-	}
-	switch c {
-	case ' ', '\t', '\r', '\n', ':':
-	case ',':
-		switch {
-		case t.depth == 1 && t.object:
-			t.isKey[1], t.member[1] = true, ""
-		case t.depth == 2 && t.inResult:
-			t.isKey[2], t.member[2] = true, ""
-		case t.depth == 3 && t.list != "":
-			t.itemBegan = false
-		}
-	case '}', ']':
-		switch {
-		case t.depth == 3 && t.list != "":
-			t.list = ""
-		case t.depth == 2 && t.inResult:
-			t.inResult = false
-		}
-		if t.depth > 0 {
-			t.depth--
-		}
-	default:
-		t.value(c)
-	}
-}
-
-// value handles the first byte of a value (or of a member name).
-func (t *jsonTop) value(c byte) {
-	if !t.started {
-		t.started, t.object = true, c == '{'
-	}
-	if t.depth == 3 && t.list != "" && !t.itemBegan {
-		t.itemBegan = true
-		t.items++
-	}
-	switch c {
-	case '"':
-		t.inStr = true
-		switch {
-		case t.depth >= 1 && t.depth <= 2 && t.isKey[t.depth]:
-			t.keyDepth, t.key, t.keyLong = t.depth, t.key[:0], false
-		case t.depth == 1 && t.member[1] == "id" && !t.hasID:
-			t.idMode, t.id, t.idBad = 1, append(t.id[:0], '"'), false
-		}
-	case '{', '[':
-		t.depth++
-		switch {
-		case t.depth == 1 && t.object:
-			t.isKey[1] = true
-		case t.depth == 2 && c == '{' && t.member[1] == "result":
-			t.inResult, t.isKey[2], t.member[2] = true, true, ""
-		case t.depth == 3 && c == '[' && t.inResult && listKeys[t.member[2]] != "":
-			t.list, t.counted, t.items, t.itemBegan = t.member[2], t.member[2], 0, false
-		}
-	default:
-		if t.depth == 1 && t.object && !t.isKey[1] && t.member[1] == "id" && !t.hasID {
-			t.idMode, t.id, t.idBad = 2, append(t.id[:0], c), false
-		}
-	}
-}
-
-func (t *jsonTop) stringByte(c byte) {
-	if t.idMode == 1 {
-		t.idByte(c)
-	}
+// aboutSize writes a measured size, rounded: 2.0 MiB, 97.7 KiB, 300 bytes.
+func aboutSize(n int64) string {
 	switch {
-	case t.esc:
-		t.esc = false
-		t.keyByte(c)
-	case c == '\\':
-		t.esc = true
-		t.keyByte(c)
-	case c == '"':
-		t.inStr = false
-		switch {
-		case t.keyDepth != 0:
-			d := t.keyDepth
-			t.keyDepth, t.isKey[d], t.member[d] = 0, false, ""
-			if !t.keyLong {
-				t.member[d] = string(t.key)
-			}
-			if d == 1 && t.member[1] == "method" {
-				t.method = true
-			}
-		case t.idMode == 1:
-			t.idMode, t.hasID = 0, !t.idBad
-		}
-	default:
-		t.keyByte(c)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
-}
-
-func (t *jsonTop) keyByte(c byte) {
-	if t.keyDepth == 0 {
-		return
-	}
-	if len(t.key) >= maxKeyBytes {
-		t.keyLong = true
-		return
-	}
-	t.key = append(t.key, c)
-}
-
-func (t *jsonTop) idByte(c byte) {
-	if len(t.id) >= maxIDBytes {
-		t.idBad = true
-		return
-	}
-	t.id = append(t.id, c)
-}
-
-// ID is the raw JSON of the message's id, when it had one (null does not count).
-func (t *jsonTop) ID() ([]byte, bool) {
-	if !t.hasID || len(t.id) == 0 || string(t.id) == "null" {
-		return nil, false
-	}
-	return t.id, true
-}
-
-// Response reports a message that answers a request: it has an id and no method.
-func (t *jsonTop) Response() ([]byte, bool) {
-	id, ok := t.ID()
-	return id, ok && !t.method
-}
-
-// Items is how many items the list of a list result held, and what they were ("" when the
-// message is no list result).
-func (t *jsonTop) Items() (what string, n int) {
-	return listKeys[t.counted], t.items
-}
-
-// overList is the error response that stands in for a list result holding more than max
-// items (when msg is one): the SDK would decode them all before anything could count them.
-// Only a message of more than 2·max bytes can hold that many, so smaller ones are not looked
-// at.
-func overList(msg []byte, max int) []byte {
-	if max <= 0 || len(msg) <= 2*max {
-		return nil
-	}
-	var top jsonTop
-	top.feed(msg)
-	return top.overList(max)
-}
-
-func (t *jsonTop) overList(max int) []byte {
-	what, n := t.Items()
-	id, ok := t.Response()
-	if what == "" || n <= max || !ok {
-		return nil
-	}
-	return errorResponse(id, listMessage(what, max))
-}
-
-// listMessage says a list result held more items than the bound.
-func listMessage(what string, max int) string {
-	return fmt.Sprintf("the server lists more than %d %s in one answer, over --max-list-items (%d); refused", max, what, max)
-}
-
-// dropped logs a message from the server over a bound (why says which) that answered no
-// request of ours (a notification, a request of the server's, or something unreadable): it is
-// dropped whole, and its content is not logged.
-func dropped(log logr.Logger, top *jsonTop, why string) {
-	kind := "a message that is not JSON-RPC"
-	switch _, hasID := top.ID(); {
-	case top.method && hasID:
-		kind = "a request"
-	case top.method:
-		kind = "a notification"
-	}
-	log.Info("Dropped a message from the server", "kind", kind, "reason", why)
-}
-
-// sdkBound is the bound the SDK's own readers get: a message the connection's bound allows,
-// plus room for its framing, so the SDK (whose defaults are smaller) never fails the whole
-// connection on a message the bound let through.
-func sdkBound(limit int64) int {
-	return int(min(limit, math.MaxInt-64<<10)) + 64<<10
+	return fmt.Sprintf("%d bytes", n)
 }

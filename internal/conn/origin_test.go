@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/policy"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -100,14 +101,14 @@ func TestSSEEndpointOfAnotherOrigin(t *testing.T) {
 	const token, session = "S3CRET-T0KEN", "SESSION-1D"
 	other := newWitness(t)
 	elsewhere := "http://" + other.ln.Addr().String() + "/messages?sessionid=" + session
-	for name, eg := range map[string]*Egress{"no egress policy": nil, "dev policy": {Loopback: true}} {
+	for name, eg := range map[string]*policy.Egress{"no egress policy": nil, "dev policy": {Loopback: true}} {
 		t.Run(name, func(t *testing.T) {
 			srv, _ := legacySSE(t, func(string) string { return elsewhere })
 			c := start(t, Options{
 				Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: srv.URL + "/sse", Transport: v1alpha1.TransportSSE,
 					Headers: []v1alpha1.NameValue{{Name: "Authorization", Value: "Bearer ${TOKEN}"}}}},
 				Variables: func(context.Context) (map[string]string, error) { return map[string]string{"TOKEN": token}, nil },
-				Settings:  Settings{Isolation: Isolation{Egress: eg}},
+				Settings:  Settings{Isolation: policy.Isolation{Egress: eg}},
 			})
 			s := waitPhase(t, c, v1alpha1.PhaseFailed)
 			want := "the SSE endpoint event names another origin: http://" + other.ln.Addr().String()
@@ -132,7 +133,7 @@ func TestSSEEndpointRefusedByPolicy(t *testing.T) {
 	srv, got := legacySSE(t, func(self string) string { return self + "/admin/messages?sessionid=SESSION-1D" })
 	c := start(t, Options{
 		Server:   v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: srv.URL + "/sse", Transport: v1alpha1.TransportSSE}},
-		Settings: Settings{Isolation: Isolation{Egress: &Egress{Loopback: true, Deny: patterns(t, "http://127.0.0.1:*/admin/*")}}},
+		Settings: Settings{Isolation: policy.Isolation{Egress: &policy.Egress{Loopback: true, Deny: patterns(t, "http://127.0.0.1:*/admin/*")}}},
 	})
 	s := waitPhase(t, c, v1alpha1.PhaseFailed)
 	if want := `the url that the SSE endpoint event names is refused here: it matches the controller's --deny-url "http://127.0.0.1:*/admin/*"`; !strings.Contains(s.LastError, want) {
@@ -153,7 +154,7 @@ func TestSSEEndpointOfTheSameOrigin(t *testing.T) {
 	c := start(t, Options{
 		Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: fixture.StartHTTP(t, "--sse") + "/sse", Transport: v1alpha1.TransportSSE,
 			Headers: []v1alpha1.NameValue{{Name: "Authorization", Value: "Bearer x"}}}},
-		Settings: Settings{Isolation: Isolation{Egress: &Egress{Loopback: true}}},
+		Settings: Settings{Isolation: policy.Isolation{Egress: &policy.Egress{Loopback: true}}},
 	})
 	if s := waitPhase(t, c, v1alpha1.PhaseReady); s.RawToolCount == 0 {
 		t.Errorf("no tools")

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -126,10 +125,10 @@ func TestServerProcessesHoldNoWaiter(t *testing.T) {
 	for _, c := range conns {
 		pids[waitPhase(t, c, v1alpha1.PhaseReady).PID] = true
 	}
-	if waiters := stacksWith("os/exec.(*Cmd).Wait("); waiters != "" {
+	if waiters := testutil.StacksWith("os/exec.(*Cmd).Wait("); waiters != "" {
 		t.Fatalf("goroutines wait for server processes:\n%s", waiters)
 	}
-	if parents := startedBy(t, pids); len(parents) != 1 {
+	if parents := proctest.StartedBy(t, pids); len(parents) != 1 {
 		t.Fatalf("%d servers were started by %d threads: %v", servers, len(parents), parents)
 	}
 	for _, c := range conns {
@@ -150,27 +149,4 @@ func TestServerProcessesHoldNoWaiter(t *testing.T) {
 			}
 		}
 	}
-}
-
-// startedBy maps this process's threads that have any of pids as children to those children.
-func startedBy(t *testing.T, pids map[int]bool) map[string][]int {
-	t.Helper()
-	files, err := filepath.Glob("/proc/self/task/*/children")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no /proc/self/task/*/children: %v", err)
-	}
-	parents := map[string][]int{}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue // the thread has ended
-		}
-		for _, field := range strings.Fields(string(data)) {
-			if pid, _ := strconv.Atoi(field); pids[pid] {
-				tid := filepath.Base(filepath.Dir(f))
-				parents[tid] = append(parents[tid], pid)
-			}
-		}
-	}
-	return parents
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/policy"
 )
 
 // forwardProxy is an HTTP proxy on loopback (127.0.0.2, an address no server of these tests
@@ -107,14 +108,14 @@ func TestEgressThroughProxy(t *testing.T) {
 
 	// An address in the URL. (Go never proxies a URL naming a loopback address or localhost.)
 	metadata := start(t, Options{Server: remote("http://169.254.169.254/latest/meta-data"), Log: sink.logger(),
-		Settings: Settings{Isolation: Isolation{Egress: &Egress{Allow: patterns(t, "127.0.0.2")}}}})
+		Settings: Settings{Isolation: policy.Isolation{Egress: &policy.Egress{Allow: patterns(t, "127.0.0.2")}}}})
 	s := waitPhase(t, metadata, v1alpha1.PhaseFailed)
 	if want := "through the proxy http://" + proxy.addr + ": address 169.254.169.254 is link-local"; !strings.Contains(s.LastError, want) {
 		t.Errorf("the metadata address through the proxy: lastError = %q, want it to say %q", s.LastError, want)
 	}
 	// The same over https: the request is refused before the proxy is asked to CONNECT.
 	tunnelled := start(t, Options{Server: remote("https://169.254.169.254/mcp"),
-		Settings: Settings{Isolation: Isolation{Egress: &Egress{Allow: patterns(t, "127.0.0.2")}}}})
+		Settings: Settings{Isolation: policy.Isolation{Egress: &policy.Egress{Allow: patterns(t, "127.0.0.2")}}}})
 	s = waitPhase(t, tunnelled, v1alpha1.PhaseFailed)
 	if want := "through the proxy http://" + proxy.addr + ": address 169.254.169.254 is link-local"; !strings.Contains(s.LastError, want) {
 		t.Errorf("the metadata address over https through the proxy: lastError = %q, want it to say %q", s.LastError, want)
@@ -122,7 +123,7 @@ func TestEgressThroughProxy(t *testing.T) {
 	// A name that resolves, here, to a refused address (/etc/hosts matches names whatever
 	// their case; Go's proxy exemption of localhost does not).
 	byName := start(t, Options{Server: remote("http://LOCALHOST:" + recorderPort + "/mcp"),
-		Settings: Settings{Isolation: Isolation{Egress: &Egress{Allow: patterns(t, "127.0.0.2")}}}})
+		Settings: Settings{Isolation: policy.Isolation{Egress: &policy.Egress{Allow: patterns(t, "127.0.0.2")}}}})
 	s = waitPhase(t, byName, v1alpha1.PhaseFailed)
 	if want := "through the proxy http://" + proxy.addr + ": address 127.0.0.1 is a loopback address"; !strings.Contains(s.LastError, want) {
 		t.Errorf("a name resolving to loopback through the proxy: lastError = %q, want it to say %q", s.LastError, want)
@@ -145,7 +146,7 @@ func TestEgressThroughProxy(t *testing.T) {
 	admitted := start(t, Options{Log: sink.logger(),
 		Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: "http://LOCALHOST:" + recorderPort + "/mcp",
 			Headers: []v1alpha1.NameValue{{Name: "Authorization", Value: "Bearer through"}}}},
-		Settings: Settings{Isolation: Isolation{Egress: &Egress{Allow: patterns(t, "127.0.0.0/8")}}}})
+		Settings: Settings{Isolation: policy.Isolation{Egress: &policy.Egress{Allow: patterns(t, "127.0.0.0/8")}}}})
 	s = waitPhase(t, admitted, v1alpha1.PhaseFailed)
 	if !strings.Contains(s.LastError, "I'm a teapot") {
 		t.Errorf("through the proxy: lastError = %q, want the recorder's answer", s.LastError)

@@ -15,6 +15,7 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
 	"github.com/dsh-dev/projectmcp/internal/recovery"
+	"github.com/dsh-dev/projectmcp/internal/sessionend"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
 
@@ -54,9 +55,9 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	// transport lives only as long as the context given to Connect.
 	timedOut := make(chan struct{})
 	timer := time.AfterFunc(c.opts.ConnectTimeout, func() { close(timedOut); cancel() })
-	up, transport := newUpstream(ep.transport, ep.direct, resp, &c.opts)
-	end := newSessionEnd()
-	transport = end.watch(transport)
+	up, transport := newUpstream(ep.transport, ep, resp, &c.opts)
+	end := sessionend.New()
+	transport = end.Watch(transport)
 	_, span := tracing.Tracer().Start(ctx, "projectmcp.connect", trace.WithAttributes(
 		attribute.String("projectmcp.project", c.opts.Project), attribute.String("projectmcp.server", c.opts.Server.Name),
 		attribute.String("projectmcp.connection", c.id)))
@@ -132,7 +133,7 @@ const minRelistInterval = 250 * time.Millisecond
 // tells when the SDK has closed the session's connection, or the server refused a request.
 // digest is of the lists' pages as the connect listed them (zero when listed on the typed
 // path).
-func (c *Conn) serve(ctx context.Context, l *lister, ep *endpoint, end *sessionEnd, digest [sha256.Size]byte) error {
+func (c *Conn) serve(ctx context.Context, l *lister, ep *endpoint, end *sessionend.End, digest [sha256.Size]byte) error {
 	var probe <-chan time.Time // nil: the re-lists are the probes (probedByRelist)
 	if !l.probedByRelist() {
 		health := time.NewTicker(c.opts.HealthInterval)
@@ -158,10 +159,10 @@ func (c *Conn) serve(ctx context.Context, l *lister, ep *endpoint, end *sessionE
 			return ctx.Err()
 		case <-ep.exited():
 			return ep.exitError()
-		case <-end.done:
-			return fmt.Errorf("session closed by the server: %v", end.why(ctx, l.session))
-		case <-end.refused:
-			return end.refusal
+		case <-end.Done():
+			return fmt.Errorf("session closed by the server: %v", end.Why(ctx, l.session, teardownGrace))
+		case <-end.Refused():
+			return end.Refusal()
 		case <-c.signals.dead:
 			return errors.New("session lost (the server no longer knows it)")
 		case <-probe:

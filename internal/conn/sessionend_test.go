@@ -2,7 +2,6 @@ package conn
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -121,7 +121,7 @@ func TestSessionEndSeenWithoutAWaitingGoroutine(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := start(t, Options{Server: tc.server(t), Settings: Settings{HealthInterval: time.Hour, RelistInterval: time.Hour}})
 			first := waitPhase(t, c, v1alpha1.PhaseReady)
-			if stacks := stacksWith("go-sdk/mcp.(*ClientSession).Wait("); stacks != "" {
+			if stacks := testutil.StacksWith("go-sdk/mcp.(*ClientSession).Wait("); stacks != "" {
 				t.Fatalf("a goroutine waits for the session's end:\n%s", stacks)
 			}
 			tc.end(t)
@@ -143,17 +143,6 @@ func TestSessionEndSeenWithoutAWaitingGoroutine(t *testing.T) {
 			}
 		})
 	}
-}
-
-// stacksWith is the stacks of the goroutines with call in them.
-func stacksWith(call string) string {
-	var found []string
-	for _, g := range strings.Split(allStacks(), "\n\n") {
-		if strings.Contains(g, call) {
-			found = append(found, g)
-		}
-	}
-	return strings.Join(found, "\n\n")
 }
 
 // A server that refuses the connection's requests (401, 403) fails the connect with its
@@ -181,29 +170,5 @@ func TestRefusedByServerNamesTheStatus(t *testing.T) {
 				t.Fatalf("last error %q does not say %q", s.LastError, tc.want)
 			}
 		})
-	}
-}
-
-// A refusal of any request of the session's tells the supervisor at once, with the server's
-// answer: where the SDK alone failed the whole connection on it, the request alone fails, so
-// a refused notification or answer to the server would otherwise go unseen until a probe.
-func TestRefusalTellsTheSupervisor(t *testing.T) {
-	end := newSessionEnd()
-	rec := httptest.NewRecorder()
-	rec.WriteHeader(http.StatusForbidden)
-	_, _ = rec.WriteString(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"scope missing"}}`)
-	err := (&endWatch{end: end}).Authorize(context.Background(), nil, rec.Result())
-	select {
-	case <-end.refused:
-	default:
-		t.Fatal("the refusal was not told")
-	}
-	if want := "the server answered 403 Forbidden: scope missing"; err == nil || err.Error() != want || !errors.Is(end.refusal, err) {
-		t.Fatalf("refusal %v (told %v), want %q", err, end.refusal, want)
-	}
-	select {
-	case <-end.done:
-		t.Fatal("a refusal is not the session's end")
-	default:
 	}
 }

@@ -1,6 +1,10 @@
 package conn
 
-import "time"
+import (
+	"time"
+
+	"github.com/dsh-dev/projectmcp/internal/policy"
+)
 
 // Settings are what the controller's flags set for every connection it makes. A zero field
 // stands for its default (DefaultSettings), so that a caller sets only what it means to.
@@ -9,7 +13,7 @@ type Settings struct {
 	// spec, before expansion) must match to be started; others fail at once. Nil allows all.
 	AllowCommands []string
 	// Isolation is what server processes get from the controller (environment, HOME, user).
-	Isolation Isolation
+	Isolation policy.Isolation
 
 	// ConnectTimeout bounds one connect attempt, initialize and first tools/list included.
 	ConnectTimeout time.Duration
@@ -41,7 +45,7 @@ type Settings struct {
 	MaxSchemaBytes int64
 
 	// MaxCallsPerSession and MaxCalls bound the sessions' requests in flight on the connection,
-	// per session and in all (fair.go); past either a request waits its session's turn.
+	// per session and in all (internal/fair); past either a request waits its session's turn.
 	MaxCallsPerSession int
 	MaxCalls           int
 }

@@ -54,13 +54,13 @@ const forwardIDPrefix = "projectmcp-"
 // none), and returns the transport the SDK client is to connect through: t, or for stdio t
 // with its output split and its input shared. resp answers what the server sends besides
 // responses; o gives the bounds.
-func newUpstream(t mcp.Transport, d *direct, resp *responder, o *Options) (upstream, mcp.Transport) {
+func newUpstream(t mcp.Transport, ep *endpoint, resp *responder, o *Options) (upstream, mcp.Transport) {
 	switch t := t.(type) {
 	case *mcp.IOTransport:
 		u := &stdioUpstream{resp: resp, bound: o.MaxMessageBytes, items: o.MaxListItems, log: o.Log, pending: map[string]chan *jsonrpc.Response{}}
 		return u, u.split(t)
 	case *mcp.StreamableClientTransport:
-		u := &httpUpstream{resp: resp, bound: o.MaxMessageBytes, http: t.HTTPClient, url: t.Endpoint, direct: d}
+		u := &httpUpstream{resp: resp, bound: o.MaxMessageBytes, http: t.HTTPClient, url: t.Endpoint, carrier: ep.carrier, headers: ep.headers}
 		if u.http == nil {
 			u.http = http.DefaultClient
 		}

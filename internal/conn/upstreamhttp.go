@@ -18,7 +18,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	segjson "github.com/segmentio/encoding/json"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dsh-dev/projectmcp/internal/bound"
+	"github.com/dsh-dev/projectmcp/internal/httpcarrier"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 	"github.com/dsh-dev/projectmcp/internal/revision"
 )
@@ -28,12 +31,16 @@ import (
 // the caller's goroutine.
 type httpUpstream struct {
 	upstreamBase
-	resp   *responder // what the server sends on a request's stream besides the response
-	bound  int64      // MaxMessageBytes
-	http   *http.Client
-	url    string
-	direct *direct // nil: every request goes through http
-	// redirected: the server redirected a request sent direct; every request goes through http
+	resp  *responder // what the server sends on a request's stream besides the response
+	bound int64      // MaxMessageBytes
+	http  *http.Client
+	url   string
+	// carrier carries the requests whose answers their reader bounds, with headers added
+	// (nil: every request goes through http)
+	carrier *httpcarrier.Carrier
+	headers http.Header
+	// redirected: the server redirected a request sent on the carrier; every request goes
+	// through http
 	redirected atomic.Bool
 	version    string        // the agreed protocol version, once Ready
 	sessionID  func() string // the SDK session's id
@@ -95,8 +102,8 @@ func (u *httpUpstream) probedByRelist() bool { return true }
 func (u *httpUpstream) toolHeaders() bool { return revision.Of(u.version) >= revision.Stateless }
 
 func (u *httpUpstream) call(ctx context.Context, method string, members, meta []byte) (json.RawMessage, error) {
-	if !strings.HasSuffix(method, "/list") { // a list's items are counted as they come (boundedBodies)
-		ctx = context.WithValue(ctx, boundedByReader{}, true)
+	if !strings.HasSuffix(method, "/list") { // a list's items are counted as they come (bound.Bodies)
+		ctx = bound.ByReader(ctx)
 	}
 	return u.post(ctx, u.nextID(), method, u.params(ctx, members, meta))
 }
@@ -132,7 +139,7 @@ func (u *httpUpstream) post(ctx context.Context, id, method string, params json.
 		// A JSON-RPC error in the body is the server's answer; any other body is not
 		// repeated (it may be anything, and errors reach status and the agent).
 		if ct == "application/json" {
-			if r, err := readResponse(io.LimitReader(resp.Body, errorBodyBytes), id, u.limit()); err == nil && r.Error != nil {
+			if r, err := readResponse(io.LimitReader(resp.Body, bound.ErrorBodyBytes), id, u.limit()); err == nil && r.Error != nil {
 				return nil, r.Error
 			}
 		}
@@ -152,18 +159,20 @@ func (u *httpUpstream) post(ctx context.Context, id, method string, params json.
 // do POSTs one message with the session's headers. From 2026-07-28 on a request or a
 // notification also carries the standard headers the server checks against the body:
 // Mcp-Method (method, "" for a response), and Mcp-Name for the methods that name something
-// in their params. A request whose answer its reader bounds goes direct, when it can
-// (direct.go); a server that redirects it gets it, and every request after, through the HTTP client,
-// which follows redirects (to the server's own origin: sameOrigin).
+// in their params. A request whose answer its reader bounds goes on the carrier, when there is
+// one, with the server's configured headers and the call's trace context; a server that
+// redirects it gets it, and every request after, through the HTTP client, which follows
+// redirects (to the server's own origin: policy.SameOrigin).
 func (u *httpUpstream) do(ctx context.Context, body []byte, method string, params json.RawMessage) (*http.Response, error) {
 	req, err := u.request(ctx, body, method, params)
-	if err != nil || u.direct == nil || ctx.Value(boundedByReader{}) == nil || u.redirected.Load() {
+	if err != nil || u.carrier == nil || !bound.IsByReader(ctx) || u.redirected.Load() {
 		if err != nil {
 			return nil, err
 		}
 		return u.http.Do(req)
 	}
-	resp, err := u.direct.roundTrip(req, body)
+	addHeaders(req, trace.SpanContextFromContext(ctx).IsValid(), u.headers)
+	resp, err := u.carrier.Send(req, body)
 	if err != nil || !redirect(resp.StatusCode) {
 		return resp, err
 	}
@@ -276,7 +285,7 @@ func readResponse(r io.Reader, id string, limit int64) (*upstreamResponse, error
 		return nil, err
 	}
 	if int64(len(data)) > limit {
-		return nil, tooLarge(limit)
+		return nil, bound.TooLarge(limit)
 	}
 	var resp upstreamResponse
 	if err := jsonrpcwire.DecodeExact(data, &resp); err != nil {
@@ -302,7 +311,7 @@ func (u *httpUpstream) readStream(ctx context.Context, body io.Reader, id string
 		if line := sc.Bytes(); more && len(line) > 0 {
 			ev.take(line, at)
 			if int64(len(ev.data)) > u.limit() { // the bound is on the event, whatever its lines
-				return nil, tooLarge(u.limit())
+				return nil, bound.TooLarge(u.limit())
 			}
 			continue
 		}
@@ -323,7 +332,7 @@ func (u *httpUpstream) readStream(ctx context.Context, body io.Reader, id string
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, tooLarge(u.limit())
+			return nil, bound.TooLarge(u.limit())
 		}
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/httpcarrier"
 )
 
 // A streamable HTTP server may end a request's event stream at any time: on purpose, to free
@@ -99,12 +101,11 @@ func (u *httpUpstream) follow(ctx context.Context, body io.ReadCloser, id string
 }
 
 // endStream ends a request's event stream once its response is read. The server ends the
-// stream right after: a direct's connection goes back to the pool owing that end
-// (directBody.release), so the response goes on without waiting for it; any other body is
+// stream right after: a carrier's connection goes back to its pool owing that end
+// (httpcarrier.Release), so the response goes on without waiting for it; any other body is
 // read to its end, which lets the HTTP client keep its TCP connection for the next request.
 func endStream(body io.ReadCloser) {
-	if b, ok := body.(*directBody); ok {
-		b.release()
+	if httpcarrier.Release(body) {
 		return
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, drainBytes))

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dsh-dev/projectmcp/internal/bound"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 )
 
@@ -27,7 +28,7 @@ import (
 //
 // Every line, forwarded or not, is held to MaxMessageBytes here, and a list result to
 // MaxListItems items: a line over either is read to its end without being kept, and only its
-// top level is followed (jsonTop), to learn whose request it answered. That request alone
+// top level is followed (bound.Top), to learn whose request it answered. That request alone
 // fails, with an error naming the bound (a forwarded request's caller is told directly; the
 // SDK gets an error response in place of the answer); any other message over the bound is
 // dropped. The connection goes on.
@@ -52,7 +53,7 @@ func (u *stdioUpstream) split(t *mcp.IOTransport) *mcp.IOTransport {
 	go u.relay(t.Reader, pw) // ends when the server's output ends or the SDK side closes
 	// No line longer than the bound reaches the SDK; its own (smaller) default bound would
 	// fail the whole connection on a line the bound allows.
-	sdkLimit := sdkBound(u.limit())
+	sdkLimit := bound.ForSDK(u.limit())
 	return &mcp.IOTransport{Reader: pr, Writer: u.stdin, MaxLineLength: sdkLimit}
 }
 
@@ -205,29 +206,29 @@ func (u *stdioUpstream) relay(out io.ReadCloser, sdk *io.PipeWriter) {
 }
 
 // relayLong handles a line longer than the reader's buffer: collected up to the bound and then
-// handled as any line. It is followed as it comes (jsonTop): past the bound, or once it is a
+// handled as any line. It is followed as it comes (bound.Top): past the bound, or once it is a
 // list result holding more items than the bound, it is read to its end without being kept
 // (oversized). It returns the error that ended reading, if any, and the error of writing to
 // the SDK.
 func (u *stdioUpstream) relayLong(r *bufio.Reader, first []byte, sdk io.Writer) (readErr, writeErr error) {
 	limit, items := u.limit(), u.items
-	var top jsonTop
-	top.feed(first)
+	var top bound.Top
+	top.Feed(first)
 	line := append(make([]byte, 0, 2*len(first)), first...)
 	for {
 		more, err := r.ReadSlice('\n')
-		top.feed(more)
+		top.Feed(more)
 		why := ""
 		switch what, n := top.Items(); {
 		case int64(len(line)+len(more)) > limit:
-			why = tooLargeMessage(limit)
-		case top.list != "" && n > items:
-			why = listMessage(what, items)
+			why = bound.TooLargeMessage(limit)
+		case top.Listing() && n > items:
+			why = bound.ListMessage(what, items)
 		}
 		if why != "" {
 			for errors.Is(err, bufio.ErrBufferFull) {
 				more, err = r.ReadSlice('\n')
-				top.feed(more)
+				top.Feed(more)
 			}
 			return err, u.oversized(&top, why, sdk)
 		}
@@ -247,7 +248,7 @@ func (u *stdioUpstream) relayLong(r *bufio.Reader, first []byte, sdk io.Writer) 
 // checked is a line for the SDK, or an error in its place when it is a list result holding
 // more items than the bound (the SDK would decode them all first).
 func (u *stdioUpstream) checked(line []byte) []byte {
-	if answer := overList(line, u.items); answer != nil {
+	if answer := bound.OverList(line, u.items); answer != nil {
 		return append(answer, '\n')
 	}
 	return line
@@ -256,7 +257,7 @@ func (u *stdioUpstream) checked(line []byte) []byte {
 // oversized answers for a message over a bound (why says which) that was read without being
 // kept: the request it answers fails; anything else is dropped (and logged, without its
 // content).
-func (u *stdioUpstream) oversized(top *jsonTop, why string, sdk io.Writer) error {
+func (u *stdioUpstream) oversized(top *bound.Top, why string, sdk io.Writer) error {
 	id, ok := top.Response()
 	var sid string
 	if ok && json.Unmarshal(id, &sid) == nil && strings.HasPrefix(sid, forwardIDPrefix) {
@@ -264,10 +265,10 @@ func (u *stdioUpstream) oversized(top *jsonTop, why string, sdk io.Writer) error
 		return nil
 	}
 	if ok {
-		_, err := sdk.Write(append(errorResponse(id, why), '\n'))
+		_, err := sdk.Write(append(bound.ErrorResponse(id, why), '\n'))
 		return err
 	}
-	dropped(u.log, top, why)
+	bound.Dropped(u.log, top, why)
 	return nil
 }
 

@@ -161,7 +161,7 @@ func TestStatefulSessionsHoldNoNetHTTPGoroutine(t *testing.T) {
 	}
 	busy := func() int { // net/http serving goroutines in a handler, not waiting for a request
 		n := 0
-		for _, g := range testutil.GoroutineStacks(t) {
+		for _, g := range testutil.Goroutines() {
 			if strings.Contains(g, "net/http.(*conn).serve(") && !strings.Contains(g, "net/http.(*conn).readRequest") &&
 				strings.Contains(g, "internal/gateway.") {
 				n++

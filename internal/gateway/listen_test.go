@@ -192,7 +192,7 @@ func serverGoroutines(t *testing.T) int {
 	server := map[string]bool{}
 	idle := map[string]bool{}
 	stacks := map[string]string{}
-	for _, g := range testutil.GoroutineStacks(t) {
+	for _, g := range testutil.Goroutines() {
 		if m := header.FindStringSubmatch(g); m != nil {
 			stacks[m[1]] = g
 			if strings.Contains(g, "net/http.(*conn).serve(") {
@@ -246,7 +246,7 @@ func settledServerGoroutines(t *testing.T) int {
 }
 
 // takenReaders counts taken connections' readers (httpserve.Taken).
-func takenReaders(t *testing.T) int { return testutil.StacksWith(t, "httpserve.(*Taken).read(") }
+func takenReaders(t *testing.T) int { return testutil.CountStacks("httpserve.(*Taken).read(") }
 
 // idleStreamGoroutines is what an idle taken stream holds of its own: nothing where the
 // gateway's readiness watches its connection, else its reader.

@@ -26,7 +26,7 @@ import (
 func gatewayGoroutines(t *testing.T) int {
 	t.Helper()
 	n := 0
-	for _, g := range testutil.GoroutineStacks(t) {
+	for _, g := range testutil.Goroutines() {
 		ours := strings.Contains(g, "projectmcp/internal/gateway.") || strings.Contains(g, "projectmcp/internal/gateway/paths.") ||
 			strings.Contains(g, "projectmcp/internal/httpserve.")
 		if ours && !strings.Contains(g, "net/http.(*conn).serve") &&

@@ -183,7 +183,7 @@ func TestReadinessWatchesOnlyOSConnections(t *testing.T) {
 // itself), and it watches nothing more.
 func TestReadinessCloseEndsItsGoroutine(t *testing.T) {
 	watchers := func() (n, parked int) { // other gateways' of the process too
-		for _, g := range testutil.GoroutineStacks(t) {
+		for _, g := range testutil.Goroutines() {
 			if strings.Contains(g, "httpserve.(*Readiness).watch(") {
 				n++
 				if strings.Contains(g, "[IO wait") {
@@ -449,4 +449,4 @@ func TestTakenConnReaderStartedAsTheStreamEnds(t *testing.T) {
 }
 
 // takenReaders counts taken connections' readers (httpserve.Taken).
-func takenReaders(t *testing.T) int { return testutil.StacksWith(t, "httpserve.(*Taken).read(") }
+func takenReaders(t *testing.T) int { return testutil.CountStacks("httpserve.(*Taken).read(") }

@@ -114,3 +114,26 @@ func Command(pid int) string {
 	}
 	return strings.TrimSpace(strings.ReplaceAll(string(data), "\x00", " "))
 }
+
+// StartedBy maps this process's threads that have any of pids as children to those children.
+func StartedBy(t testing.TB, pids map[int]bool) map[string][]int {
+	t.Helper()
+	files, err := filepath.Glob("/proc/self/task/*/children")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no /proc/self/task/*/children: %v", err)
+	}
+	parents := map[string][]int{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread has ended
+		}
+		for _, field := range strings.Fields(string(data)) {
+			if pid, _ := strconv.Atoi(field); pids[pid] {
+				tid := filepath.Base(filepath.Dir(f))
+				parents[tid] = append(parents[tid], pid)
+			}
+		}
+	}
+	return parents
+}

@@ -308,7 +308,7 @@ func CheckInstall(objs []*unstructured.Unstructured, img Image) []string {
 }
 
 // ServerCapabilities are the capabilities a controller starting its stdio servers as another
-// user keeps (internal/conn's NeededCapabilities), all others dropped.
+// user keeps (internal/policy's NeededCapabilities), all others dropped.
 var ServerCapabilities = []corev1.Capability{"SETUID", "SETGID", "KILL", "CHOWN"}
 
 // TokenPath is where client-go's in-cluster configuration reads the ServiceAccount's token,

@@ -39,6 +39,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/policy"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
@@ -51,7 +52,7 @@ const CallTimeout = 4 * time.Second
 
 // Conn are the connection settings the suite's reconciler runs with.
 var Conn = controllers.ConnDefaults{Settings: conn.Settings{ConnectTimeout: 5 * time.Second, HealthInterval: time.Second, RelistInterval: 5 * time.Second,
-	Isolation: conn.Isolation{PassEnv: testutil.ShareNpmCache()},
+	Isolation: policy.Isolation{PassEnv: testutil.ShareNpmCache()},
 	// Bounds small enough for TestServerBoundsReachStatus, large enough for the rest.
 	MaxMessageBytes: 1 << 20, MaxListPages: 50, MaxSchemaBytes: 64 << 10}}
 

@@ -1,4 +1,4 @@
-package conn
+package fair
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 // A session past its share waits in its own line; freed slots go round the sessions waiting,
 // so a session with one request waiting is served after at most one more of the busy
 // session's, not after all of them; a request that gives up leaves its line and holds nothing.
-func TestFairQueueTakesTurns(t *testing.T) {
+func TestQueueTakesTurns(t *testing.T) {
 	var reports atomic.Int32
-	q := newFairQueue(2, 2, func() { reports.Add(1) })
+	q := New(2, 2, func() { reports.Add(1) })
 	ctx := context.Background()
 	for range 2 { // the batch session fills the connection
-		if _, err := q.acquire(ctx, "batch"); err != nil {
+		if _, err := q.Acquire(ctx, "batch"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -26,11 +26,11 @@ func TestFairQueueTakesTurns(t *testing.T) {
 	var order []string
 	var wg sync.WaitGroup
 	start := func(session string) {
-		before, _ := q.depth()
+		before, _ := q.Depth()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := q.acquire(ctx, session); err != nil {
+			if _, err := q.Acquire(ctx, session); err != nil {
 				t.Error(err)
 				return
 			}
@@ -38,7 +38,7 @@ func TestFairQueueTakesTurns(t *testing.T) {
 			order = append(order, session)
 			mu.Unlock()
 		}()
-		eventually(t, func() bool { n, _ := q.depth(); return n == before+1 }) // in line, in this order
+		eventually(t, func() bool { n, _ := q.Depth(); return n == before+1 }) // in line, in this order
 	}
 	start("batch")
 	start("batch")
@@ -47,7 +47,7 @@ func TestFairQueueTakesTurns(t *testing.T) {
 
 	gone, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { _, err := q.acquire(gone, "quitter"); done <- err }()
+	go func() { _, err := q.Acquire(gone, "quitter"); done <- err }()
 	eventually(t, func() bool { return slices.Contains(q.turnsNow(), "quitter") })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -55,19 +55,19 @@ func TestFairQueueTakesTurns(t *testing.T) {
 	}
 
 	served := func(n int) { eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == n }) }
-	q.release("batch")
+	q.Release("batch")
 	served(1)
-	q.release("batch")
+	q.Release("batch")
 	served(2)
-	q.release("batch")
+	q.Release("batch")
 	served(3)
-	q.release("interactive")
+	q.Release("interactive")
 	wg.Wait()
 	want := []string{"batch", "interactive", "batch", "batch"}
 	if !slices.Equal(order, want) {
 		t.Fatalf("served %v, want %v", order, want)
 	}
-	if n, ever := q.depth(); n != 0 || ever != 5 {
+	if n, ever := q.Depth(); n != 0 || ever != 5 {
 		t.Fatalf("waiting %d, ever %d; want 0 and 5", n, ever)
 	}
 	if reports.Load() == 0 {
@@ -77,18 +77,18 @@ func TestFairQueueTakesTurns(t *testing.T) {
 
 // One session's share is MaxCallsPerSession even while the connection has room: the rest of
 // its requests wait, and another session's go at once.
-func TestFairQueuePerSessionShare(t *testing.T) {
-	q := newFairQueue(10, 1, nil)
+func TestQueuePerSessionShare(t *testing.T) {
+	q := New(10, 1, nil)
 	ctx := context.Background()
-	if _, err := q.acquire(ctx, "a"); err != nil {
+	if _, err := q.Acquire(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, err := q.acquire(short, "a"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := q.Acquire(short, "a"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a's second request must wait for its first: %v", err)
 	}
-	if wait, err := q.acquire(ctx, "b"); err != nil || wait != 0 {
+	if wait, err := q.Acquire(ctx, "b"); err != nil || wait != 0 {
 		t.Fatalf("b waited %s: %v", wait, err)
 	}
 }
@@ -106,7 +106,7 @@ func TestReportable(t *testing.T) {
 	}
 }
 
-func (q *fairQueue) turnsNow() []string {
+func (q *Queue) turnsNow() []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return slices.Clone(q.turns)

@@ -1,4 +1,4 @@
-package conn
+package policy
 
 import (
 	"os"
@@ -12,6 +12,14 @@ import (
 // removeHomeEnv makes the test binary remove the HOME it names, as a controller does when the
 // server ends: "reclaim" with the HOME's removal function, "plain" with os.RemoveAll alone.
 const removeHomeEnv = "PROJECTMCP_TEST_REMOVE_HOME"
+
+// TestMain runs the test binary as removeHomeMain when removeHomeEnv is set.
+func TestMain(m *testing.M) {
+	if how := os.Getenv(removeHomeEnv); how != "" {
+		removeHomeMain(how)
+	}
+	os.Exit(m.Run())
+}
 
 // removeHomeMain is the test binary run with removeHomeEnv: it exits 0 once the HOME is gone.
 func removeHomeMain(how string) {
@@ -47,7 +55,7 @@ func TestServerHomeRemovedWithoutDACOverride(t *testing.T) {
 		how    string
 		remove bool
 	}{{"reclaim", true}, {"plain", false}} {
-		home, remove, err := iso.makeHome("cache")
+		home, remove, err := iso.MakeHome("cache")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +109,7 @@ func TestServerHomeSwapLeadsNowhere(t *testing.T) {
 	}
 	const nobody = 65534
 	iso := &Isolation{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	home, remove, err := iso.makeHome("swap")
+	home, remove, err := iso.MakeHome("swap")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package conn
+package spawn
 
 import (
 	"errors"
@@ -11,12 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// spawner starts the stdio servers of every connection in the process and learns of their
-// exits, on one goroutine locked to its OS thread while any server it started lives.
+// spawner starts the stdio servers of the process and learns of their exits, on one goroutine
+// locked to its OS thread while any server it started lives.
 //
-// A server needs a thread that outlives it: the parent-death signal (serverProcAttr) fires
-// when the thread that started the child ends, not the process, and the Go runtime ends a
-// thread when a goroutine locked to it exits still locked. Waiting for the server with
+// A server needs a thread that outlives it: the parent-death signal (attr) fires when the
+// thread that started the child ends, not the process, and the Go runtime ends a thread when a
+// goroutine locked to it exits still locked. Waiting for the server with
 // exec.Cmd.Wait would hold that thread and a goroutine per server, parked in waitid until
 // the server exits. The spawner holds one of each for all of them: it starts servers as they
 // are asked for, and on each SIGCHLD it looks (without reaping) which of its servers have
@@ -28,41 +28,41 @@ import (
 // Wait then says so (ECHILD), and the server's exit status is lost, not its exit.
 type spawner struct {
 	mu     sync.Mutex
-	asks   chan spawn // nil while no spawner goroutine runs
-	asking int        // starts asked for and not yet taken: the goroutine stays for them
+	asks   chan ask // nil while no spawner goroutine runs
+	asking int      // starts asked for and not yet taken: the goroutine stays for them
 }
 
-type spawn struct {
-	p       *process
+type ask struct {
+	p       *Process
 	started chan<- error
 }
 
-// spawns is the process's spawner: one for all connections, like the process's children.
+// spawns is the process's spawner: one for all servers, like the process's children.
 var spawns spawner
 
 // start starts the process (its exit closes p.done).
-func (p *process) start() error { return spawns.start(p) }
+func start(p *Process) error { return spawns.start(p) }
 
-func (s *spawner) start(p *process) error {
+func (s *spawner) start(p *Process) error {
 	s.mu.Lock()
 	if s.asks == nil {
-		s.asks = make(chan spawn)
+		s.asks = make(chan ask)
 		go s.run(s.asks)
 	}
 	asks := s.asks
 	s.asking++
 	s.mu.Unlock()
 	started := make(chan error, 1)
-	asks <- spawn{p: p, started: started}
+	asks <- ask{p: p, started: started}
 	return <-started
 }
 
-func (s *spawner) run(asks <-chan spawn) {
+func (s *spawner) run(asks <-chan ask) {
 	runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
 	exits := make(chan os.Signal, 1)
 	signal.Notify(exits, syscall.SIGCHLD)
 	defer signal.Stop(exits)
-	live := map[*process]bool{}
+	live := map[*Process]bool{}
 	for {
 		select {
 		case a := <-asks:
@@ -95,7 +95,7 @@ func (s *spawner) done() bool {
 }
 
 // reapExited reaps the servers in live that have exited, closing their done.
-func reapExited(live map[*process]bool) {
+func reapExited(live map[*Process]bool) {
 	for p := range live {
 		if !exited(p.cmd.Process.Pid) {
 			continue

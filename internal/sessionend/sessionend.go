@@ -1,4 +1,13 @@
-package conn
+// Package sessionend tells a connection's supervisor when the SDK has closed the connection
+// under its MCP client session (the session's end, whatever ended it), and when a server
+// refused one of the session's requests (401, 403), without a goroutine per connection parked
+// in ClientSession.Wait for the session's whole life.
+//
+// It is apart from the connection it serves (internal/conn) because it rests on how the SDK
+// works, not on what it promises (internal/conn's TestSessionEndSeenWithoutAWaitingGoroutine
+// holds it to that for every transport), and because what it saves is measured: the
+// goroutines a connection holds at scale (make bench-scale).
+package sessionend
 
 import (
 	"context"
@@ -14,42 +23,53 @@ import (
 	"golang.org/x/oauth2"
 )
 
-// sessionEnd is closed once the SDK has closed the connection under a session: when the
-// session is closed, and when the connection failed on its own (a stream it could not resume,
-// a server that forgot the session, a stdio server's output that ended or that the SDK could
+// End tells when the SDK has closed the connection under a session (Done): when the session
+// is closed, and when the connection failed on its own (a stream it could not resume, a
+// server that forgot the session, a stdio server's output that ended or that the SDK could
 // not read). The supervisor learns of a session's end from it: the SDK's ClientSession.Wait
 // would say the same, but it holds a goroutine through the session's whole life, one per
 // connection that does nothing but wait.
 //
-// refused is closed when a server refuses one of the session's requests (401, 403): the
+// It also tells when a server refuses one of the session's requests (401, 403: Refused): the
 // supervisor then connects again, with its variables read again (a rotated credential).
-type sessionEnd struct {
+type End struct {
 	once, refuseOnce sync.Once
 	done, refused    chan struct{}
 	refusal          error // set before refused is closed
 }
 
-func newSessionEnd() *sessionEnd {
-	return &sessionEnd{done: make(chan struct{}), refused: make(chan struct{})}
+// New is the end of a session about to connect (Watch).
+func New() *End {
+	return &End{done: make(chan struct{}), refused: make(chan struct{})}
 }
 
-func (e *sessionEnd) close() { e.once.Do(func() { close(e.done) }) }
+// Done is closed once the SDK has closed the session's connection.
+func (e *End) Done() <-chan struct{} { return e.done }
 
-func (e *sessionEnd) refuse(err error) {
+// Refused is closed once a server has refused one of the session's requests.
+func (e *End) Refused() <-chan struct{} { return e.refused }
+
+// Refusal is what the server answered the refused request, once Refused is closed.
+func (e *End) Refusal() error { return e.refusal }
+
+func (e *End) close() { e.once.Do(func() { close(e.done) }) }
+
+func (e *End) refuse(err error) {
 	e.refuseOnce.Do(func() {
 		e.refusal = err
 		close(e.refused)
 	})
 }
 
-// why is what ended the session, as its Wait says once done is closed: at once, the SDK's
-// reader of the connection having stopped. It is bounded all the same: that the connection's
-// close comes only with the session's end is how the SDK works, not what it promises (watch),
-// and a sign that came early must cost a reconnect, not a supervisor stuck in Wait.
-func (e *sessionEnd) why(ctx context.Context, s *mcp.ClientSession) error {
+// Why is what ended the session s, as its Wait says once Done is closed: at once, the SDK's
+// reader of the connection having stopped. It waits at most bound all the same: that the
+// connection's close comes only with the session's end is how the SDK works, not what it
+// promises (Watch), and a sign that came early must cost a reconnect, not a supervisor stuck
+// in Wait.
+func (e *End) Why(ctx context.Context, s *mcp.ClientSession, bound time.Duration) error {
 	waited := make(chan error, 1)
-	go func() { waited <- s.Wait() }() // ends by the time closeSession has closed s
-	timer := time.NewTimer(teardownGrace)
+	go func() { waited <- s.Wait() }() // ends by the time the session is closed
+	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	select {
 	case err := <-waited:
@@ -61,7 +81,7 @@ func (e *sessionEnd) why(ctx context.Context, s *mcp.ClientSession) error {
 	}
 }
 
-// watch returns t with its connection's end reported to e. The SDK closes the connection
+// Watch returns t with its connection's end reported to e. The SDK closes the connection
 // under a session once, whatever ended it, and the session's Wait returns only after that.
 //
 // A streamable HTTP connection cannot be wrapped: the SDK client reaches it through
@@ -69,7 +89,7 @@ func (e *sessionEnd) why(ctx context.Context, s *mcp.ClientSession) error {
 // with them). Its context is the sign instead: the connection makes its own context, hands it
 // to the transport's OAuthHandler with every request it sends, and cancels it as it closes.
 // The handler set here (endWatch) holds no credential; a server's headers carry those.
-func (e *sessionEnd) watch(t mcp.Transport) mcp.Transport {
+func (e *End) Watch(t mcp.Transport) mcp.Transport {
 	if s, ok := t.(*mcp.StreamableClientTransport); ok {
 		watched := *s
 		watched.OAuthHandler = &endWatch{end: e}
@@ -81,7 +101,7 @@ func (e *sessionEnd) watch(t mcp.Transport) mcp.Transport {
 // endingTransport is a stdio or legacy SSE transport whose connection reports its Close.
 type endingTransport struct {
 	mcp.Transport
-	end *sessionEnd
+	end *End
 }
 
 func (t endingTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -94,7 +114,7 @@ func (t endingTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 
 type endingConnection struct {
 	mcp.Connection
-	end *sessionEnd
+	end *End
 }
 
 func (c endingConnection) Close() error {
@@ -104,9 +124,9 @@ func (c endingConnection) Close() error {
 }
 
 // endWatch is the OAuthHandler of a streamable HTTP connection: it ties the session's end to
-// the connection's context (sessionEnd.watch), and adds no credential.
+// the connection's context (End.Watch), and adds no credential.
 type endWatch struct {
-	end  *sessionEnd
+	end  *End
 	once sync.Once
 }
 

@@ -1,4 +1,4 @@
-package conn
+package policy
 
 import (
 	"crypto/rand"
@@ -37,9 +37,9 @@ type Isolation struct {
 // a command needs to be found and to print, nothing that identifies or authorizes anyone.
 var PassedEnv = []string{"PATH", "LANG", "TMPDIR"}
 
-// serverEnv is a stdio server's whole environment: the passed-through variables of the
-// controller's own environment, HOME, then the configured entries (which win over both).
-func (iso *Isolation) serverEnv(home string, configured []string) []string {
+// Env is a stdio server's whole environment: the passed-through variables of the controller's
+// own environment, HOME, then the configured entries (which win over both).
+func (iso *Isolation) Env(home string, configured []string) []string {
 	var env []string
 	for _, name := range slices.Concat(PassedEnv, iso.PassEnv) {
 		if v, ok := os.LookupEnv(name); ok && name != "HOME" {
@@ -71,9 +71,9 @@ func dedupEnv(env []string) []string {
 	return out
 }
 
-// makeHome returns the HOME of a server process about to start, and a function that removes
+// MakeHome returns the HOME of a server process about to start, and a function that removes
 // it (a no-op for a shared Home).
-func (iso *Isolation) makeHome(server string) (string, func(), error) {
+func (iso *Isolation) MakeHome(server string) (string, func(), error) {
 	if iso.Home != "" {
 		return iso.Home, func() {}, nil
 	}

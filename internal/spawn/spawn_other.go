@@ -1,10 +1,10 @@
 //go:build !linux
 
-package conn
+package spawn
 
 // start starts the process and waits for it on a goroutine of its own, which closes p.done.
 // Outside Linux there is no parent-death signal to tie a server to the thread that started it.
-func (p *process) start() error {
+func start(p *Process) error {
 	if err := p.cmd.Start(); err != nil {
 		return err
 	}

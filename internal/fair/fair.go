@@ -1,4 +1,16 @@
-package conn
+// Package fair shares a connection among the sessions that send on it: each may have at most
+// a number of requests in flight on it (MaxCallsPerSession), and the connection at most
+// another (MaxCalls). A request past either waits in its session's own line; a freed slot
+// goes to the next session in turn that may take one (round robin over the sessions waiting),
+// so one session's thousand calls wait behind each other, not in front of another session's
+// one. Requests of no session (a connection's own: lists, pings, unsubscribes) are not queued.
+//
+// It is an engine apart from the connection it admits requests to (internal/conn) because
+// every forwarded request goes through it: it is held to the call path's benchmarks (make
+// bench: BenchmarkGatewayCallOverhead and BenchmarkGatewayThroughput, many sessions on one
+// connection, in internal/gateway; BenchmarkCallPathProcesses and its Throughput variant in
+// cmd/projectmcp) and to a loaded connection at scale (make bench-scale).
+package fair
 
 import (
 	"context"
@@ -7,28 +19,8 @@ import (
 	"time"
 )
 
-// Sessions share a connection fairly: each may have at most MaxCallsPerSession requests in
-// flight on it, and the connection at most MaxCalls. A request past either waits in its
-// session's own line; a freed slot goes to the next session in turn that may take one (round
-// robin over the sessions waiting), so one session's thousand calls wait behind each other,
-// not in front of another session's one. Requests of no session (the connection's own:
-// lists, pings, unsubscribes) are not queued.
-
-type sessionKey struct{}
-
-// WithSession names the session (by its ref) a request sent with ctx is for: the fair queue's
-// key. A request without one is the connection's own.
-func WithSession(ctx context.Context, ref string) context.Context {
-	return context.WithValue(ctx, sessionKey{}, ref)
-}
-
-func sessionFrom(ctx context.Context) string {
-	s, _ := ctx.Value(sessionKey{}).(string)
-	return s
-}
-
-// fairQueue admits a connection's requests.
-type fairQueue struct {
+// Queue admits a connection's requests.
+type Queue struct {
 	mu         sync.Mutex
 	max        int // in flight on the connection
 	perSession int // in flight per session
@@ -47,8 +39,10 @@ type waiter struct {
 	granted bool
 }
 
-func newFairQueue(max, perSession int, report func()) *fairQueue {
-	return &fairQueue{max: max, perSession: perSession, report: report, bySession: map[string]int{}, lines: map[string][]*waiter{}}
+// New is a queue admitting max requests at once, perSession of them a session's; report is
+// told when the requests waiting change much (reportable).
+func New(max, perSession int, report func()) *Queue {
+	return &Queue{max: max, perSession: perSession, report: report, bySession: map[string]int{}, lines: map[string][]*waiter{}}
 }
 
 // reportable reports whether the number of requests waiting has changed enough since it was
@@ -66,7 +60,7 @@ func reportable(waiting, reported int) bool {
 }
 
 // unlock releases q.mu, then reports the figures if they changed enough.
-func (q *fairQueue) unlock() {
+func (q *Queue) unlock() {
 	report := reportable(q.waiting, q.reported)
 	if report {
 		q.reported = q.waiting
@@ -77,9 +71,9 @@ func (q *fairQueue) unlock() {
 	}
 }
 
-// acquire waits for a slot for session's request; it fails only when ctx ends first. The
+// Acquire waits for a slot for session's request; it fails only when ctx ends first. The
 // returned wait is how long it waited.
-func (q *fairQueue) acquire(ctx context.Context, session string) (wait time.Duration, err error) {
+func (q *Queue) Acquire(ctx context.Context, session string) (wait time.Duration, err error) {
 	q.mu.Lock()
 	if len(q.lines[session]) == 0 && q.free(session) {
 		q.take(session)
@@ -112,14 +106,14 @@ func (q *fairQueue) acquire(ctx context.Context, session string) (wait time.Dura
 		q.bySession[session], q.perSession, q.running, q.max, context.Cause(ctx))
 }
 
-// release frees a slot acquire gave session.
-func (q *fairQueue) release(session string) {
+// Release frees a slot Acquire gave session.
+func (q *Queue) Release(session string) {
 	q.mu.Lock()
 	defer q.unlock()
 	q.releaseLocked(session)
 }
 
-func (q *fairQueue) releaseLocked(session string) {
+func (q *Queue) releaseLocked(session string) {
 	q.running--
 	if q.bySession[session]--; q.bySession[session] <= 0 {
 		delete(q.bySession, session)
@@ -128,18 +122,18 @@ func (q *fairQueue) releaseLocked(session string) {
 }
 
 // free reports whether session may start a request now.
-func (q *fairQueue) free(session string) bool {
+func (q *Queue) free(session string) bool {
 	return q.running < q.max && q.bySession[session] < q.perSession
 }
 
-func (q *fairQueue) take(session string) {
+func (q *Queue) take(session string) {
 	q.running++
 	q.bySession[session]++
 }
 
 // grant gives free slots to the waiting sessions in turn: the first in turns that may start
 // one takes its oldest request's slot and goes to the back of the turns.
-func (q *fairQueue) grant() {
+func (q *Queue) grant() {
 	for q.running < q.max {
 		i := 0
 		for i < len(q.turns) && !q.free(q.turns[i]) {
@@ -165,7 +159,7 @@ func (q *fairQueue) grant() {
 }
 
 // leave takes a request that gave up out of its session's line.
-func (q *fairQueue) leave(session string, w *waiter) {
+func (q *Queue) leave(session string, w *waiter) {
 	line := q.lines[session]
 	for i, x := range line {
 		if x == w {
@@ -187,8 +181,8 @@ func (q *fairQueue) leave(session string, w *waiter) {
 	}
 }
 
-// depth is how many requests wait now and how many ever have.
-func (q *fairQueue) depth() (waiting int, waited uint64) {
+// Depth is how many requests wait now and how many ever have.
+func (q *Queue) Depth() (waiting int, waited uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.waiting, q.waited

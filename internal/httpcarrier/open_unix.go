@@ -1,6 +1,6 @@
 //go:build unix
 
-package conn
+package httpcarrier
 
 import (
 	"net"

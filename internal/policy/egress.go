@@ -1,4 +1,4 @@
-package conn
+package policy
 
 import (
 	"context"
@@ -123,21 +123,22 @@ func (p URLPattern) matchURL(u *url.URL) bool {
 
 func (p URLPattern) matchAddr(a netip.Addr) bool { return p.isAddress() && p.prefix.Contains(a) }
 
-// route is the egress decision for one server URL, made before connecting; the addresses
-// connected to are checked against it.
-type route struct {
+// Route is the egress decision for one server URL, made before connecting; the addresses
+// connected to are checked against it. It is comparable: what a dialer checking addresses
+// under it does depends on nothing else.
+type Route struct {
 	egress  *Egress
 	allowed bool // an allow URL pattern matched the URL
 	literal bool // ... one naming the host literally
 }
 
-// check refuses a URL the patterns refuse. name is what errors call the URL: the URL as
+// Check refuses a URL the patterns refuse. name is what errors call the URL: the URL as
 // configured (before expansion), never a value that may hold secrets.
-func (e *Egress) check(u *url.URL, name string) (*route, error) {
-	r := &route{egress: e}
+func (e *Egress) Check(u *url.URL, name string) (*Route, error) {
+	r := &Route{egress: e}
 	for _, p := range e.Deny {
 		if p.matchURL(u) {
-			return nil, &invalidConfigError{msg: fmt.Sprintf("%s is refused here: it matches the controller's --deny-url %q", name, p)}
+			return nil, fmt.Errorf("%s is refused here: it matches the controller's --deny-url %q", name, p)
 		}
 	}
 	addressAllows := false
@@ -148,7 +149,7 @@ func (e *Egress) check(u *url.URL, name string) (*route, error) {
 		}
 	}
 	if len(e.Allow) > 0 && !r.allowed && !addressAllows {
-		return nil, &invalidConfigError{msg: fmt.Sprintf("%s is not allowed here: it matches no --allow-url pattern of the controller", name)}
+		return nil, fmt.Errorf("%s is not allowed here: it matches no --allow-url pattern of the controller", name)
 	}
 	return r, nil
 }
@@ -156,7 +157,7 @@ func (e *Egress) check(u *url.URL, name string) (*route, error) {
 // checkAddr refuses connecting to an address (after DNS) that the policy refuses. An IPv6
 // address that carries an IPv4 address (NAT64, 6to4) reaches that IPv4 address through a
 // gateway, so the IPv4 address is checked too, as if it were dialed.
-func (r *route) checkAddr(a netip.Addr) error {
+func (r *Route) checkAddr(a netip.Addr) error {
 	a = a.Unmap()
 	if err := r.refusal(a, true); err != nil {
 		return err
@@ -171,7 +172,7 @@ func (r *route) checkAddr(a netip.Addr) error {
 
 // refusal is the policy's decision on one address. dialed is false for an IPv4 address carried
 // in the dialed one: the allow list decides on the address dialed, the refusals apply to both.
-func (r *route) refusal(a netip.Addr, dialed bool) error {
+func (r *Route) refusal(a netip.Addr, dialed bool) error {
 	addrAllowed := false
 	for _, p := range r.egress.Deny {
 		if p.matchAddr(a) {
@@ -272,9 +273,9 @@ func localNAT64(b [16]byte) []carriedAddr {
 	return out
 }
 
-// dialer connects only to addresses the route admits: the check runs on the address actually
+// Dialer connects only to addresses the route admits: the check runs on the address actually
 // dialed, after DNS, for every attempt (each address of a name is tried in turn).
-func (r *route) dialer() *net.Dialer {
+func (r *Route) Dialer() *net.Dialer {
 	return &net.Dialer{
 		Timeout:   30 * time.Second,
 		KeepAlive: 30 * time.Second,
@@ -292,59 +293,59 @@ func (r *route) dialer() *net.Dialer {
 	}
 }
 
-// sameOrigin sends a request only to the origin (scheme, host and port) of the server's URL,
+// SameOrigin sends a request only to the origin (scheme, host and port) of the server's URL,
 // and only where the egress policy admits its URL: the configured headers (often credentials)
 // go with every request, and a legacy SSE server's endpoint event names the URL every message
 // is POSTed to, which may be any URL. Redirects come here too. A refused request is never
 // sent: no connection is opened for it.
-type sameOrigin struct {
-	base    http.RoundTripper
-	origin  string  // originOf the server's URL
-	egress  *Egress // nil: no policy
-	refused *atomic.Pointer[refusedRequest]
+type SameOrigin struct {
+	Base    http.RoundTripper
+	Origin  string  // OriginOf the server's URL
+	Egress  *Egress // nil: no policy
+	Refused *atomic.Pointer[RefusedRequest]
 }
 
-func (t sameOrigin) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t SameOrigin) RoundTrip(req *http.Request) (*http.Response, error) {
 	if msg := t.refusal(req); msg != "" {
 		if req.Body != nil {
 			req.Body.Close() // a RoundTripper closes the body, even on error
 		}
-		r := &refusedRequest{msg}
-		if t.refused != nil {
-			t.refused.CompareAndSwap(nil, r)
+		r := &RefusedRequest{msg}
+		if t.Refused != nil {
+			t.Refused.CompareAndSwap(nil, r)
 		}
 		return nil, r
 	}
-	return t.base.RoundTrip(req)
+	return t.Base.RoundTrip(req)
 }
 
-// refusedRequest is a request sameOrigin did not send. It is the server's doing (its endpoint
+// RefusedRequest is a request SameOrigin did not send. It is the server's doing (its endpoint
 // event, its redirect), not the configuration's: not permanent.
-type refusedRequest struct{ msg string }
+type RefusedRequest struct{ msg string }
 
-func (e *refusedRequest) Error() string { return e.msg }
+func (e *RefusedRequest) Error() string { return e.msg }
 
 // refusal is why req may not be sent, or "". It names the origin asked for, never the path or
 // query: an SSE endpoint's URL carries the server's session id.
-func (t sameOrigin) refusal(req *http.Request) string {
+func (t SameOrigin) refusal(req *http.Request) string {
 	what := "the SSE endpoint event"
 	if req.Response != nil {
 		what = "a redirect"
 	}
-	if o := originOf(req.URL); o != t.origin {
+	if o := OriginOf(req.URL); o != t.Origin {
 		return fmt.Sprintf("%s names another origin: %s, not the origin of the server's url; refused, nothing was sent there", what, o)
 	}
-	if t.egress == nil {
+	if t.Egress == nil {
 		return ""
 	}
-	if _, err := t.egress.check(req.URL, "the url that "+what+" names"); err != nil {
+	if _, err := t.Egress.Check(req.URL, "the url that "+what+" names"); err != nil {
 		return err.Error()
 	}
 	return ""
 }
 
-// originOf is a URL's scheme, host and port, in lower case, the port always given.
-func originOf(u *url.URL) string {
+// OriginOf is a URL's scheme, host and port, in lower case, the port always given.
+func OriginOf(u *url.URL) string {
 	scheme := strings.ToLower(u.Scheme)
 	port := u.Port()
 	if port == "" {
@@ -353,13 +354,13 @@ func originOf(u *url.URL) string {
 	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
-// proxied is the Proxy function of a transport whose dialer checks addresses under r (nil: no
-// policy). Through a proxy the dialer sees only the proxy's address, so before each request
+// Proxied is the Proxy function of a transport whose dialer checks addresses under r (nil: no
+// policy), fromEnv the proxy settings of the controller's environment. Through a proxy the dialer sees only the proxy's address, so before each request
 // that goes through one, the URL's host is resolved here and every address it resolves to is
 // checked as if dialed; one refused address refuses the request. The proxy resolves the name
 // again, so a name whose answers change between the two lookups (DNS rebinding) can still
 // reach a refused address: a URL naming an address is checked exactly.
-func (r *route) proxied(fromEnv func(*url.URL) (*url.URL, error)) func(*http.Request) (*url.URL, error) {
+func (r *Route) Proxied(fromEnv func(*url.URL) (*url.URL, error)) func(*http.Request) (*url.URL, error) {
 	return func(req *http.Request) (*url.URL, error) {
 		p, err := fromEnv(req.URL)
 		if err != nil {
@@ -370,14 +371,14 @@ func (r *route) proxied(fromEnv func(*url.URL) (*url.URL, error)) func(*http.Req
 			return p, nil
 		}
 		if err := r.checkHost(req.Context(), req.URL.Hostname()); err != nil {
-			return nil, fmt.Errorf("through the proxy %s: %w", proxyName(p), err)
+			return nil, fmt.Errorf("through the proxy %s: %w", ProxyName(p), err)
 		}
 		return p, nil
 	}
 }
 
 // checkHost checks every address host (a name or an address) resolves to.
-func (r *route) checkHost(ctx context.Context, host string) error {
+func (r *Route) checkHost(ctx context.Context, host string) error {
 	if a, err := netip.ParseAddr(host); err == nil {
 		return r.checkAddr(a)
 	}
@@ -393,18 +394,18 @@ func (r *route) checkHost(ctx context.Context, host string) error {
 	return nil
 }
 
-// proxyName is a proxy's URL without its credentials, path or query: scheme://host[:port].
-func proxyName(p *url.URL) string { return p.Scheme + "://" + p.Host }
+// ProxyName is a proxy's URL without its credentials, path or query: scheme://host[:port].
+func ProxyName(p *url.URL) string { return p.Scheme + "://" + p.Host }
 
-// mcpResponses refuses answers that are not MCP, before the SDK reads them: the SDK quotes
+// MCPResponses refuses answers that are not MCP, before the SDK reads them: the SDK quotes
 // part of a body it cannot parse in its errors (the first line of a non-event-stream answer to
 // an SSE connect), and those errors reach status and events, where whoever wrote the config
 // could read what an internal service answered. The error says what came back (status,
 // content type) and never the body.
-type mcpResponses struct{ base http.RoundTripper }
+type MCPResponses struct{ Base http.RoundTripper }
 
-func (t mcpResponses) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(req)
+func (t MCPResponses) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.Base.RoundTrip(req)
 	if err != nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// Error statuses pass: the SDK shows only the status text, or the message of a
 		// JSON-RPC error in the body.

@@ -1,7 +1,8 @@
-package conn
+package bound
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"mime"
@@ -11,7 +12,7 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// boundedBodies holds every answer of an HTTP or SSE server to MaxMessageBytes per message,
+// Bodies holds every answer of an HTTP or SSE server to Limit per message (MaxMessageBytes),
 // under both readers of them: the SDK's client (which reads a JSON body whole with io.ReadAll,
 // and fails the whole connection on a body it cannot read or an event over its own bound) and
 // the upstream's forwarded requests. A message over the bound is never kept:
@@ -23,33 +24,33 @@ import (
 //     on: on the stream of a request (a POST), the request fails the same way and the stream
 //     ends there; on a stream of its own (the GET stream, legacy SSE), the rest of the event
 //     is read without being kept, and when it was an answer (its id is followed as it goes
-//     by, jsonTop) an error answering it takes its place; anything else is dropped.
-//   - An error status's body is cut at errorBodyBytes (only a JSON-RPC error in it is read).
-type boundedBodies struct {
-	base  http.RoundTripper
-	limit int64
-	items int // MaxListItems: a list result holding more is refused before the SDK decodes it
-	log   logr.Logger
+//     by, Top) an error answering it takes its place; anything else is dropped.
+//   - An error status's body is cut at ErrorBodyBytes (only a JSON-RPC error in it is read).
+type Bodies struct {
+	Base  http.RoundTripper
+	Limit int64
+	Items int // MaxListItems: a list result holding more is refused before the SDK decodes it
+	Log   logr.Logger
 }
 
-func (t *boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(req)
-	if err != nil || resp.Body == nil || resp.Body == http.NoBody || req.Context().Value(boundedByReader{}) != nil {
+func (t *Bodies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.Base.RoundTrip(req)
+	if err != nil || resp.Body == nil || resp.Body == http.NoBody || IsByReader(req.Context()) {
 		return resp, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		resp.Body = &cutBody{r: io.LimitReader(resp.Body, min(t.limit, errorBodyBytes)), c: resp.Body}
+		resp.Body = &cutBody{r: io.LimitReader(resp.Body, min(t.Limit, ErrorBodyBytes)), c: resp.Body}
 		return resp, nil
 	}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch ct {
 	case "application/json":
 		switch {
-		case resp.ContentLength > t.limit:
+		case resp.ContentLength > t.Limit:
 			resp.Body.Close() // never read
 			resp.Body = io.NopCloser(t.answer(req))
 			resp.ContentLength = -1
-		case resp.ContentLength < 0 || resp.ContentLength > int64(2*t.items):
+		case resp.ContentLength < 0 || resp.ContentLength > int64(2*t.Items):
 			// Chunked or decompressed (counted as it comes), or large enough to be a list
 			// result over the bound on items.
 			resp.Body = &jsonBody{src: resp.Body, t: t, req: req}
@@ -58,15 +59,22 @@ func (t *boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
 	case "text/event-stream":
 		resp.Body = &eventBody{src: resp.Body, t: t, req: req}
 	default:
-		resp.Body = &cutBody{r: io.LimitReader(resp.Body, t.limit), c: resp.Body}
+		resp.Body = &cutBody{r: io.LimitReader(resp.Body, t.Limit), c: resp.Body}
 	}
 	return resp, nil
 }
 
-// boundedByReader marks the requests whose answers their reader bounds itself, with the same
-// bound and error: the upstream's own requests of methods that answer no list (readResponse,
-// readStream), whose every event a second watch here would read twice.
-type boundedByReader struct{}
+// byReader marks the requests whose answers their reader bounds itself, with the same bound
+// and error: a connection's forwarded requests of methods that answer no list, whose every
+// event a second watch here would read twice.
+type byReader struct{}
+
+// ByReader marks the requests sent with the context it returns as bounded by their reader:
+// Bodies passes their answers on as they come.
+func ByReader(ctx context.Context) context.Context { return context.WithValue(ctx, byReader{}, true) }
+
+// IsByReader reports whether ByReader marked ctx's requests.
+func IsByReader(ctx context.Context) bool { return ctx.Value(byReader{}) != nil }
 
 // requestID is the id of the JSON-RPC request req carries (as JSON), when it is one: the SDK
 // and the upstream put the id near the start, so only the first bytes are looked at.
@@ -79,11 +87,11 @@ func requestID(req *http.Request) ([]byte, bool) {
 		return nil, false
 	}
 	defer body.Close()
-	var top jsonTop
+	var top Top
 	buf := make([]byte, 4096)
 	for read := 0; read < 64<<10; {
 		n, err := body.Read(buf)
-		top.feed(buf[:n])
+		top.Feed(buf[:n])
 		read += n
 		if id, ok := top.ID(); ok && top.method {
 			return id, true
@@ -98,11 +106,11 @@ func requestID(req *http.Request) ([]byte, bool) {
 
 // answer is what stands in for an answer over the bound to req: a JSON-RPC error answering
 // its id. Without one (not a request of ours) the body cannot be read at all.
-func (t *boundedBodies) answer(req *http.Request) io.Reader {
+func (t *Bodies) answer(req *http.Request) io.Reader {
 	if id, ok := requestID(req); ok {
-		return bytes.NewReader(errorResponse(id, tooLargeMessage(t.limit)))
+		return bytes.NewReader(ErrorResponse(id, TooLargeMessage(t.Limit)))
 	}
-	return &failedReader{err: tooLarge(t.limit)}
+	return &failedReader{err: TooLarge(t.Limit)}
 }
 
 // cutBody ends (with EOF) where its limit is reached.
@@ -115,11 +123,11 @@ func (b *cutBody) Read(p []byte) (int, error) { return b.r.Read(p) }
 func (b *cutBody) Close() error               { return b.c.Close() }
 
 // jsonBody reads a JSON body whole, up to the bound, before handing it on; it is followed as
-// it comes (jsonTop), so that a list result holding more items than the bound is refused as
+// it comes (Top), so that a list result holding more items than the bound is refused as
 // soon as it is known, before the rest is read.
 type jsonBody struct {
 	src  io.ReadCloser
-	t    *boundedBodies
+	t    *Bodies
 	req  *http.Request
 	once sync.Once
 	r    io.Reader
@@ -131,24 +139,24 @@ func (b *jsonBody) Read(p []byte) (int, error) {
 }
 
 func (b *jsonBody) read() io.Reader {
-	var top jsonTop
+	var top Top
 	var data []byte
 	chunk := chunks.Get().(*[]byte)
 	defer chunks.Put(chunk)
 	for {
 		n, err := b.src.Read(*chunk)
 		data = append(data, (*chunk)[:n]...)
-		top.feed((*chunk)[:n])
+		top.Feed((*chunk)[:n])
 		what, items := top.Items()
 		switch {
-		case int64(len(data)) > b.t.limit:
+		case int64(len(data)) > b.t.Limit:
 			b.src.Close() // the rest is never read
 			return b.t.answer(b.req)
-		case top.list != "" && items > b.t.items:
+		case top.Listing() && items > b.t.Items:
 			b.src.Close()
-			msg := listMessage(what, b.t.items)
+			msg := ListMessage(what, b.t.Items)
 			if id, ok := requestID(b.req); ok {
-				return bytes.NewReader(errorResponse(id, msg))
+				return bytes.NewReader(ErrorResponse(id, msg))
 			}
 			return &failedReader{err: errors.New(msg)}
 		case err == io.EOF:
@@ -169,16 +177,16 @@ type failedReader struct{ err error }
 
 func (r *failedReader) Read([]byte) (int, error) { return 0, r.err }
 
-// minDirectRead is the smallest buffer of its reader's that an eventBody reads into directly;
-// a smaller one is read through a pooled chunk.
-const minDirectRead = 512
+// minCallerRead is the smallest buffer of its reader's that an eventBody reads into; a smaller
+// one is read through a pooled chunk.
+const minCallerRead = 512
 
 // eventBody passes an event stream on whole events at a time, each at most the bound. Each
-// event's data is followed as it comes (jsonTop), so that a list result holding more items
+// event's data is followed as it comes (Top), so that a list result holding more items
 // than the bound is refused as soon as it is known, before the rest is read.
 type eventBody struct {
 	src io.ReadCloser
-	t   *boundedBodies
+	t   *Bodies
 	req *http.Request
 
 	buf []byte // whole events not yet handed on (buf[off:out]), then the event being read
@@ -189,9 +197,9 @@ type eventBody struct {
 	lineLen int  // bytes of the current line so far, without its newline
 	lineCR  bool // and the current line so far is just "\r"
 
-	top  jsonTop // following the current event's data
-	head []byte  // the first bytes of the current line
-	kind int     // what that line is: 0 not known yet, 1 data, 2 anything else
+	top  Top    // following the current event's data
+	head []byte // the first bytes of the current line
+	kind int    // what that line is: 0 not known yet, 1 data, 2 anything else
 
 	skip string // why the current event is being read without being kept ("": it is kept)
 }
@@ -216,7 +224,7 @@ func (b *eventBody) Read(p []byte) (int, error) {
 		// through that wait was 15 KB per connection (the scale benchmark's heap profile).
 		into := p
 		var chunk *[]byte
-		if len(into) < minDirectRead {
+		if len(into) < minCallerRead {
 			chunk = chunks.Get().(*[]byte)
 			into = *chunk
 		}
@@ -269,10 +277,10 @@ func (b *eventBody) take(p []byte) {
 		}
 		b.buf = append(b.buf, seg...)
 		switch what, n := b.top.Items(); {
-		case int64(len(b.buf)-b.out) > b.t.limit:
-			b.startSkip(tooLargeMessage(b.t.limit))
-		case b.top.list != "" && n > b.t.items:
-			b.startSkip(listMessage(what, b.t.items))
+		case int64(len(b.buf)-b.out) > b.t.Limit:
+			b.startSkip(TooLargeMessage(b.t.Limit))
+		case b.top.Listing() && n > b.t.Items:
+			b.startSkip(ListMessage(what, b.t.Items))
 		}
 	}
 }
@@ -289,14 +297,14 @@ func (b *eventBody) follow(seg []byte, ends bool) {
 		}
 		if rest, ok := bytes.CutPrefix(b.head, []byte("data:")); ok {
 			b.kind = 1
-			b.top.feed(bytes.TrimPrefix(rest, []byte(" ")))
+			b.top.Feed(bytes.TrimPrefix(rest, []byte(" ")))
 		} else {
 			b.kind = 2
 		}
 		b.head = b.head[:0]
 	}
 	if b.kind == 1 {
-		b.top.feed(seg)
+		b.top.Feed(seg)
 	}
 	if ends {
 		b.kind = 0
@@ -310,7 +318,7 @@ func (b *eventBody) follow(seg []byte, ends bool) {
 func (b *eventBody) startSkip(why string) {
 	b.buf = b.buf[:b.out]
 	if id, ok := requestID(b.req); ok {
-		b.emit(errorResponse(id, why))
+		b.emit(ErrorResponse(id, why))
 		b.err = io.EOF
 		b.src.Close() // the rest is never read
 		return
@@ -325,11 +333,11 @@ func (b *eventBody) ended() {
 	case b.skip == "":
 		b.out = len(b.buf)
 	case ok:
-		b.emit(errorResponse(id, b.skip))
+		b.emit(ErrorResponse(id, b.skip))
 	default:
-		dropped(b.t.log, &b.top, b.skip)
+		Dropped(b.t.Log, &b.top, b.skip)
 	}
-	b.skip, b.top, b.head, b.kind = "", jsonTop{}, b.head[:0], 0
+	b.skip, b.top, b.head, b.kind = "", Top{}, b.head[:0], 0
 }
 
 // emit hands on an event holding msg (an error standing in for an answer over a bound).

@@ -1,55 +1,76 @@
-package conn
+package httpcarrier
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/dsh-dev/projectmcp/api/v1alpha1"
-	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
-// directServer is a loopback HTTP server a direct sends to, counting the TCP connections it
-// accepted and closed, and keeping them (to close one under the direct).
-type directServer struct {
+// testServer is a loopback HTTP server a carrier sends to, counting the TCP connections it
+// accepted and closed, and keeping them (to close one under the carrier) and their states.
+type testServer struct {
 	*httptest.Server
 	accepted atomic.Int32
 	closed   atomic.Int32
 	mu       sync.Mutex
 	conns    []net.Conn
+	states   map[net.Conn]http.ConnState
 }
 
-func startDirectServer(t *testing.T, h http.HandlerFunc) *directServer {
-	s := &directServer{Server: httptest.NewUnstartedServer(h)}
+func startServer(t *testing.T, h http.HandlerFunc) *testServer {
+	s := &testServer{Server: httptest.NewUnstartedServer(h), states: map[net.Conn]http.ConnState{}}
 	s.Config.ConnState = func(c net.Conn, state http.ConnState) {
 		if state == http.StateNew {
 			s.accepted.Add(1)
-			s.mu.Lock()
-			s.conns = append(s.conns, c)
-			s.mu.Unlock()
 		}
 		if state == http.StateClosed {
 			s.closed.Add(1)
 		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if state == http.StateNew {
+			s.conns = append(s.conns, c)
+		}
+		s.states[c] = state
 	}
 	s.Start()
 	t.Cleanup(s.Close)
 	return s
 }
 
+// answered waits until the server has written every answer to its end: each connection is
+// idle (the server sets that state once the answer is flushed) or closed.
+func (s *testServer) answered(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		busy := 0
+		for _, state := range s.states {
+			if state == http.StateNew || state == http.StateActive {
+				busy++
+			}
+		}
+		s.mu.Unlock()
+		if busy == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still answering", busy)
+		}
+	}
+}
+
 // closeConns closes, from the server's side, every connection it accepted.
-func (s *directServer) closeConns() {
+func (s *testServer) closeConns() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.conns {
@@ -57,20 +78,20 @@ func (s *directServer) closeConns() {
 	}
 }
 
-// newTestDirect is a direct to s with headers, and the pool it keeps connections in.
-func newTestDirect(t *testing.T, s *directServer, headers http.Header) (*direct, *idleConns) {
+// newTestCarrier is a carrier to s, and the pool it keeps connections in.
+func newTestCarrier(t *testing.T, s *testServer) (*Carrier, *Pool) {
 	u, _ := url.Parse(s.URL + "/mcp?x=1")
-	pool := newIdleConns(nil)
-	t.Cleanup(pool.close)
-	w := newDirect(u, &http.Transport{}, pool, headers)
+	pool := NewPool(nil)
+	t.Cleanup(pool.Close)
+	w := New(u, &http.Transport{}, pool)
 	if w == nil {
-		t.Fatal("no direct to a plain-HTTP server without a proxy")
+		t.Fatal("no carrier to a plain-HTTP server without a proxy")
 	}
 	return w, pool
 }
 
-// directPost sends body on w, as the upstream does, and returns the answer's body.
-func directPost(ctx context.Context, w *direct, target string, body string, header http.Header) (string, error) {
+// post sends body on w, as a connection's upstream does, and returns the answer's body.
+func post(ctx context.Context, w *Carrier, target string, body string, header http.Header) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, strings.NewReader(body))
 	if err != nil {
 		return "", err
@@ -78,7 +99,7 @@ func directPost(ctx context.Context, w *direct, target string, body string, head
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := w.roundTrip(req, []byte(body))
+	resp, err := w.Send(req, []byte(body))
 	if err != nil {
 		return "", err
 	}
@@ -87,11 +108,10 @@ func directPost(ctx context.Context, w *direct, target string, body string, head
 	return string(got), err
 }
 
-// The server gets from a direct the request net/http's Transport sends, configured headers and
-// all; only Accept-Encoding is not asked for (the answer is read as the server sends it). So
-// does it for a connection's own requests (directTransport): the SDK client's POSTs, its event
-// stream's GET and its closing DELETE.
-func TestDirectSendsWhatTheTransportSends(t *testing.T) {
+// The server gets from a carrier the request net/http's Transport sends, headers and all; only
+// Accept-Encoding is not asked for (the answer is read as the server sends it). So does it
+// through Transport: the SDK client's POSTs, its event stream's GET and its closing DELETE.
+func TestCarrierSendsWhatTheTransportSends(t *testing.T) {
 	type seen struct {
 		method, uri, host, proto string
 		length                   int64
@@ -99,7 +119,7 @@ func TestDirectSendsWhatTheTransportSends(t *testing.T) {
 		body                     string
 	}
 	got := make(chan seen, 2)
-	s := startDirectServer(t, func(w http.ResponseWriter, r *http.Request) {
+	s := startServer(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		h := r.Header.Clone()
 		h.Del("Accept-Encoding")
@@ -107,9 +127,9 @@ func TestDirectSendsWhatTheTransportSends(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	})
-	configured := http.Header{"Authorization": {"Bearer x"}, "X-Two": {"a", "b"}}
-	w, _ := newTestDirect(t, s, configured)
-	header := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Mcp-Method": {"tools/call"}}
+	w, _ := newTestCarrier(t, s)
+	header := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Mcp-Method": {"tools/call"},
+		"Authorization": {"Bearer x"}, "X-Two": {"a", "b"}}
 	const body = `{"jsonrpc":"2.0","id":"1","method":"tools/call","params":{"name":"echo"}}`
 	viaTransport := func(t *testing.T, rt http.RoundTripper, method, body string, header http.Header) seen {
 		var r io.Reader
@@ -118,7 +138,7 @@ func TestDirectSendsWhatTheTransportSends(t *testing.T) {
 		}
 		req, _ := http.NewRequest(method, s.URL+"/mcp?x=1", r)
 		req.Header = header.Clone()
-		resp, err := (&http.Client{Transport: &headerTransport{base: rt, headers: configured}}).Do(req)
+		resp, err := (&http.Client{Transport: rt}).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,13 +152,13 @@ func TestDirectSendsWhatTheTransportSends(t *testing.T) {
 	same := func(t *testing.T, a, b seen) {
 		if a.method != b.method || a.uri != b.uri || a.host != b.host || a.proto != b.proto ||
 			a.length != b.length || a.body != b.body || !equalHeaders(a.header, b.header) {
-			t.Fatalf("the server saw from the direct:\n%+v\nand from the Transport:\n%+v", a, b)
+			t.Fatalf("the server saw from the carrier:\n%+v\nand from the Transport:\n%+v", a, b)
 		}
 	}
 	t.Run("forwarded", func(t *testing.T) {
-		answer, err := directPost(context.Background(), w, s.URL+"/mcp?x=1", body, header)
+		answer, err := post(context.Background(), w, s.URL+"/mcp?x=1", body, header)
 		if err != nil || answer != `{"ok":true}` {
-			t.Fatalf("through the direct: %q, %v", answer, err)
+			t.Fatalf("through the carrier: %q, %v", answer, err)
 		}
 		same(t, <-got, viaTransport(t, http.DefaultTransport, http.MethodPost, body, header))
 	})
@@ -154,7 +174,7 @@ func TestDirectSendsWhatTheTransportSends(t *testing.T) {
 		{"no User-Agent", http.MethodGet, "", http.Header{"User-Agent": {""}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			same(t, viaTransport(t, directTransport{d: w, base: refuseTransport{t}}, tc.method, tc.body, tc.header),
+			same(t, viaTransport(t, Transport{Carrier: w, Base: refuseTransport{t}}, tc.method, tc.body, tc.header),
 				viaTransport(t, http.DefaultTransport, tc.method, tc.body, tc.header))
 		})
 	}
@@ -164,14 +184,14 @@ func TestDirectSendsWhatTheTransportSends(t *testing.T) {
 type refuseTransport struct{ t *testing.T }
 
 func (r refuseTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	r.t.Errorf("%s %s went through the Transport, not direct", req.Method, req.URL)
-	return nil, errors.New("not direct")
+	r.t.Errorf("%s %s went through the Transport, not the carrier", req.Method, req.URL)
+	return nil, errors.New("not on the carrier")
 }
 
 // A request net/http would send in chunks, or to another host, goes through the Transport.
-func TestDirectTransportTakes(t *testing.T) {
+func TestTransportTakes(t *testing.T) {
 	u, _ := url.Parse("http://127.0.0.1:8080/mcp")
-	d := &direct{host: dialHost(u)}
+	d := &Carrier{host: dialHost(u)}
 	stream := func() io.Reader { return io.MultiReader(strings.NewReader("{}")) } // of unknown length
 	for name, tc := range map[string]struct {
 		method, url string
@@ -199,7 +219,7 @@ func TestDirectTransportTakes(t *testing.T) {
 			if tc.change != nil {
 				tc.change(req)
 			}
-			if got := (directTransport{d: d}).takes(req); got != tc.want {
+			if got := (Transport{Carrier: d}).takes(req); got != tc.want {
 				t.Fatalf("takes = %v, want %v", got, tc.want)
 			}
 		})
@@ -220,14 +240,14 @@ func equalHeaders(a, b http.Header) bool {
 
 // Requests one after the other go on one TCP connection; a connection the server closed
 // while it was kept is not used, and the request goes on a new one.
-func TestDirectKeepsConnections(t *testing.T) {
-	s := startDirectServer(t, func(w http.ResponseWriter, r *http.Request) {
+func TestCarrierKeepsConnections(t *testing.T) {
+	s := startServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "event: message\ndata: {}\n\n")
 	})
-	w, pool := newTestDirect(t, s, nil)
+	w, pool := newTestCarrier(t, s)
 	for i := range 5 {
-		if got, err := directPost(context.Background(), w, s.URL+"/mcp", "{}", nil); err != nil || got != "event: message\ndata: {}\n\n" {
+		if got, err := post(context.Background(), w, s.URL+"/mcp", "{}", nil); err != nil || got != "event: message\ndata: {}\n\n" {
 			t.Fatalf("request %d: %q, %v", i, got, err)
 		}
 	}
@@ -236,51 +256,51 @@ func TestDirectKeepsConnections(t *testing.T) {
 	}
 	s.closeConns()
 	time.Sleep(50 * time.Millisecond) // the close reaches this side
-	if _, err := directPost(context.Background(), w, s.URL+"/mcp", "{}", nil); err != nil {
+	if _, err := post(context.Background(), w, s.URL+"/mcp", "{}", nil); err != nil {
 		t.Fatalf("after the server closed the kept connection: %v", err)
 	}
 	if n := s.accepted.Load(); n != 2 {
 		t.Fatalf("%d connections, want a second one", n)
 	}
-	if kept := pool.kept(w.host); kept != 1 {
+	if kept := pool.Idle(w.host); kept != 1 {
 		t.Fatalf("%d connections kept, want 1", kept)
 	}
 }
 
 // A body closed before its end closes its connection (what was left of it is not read), as
 // does an answer whose server said it closes the connection.
-func TestDirectClosesConnectionsNotReadToTheEnd(t *testing.T) {
-	s := startDirectServer(t, func(w http.ResponseWriter, r *http.Request) {
+func TestCarrierClosesConnectionsNotReadToTheEnd(t *testing.T) {
+	s := startServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("close") != "" {
 			w.Header().Set("Connection", "close")
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "data: {}\n\n")
 	})
-	w, pool := newTestDirect(t, s, nil)
+	w, pool := newTestCarrier(t, s)
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp", nil)
-	resp, err := w.roundTrip(req, []byte("{}"))
+	resp, err := w.Send(req, []byte("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _ = resp.Body.Read(make([]byte, 2))
 	resp.Body.Close()
-	if kept := pool.kept(w.host); kept != 0 {
+	if kept := pool.Idle(w.host); kept != 0 {
 		t.Fatalf("a body closed early left %d connections kept", kept)
 	}
-	if _, err := directPost(context.Background(), w, s.URL+"/mcp?close=1", "{}", nil); err != nil {
+	if _, err := post(context.Background(), w, s.URL+"/mcp?close=1", "{}", nil); err != nil {
 		t.Fatal(err)
 	}
-	if kept := pool.kept(w.host); kept != 0 {
+	if kept := pool.Idle(w.host); kept != 0 {
 		t.Fatalf("an answer with Connection: close left %d connections kept", kept)
 	}
 }
 
 // The request's context ends a wait for the answer's headers and a read of its body, with the
 // context's cause, and the connection is not kept.
-func TestDirectEndsWithTheContext(t *testing.T) {
+func TestCarrierEndsWithTheContext(t *testing.T) {
 	release := make(chan struct{})
-	s := startDirectServer(t, func(w http.ResponseWriter, r *http.Request) {
+	s := startServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("body") != "" {
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.(http.Flusher).Flush()
@@ -291,28 +311,28 @@ func TestDirectEndsWithTheContext(t *testing.T) {
 		}
 	})
 	defer close(release)
-	w, pool := newTestDirect(t, s, nil)
+	w, pool := newTestCarrier(t, s)
 	why := errors.New("the session went away")
 	for _, target := range []string{s.URL + "/mcp", s.URL + "/mcp?body=1"} {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		time.AfterFunc(100*time.Millisecond, func() { cancel(why) })
-		_, err := directPost(ctx, w, target, "{}", nil)
+		_, err := post(ctx, w, target, "{}", nil)
 		if !errors.Is(err, why) {
 			t.Fatalf("%s: %v, want the context's cause", target, err)
 		}
 	}
-	if kept := pool.kept(w.host); kept != 0 {
+	if kept := pool.Idle(w.host); kept != 0 {
 		t.Fatalf("%d cancelled connections kept", kept)
 	}
 }
 
 // A header value the Transport refuses (a name with a line break in it, say) is refused
 // before anything is sent.
-func TestDirectRefusesWhatTheTransportRefuses(t *testing.T) {
-	s := startDirectServer(t, func(http.ResponseWriter, *http.Request) {})
-	w, _ := newTestDirect(t, s, nil)
+func TestCarrierRefusesWhatTheTransportRefuses(t *testing.T) {
+	s := startServer(t, func(http.ResponseWriter, *http.Request) {})
+	w, _ := newTestCarrier(t, s)
 	for _, h := range []http.Header{{"Mcp-Name": {"a\r\nX-Injected: 1"}}, {"Bad Name": {"v"}}} {
-		if _, err := directPost(context.Background(), w, s.URL+"/mcp", "{}", h); err == nil || !strings.Contains(err.Error(), "invalid header field") {
+		if _, err := post(context.Background(), w, s.URL+"/mcp", "{}", h); err == nil || !strings.Contains(err.Error(), "invalid header field") {
 			t.Fatalf("%v: %v, want the header refused", h, err)
 		}
 	}
@@ -321,11 +341,11 @@ func TestDirectRefusesWhatTheTransportRefuses(t *testing.T) {
 	}
 }
 
-// Where a request must go through the Transport, no direct is made: https, or a proxy for the
+// Where a request must go through the Transport, no carrier is made: https, or a proxy for the
 // server's URL.
-func TestNewDirect(t *testing.T) {
-	pool := newIdleConns(nil)
-	defer pool.close()
+func TestNew(t *testing.T) {
+	pool := NewPool(nil)
+	defer pool.Close()
 	proxied := &http.Transport{Proxy: func(*http.Request) (*url.URL, error) { return url.Parse("http://127.0.0.1:3128") }}
 	for name, tc := range map[string]struct {
 		url  string
@@ -341,44 +361,44 @@ func TestNewDirect(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			u, _ := url.Parse(tc.url)
 			got := ""
-			if d := newDirect(u, tc.t, pool, nil); d != nil {
+			if d := New(u, tc.t, pool); d != nil {
 				got = d.host
 			}
 			if got != tc.want {
-				t.Fatalf("direct to %q, want %q (\"\": none)", got, tc.want)
+				t.Fatalf("a carrier to %q, want %q (\"\": none)", got, tc.want)
 			}
 		})
 	}
 }
 
-// The pool keeps at most maxIdlePerHost connections to a host, closes those idle for
+// The pool keeps at most MaxIdlePerHost connections to a host, closes those idle for
 // idleTimeout, and closes the rest, and any put after, when it is closed.
-func TestIdleConnsBounded(t *testing.T) {
-	pool := newIdleConns(nil)
+func TestPoolBounded(t *testing.T) {
+	pool := NewPool(nil)
 	var closed atomic.Int32
 	put := func(idle time.Time) {
 		a, b := net.Pipe()
 		t.Cleanup(func() { b.Close() })
-		c := &directConn{Conn: closeCounter{a, &closed}, host: "h:80"}
+		c := &tcpConn{Conn: closeCounter{a, &closed}, host: "h:80"}
 		pool.put(c)
 		c.idle = idle // as if put then
 	}
-	for range maxIdlePerHost + 3 {
+	for range MaxIdlePerHost + 3 {
 		put(time.Now())
 	}
-	if kept, shut := pool.kept("h:80"), closed.Load(); kept != maxIdlePerHost || shut != 3 {
-		t.Fatalf("kept %d, closed %d; want %d and 3", kept, shut, maxIdlePerHost)
+	if kept, shut := pool.Idle("h:80"), closed.Load(); kept != MaxIdlePerHost || shut != 3 {
+		t.Fatalf("kept %d, closed %d; want %d and 3", kept, shut, MaxIdlePerHost)
 	}
 	for _, c := range pool.hosts["h:80"][:10] {
 		c.idle = time.Now().Add(-idleTimeout)
 	}
 	pool.prune()
-	if kept, shut := pool.kept("h:80"), closed.Load(); kept != maxIdlePerHost-10 || shut != 13 {
-		t.Fatalf("after pruning kept %d, closed %d; want %d and 13", kept, shut, maxIdlePerHost-10)
+	if kept, shut := pool.Idle("h:80"), closed.Load(); kept != MaxIdlePerHost-10 || shut != 13 {
+		t.Fatalf("after pruning kept %d, closed %d; want %d and 13", kept, shut, MaxIdlePerHost-10)
 	}
-	pool.close()
+	pool.Close()
 	put(time.Now())
-	if kept, shut := pool.kept("h:80"), closed.Load(); kept != 0 || shut != maxIdlePerHost+4 {
+	if kept, shut := pool.Idle("h:80"), closed.Load(); kept != 0 || shut != MaxIdlePerHost+4 {
 		t.Fatalf("after close kept %d, closed %d; want none kept, all closed", kept, shut)
 	}
 }
@@ -390,66 +410,11 @@ type closeCounter struct {
 
 func (c closeCounter) Close() error { c.n.Add(1); return c.Conn.Close() }
 
-// kept is how many connections to host the pool keeps.
-func (p *idleConns) kept(host string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.hosts[host])
-}
-
-// A server that redirects its endpoint (/mcp to /mcp/, as some frameworks do) gets forwarded
-// calls through the HTTP client, which follows the redirect as it did for the SDK's own
-// requests.
-func TestForwardFollowsARedirect(t *testing.T) {
-	target, _ := url.Parse(fixture.StartHTTP(t))
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	var redirected atomic.Int32
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/mcp" {
-			redirected.Add(1)
-			http.Redirect(w, r, "/mcp/", http.StatusTemporaryRedirect)
-			return
-		}
-		r.URL.Path = "/mcp"
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
-	waitPhase(t, c, v1alpha1.PhaseReady)
-	for _, text := range []string{"one", "two"} {
-		if res, err := forwardEcho(t, c, text, Legacy); err != nil || textOf(res) != text {
-			t.Fatalf("a forwarded call to a redirecting server: %v", err)
-		}
-	}
-	if redirected.Load() == 0 {
-		t.Fatal("the server redirected nothing")
-	}
-}
-
-// A forwarded call to a plain-HTTP server goes direct, and its TCP connection is kept for the
-// next: calls one after the other open no connection the pool did not keep already.
-func TestForwardGoesDirect(t *testing.T) {
-	target, _ := url.Parse(fixture.StartHTTP(t))
-	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: target.String() + "/mcp"}}})
-	waitPhase(t, c, v1alpha1.PhaseReady)
-	_, pool, release := sharedTransport(nil)
-	defer release()
-	before := pool.kept(target.Host) // the lists' connections
-	for _, text := range []string{"one", "two", "three"} {
-		if res, err := forwardEcho(t, c, text, Legacy); err != nil || textOf(res) != text {
-			t.Fatalf("a forwarded call: %v", err)
-		}
-	}
-	if kept := pool.kept(target.Host); before == 0 || kept != before {
-		t.Fatalf("%d direct connections kept to the server after three calls, %d before, want as many and some", kept, before)
-	}
-}
-
 // A request the server drops on a kept connection, closing it unanswered, is sent again on a
 // new one when its method may be (GET, HEAD, DELETE), as the Transport does; a POST fails.
-func TestDirectSendsIdempotentRequestsAgain(t *testing.T) {
+func TestCarrierSendsIdempotentRequestsAgain(t *testing.T) {
 	var dropped atomic.Bool
-	s := startDirectServer(t, func(w http.ResponseWriter, r *http.Request) {
+	s := startServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Drop") != "" && dropped.CompareAndSwap(false, true) {
 			c, _, _ := w.(http.Hijacker).Hijack()
 			_ = c.Close()
@@ -457,8 +422,8 @@ func TestDirectSendsIdempotentRequestsAgain(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	w, _ := newTestDirect(t, s, nil)
-	rt := directTransport{d: w, base: refuseTransport{t}}
+	w, _ := newTestCarrier(t, s)
+	rt := Transport{Carrier: w, Base: refuseTransport{t}}
 	send := func(method string, drop bool) (string, error) {
 		req, _ := http.NewRequest(method, s.URL+"/mcp", nil)
 		if drop {
@@ -490,60 +455,13 @@ func TestDirectSendsIdempotentRequestsAgain(t *testing.T) {
 	}
 }
 
-// A forwarded call is answered once the server's response event comes, not once the server
-// ends the stream after it, as through a proxy that passes each event on; a call while that
-// end is still to come does not wait for it either.
-func TestForwardAnswersBeforeTheStreamEnds(t *testing.T) {
-	target, _ := url.Parse(fixture.StartHTTP(t))
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.FlushInterval = -1 // each event as it comes
-	var hold atomic.Pointer[chan struct{}]
-	held := make(chan string, 1) // the content type of a held answer
-	front := startDirectServer(t, func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		proxy.ServeHTTP(w, r)
-		if h := hold.Load(); h != nil && bytes.Contains(body, []byte(`"tools/call"`)) && hold.CompareAndSwap(h, nil) {
-			held <- w.Header().Get("Content-Type")
-			<-*h // the stream ends when the handler returns
-		}
-	})
-	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
-	waitPhase(t, c, v1alpha1.PhaseReady)
-	end := make(chan struct{})
-	hold.Store(&end)
-	released := atomic.Bool{}
-	safety := time.AfterFunc(3*time.Second, func() { released.Store(true); close(end) })
-	if res, err := forwardEcho(t, c, "one", Legacy); err != nil || textOf(res) != "one" {
-		t.Fatalf("a call whose stream is held open: %v", err)
-	}
-	if released.Load() {
-		t.Fatal("the call was answered only once the server ended its stream")
-	}
-	if ct := <-held; ct != "text/event-stream" {
-		t.Fatalf("the held answer is %q, want an event stream", ct)
-	}
-	if res, err := forwardEcho(t, c, "two", Legacy); err != nil || textOf(res) != "two" {
-		t.Fatalf("a call while the last stream's end is still to come: %v", err)
-	}
-	if !safety.Stop() {
-		t.Fatal("the second call waited for the first call's stream to end")
-	}
-	close(end)
-	for _, text := range []string{"three", "four"} {
-		if res, err := forwardEcho(t, c, text, Legacy); err != nil || textOf(res) != text {
-			t.Fatalf("a call once the stream ended: %v", err)
-		}
-	}
-}
-
-// A connection given back owing the end of its last answer's stream (endStream) is passed
-// over, and kept, while that end is still to come; once it has come, the next request reads
-// it and reuses the connection; one that owes an end for maxRestWait is closed.
-func TestDirectSettlesWhatAConnectionOwes(t *testing.T) {
+// A connection given back owing the end of its last answer's stream (Release) is passed over,
+// and kept, while that end is still to come; once it has come, the next request reads it and
+// reuses the connection; one that owes an end for maxRestWait is closed.
+func TestCarrierSettlesWhatAConnectionOwes(t *testing.T) {
 	const event = "event: message\ndata: {}\n\n"
 	hold := make(chan struct{})
-	s := startDirectServer(t, func(w http.ResponseWriter, r *http.Request) {
+	s := startServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, event)
 		if r.URL.Query().Get("hold") != "" {
@@ -552,37 +470,39 @@ func TestDirectSettlesWhatAConnectionOwes(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { close(hold) }) // before the server's close, which waits for its handlers
-	w, pool := newTestDirect(t, s, nil)
+	w, pool := newTestCarrier(t, s)
 	owe := func() {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp?hold=1", nil)
-		resp, err := w.roundTrip(req, []byte("{}"))
+		resp, err := w.Send(req, []byte("{}"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close() // nothing to do once endStream has given the connection back
+		defer resp.Body.Close() // nothing to do once Release has given the connection back
 		if _, err := io.ReadFull(resp.Body, make([]byte, len(event))); err != nil {
 			t.Fatal(err)
 		}
-		endStream(resp.Body)
+		if !Release(resp.Body) {
+			t.Fatal("Release did not take the carrier's answer")
+		}
 	}
 	post := func(what string) {
 		t.Helper()
-		if got, err := directPost(context.Background(), w, s.URL+"/mcp", "{}", nil); err != nil || got != event {
+		if got, err := post(context.Background(), w, s.URL+"/mcp", "{}", nil); err != nil || got != event {
 			t.Fatalf("%s: %q, %v", what, got, err)
 		}
 	}
 
 	owe()
-	if kept := pool.kept(w.host); kept != 1 {
+	if kept := pool.Idle(w.host); kept != 1 {
 		t.Fatalf("%d connections kept owing their stream's end, want 1", kept)
 	}
 	post("a request while the end is still to come")
-	if n, kept := s.accepted.Load(), pool.kept(w.host); n != 2 || kept != 2 {
+	if n, kept := s.accepted.Load(), pool.Idle(w.host); n != 2 || kept != 2 {
 		t.Fatalf("%d connections opened and %d kept, want a second opened and both kept", n, kept)
 	}
 	hold <- struct{}{}
-	time.Sleep(50 * time.Millisecond) // the end reaches this side
+	s.answered(t) // the end is written: on loopback it is at this side's socket
 	// The second connection out of the way, the next request takes the one that owed.
 	other := pool.take(w.host)
 	post("a request once the end came")
@@ -594,7 +514,7 @@ func TestDirectSettlesWhatAConnectionOwes(t *testing.T) {
 	// An answer whose end came with its last event (the chunked body's reader takes an end it
 	// has buffered with the data before it) gives its connection back owing nothing.
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp", nil)
-	resp, err := w.roundTrip(req, []byte("{}"))
+	resp, err := w.Send(req, []byte("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,7 +522,7 @@ func TestDirectSettlesWhatAConnectionOwes(t *testing.T) {
 	if _, err := io.ReadFull(resp.Body, make([]byte, len(event))); err != nil {
 		t.Fatal(err)
 	}
-	endStream(resp.Body)
+	Release(resp.Body)
 	if c := pool.take(w.host); c == nil || c.rest != nil {
 		t.Fatalf("a connection whose answer's end came with it: %+v, want it kept owing nothing", c)
 	} else {
