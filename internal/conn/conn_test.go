@@ -369,7 +369,7 @@ func TestHTTPHeaders(t *testing.T) {
 	})
 	waitPhase(t, c, v1alpha1.PhaseReady)
 	call(t, c, "echo", map[string]any{"text": "x"})
-	if res, err := forwardEcho(t, c, "y", Legacy); err != nil || textOf(res) != "y" { // on the carrier
+	if res, err := forwardEcho(t, c, "y", AcceptsStateful); err != nil || textOf(res) != "y" { // on the carrier
 		t.Fatalf("a forwarded call: %v", err)
 	}
 	mu.Lock()

@@ -30,40 +30,43 @@ var ErrNotRaw = errors.New("the connection takes no raw requests")
 // another protocol revision than the one the caller can take results in.
 var ErrOtherRevision = errors.New("the server speaks another protocol revision")
 
-// ErrAsksInput is Forward's answer when a server speaking 2026-07-28 answered a Legacy caller
+// ErrAsksInput is Forward's answer when a server speaking 2026-07-28 answered an AcceptsStateful caller
 // with input requests (MRTR), which a 2025-11-25 session cannot take: the request was sent, and
 // the caller is to send it again on a path that asks the session itself (the SDK's).
 var ErrAsksInput = errors.New("the server asks the session for input")
 
-// Revision is the protocol revision a Forward caller takes results in: each revision's
-// results have fields of their own, which a session of the other must not see.
-type Revision int
+// Accepts is which results a Forward caller takes, by the protocol revision
+// (internal/revision) whose shape they have: each revision's results have fields of their own,
+// which a session of the other must not see.
+type Accepts int
 
 const (
-	AnyRevision Revision = iota
-	// Legacy: 2025-11-25 and older. A 2026-07-28 server's result is reshaped (legacyShape).
-	Legacy
-	// Newest: 2026-07-28. A server speaking an older revision is ErrOtherRevision.
-	Newest
-	// LegacyExact: 2025-11-25 and older, from a server speaking such a revision too; a
+	// AcceptsAny: a result of either revision, as the server sent it.
+	AcceptsAny Accepts = iota
+	// AcceptsStateful: 2025-11-25 and older. A 2026-07-28 server's result is reshaped
+	// (statefulShape).
+	AcceptsStateful
+	// AcceptsStateless: 2026-07-28. A server speaking an older revision is ErrOtherRevision.
+	AcceptsStateless
+	// AcceptsStatefulOnly: 2025-11-25 and older, from a server speaking such a revision too; a
 	// 2026-07-28 server is ErrOtherRevision (nothing is reshaped).
-	LegacyExact
+	AcceptsStatefulOnly
 )
 
-func (r Revision) admits(version string) bool {
+func (r Accepts) admits(version string) bool {
 	switch r {
-	case Newest:
+	case AcceptsStateless:
 		return revision.Of(version) >= revision.Stateless
-	case LegacyExact:
+	case AcceptsStatefulOnly:
 		return revision.Of(version) < revision.Stateless
 	}
 	return true
 }
 
-// legacyShape makes a 2026-07-28 server's tools/call result what a 2025-11-25 session gets
+// statefulShape makes a 2026-07-28 server's tools/call result what a 2025-11-25 session gets
 // from that server directly: without resultType and without the server's serverInfo in _meta
 // (a 2025-11-25 session learns it at initialize). A result asking for input is ErrAsksInput.
-func legacyShape(res json.RawMessage) (json.RawMessage, error) {
+func statefulShape(res json.RawMessage) (json.RawMessage, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(res, &top); err != nil {
 		return nil, fmt.Errorf("the server's result is not a JSON object: %v", err)
@@ -94,10 +97,10 @@ type RawResult = json.RawMessage
 // forgot the session). members are the request's params members without braces, e.g.
 // `"name":"echo","arguments":{}`; Forward adds the _meta the session needs (2026-07-28 request
 // metadata, the log level, the progress token when onProgress is not nil, ctx's trace
-// context). A Newest caller on a connection speaking an older revision gets ErrOtherRevision,
+// context). An AcceptsStateless caller on a connection speaking an older revision gets ErrOtherRevision,
 // and any caller on one that takes no forwarded requests ErrNotRaw, before anything is sent; a
-// Legacy caller gets a 2026-07-28 server's result reshaped (legacyShape), or ErrAsksInput.
-func (c *Conn) Forward(ctx context.Context, method string, members []byte, onProgress func(*mcp.ProgressNotificationParams), rev Revision) (RawResult, error) {
+// AcceptsStateful caller gets a 2026-07-28 server's result reshaped (statefulShape), or ErrAsksInput.
+func (c *Conn) Forward(ctx context.Context, method string, members []byte, onProgress func(*mcp.ProgressNotificationParams), rev Accepts) (RawResult, error) {
 	var meta []byte
 	if onProgress != nil {
 		token, done := c.progress.watch(onProgress)
@@ -132,8 +135,8 @@ func (c *Conn) Forward(ctx context.Context, method string, members []byte, onPro
 		if errors.As(err, &rpcErr) {
 			return nil, rpcErr
 		}
-		if err == nil && rev == Legacy && revision.Of(s.InitializeResult().ProtocolVersion) >= revision.Stateless {
-			return legacyShape(res)
+		if err == nil && rev == AcceptsStateful && revision.Of(s.InitializeResult().ProtocolVersion) >= revision.Stateless {
+			return statefulShape(res)
 		}
 		return res, err
 	})
@@ -143,7 +146,7 @@ func (c *Conn) Forward(ctx context.Context, method string, members []byte, onPro
 // taking results in rev on the connection's current session: nil, ErrOtherRevision or
 // ErrNotRaw (what Forward would answer), or ErrUnavailable while no session is Ready. The
 // session can change between Takes and Forward (a reconnect), so Forward checks again.
-func (c *Conn) Takes(rev Revision) error {
+func (c *Conn) Takes(rev Accepts) error {
 	c.mu.Lock()
 	s, up, phase := c.live.session, c.live.up, c.state.Phase
 	c.mu.Unlock()

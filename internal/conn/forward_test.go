@@ -23,7 +23,7 @@ import (
 )
 
 // forwardRaw forwards tools/call echo and returns the result as the server sent it.
-func forwardRaw(c *Conn, text string, rev Revision) (json.RawMessage, error) {
+func forwardRaw(c *Conn, text string, rev Accepts) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	args, _ := json.Marshal(map[string]string{"text": text})
@@ -31,7 +31,7 @@ func forwardRaw(c *Conn, text string, rev Revision) (json.RawMessage, error) {
 }
 
 // forwardEcho forwards tools/call echo and decodes the result the way a session would.
-func forwardEcho(t *testing.T, c *Conn, text string, rev Revision) (*mcp.CallToolResult, error) {
+func forwardEcho(t *testing.T, c *Conn, text string, rev Accepts) (*mcp.CallToolResult, error) {
 	t.Helper()
 	raw, err := forwardRaw(c, text, rev)
 	if err != nil {
@@ -90,11 +90,11 @@ func TestForwardEveryTransport(t *testing.T) {
 			c := start(t, Options{Server: tc.server(t)})
 			waitPhase(t, c, v1alpha1.PhaseReady)
 			// Takes says beforehand what Forward answers.
-			wantTakes := map[Revision]error{AnyRevision: nil, Newest: nil, LegacyExact: nil}
+			wantTakes := map[Accepts]error{AcceptsAny: nil, AcceptsStateless: nil, AcceptsStatefulOnly: nil}
 			if tc.newest {
-				wantTakes[LegacyExact] = ErrOtherRevision
+				wantTakes[AcceptsStatefulOnly] = ErrOtherRevision
 			} else {
-				wantTakes[Newest] = ErrOtherRevision
+				wantTakes[AcceptsStateless] = ErrOtherRevision
 			}
 			for rev, want := range wantTakes {
 				if !tc.forwards && want == nil {
@@ -104,7 +104,7 @@ func TestForwardEveryTransport(t *testing.T) {
 					t.Fatalf("Takes(%d) = %v, want %v", rev, got, want)
 				}
 			}
-			res, err := forwardEcho(t, c, "forwarded", AnyRevision)
+			res, err := forwardEcho(t, c, "forwarded", AcceptsAny)
 			if !tc.forwards {
 				if !errors.Is(err, ErrNotRaw) {
 					t.Fatalf("a connection that takes no forwarded requests: %v", err)
@@ -125,11 +125,11 @@ func TestForwardEveryTransport(t *testing.T) {
 			// has; a 2026-07-28 caller is refused a 2025-11-25 server's before anything is sent.
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			raw, err := c.Forward(ctx, "tools/call", []byte(`"name":"echo","arguments":{"text":"legacy"}`), nil, Legacy)
+			raw, err := c.Forward(ctx, "tools/call", []byte(`"name":"echo","arguments":{"text":"legacy"}`), nil, AcceptsStateful)
 			if err != nil || bytes.Contains(raw, []byte("resultType")) || bytes.Contains(raw, []byte(mcp.MetaKeyServerInfo)) {
 				t.Fatalf("for a 2025-11-25 caller: %s %v", raw, err)
 			}
-			_, newestErr := forwardEcho(t, c, "newest", Newest)
+			_, newestErr := forwardEcho(t, c, "newest", AcceptsStateless)
 			if tc.newest == errors.Is(newestErr, ErrOtherRevision) {
 				t.Fatalf("a server speaking the newest revision=%v: for a 2026-07-28 caller %v", tc.newest, newestErr)
 			}
@@ -143,7 +143,7 @@ func TestForwardedResultOutlivesItsStream(t *testing.T) {
 	c := start(t, Options{Server: serverKinds["streamable stateful"](t)})
 	waitPhase(t, c, v1alpha1.PhaseReady)
 	forward := func(text string) json.RawMessage {
-		raw, err := forwardRaw(c, text, Legacy)
+		raw, err := forwardRaw(c, text, AcceptsStateful)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +162,7 @@ func TestForwardedResultOutlivesItsStream(t *testing.T) {
 // Takes answers ErrUnavailable while no session is Ready.
 func TestTakesBeforeReady(t *testing.T) {
 	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "never", Stdio: &v1alpha1.StdioServer{Command: "/nonexistent/mcp-server"}}})
-	if err := c.Takes(AnyRevision); !errors.Is(err, ErrUnavailable) {
+	if err := c.Takes(AcceptsAny); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Takes before Ready: %v", err)
 	}
 }
@@ -183,7 +183,7 @@ func TestForwardCancelReachesServer(t *testing.T) {
 	waitPhase(t, c, v1alpha1.PhaseReady)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if _, err := c.Forward(ctx, "tools/call", []byte(`"name":"hang","arguments":{}`), nil, Legacy); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := c.Forward(ctx, "tools/call", []byte(`"name":"hang","arguments":{}`), nil, AcceptsStateful); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("an abandoned call: %v", err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.all(), "hang cancelled"); time.Sleep(20 * time.Millisecond) {
@@ -191,7 +191,7 @@ func TestForwardCancelReachesServer(t *testing.T) {
 			t.Fatalf("the server did not see the cancellation; log:\n%s", logs.all())
 		}
 	}
-	if res, err := forwardEcho(t, c, "after", Legacy); err != nil || textOf(res) != "after" {
+	if res, err := forwardEcho(t, c, "after", AcceptsStateful); err != nil || textOf(res) != "after" {
 		t.Fatalf("the connection must go on: %v", err)
 	}
 }
@@ -208,10 +208,10 @@ func TestForwardBoundsMessageSize(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := start(t, Options{Server: server(t), Settings: Settings{MaxMessageBytes: 1 << 20}})
 			waitPhase(t, c, v1alpha1.PhaseReady)
-			if _, err := forwardEcho(t, c, strings.Repeat("x", 2<<20), Legacy); err == nil || !strings.Contains(err.Error(), "exceeds --max-message-bytes (1 MiB)") {
+			if _, err := forwardEcho(t, c, strings.Repeat("x", 2<<20), AcceptsStateful); err == nil || !strings.Contains(err.Error(), "exceeds --max-message-bytes (1 MiB)") {
 				t.Fatalf("an answer over the bound: %v", err)
 			}
-			if res, err := forwardEcho(t, c, "small", Legacy); err != nil || textOf(res) != "small" {
+			if res, err := forwardEcho(t, c, "small", AcceptsStateful); err != nil || textOf(res) != "small" {
 				t.Fatalf("the connection must go on: %v", err)
 			}
 		})
@@ -237,13 +237,13 @@ func TestForwardHTTPErrorsAndSessionLoss(t *testing.T) {
 	t.Cleanup(front.Close)
 	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
 	waitPhase(t, c, v1alpha1.PhaseReady)
-	_, err := forwardEcho(t, c, "boom", Legacy)
+	_, err := forwardEcho(t, c, "boom", AcceptsStateful)
 	if err == nil || strings.Contains(err.Error(), "SECRET-BODY") || !strings.Contains(err.Error(), "HTTP 500") {
 		t.Fatalf("an HTTP error: %v", err)
 	}
 	call(t, c, "forget_sessions", nil)
 	time.Sleep(200 * time.Millisecond) // the fixture swaps its handler just after answering
-	if res, err := forwardEcho(t, c, "again", Legacy); err != nil || textOf(res) != "again" {
+	if res, err := forwardEcho(t, c, "again", AcceptsStateful); err != nil || textOf(res) != "again" {
 		t.Fatalf("a forwarded call after the server forgot the session: %v", err)
 	}
 	front.CloseClientConnections()
@@ -272,14 +272,14 @@ func TestServerRequestToSilentSessionIsBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(WithCaller(context.Background(), silentCaller{}), 20*time.Second)
 	defer cancel()
 	start := time.Now()
-	raw, err := c.Forward(ctx, "tools/call", []byte(`"name":"elicit","arguments":{"text":"hi"}`), nil, Legacy)
+	raw, err := c.Forward(ctx, "tools/call", []byte(`"name":"elicit","arguments":{"text":"hi"}`), nil, AcceptsStateful)
 	if ctx.Err() != nil {
 		t.Fatalf("the call must end when the server's request times out, not after %s", time.Since(start))
 	}
 	if err == nil && !bytes.Contains(raw, []byte(`"isError":true`)) {
 		t.Fatalf("an unanswered elicitation must fail the call: %s", raw)
 	}
-	if res, err := forwardEcho(t, c, "after", Legacy); err != nil || textOf(res) != "after" {
+	if res, err := forwardEcho(t, c, "after", AcceptsStateful); err != nil || textOf(res) != "after" {
 		t.Fatalf("the connection must go on: %v", err)
 	}
 }
@@ -343,7 +343,7 @@ func TestForwardedStandardHeadersOnStatelessHTTP(t *testing.T) {
 	t.Cleanup(front.Close)
 	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
 	waitPhase(t, c, v1alpha1.PhaseReady)
-	if res, err := forwardEcho(t, c, "x", AnyRevision); err != nil || textOf(res) != "x" {
+	if res, err := forwardEcho(t, c, "x", AcceptsAny); err != nil || textOf(res) != "x" {
 		t.Fatalf("forwarded echo: %+v %v", res, err)
 	}
 	// A call abandoned early; it ends by itself soon after (a stateless server does not stop
@@ -351,7 +351,7 @@ func TestForwardedStandardHeadersOnStatelessHTTP(t *testing.T) {
 	began := time.Now()
 	defer func() { time.Sleep(time.Until(began.Add(1500 * time.Millisecond))) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	_, err := c.Forward(ctx, "tools/call", []byte(`"name":"sleep","arguments":{"ms":800}`), nil, AnyRevision)
+	_, err := c.Forward(ctx, "tools/call", []byte(`"name":"sleep","arguments":{"ms":800}`), nil, AcceptsAny)
 	cancel()
 	if err == nil {
 		t.Fatal("an abandoned call must fail")

@@ -335,7 +335,7 @@ func TestHugeResultBounded(t *testing.T) {
 				"forwarded": func() error {
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					defer cancel()
-					_, err := c.Forward(ctx, "tools/call", []byte(`"name":"huge","arguments":{}`), nil, Legacy)
+					_, err := c.Forward(ctx, "tools/call", []byte(`"name":"huge","arguments":{}`), nil, AcceptsStateful)
 					return err
 				},
 			}
@@ -610,7 +610,7 @@ func TestStrayMessagesFromServer(t *testing.T) {
 		if res, err := typedCall(c, "small"); err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "ok" {
 			t.Fatalf("a call beside stray answers: %+v %v", res, err)
 		}
-		res, err := c.Forward(ctx, "tools/call", []byte(`"name":"small","arguments":{}`), nil, AnyRevision)
+		res, err := c.Forward(ctx, "tools/call", []byte(`"name":"small","arguments":{}`), nil, AcceptsAny)
 		if err != nil || !strings.Contains(string(res), `"ok"`) {
 			t.Fatalf("a forwarded call beside stray answers: %s %v", res, err)
 		}

@@ -38,7 +38,7 @@ func TestForwardFollowsARedirect(t *testing.T) {
 	c := start(t, Options{Server: v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: front.URL + "/mcp"}}})
 	waitPhase(t, c, v1alpha1.PhaseReady)
 	for _, text := range []string{"one", "two"} {
-		if res, err := forwardEcho(t, c, text, Legacy); err != nil || textOf(res) != text {
+		if res, err := forwardEcho(t, c, text, AcceptsStateful); err != nil || textOf(res) != text {
 			t.Fatalf("a forwarded call to a redirecting server: %v", err)
 		}
 	}
@@ -120,7 +120,7 @@ func TestForwardGoesOnTheCarrier(t *testing.T) {
 		t.Fatalf("the carrier keeps no connection to the server before the calls (%d opened)", before)
 	}
 	for _, text := range []string{"one", "two", "three"} {
-		if res, err := forwardEcho(t, c, text, Legacy); err != nil || textOf(res) != text {
+		if res, err := forwardEcho(t, c, text, AcceptsStateful); err != nil || textOf(res) != text {
 			t.Fatalf("a forwarded call: %v", err)
 		}
 		if n, now := settled(); n != before || now != kept {
@@ -155,7 +155,7 @@ func TestForwardAnswersBeforeTheStreamEnds(t *testing.T) {
 	hold.Store(&end)
 	released := atomic.Bool{}
 	safety := time.AfterFunc(3*time.Second, func() { released.Store(true); close(end) })
-	if res, err := forwardEcho(t, c, "one", Legacy); err != nil || textOf(res) != "one" {
+	if res, err := forwardEcho(t, c, "one", AcceptsStateful); err != nil || textOf(res) != "one" {
 		t.Fatalf("a call whose stream is held open: %v", err)
 	}
 	if released.Load() {
@@ -164,7 +164,7 @@ func TestForwardAnswersBeforeTheStreamEnds(t *testing.T) {
 	if ct := <-held; ct != "text/event-stream" {
 		t.Fatalf("the held answer is %q, want an event stream", ct)
 	}
-	if res, err := forwardEcho(t, c, "two", Legacy); err != nil || textOf(res) != "two" {
+	if res, err := forwardEcho(t, c, "two", AcceptsStateful); err != nil || textOf(res) != "two" {
 		t.Fatalf("a call while the last stream's end is still to come: %v", err)
 	}
 	if !safety.Stop() {
@@ -172,7 +172,7 @@ func TestForwardAnswersBeforeTheStreamEnds(t *testing.T) {
 	}
 	close(end)
 	for _, text := range []string{"three", "four"} {
-		if res, err := forwardEcho(t, c, text, Legacy); err != nil || textOf(res) != text {
+		if res, err := forwardEcho(t, c, text, AcceptsStateful); err != nil || textOf(res) != text {
 			t.Fatalf("a call once the stream ended: %v", err)
 		}
 	}

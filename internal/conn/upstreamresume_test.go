@@ -42,7 +42,7 @@ func forwardCut(c *Conn, args string) (RawResult, []string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		progress = append(progress, p.Message)
-	}, Legacy)
+	}, AcceptsStateful)
 	mu.Lock()
 	defer mu.Unlock()
 	return raw, progress, err
@@ -59,7 +59,7 @@ func bystander(t *testing.T, c *Conn) (wait func()) {
 		ctx, cancel := context.WithTimeout(WithCaller(context.Background(), &fakeCaller{}), 20*time.Second)
 		defer cancel()
 		var raw RawResult
-		raw, err = c.Forward(ctx, "tools/call", []byte(`"name":"sleep","arguments":{"ms":600}`), func(*mcp.ProgressNotificationParams) { progress++ }, Legacy)
+		raw, err = c.Forward(ctx, "tools/call", []byte(`"name":"sleep","arguments":{"ms":600}`), func(*mcp.ProgressNotificationParams) { progress++ }, AcceptsStateful)
 		if err == nil && !bytes.Contains(raw, []byte("slept 600 ms")) {
 			err = fmt.Errorf("result %s", raw)
 		}
@@ -100,7 +100,7 @@ func TestForwardResumesCutStream(t *testing.T) {
 		t.Errorf("the call's progress: %q", progress)
 	}
 	wait()
-	if res, err := forwardEcho(t, c, "after", Legacy); err != nil || textOf(res) != "after" {
+	if res, err := forwardEcho(t, c, "after", AcceptsStateful); err != nil || textOf(res) != "after" {
 		t.Fatalf("a call after: %v", err)
 	}
 	steady(t, c, changed)
@@ -116,7 +116,7 @@ func TestForwardCutStreamWithoutIDsFailsOnlyTheCall(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("a call whose stream the server cut:\n got %v\nwant %s", err, want)
 	}
-	if res, err := forwardEcho(t, c, "after", Legacy); err != nil || textOf(res) != "after" {
+	if res, err := forwardEcho(t, c, "after", AcceptsStateful); err != nil || textOf(res) != "after" {
 		t.Fatalf("a call right after: %v", err)
 	}
 	wait()
@@ -156,7 +156,7 @@ func TestForwardStaleResumesBounded(t *testing.T) {
 	if resumes.Load() != maxStaleResumes || sent.Load() != 1 {
 		t.Fatalf("%d resumes, the call sent %d times", resumes.Load(), sent.Load())
 	}
-	if res, err := forwardEcho(t, c, "after", Legacy); err != nil || textOf(res) != "after" {
+	if res, err := forwardEcho(t, c, "after", AcceptsStateful); err != nil || textOf(res) != "after" {
 		t.Fatalf("a call right after: %v", err)
 	}
 	steady(t, c, changed)

@@ -41,7 +41,7 @@ func (p *Paths) bridge(ctx context.Context, o Origin, server string, declared mc
 	case round != nil:
 		return inputRequired(round, p.opts.ServerInfo)
 	}
-	return newestShape(res, p.opts.ServerInfo, p.readScope(o.method))
+	return statelessShape(res, p.opts.ServerInfo, p.readScope(o.method))
 }
 
 // isObject reports whether a result is a JSON object (as every result of a request is).
@@ -71,17 +71,17 @@ var (
 
 const serverInfoKey = mcp.MetaKeyServerInfo
 
-// newestShape makes a 2025-11-25 server's result a 2026-07-28 one: serverInfo (the
+// statelessShape makes a 2025-11-25 server's result a 2026-07-28 one: serverInfo (the
 // endpoint's) in _meta first, then a read's caching hints (scope, when not ""), then the
 // server's members as it sent them, then resultType. A result with a _meta of its own has
 // serverInfo added to it.
-func newestShape(res json.RawMessage, serverInfo json.RawMessage, scope string) (json.RawMessage, error) {
+func statelessShape(res json.RawMessage, serverInfo json.RawMessage, scope string) (json.RawMessage, error) {
 	res = bytes.TrimSpace(res)
 	if len(res) < 2 || res[0] != '{' || res[len(res)-1] != '}' {
 		return nil, errors.New("the server's result is not a JSON object")
 	}
 	if bytes.Contains(res, metaKey) || bytes.Contains(res, resultTypeKey) || bytes.Contains(res, escapeMark) {
-		return newestShapeDecoded(res, serverInfo, scope) // members of the names added: decoded, and set once
+		return statelessShapeDecoded(res, serverInfo, scope) // members of the names added: decoded, and set once
 	}
 	members := bytes.TrimSpace(res[1 : len(res)-1])
 	out := make([]byte, 0, len(res)+len(serverInfo)+128)
@@ -97,9 +97,9 @@ func newestShape(res json.RawMessage, serverInfo json.RawMessage, scope string) 
 	return append(out, `"resultType":"complete"}`...), nil
 }
 
-// newestShapeDecoded is newestShape for a result that may have a _meta of its own: its members
+// statelessShapeDecoded is statelessShape for a result that may have a _meta of its own: its members
 // are decoded (once), serverInfo set in that _meta.
-func newestShapeDecoded(res json.RawMessage, serverInfo json.RawMessage, scope string) (json.RawMessage, error) {
+func statelessShapeDecoded(res json.RawMessage, serverInfo json.RawMessage, scope string) (json.RawMessage, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(res, &top); err != nil {
 		return nil, errors.New("the server's result is not a JSON object: " + err.Error())

@@ -24,7 +24,7 @@ func TestNewestShape(t *testing.T) {
 		{"a null _meta", `{"_meta":null,"content":[]}`,
 			`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"projectmcp","version":"v1alpha1"}},"content":[],"resultType":"complete"}`},
 	} {
-		got, err := newestShape(json.RawMessage(c.in), info, "")
+		got, err := statelessShape(json.RawMessage(c.in), info, "")
 		if err != nil || string(got) != c.want {
 			t.Errorf("%s: %s (%v), want %s", c.name, got, err, c.want)
 		}
@@ -34,12 +34,12 @@ func TestNewestShape(t *testing.T) {
 		`{"contents":[]}`:            `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"projectmcp","version":"v1alpha1"}},"ttlMs":0,"cacheScope":"private","contents":[],"resultType":"complete"}`,
 		`{"_meta":{},"contents":[]}`: `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"projectmcp","version":"v1alpha1"}},"cacheScope":"private","contents":[],"resultType":"complete","ttlMs":0}`,
 	} {
-		if got, err := newestShape(json.RawMessage(in), info, "private"); err != nil || string(got) != want {
+		if got, err := statelessShape(json.RawMessage(in), info, "private"); err != nil || string(got) != want {
 			t.Errorf("a read %s: %s (%v), want %s", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{``, `[]`, `"x"`, `{"_meta":[1]}`, `{"_meta":`} {
-		if got, err := newestShape(json.RawMessage(bad), info, ""); err == nil {
+		if got, err := statelessShape(json.RawMessage(bad), info, ""); err == nil {
 			t.Errorf("%q: %s, want an error", bad, got)
 		}
 	}

@@ -95,7 +95,7 @@ func (m *requestMeta) trace() func(string) string {
 type forwardCaller struct {
 	id     string                 // the session's slots' key
 	caller conn.Caller            // who answers the server's own requests (stateful sessions)
-	rev    conn.Revision          // the revision the session takes results in
+	rev    conn.Accepts           // the revision the session takes results in
 	caps   func() json.RawMessage // its client capabilities, as a 2026-07-28 server is told them
 	// resumable: the answer is a resumable event stream (resume.go), kept in replay.
 	resumable bool
@@ -251,9 +251,9 @@ func (p *Paths) read(r *http.Request, ref string, who access.Identity) *incoming
 			return in
 		}
 		f.mounted = p.ep.Mounted(id)
-		in.caller = forwardCaller{id: id, rev: conn.Newest, caps: requestCapabilities(in.meta.Capabilities), stateless: true}
+		in.caller = forwardCaller{id: id, rev: conn.AcceptsStateless, caps: requestCapabilities(in.meta.Capabilities), stateless: true}
 	} else {
-		in.caller = forwardCaller{id: ref, caller: sessionCaller{ss}, rev: revisionOf(false, in.row.tool), caps: sessionCapabilities(ss),
+		in.caller = forwardCaller{id: ref, caller: sessionCaller{ss}, rev: acceptsOf(false, in.row.tool), caps: sessionCapabilities(ss),
 			cancellable: true, resumable: in.row.tool && revision.Of(f.sessionVersion) >= revision.Stateful}
 	}
 	if !f.routed || !f.mounted {
@@ -267,8 +267,8 @@ func (p *Paths) read(r *http.Request, ref string, who access.Identity) *incoming
 	}
 	if c := p.ep.Lookup(in.caller.id, in.target.server); c != nil {
 		f.takes = c.Takes(in.caller.rev)
-		if f.bridged = f.stateless && errors.Is(f.takes, conn.ErrOtherRevision) && c.Takes(conn.LegacyExact) == nil; f.bridged {
-			in.caller.rev = conn.LegacyExact // the request as the server's revision has it (bridge.go)
+		if f.bridged = f.stateless && errors.Is(f.takes, conn.ErrOtherRevision) && c.Takes(conn.AcceptsStatefulOnly) == nil; f.bridged {
+			in.caller.rev = conn.AcceptsStatefulOnly // the request as the server's revision has it (bridge.go)
 			// The capabilities the session declares decide what the server may ask it; ones
 			// the SDK's types refuse are the SDK's to answer.
 			d := declaredCaps.of(in.meta.Capabilities)
@@ -451,7 +451,7 @@ func (p *Paths) forwardCall(w http.ResponseWriter, r *http.Request, in *incoming
 		}
 		res = ownResult(text, fc.stateless)
 		if in.bridged { // with the endpoint's serverInfo, as every result of a bridged call
-			res, _ = newestShape(ownResult(text, false), p.opts.ServerInfo, "") // the gateway's own object: cannot fail
+			res, _ = statelessShape(ownResult(text, false), p.opts.ServerInfo, "") // the gateway's own object: cannot fail
 		}
 	}
 	writeResponse(w, final(), env.ID, res, nil)

@@ -22,7 +22,7 @@ import (
 // the session sent them but for the name (a prompt's, or a completion's prompt reference)
 // spliced in for the server's own and the session's _meta (the connection's own is sent, with
 // the trace context); the server's result comes back as it came, from a server of the
-// session's revision (revisionOf).
+// session's revision (acceptsOf).
 
 // The routes of the routing table's rows (planner.go): each reads its method's params as the
 // SDK's types take them, as a check (what they refuse, the typed path answers), and finds the

@@ -223,18 +223,18 @@ func retried(err error) bool {
 	return again
 }
 
-// revisionOf is the revision a forwarded request takes results in: a stateless session's
+// acceptsOf is the revision a forwarded request takes results in: a stateless session's
 // 2026-07-28; a stateful session's tools/call 2025-11-25 from a server of either (conn
 // reshapes a 2026-07-28 result); its other requests only from a server of its own revision,
 // whose results are passed back whole.
-func revisionOf(stateless, tool bool) conn.Revision {
+func acceptsOf(stateless, tool bool) conn.Accepts {
 	switch {
 	case stateless:
-		return conn.Newest
+		return conn.AcceptsStateless
 	case tool:
-		return conn.Legacy
+		return conn.AcceptsStateful
 	}
-	return conn.LegacyExact
+	return conn.AcceptsStatefulOnly
 }
 
 // requestID reports whether a request's id, as sent, is one the forward path answers under:

@@ -163,8 +163,8 @@ func TestRetry(t *testing.T) {
 
 // The revision each kind of forwarded request takes its result in.
 func TestRevisionOf(t *testing.T) {
-	if revisionOf(true, true) != conn.Newest || revisionOf(true, false) != conn.Newest ||
-		revisionOf(false, true) != conn.Legacy || revisionOf(false, false) != conn.LegacyExact {
-		t.Error("revisionOf: wrong revision")
+	if acceptsOf(true, true) != conn.AcceptsStateless || acceptsOf(true, false) != conn.AcceptsStateless ||
+		acceptsOf(false, true) != conn.AcceptsStateful || acceptsOf(false, false) != conn.AcceptsStatefulOnly {
+		t.Error("acceptsOf: wrong revision")
 	}
 }

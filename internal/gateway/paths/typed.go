@@ -22,7 +22,7 @@ import (
 // a connection that takes typed requests only, is ErrOtherRevision or ErrNotRaw before anything
 // is sent, and the caller uses the SDK's client.
 func callForwarded(ctx context.Context, c *conn.Conn, raw string, args json.RawMessage, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
-	res, err := c.Forward(ctx, "tools/call", callMembers(raw, args, nil, nil), onProgress, conn.LegacyExact)
+	res, err := c.Forward(ctx, "tools/call", callMembers(raw, args, nil, nil), onProgress, conn.AcceptsStatefulOnly)
 	if err != nil {
 		return nil, err
 	}
