@@ -52,9 +52,10 @@ func itemRule(resource string, names ...string) rbacv1.PolicyRule {
 
 // With spec.toolAuthorization: RBAC, each identity lists exactly the tools, prompts and
 // resources cluster RBAC grants it and may use exactly those, through the project endpoint and
-// each server's endpoint, on both protocol revisions; `kubectl auth can-i` gives the same
-// answers; the audit log records the uses and the refusals. The example ClusterRole of
-// config/rbac, as the file has it, grants every prompt and resource and no tool.
+// the endpoint of each server it is granted something of, on both protocol revisions;
+// `kubectl auth can-i` gives the same answers; the audit log records the uses and the
+// refusals. The example ClusterRole of config/rbac, as the file has it, grants every prompt and
+// resource and no tool.
 func TestGatewayToolRBAC(t *testing.T) {
 	ns := harness.NewNamespace(t)
 	key := harness.Create(t, ns, "shop", v1alpha1.ProjectMCPSpec{ToolAuthorization: v1alpha1.ToolAuthorizationRBAC,
@@ -115,10 +116,16 @@ func TestGatewayToolRBAC(t *testing.T) {
 						checkCall(t, s, server+"__"+tool, slices.Contains(id.tools, server+"__"+tool))
 					}
 				}
-				// Each server's endpoint: the same decisions under the server's own names.
+				// Each server's endpoint: the same decisions under the server's own names, for
+				// an identity granted something of the server; one granted nothing of it is
+				// refused the session.
 				for _, server := range []string{"a", "b"} {
-					view := rbacSession(t, base+gateway.ServerPath(key, server), id.token, revision)
 					want := onServer(id, server)
+					if len(want.tools)+len(want.prompts)+len(want.resources) == 0 {
+						mountRefused(t, base+gateway.ServerPath(key, server), id.token, revision)
+						continue
+					}
+					view := rbacSession(t, base+gateway.ServerPath(key, server), id.token, revision)
 					checkItems(t, view, want, []serverNames{{"", "fixture://" + server}})
 					for _, tool := range probes {
 						checkCall(t, view, tool, slices.Contains(want.tools, tool))

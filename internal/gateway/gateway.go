@@ -285,6 +285,7 @@ func (g *Gateway) run(ctx context.Context) {
 				p.expireStateless(now)
 				p.expireStateful(now)
 				p.reapClosed()
+				p.regrant() // grants older than grantsFresh, in the background
 			}
 		}
 	}
@@ -314,8 +315,10 @@ func (g *Gateway) syncPending() {
 			p.close()
 		case p != nil:
 			p.sync()
+			p.regrant() // decided for the routes just published, in the background
 			for _, v := range g.viewsOf(p) {
 				v.sync()
+				v.regrant()
 			}
 		}
 	}

@@ -118,7 +118,7 @@ func listsOf(n mcp.NotificationSubscriptions) conn.Lists {
 // mountListener mounts the listen's session as mountMiddleware mounts a stateless one; false
 // when the mount refuses it (the SDK's handler then answers the refusal as before).
 func (p *project) mountListener(ctx context.Context, o paths.Origin, clientInfo json.RawMessage) bool {
-	return p.mountStateless(ctx, o.Session(), o.Who().Principal, func() string { return paths.Bounded(infoName(clientInfo)) }) == nil
+	return p.mountStateless(ctx, o.Session(), o.Who(), func() string { return paths.Bounded(infoName(clientInfo)) }) == nil
 }
 
 // infoName is "name/version" of a 2026-07-28 request's clientInfo, as announcedName gives it.

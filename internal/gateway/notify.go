@@ -12,6 +12,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
@@ -25,6 +26,9 @@ import (
 // A log message the server sends with one session's request goes to that session only; one
 // sent outside any request (or on a connection that cannot tell, stdio and legacy SSE) goes
 // to every stateful session whose level admits it. Each has the server's name as logger.
+// On an RBAC project, a server's lines outside requests, its level and its instructions are
+// for the sessions whose identity holds a grant on it (grants.go): each server is set to the
+// most verbose level of those sessions alone.
 //
 // Subscriptions are subscriptions.go's.
 
@@ -63,7 +67,7 @@ func (p *project) deliver(server string, n conn.Notice) {
 				msg.Logger = server + "/" + n.Log.Logger
 			}
 		}
-		for _, ss := range p.logReaders(n) {
+		for _, ss := range p.logReaders(server, n) {
 			_ = ss.Log(ctx, &msg) // filtered by the session's own level, then queued (outbox.go)
 		}
 	}
@@ -71,20 +75,31 @@ func (p *project) deliver(server string, n conn.Notice) {
 
 // logReaders are the sessions a server's log line goes to: the session whose request it came
 // with, and no other; a line outside any request goes to every stateful session (each takes
-// the levels it asked for). A line that came with the request of a session the gateway cannot
-// write to outside that request (a 2026-07-28 one) goes to nobody.
-func (p *project) logReaders(n conn.Notice) []*mcp.ServerSession {
+// the levels it asked for), on an RBAC project to those that hold a grant on the server, as
+// last decided (this goroutine serves every session: it asks for no review). A line that came
+// with the request of a session the gateway cannot write to outside that request (a
+// 2026-07-28 one) goes to nobody. A request's own line needs no grant of its own: the request
+// was admitted on an item of that server (paths' admit).
+func (p *project) logReaders(server string, n conn.Notice) []*mcp.ServerSession {
 	if n.InRequest {
 		if ss := paths.SessionOf(conn.SessionOf(n.Caller)); ss != nil { // a call's caller: its session's
 			return []*mcp.ServerSession{ss}
 		}
 		return nil
 	}
+	if _, on := p.rbacOn(); on {
+		holders, stale := p.sessions.holders(server, p.g.opts.Clock.Now(), grantsFresh)
+		if stale {
+			p.regrant() // in the background
+		}
+		return holders
+	}
 	return slices.Collect(maps.Values(p.sessions.statefuls()))
 }
 
 // levelMiddleware records the level a session sets and sets the servers to the most verbose
-// level any session wants.
+// level any session wants (on an RBAC project, each server to the most verbose level of the
+// sessions that hold a grant on it, so the session's grants are decided first).
 func (p *project) levelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
@@ -92,6 +107,9 @@ func (p *project) levelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if params, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && params != nil {
 				id, _ := paths.SessionID(req)
 				p.sessions.setLevel(id, params.Level)
+				if ia, on := p.rbacOn(); on {
+					p.grantsOf(ctx, ia, id, access.FromSDK(req.GetExtra().Header))
+				}
 				p.applyLevel(ctx)
 			}
 		}
@@ -105,8 +123,17 @@ const quietest = mcp.LoggingLevel("emergency")
 
 // applyLevel sets every server to the most verbose level a session of the project wants, and
 // to quietest once the last session that set one has gone (a project where no session ever
-// set one is left at the servers' own).
+// set one is left at the servers' own). On an RBAC project each server gets its own level,
+// from the sessions that hold a grant on it alone.
 func (p *project) applyLevel(ctx context.Context) {
+	if _, on := p.rbacOn(); on {
+		for server, level := range p.sessions.levels(p.serverNames()) {
+			if level != "" {
+				p.g.opts.Registry.SetServerLogLevel(ctx, p.key, server, level)
+			}
+		}
+		return
+	}
 	if level := p.sessions.level(); level != "" {
 		p.g.opts.Registry.SetLogLevel(ctx, p.key, level)
 	}
@@ -114,42 +141,56 @@ func (p *project) applyLevel(ctx context.Context) {
 
 // instructionsMiddleware gives a session, at initialize (or server/discover), the instructions of every server it
 // can use, each under its server's name (the servers' own instructions are for their own
-// clients; the endpoint is the server a session talks to).
+// clients; the endpoint is the server a session talks to). On an RBAC project, the servers it
+// can use are those its identity holds a grant on.
 func (p *project) instructionsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		switch r := res.(type) {
 		case *mcp.InitializeResult: // 2025-11-25
 			if r != nil {
-				r.Instructions = p.instructions()
+				r.Instructions = p.instructions(p.usable(ctx, req))
 			}
 		case *mcp.DiscoverResult: // 2026-07-28
 			if r != nil {
-				r.Instructions = p.instructions()
+				r.Instructions = p.instructions(p.usable(ctx, req))
 			}
 		}
 		return res, err
 	}
 }
 
-// instructions are the endpoint's: its one server's own, or every server's under its name.
-func (p *project) instructions() string {
+// usable reports which servers the session of req can use: every one, or on an RBAC project
+// those its identity holds a grant on.
+func (p *project) usable(ctx context.Context, req mcp.Request) func(server string) bool {
+	ia, on := p.rbacOn()
+	if !on {
+		return func(string) bool { return true }
+	}
+	id, _ := paths.SessionID(req)
+	grants := p.grantsOf(ctx, ia, id, access.FromSDK(req.GetExtra().Header))
+	return func(server string) bool { return grants[server] }
+}
+
+// instructions are the endpoint's: its one server's own, or every server's under its name; of
+// the servers usable alone.
+func (p *project) instructions(usable func(server string) bool) string {
 	obs := p.observe()
 	if st, ok := obs.Servers[p.only]; ok && p.only != "" {
-		if !st.HasConn || st.Conn.Phase == v1alpha1.PhaseFailed {
+		if !st.HasConn || st.Conn.Phase == v1alpha1.PhaseFailed || !usable(p.only) {
 			return ""
 		}
 		return st.Conn.Instructions
 	}
-	return instructions(obs)
+	return instructions(obs, usable)
 }
 
-// instructions combines the servers' instructions, in server-name order.
-func instructions(obs registry.Observation) string {
+// instructions combines the usable servers' instructions, in server-name order.
+func instructions(obs registry.Observation, usable func(server string) bool) string {
 	var b strings.Builder
 	for _, name := range slices.Sorted(maps.Keys(obs.Servers)) {
 		st := obs.Servers[name]
-		if !st.HasConn || st.Conn.Phase == v1alpha1.PhaseFailed {
+		if !st.HasConn || st.Conn.Phase == v1alpha1.PhaseFailed || !usable(name) {
 			continue
 		}
 		if text := strings.TrimSpace(st.Conn.Instructions); text != "" {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -49,6 +50,8 @@ type project struct {
 	subs  subscriptions // the sessions' resource subscriptions (subscriptions.go)
 	// listeners are the subscriptions/listen streams the gateway serves itself (listen.go).
 	listeners listeners
+	// regranting: a goroutine decides the sessions' grants again (grants.go).
+	regranting atomic.Bool
 }
 
 func newProject(g *Gateway, key types.NamespacedName, incarnation uint64, only string) *project {
@@ -138,7 +141,7 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request, who access.
 		return
 	}
 	if sid != "" && r.Method == http.MethodGet && paths.IsReplay(r.Header.Get("Last-Event-ID")) {
-		if !p.sessions.enter(ref) {
+		if !p.sessions.enter(ref, who) {
 			paths.NotFound(w)
 			return
 		}
@@ -147,7 +150,7 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request, who access.
 		return
 	}
 	if sid != "" && r.Method == http.MethodPost {
-		if !p.sessions.enter(ref) {
+		if !p.sessions.enter(ref, who) {
 			p.stateful.ServeHTTP(w, r) // not a session of ours: the SDK answers (404)
 			return
 		}
@@ -177,18 +180,18 @@ func (p *project) expireStateful(now time.Time) {
 // mountMiddleware mounts a session before its first request is answered: for a stateful
 // client at initialize, for a stateless one at its first request. The mount waits up to
 // readyTimeout, then the projection is brought up to date, so the first tools/list already
-// has every ready server's tools. A mount never fails the request.
+// has every ready server's tools. A mount fails the request only when it is refused (mount).
 func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		id, stateless := paths.SessionID(req)
 		switch {
 		case stateless:
-			if err := p.mountStateless(ctx, id, access.FromSDK(req.GetExtra().Header).Principal, func() string { return clientName(req) }); err != nil {
+			if err := p.mountStateless(ctx, id, access.FromSDK(req.GetExtra().Header), func() string { return clientName(req) }); err != nil {
 				return nil, err
 			}
 		case method == "initialize":
 			ss := req.GetSession().(*mcp.ServerSession)
-			if err := p.mount(ctx, id, access.FromSDK(req.GetExtra().Header).Principal, clientName(req)); err != nil {
+			if err := p.mount(ctx, id, access.FromSDK(req.GetExtra().Header), clientName(req)); err != nil {
 				return nil, err // the SDK closes a session whose initialize failed
 			}
 			p.sessions.initialized(id, ss, p.g.opts.Clock.Now())
@@ -205,30 +208,39 @@ func (p *project) mountMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 // mountStateless mounts a stateless session at its request (client names it, when it is not
 // mounted yet), and marks it busy. Mount is idempotent; asking the registry (not the session
 // table) also heals a session released by expiry while a request was arriving.
-func (p *project) mountStateless(ctx context.Context, id, principal string, client func() string) error {
-	if !p.g.opts.Registry.Mounted(p.key, id) {
-		if err := p.mount(ctx, id, principal, client()); err != nil {
+func (p *project) mountStateless(ctx context.Context, id string, who access.Identity, client func() string) error {
+	switch {
+	case !p.g.opts.Registry.Mounted(p.key, id):
+		if err := p.mount(ctx, id, who, client()); err != nil {
 			return err
 		}
-	} else if p.g.opts.Registry.AwaitStarted(ctx, p.key, id) {
+	case !p.admitted(id):
+		// Mounted through another endpoint of the project: this one admits it first.
+		if err := p.admitShared(ctx, id, who); err != nil {
+			return err
+		}
+	case p.g.opts.Registry.AwaitStarted(ctx, p.key, id):
 		// Within its mount window: the servers its first request may be waiting for, and the
 		// projection of what they offer now (the gateway's own sync of a server just started
 		// may not have run yet; p.sync does nothing when nothing changed).
 		p.sync()
 	}
+	p.sessions.identify(id, who)
 	p.sessions.touch(id, p.g.opts.Clock.Now())
 	return nil
 }
 
-// mount binds a session (by its ref) to its principal and to the project's slots. Only the
-// sessions bounds (the principal's and the project's) refuse it; a mount that fails otherwise
-// never fails the request (the session's servers come later).
-func (p *project) mount(ctx context.Context, id, principal, client string) error {
+// mount binds a session (by its ref) to its principal and to the project's slots. The
+// sessions bounds (the principal's and the project's) refuse it, and so does a per-server
+// endpoint of an RBAC project when the identity holds no grant on its server (admit); a mount
+// that fails otherwise never fails the request (the session's servers come later).
+func (p *project) mount(ctx context.Context, id string, who access.Identity, client string) error {
 	ctx, end := paths.Span(ctx, p.key, "projectmcp.mount", id, nil)
-	if err := p.sessions.own(id, principal, p.g.opts.MaxSessionsPerPrincipal, p.key.String()); err != nil {
+	if err := p.sessions.own(id, who.Principal, p.g.opts.MaxSessionsPerPrincipal, p.key.String()); err != nil {
 		end(err)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	}
+	p.sessions.identify(id, who)
 	_, err := p.g.opts.Registry.Mount(ctx, p.key, id, client)
 	switch {
 	case errors.Is(err, registry.ErrTooManySessions):
@@ -241,7 +253,27 @@ func (p *project) mount(ctx context.Context, id, principal, client string) error
 		return nil
 	}
 	p.sync()
+	// Decided once the server's items are listed: a grant of one of them is a grant on it.
+	if err := p.admit(ctx, id, who); err != nil {
+		end(err)
+		p.release(id)
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
+	}
 	end(nil)
+	return nil
+}
+
+// admitShared admits to a per-server endpoint of an RBAC project a stateless session that
+// another endpoint of the project mounted (its slots stay that mount's).
+func (p *project) admitShared(ctx context.Context, id string, who access.Identity) error {
+	if err := p.sessions.own(id, who.Principal, p.g.opts.MaxSessionsPerPrincipal, p.key.String()); err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
+	}
+	p.sessions.identify(id, who)
+	if err := p.admit(ctx, id, who); err != nil {
+		p.sessions.disown(id)
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
+	}
 	return nil
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"sync"
 	"time"
 
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -44,6 +46,9 @@ type sessions struct {
 	// The project's log level (notify.go): a session has set one (leveled); relevel's
 	// goroutine runs (leveling) and the levels changed since it last applied them (levelStale).
 	leveled, leveling, levelStale bool
+	// leveledOn are the servers a session holding a grant on them has set a level for (an RBAC
+	// project's servers each have their own level).
+	leveledOn map[string]bool
 }
 
 // session is one session's record.
@@ -61,6 +66,15 @@ type session struct {
 
 	level    mcp.LoggingLevel // the log level it set (hasLevel)
 	hasLevel bool
+
+	// who is the identity the session is served as (its latest request's, as a client renews
+	// its token), whose grants are decided. grants are the servers it holds a grant on (an RBAC
+	// project; grants.go), decided for the routes grantsFor at grantsAt; undecided while
+	// grantsAt is zero.
+	who       access.Identity
+	grants    map[string]bool
+	grantsFor *paths.Routes
+	grantsAt  time.Time
 
 	subs  map[string]string             // subscribed URI → server (pendingSubscription while under way)
 	calls map[string]context.CancelFunc // forwarded calls in flight, by JSON-RPC id as sent (1 and "1" differ)
@@ -132,6 +146,7 @@ func (t *sessions) disown(ref string) {
 		delete(t.held, r.owner)
 	}
 	r.owner, r.owned = "", false
+	r.who, r.grants, r.grantsFor, r.grantsAt = access.Identity{}, nil, nil, time.Time{}
 	t.tidy(ref, r)
 }
 
@@ -142,6 +157,14 @@ func (t *sessions) foreign(ref, principal string) bool {
 	defer t.mu.Unlock()
 	r := t.records[ref]
 	return r != nil && r.owned && r.owner != principal
+}
+
+// owned reports whether a principal owns the session ref.
+func (t *sessions) owned(ref string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.records[ref]
+	return r != nil && r.owned
 }
 
 // initialized records a stateful session that is initializing, active as of now.
@@ -190,8 +213,9 @@ func (t *sessions) counts() (stateful, stateless int) {
 	return stateful, stateless
 }
 
-// enter notes a request of a stateful session; false when it is not one of ours.
-func (t *sessions) enter(ref string) bool {
+// enter notes a request of a stateful session, served as who; false when it is not one of
+// ours.
+func (t *sessions) enter(ref string, who access.Identity) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.records[ref]
@@ -199,6 +223,9 @@ func (t *sessions) enter(ref string) bool {
 		return false
 	}
 	r.activity.busy++
+	if r.owned && r.owner == who.Principal {
+		r.who = who
+	}
 	return true
 }
 
@@ -328,6 +355,35 @@ func (t *sessions) level() mcp.LoggingLevel {
 	return level
 }
 
+// levels are the levels an RBAC project's servers are set to: each the most verbose of the
+// levels of the sessions that hold a grant on it; with none, quietest if one ever set one, else
+// "" (leave the server alone). A session's level changes no server it holds no grant on.
+func (t *sessions) levels(servers []string) map[string]mcp.LoggingLevel {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]mcp.LoggingLevel, len(servers))
+	for _, server := range servers {
+		level := mcp.LoggingLevel("")
+		best := math.MaxInt
+		for _, r := range t.records {
+			if i := paths.LevelRank(r.level); r.hasLevel && r.grants[server] && i >= 0 && i < best {
+				best, level = i, r.level
+			}
+		}
+		switch {
+		case level != "":
+			if t.leveledOn == nil {
+				t.leveledOn = map[string]bool{}
+			}
+			t.leveledOn[server] = true
+		case t.leveledOn[server]:
+			level = quietest
+		}
+		out[server] = level
+	}
+	return out
+}
+
 // relevel marks the levels changed; true when the caller is to start the goroutine that
 // applies them (none runs).
 func (t *sessions) relevel() bool {
@@ -432,4 +488,77 @@ func (t *sessions) forget(ref string) (uris []string, leveled bool) {
 	r.level, r.hasLevel = "", false
 	t.tidy(ref, r)
 	return uris, leveled
+}
+
+// identify notes the identity a session's request is served as (the owner's alone).
+func (t *sessions) identify(ref string, who access.Identity) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := t.records[ref]; r != nil && r.owned && r.owner == who.Principal {
+		r.who = who
+	}
+}
+
+// decided are ref's grants, when they were decided for routes no longer than fresh before now.
+func (t *sessions) decided(ref string, routes *paths.Routes, now time.Time, fresh time.Duration) (map[string]bool, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.records[ref]
+	if r == nil || !current(r, routes, now, fresh) {
+		return nil, false
+	}
+	return r.grants, true
+}
+
+// current reports whether r's grants were decided for routes no longer than fresh before now.
+func current(r *session, routes *paths.Routes, now time.Time, fresh time.Duration) bool {
+	return !r.grantsAt.IsZero() && r.grantsFor == routes && now.Sub(r.grantsAt) <= fresh
+}
+
+// grant records the grants decided for ref's identity who, for routes at now (unless the
+// session has gone, or is another's). releveled: the session has set a level, and the servers
+// it holds a grant on changed.
+func (t *sessions) grant(ref string, who access.Identity, routes *paths.Routes, now time.Time, grants map[string]bool) (releveled bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.records[ref]
+	if r == nil || !r.owned || r.owner != who.Principal {
+		return false
+	}
+	releveled = r.hasLevel && !maps.Equal(r.grants, grants)
+	r.grants, r.grantsFor, r.grantsAt = grants, routes, now
+	return releveled
+}
+
+// undecided are the sessions whose grants are to be decided (again): never decided, decided
+// for other routes, or longer than fresh before now; by ref, each with who it is served as.
+func (t *sessions) undecided(routes *paths.Routes, now time.Time, fresh time.Duration) map[string]access.Identity {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]access.Identity{}
+	for ref, r := range t.records {
+		if r.owned && !current(r, routes, now, fresh) {
+			out[ref] = r.who
+		}
+	}
+	return out
+}
+
+// holders are the mounted stateful sessions whose identity holds a grant on server, as last
+// decided; stale: a session's grants are older than fresh, to be decided again.
+func (t *sessions) holders(server string, now time.Time, fresh time.Duration) (holders []*mcp.ServerSession, stale bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range t.records {
+		if r.ss == nil {
+			continue
+		}
+		if r.grants[server] {
+			holders = append(holders, r.ss)
+		}
+		if r.owned && (r.grantsAt.IsZero() || now.Sub(r.grantsAt) > fresh) {
+			stale = true
+		}
+	}
+	return holders, stale
 }

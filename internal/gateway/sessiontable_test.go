@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
+	"github.com/dsh-dev/projectmcp/internal/gateway/paths"
 )
 
 // The session table keeps one record per session while the record holds anything, and drops
@@ -41,7 +44,7 @@ func TestSessionTableRecords(t *testing.T) {
 	// A stateful session: activity, calls, expiry, end.
 	ss := &mcp.ServerSession{}
 	tab.initialized("a", ss, now)
-	if !tab.enter("a") || tab.enter("unknown") {
+	if !tab.enter("a", access.Identity{Principal: "alice"}) || tab.enter("unknown", access.Identity{Principal: "alice"}) {
 		t.Error("enter: wrong answer")
 	}
 	if idle := tab.idle(now.Add(time.Hour), time.Minute); len(idle) != 0 {
@@ -59,7 +62,7 @@ func TestSessionTableRecords(t *testing.T) {
 	if idle := tab.idle(now.Add(time.Hour), time.Minute); idle["a"] != ss {
 		t.Error("an idle session did not expire")
 	}
-	if tab.enter("a") {
+	if tab.enter("a", access.Identity{Principal: "alice"}) {
 		t.Error("an expired session takes requests")
 	}
 	if tab.end("a", &mcp.ServerSession{}) {
@@ -103,5 +106,76 @@ func TestSessionTableRecords(t *testing.T) {
 	left(0)
 	if l := tab.level(); l != quietest {
 		t.Errorf("level %q once every session has gone, want %q", l, quietest)
+	}
+}
+
+// On an RBAC project a session's grants decide what it is given of a server outside its own
+// requests (holders) and which servers its level counts for (levels); grants decided for other
+// routes, or too long ago, are to be decided again; a session's grants go with its owner.
+func TestSessionTableGrants(t *testing.T) {
+	var tab sessions
+	now := time.Now()
+	routes, later := &paths.Routes{}, &paths.Routes{}
+	alice, bob := access.Identity{Principal: "alice"}, access.Identity{Principal: "bob"}
+	ssA, ssB := &mcp.ServerSession{}, &mcp.ServerSession{}
+	for ref, who := range map[string]access.Identity{"a": alice, "b": bob} {
+		if err := tab.own(ref, who.Principal, 1, "ns/p"); err != nil {
+			t.Fatal(err)
+		}
+		tab.identify(ref, who)
+	}
+	tab.initialized("a", ssA, now)
+	tab.initialized("b", ssB, now)
+	if holders, stale := tab.holders("db", now, time.Minute); len(holders) != 0 || !stale {
+		t.Fatalf("before any decision: holders %v, stale %v; want none, stale", holders, stale)
+	}
+	if n := len(tab.undecided(routes, now, time.Minute)); n != 2 {
+		t.Fatalf("%d undecided, want 2", n)
+	}
+	if tab.grant("a", bob, routes, now, map[string]bool{"db": true}) {
+		t.Fatal("grants of another's identity were taken")
+	}
+	tab.grant("a", alice, routes, now, map[string]bool{"db": true})
+	tab.grant("b", bob, routes, now, map[string]bool{})
+	if holders, stale := tab.holders("db", now, time.Minute); len(holders) != 1 || holders[0] != ssA || stale {
+		t.Fatalf("holders of db %v (stale %v), want a's session alone", holders, stale)
+	}
+	if _, stale := tab.holders("db", now.Add(2*time.Minute), time.Minute); !stale {
+		t.Error("grants older than fresh are not stale")
+	}
+	if g, ok := tab.decided("a", routes, now, time.Minute); !ok || !g["db"] {
+		t.Errorf("decided: %v %v", g, ok)
+	}
+	if _, ok := tab.decided("a", later, now, time.Minute); ok {
+		t.Error("grants decided for other routes stand")
+	}
+	if n := len(tab.undecided(routes, now, time.Minute)); n != 0 {
+		t.Errorf("%d undecided, want none", n)
+	}
+
+	// Levels: bob's debug counts for no server; alice's info for db alone.
+	tab.setLevel("a", "info")
+	tab.setLevel("b", "debug")
+	if l := tab.levels([]string{"db", "vault"}); l["db"] != "info" || l["vault"] != "" {
+		t.Errorf("levels %v, want db at info and vault left alone", l)
+	}
+	if !tab.grant("a", alice, later, now, map[string]bool{"db": true, "vault": true}) {
+		t.Error("a leveled session's new grant does not set the levels again")
+	}
+	if tab.grant("a", alice, later, now, map[string]bool{"db": true, "vault": true}) {
+		t.Error("the same grants set the levels again")
+	}
+	if l := tab.levels([]string{"db", "vault"}); l["db"] != "info" || l["vault"] != "info" {
+		t.Errorf("levels %v, want both at info", l)
+	}
+	tab.forget("a")
+	if l := tab.levels([]string{"db", "vault"}); l["db"] != quietest || l["vault"] != quietest {
+		t.Errorf("levels %v once alice's session left, want both at %q (bob's debug counts for none)", l, quietest)
+	}
+
+	// Released: the grants go with the owner.
+	tab.disown("a")
+	if holders, _ := tab.holders("db", now, time.Minute); len(holders) != 0 {
+		t.Errorf("a released session still holds db: %v", holders)
 	}
 }

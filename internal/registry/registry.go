@@ -88,6 +88,8 @@ type project struct {
 	changed     chan struct{} // closed and replaced on every change, for Mount's wait
 	// teardowns are the project's replaced connections Connect is destroying in the background.
 	teardowns sync.WaitGroup
+	// serverLevels are servers' own levels, which stand in for logLevel (SetServerLogLevel).
+	serverLevels map[string]mcp.LoggingLevel
 }
 
 // entry is one (project, server): the connection (if any) and the slots bound to it. The
@@ -241,15 +243,17 @@ func (r *Registry) OnNotice(fn func(key types.NamespacedName, server string, n c
 }
 
 // SetLogLevel sets the level of log messages every server of the project sends (the most
-// verbose level any session wants), now and for connections built later.
+// verbose level any session wants), now and for connections built later. It replaces the
+// servers' own levels (SetServerLogLevel).
 func (r *Registry) SetLogLevel(ctx context.Context, key types.NamespacedName, level mcp.LoggingLevel) {
 	r.mu.Lock()
 	p := r.projects[key]
-	if p == nil || p.logLevel == level {
+	if p == nil || p.logLevel == level && len(p.serverLevels) == 0 {
 		r.mu.Unlock()
 		return
 	}
 	p.logLevel = level
+	p.serverLevels = nil
 	var conns []*conn.Conn
 	for _, e := range p.servers {
 		if e.conn != nil {
@@ -260,6 +264,39 @@ func (r *Registry) SetLogLevel(ctx context.Context, key types.NamespacedName, le
 	for _, c := range conns {
 		c.SetLogLevel(ctx, level)
 	}
+}
+
+// SetServerLogLevel sets the level of log messages one server of the project sends, now and
+// for its connections built later: on a project whose sessions may each read only some
+// servers' lines, each server is set to the most verbose level of the sessions that may read
+// its own.
+func (r *Registry) SetServerLogLevel(ctx context.Context, key types.NamespacedName, server string, level mcp.LoggingLevel) {
+	r.mu.Lock()
+	p := r.projects[key]
+	if p == nil || p.levelOf(server) == level {
+		r.mu.Unlock()
+		return
+	}
+	if p.serverLevels == nil {
+		p.serverLevels = map[string]mcp.LoggingLevel{}
+	}
+	p.serverLevels[server] = level
+	var c *conn.Conn
+	if e := p.servers[server]; e != nil {
+		c = e.conn
+	}
+	r.mu.Unlock()
+	if c != nil {
+		c.SetLogLevel(ctx, level)
+	}
+}
+
+// levelOf is the level server is set to: its own, else the project's.
+func (p *project) levelOf(server string) mcp.LoggingLevel {
+	if level, ok := p.serverLevels[server]; ok {
+		return level
+	}
+	return p.logLevel
 }
 
 // notify wakes the reconciler for a project (used as a connection's OnChange).
@@ -437,7 +474,7 @@ func (r *Registry) Connect(key types.NamespacedName, hash string, opts conn.Opti
 func (r *Registry) swapLocked(key types.NamespacedName, p *project, e *entry, hash string, opts conn.Options) (c, old *conn.Conn) {
 	old = e.conn
 	run := r.connOptions(key, opts)
-	run.LogLevel = p.logLevel
+	run.LogLevel = p.levelOf(opts.Server.Name)
 	if old != nil {
 		run.StartAfter = old.Done()
 		run.Subscriptions, _ = old.Subscriptions() // subscribers stay subscribed across the swap

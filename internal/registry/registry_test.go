@@ -509,3 +509,29 @@ func TestAwaitStartedOnlyInTheMountWindow(t *testing.T) {
 		t.Fatal("past its mount window, a request must not wait")
 	}
 }
+
+// A server's own log level is applied to its connection alone, and to the connection that
+// replaces it; the project's level sets every server again.
+func TestServerLogLevel(t *testing.T) {
+	r := New(clock.RealClock{}, logr.Discard())
+	defer r.Shutdown()
+	r.SetDesired(key, Desired{Servers: []string{"a", "b"}, IdleTimeout: time.Minute, ReadyTimeout: 5 * time.Second})
+	a, b := connectReady(t, r, "h1", fixtureOpts("a")), connectReady(t, r, "h1", fixtureOpts("b"))
+	level := func(c *conn.Conn) mcp.LoggingLevel { _, l := c.Subscriptions(); return l }
+	r.SetServerLogLevel(context.Background(), key, "a", "debug")
+	if level(a) != "debug" || level(b) != "" {
+		t.Fatalf("after a's own level: a %q, b %q; want debug and none", level(a), level(b))
+	}
+	a = connectReady(t, r, "h2", fixtureOpts("a"))
+	if level(a) != "debug" {
+		t.Fatalf("the connection that replaced a's is at %q, want its own debug", level(a))
+	}
+	r.SetLogLevel(context.Background(), key, "warning")
+	if level(a) != "warning" || level(b) != "warning" {
+		t.Fatalf("after the project's level: a %q, b %q; want warning for both", level(a), level(b))
+	}
+	a = connectReady(t, r, "h3", fixtureOpts("a"))
+	if level(a) != "warning" {
+		t.Fatalf("the project's level replaced a's own, yet a new connection of a is at %q", level(a))
+	}
+}

@@ -54,6 +54,7 @@ func TestFaults(t *testing.T) {
 	s.slowReader(t)
 	s.slowLogReader(t)
 	s.sessionHijack(t)
+	s.rbacLogs(t)
 	s.tokenRead(t)
 	s.batchSession(t)
 	s.hugeHeaders(t)

@@ -182,3 +182,21 @@ func (r *Routes) ListedResourceItem(uri string, template bool) access.Item {
 	}
 	return access.Item{Resource: access.ResourceResources, Server: set[uri].Server, Name: uri}
 }
+
+// Listed are the items the routes hold (every listed tool, prompt, resource and template), by
+// server, as RBAC names them.
+func (r *Routes) Listed() map[string][]access.Item {
+	out := map[string][]access.Item{}
+	add := func(resource string, set map[string]Route, name func(key string, rt Route) string) {
+		for key, rt := range set {
+			out[rt.Server] = append(out[rt.Server], access.Item{Resource: resource, Server: rt.Server, Name: name(key, rt)})
+		}
+	}
+	raw := func(_ string, rt Route) string { return rt.Raw }
+	uri := func(key string, _ Route) string { return key }
+	add(access.ResourceTools, r.tools, raw)
+	add(access.ResourcePrompts, r.prompts, raw)
+	add(access.ResourceResources, r.resources, uri)
+	add(access.ResourceResources, r.templates, uri)
+	return out
+}
