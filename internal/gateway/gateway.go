@@ -32,6 +32,8 @@
 //   - listeners.mu: the listens the endpoint serves; listen.mu: one listen's queue;
 //     detachedListen.mu and takenStream.mu: one stream's writer. Never nested.
 //   - subscriptions.listens: a sync.Map, the origin of each listen the SDK serves.
+//   - granter.running: one goroutine at a time decides an RBAC project's sessions' grants
+//     again (the session table keeps them, under sessions.mu).
 //
 // The request path's per-call tables (calls waiting for input, resumable streams, servers'
 // requests on calls' streams) are paths', each under a lock of its own.
@@ -285,7 +287,7 @@ func (g *Gateway) run(ctx context.Context) {
 				p.expireStateless(now)
 				p.expireStateful(now)
 				p.reapClosed()
-				p.regrant() // grants older than grantsFresh, in the background
+				p.grants.regrant() // grants older than grantsFresh, in the background
 			}
 		}
 	}
@@ -315,10 +317,10 @@ func (g *Gateway) syncPending() {
 			p.close()
 		case p != nil:
 			p.sync()
-			p.regrant() // decided for the routes just published, in the background
+			p.grants.regrant() // decided for the routes just published, in the background
 			for _, v := range g.viewsOf(p) {
 				v.sync()
-				v.regrant()
+				v.grants.regrant()
 			}
 		}
 	}

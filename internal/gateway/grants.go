@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/dsh-dev/projectmcp/internal/gateway/access"
@@ -30,14 +31,22 @@ const grantsFresh = 30 * time.Second
 // grantsTimeout bounds one background decision of one session's grants.
 const grantsTimeout = 30 * time.Second
 
+// granter is the part of an endpoint that decides its sessions' grants (the session table
+// keeps them); running is set while its background goroutine decides them again (regrant).
+type granter struct {
+	p       *project
+	running atomic.Bool
+}
+
 // admit decides the grants of a session being mounted, served as who. A per-server endpoint
 // of an RBAC project refuses an identity that holds no grant on its server.
-func (p *project) admit(ctx context.Context, id string, who access.Identity) error {
+func (g *granter) admit(ctx context.Context, id string, who access.Identity) error {
+	p := g.p
 	ia, on := p.rbacOn()
 	if !on {
 		return nil
 	}
-	if grants := p.grantsOf(ctx, ia, id, who); p.only != "" && !grants[p.only] {
+	if grants := g.grantsOf(ctx, ia, id, who); p.only != "" && !grants[p.only] {
 		return &access.DeniedServer{Project: p.key.Name, Server: p.only}
 	}
 	return nil
@@ -47,7 +56,8 @@ func (p *project) admit(ctx context.Context, id string, who access.Identity) err
 // per-server endpoint of an RBAC project, only one this endpoint admitted (a stateless
 // session's ref, which names its principal, is the same on every endpoint of its project, and
 // the project endpoint checks no server's grant).
-func (p *project) admitted(id string) bool {
+func (g *granter) admitted(id string) bool {
+	p := g.p
 	if p.only == "" {
 		return true
 	}
@@ -60,12 +70,13 @@ func (p *project) admitted(id string) bool {
 // grantsOf are the servers the session id, served as who, holds a grant on: as decided for
 // the current routes within grantsFresh, else decided now, on the session's own request, and
 // kept.
-func (p *project) grantsOf(ctx context.Context, ia access.ItemAuthorizer, id string, who access.Identity) map[string]bool {
+func (g *granter) grantsOf(ctx context.Context, ia access.ItemAuthorizer, id string, who access.Identity) map[string]bool {
+	p := g.p
 	routes, now := p.cat.routes.Load(), p.g.opts.Clock.Now()
 	if grants, ok := p.sessions.decided(id, routes, now, grantsFresh); ok {
 		return grants
 	}
-	grants := p.decide(ctx, ia, who, routes)
+	grants := g.decide(ctx, ia, who, routes)
 	if p.sessions.grant(id, who, routes, now, grants) {
 		p.relevel()
 	}
@@ -74,9 +85,10 @@ func (p *project) grantsOf(ctx context.Context, ia access.ItemAuthorizer, id str
 
 // decide asks which of the endpoint's servers who holds a grant on, each with the items
 // routes list of it.
-func (p *project) decide(ctx context.Context, ia access.ItemAuthorizer, who access.Identity, routes *paths.Routes) map[string]bool {
+func (g *granter) decide(ctx context.Context, ia access.ItemAuthorizer, who access.Identity, routes *paths.Routes) map[string]bool {
+	p := g.p
 	listed := map[string][]access.Item{}
-	for _, server := range p.serverNames() {
+	for _, server := range g.serverNames() {
 		listed[server] = nil
 	}
 	if routes != nil {
@@ -91,16 +103,18 @@ func (p *project) decide(ctx context.Context, ia access.ItemAuthorizer, who acce
 
 // serverNames are the servers the endpoint serves: the project's, or a per-server endpoint's
 // one.
-func (p *project) serverNames() []string {
+func (g *granter) serverNames() []string {
+	p := g.p
 	return slices.Collect(maps.Keys(p.observe().Servers))
 }
 
 // regrant decides again, in the background, the grants of the sessions whose grants are not
 // current: one goroutine at a time per endpoint, which goes round again while any are left.
 // A decision that changes what a leveled session holds sets the servers' levels again.
-func (p *project) regrant() {
+func (g *granter) regrant() {
+	p := g.p
 	ia, on := p.rbacOn()
-	if !on || !p.regranting.CompareAndSwap(false, true) {
+	if !on || !g.running.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
@@ -108,9 +122,9 @@ func (p *project) regrant() {
 			routes, now := p.cat.routes.Load(), p.g.opts.Clock.Now()
 			undecided := p.sessions.undecided(routes, now, grantsFresh)
 			if len(undecided) == 0 {
-				p.regranting.Store(false)
+				g.running.Store(false)
 				// A regrant that came meanwhile saw this one running and left it the work.
-				if len(p.sessions.undecided(p.cat.routes.Load(), p.g.opts.Clock.Now(), grantsFresh)) == 0 || !p.regranting.CompareAndSwap(false, true) {
+				if len(p.sessions.undecided(p.cat.routes.Load(), p.g.opts.Clock.Now(), grantsFresh)) == 0 || !g.running.CompareAndSwap(false, true) {
 					return
 				}
 				continue
@@ -118,7 +132,7 @@ func (p *project) regrant() {
 			releveled := false
 			for ref, who := range undecided {
 				ctx, cancel := context.WithTimeout(context.Background(), grantsTimeout)
-				grants := p.decide(ctx, ia, who, routes)
+				grants := g.decide(ctx, ia, who, routes)
 				cancel()
 				releveled = p.sessions.grant(ref, who, routes, now, grants) || releveled
 			}

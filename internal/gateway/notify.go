@@ -90,7 +90,7 @@ func (p *project) logReaders(server string, n conn.Notice) []*mcp.ServerSession 
 	if _, on := p.rbacOn(); on {
 		holders, stale := p.sessions.holders(server, p.g.opts.Clock.Now(), grantsFresh)
 		if stale {
-			p.regrant() // in the background
+			p.grants.regrant() // in the background
 		}
 		return holders
 	}
@@ -108,7 +108,7 @@ func (p *project) levelMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				id, _ := paths.SessionID(req)
 				p.sessions.setLevel(id, params.Level)
 				if ia, on := p.rbacOn(); on {
-					p.grantsOf(ctx, ia, id, access.FromSDK(req.GetExtra().Header))
+					p.grants.grantsOf(ctx, ia, id, access.FromSDK(req.GetExtra().Header))
 				}
 				p.applyLevel(ctx)
 			}
@@ -127,7 +127,7 @@ const quietest = mcp.LoggingLevel("emergency")
 // from the sessions that hold a grant on it alone.
 func (p *project) applyLevel(ctx context.Context) {
 	if _, on := p.rbacOn(); on {
-		for server, level := range p.sessions.levels(p.serverNames()) {
+		for server, level := range p.sessions.levels(p.grants.serverNames()) {
 			if level != "" {
 				p.g.opts.Registry.SetServerLogLevel(ctx, p.key, server, level)
 			}
@@ -168,7 +168,7 @@ func (p *project) usable(ctx context.Context, req mcp.Request) func(server strin
 		return func(string) bool { return true }
 	}
 	id, _ := paths.SessionID(req)
-	grants := p.grantsOf(ctx, ia, id, access.FromSDK(req.GetExtra().Header))
+	grants := p.grants.grantsOf(ctx, ia, id, access.FromSDK(req.GetExtra().Header))
 	return func(server string) bool { return grants[server] }
 }
 

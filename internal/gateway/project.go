@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -50,8 +49,7 @@ type project struct {
 	subs  subscriptions // the sessions' resource subscriptions (subscriptions.go)
 	// listeners are the subscriptions/listen streams the gateway serves itself (listen.go).
 	listeners listeners
-	// regranting: a goroutine decides the sessions' grants again (grants.go).
-	regranting atomic.Bool
+	grants    granter // decides the sessions' grants on servers, on an RBAC project (grants.go)
 }
 
 func newProject(g *Gateway, key types.NamespacedName, incarnation uint64, only string) *project {
@@ -60,6 +58,7 @@ func newProject(g *Gateway, key types.NamespacedName, incarnation uint64, only s
 		cat: catalog{tools: map[string]projected{}, prompts: map[string]projected{},
 			resources: map[string]projected{}, templates: map[string]projected{}},
 	}
+	p.grants.p = p
 	impl := &mcp.Implementation{Name: "projectmcp", Title: "projectmcp " + key.String(), Version: "v1alpha1"}
 	p.serverInfo, _ = json.Marshal(impl) // strings only: cannot fail
 	p.paths = paths.New(seam{p}, paths.Options{Key: key, ServerInfo: p.serverInfo, Log: g.opts.Log, Clock: g.opts.Clock,
@@ -214,7 +213,7 @@ func (p *project) mountStateless(ctx context.Context, id string, who access.Iden
 		if err := p.mount(ctx, id, who, client()); err != nil {
 			return err
 		}
-	case !p.admitted(id):
+	case !p.grants.admitted(id):
 		// Mounted through another endpoint of the project: this one admits it first.
 		if err := p.admitShared(ctx, id, who); err != nil {
 			return err
@@ -254,7 +253,7 @@ func (p *project) mount(ctx context.Context, id string, who access.Identity, cli
 	}
 	p.sync()
 	// Decided once the server's items are listed: a grant of one of them is a grant on it.
-	if err := p.admit(ctx, id, who); err != nil {
+	if err := p.grants.admit(ctx, id, who); err != nil {
 		end(err)
 		p.release(id)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
@@ -270,7 +269,7 @@ func (p *project) admitShared(ctx context.Context, id string, who access.Identit
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	}
 	p.sessions.identify(id, who)
-	if err := p.admit(ctx, id, who); err != nil {
+	if err := p.grants.admit(ctx, id, who); err != nil {
 		p.sessions.disown(id)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	}

@@ -32,7 +32,7 @@ func (s seam) Lookup(session, server string) *conn.Conn {
 // Mounted: a session another endpoint of the project mounted is not this one's until it admits
 // it (grants.go), which the SDK's path does (mountMiddleware).
 func (s seam) Mounted(session string) bool {
-	return s.p.g.opts.Registry.Mounted(s.p.key, session) && s.p.admitted(session)
+	return s.p.g.opts.Registry.Mounted(s.p.key, session) && s.p.grants.admitted(session)
 }
 
 func (s seam) Claim() (int64, bool)            { return s.p.g.claim(s.p.key) }
