@@ -167,6 +167,10 @@ type Gateway struct {
 	confirmMu  sync.Mutex            // makes confirmations' get-or-add atomic
 	confirmers *cache.LRUExpireCache // principal → *rate.Limiter
 	confirmAll *rate.Limiter         // every principal's live reads together (lookup)
+
+	// replays bounds what every project's resumable call streams keep after their calls ended
+	// (paths: budget.go): one budget for the process, whose memory they share.
+	replays *paths.ReplayBudget
 }
 
 // New makes a gateway and subscribes it to the registry's changes.
@@ -209,6 +213,7 @@ func New(opts Options) *Gateway {
 		misses:     cache.NewLRUExpireCacheWithClock(maxConfirmEntries, opts.Clock),
 		confirmers: cache.NewLRUExpireCacheWithClock(maxConfirmEntries, opts.Clock),
 		confirmAll: rate.NewLimiter(confirmAllRate, confirmAllBurst),
+		replays:    paths.NewReplayBudget(paths.ReplayLimits{}),
 	}
 	g.mux.HandleFunc("/projects/{namespace}/{name}/mcp", g.serveProject)
 	g.mux.HandleFunc("/projects/{namespace}/{name}/servers/{server}/mcp", g.serveProject)

@@ -63,7 +63,8 @@ func newProject(g *Gateway, key types.NamespacedName, incarnation uint64, only s
 	p.serverInfo, _ = json.Marshal(impl) // strings only: cannot fail
 	p.paths = paths.New(seam{p}, paths.Options{Key: key, ServerInfo: p.serverInfo, Log: g.opts.Log, Clock: g.opts.Clock,
 		CallTimeout: g.opts.CallTimeout, InputTimeout: g.opts.InputTimeout, MaxAwaitingInput: g.opts.MaxAwaitingInput,
-		MaxAwaitingInputPerSession: g.opts.MaxAwaitingInputPerSession, Audit: g.opts.Audit, AuditArguments: g.opts.AuditArguments})
+		MaxAwaitingInputPerSession: g.opts.MaxAwaitingInputPerSession, Audit: g.opts.Audit, AuditArguments: g.opts.AuditArguments,
+		Replays: g.replays})
 	p.subs = subscriptions{sessions: &p.sessions, paths: p.paths, routes: p.current, max: g.opts.MaxSubscriptionsPerSession,
 		lookup: func(session, server string) *conn.Conn { return g.opts.Registry.Lookup(key, session, server) }}
 	p.server = mcp.NewServer(impl,

@@ -64,6 +64,7 @@ func TestFaults(t *testing.T) {
 	s.restart(t)
 	s.mirrorBeforeAPI(t)
 	s.symlinkSwap(t)
+	s.abandonedCalls(t)
 	s.createRetire(t)
 	fmt.Println()
 	printTable(os.Stdout, s.rows)

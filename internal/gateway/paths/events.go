@@ -235,10 +235,15 @@ func newHeldSSEWriter(w http.ResponseWriter, replay *replayStream) *sseWriter {
 	return s
 }
 
-func (s *sseWriter) event(data []byte) {
+func (s *sseWriter) event(data []byte) { s.send(data, nil) }
+
+// answer writes the response to the request id, the stream's last event.
+func (s *sseWriter) answer(id json.RawMessage, data []byte) { s.send(data, id) }
+
+func (s *sseWriter) send(data []byte, answers json.RawMessage) {
 	id := ""
 	if s.replay != nil {
-		id = s.replay.add(data)
+		id = s.replay.add(data, answers)
 	}
 	s.Event(id, data)
 }

@@ -382,7 +382,7 @@ func (p *Paths) forwardCall(w http.ResponseWriter, r *http.Request, in *incoming
 
 	unanswered := false // the stream ends without an answer: a client that resumes it learns so
 	if fc.resumable {
-		fc.replay = p.replays.open(fc.id)
+		fc.replay = p.replays.open(fc.id, in.who.Principal)
 		defer func() {
 			p.replays.close(fc.replay, fc.replay.primed.Load() && (r.Context().Err() != nil || unanswered))
 		}()

@@ -70,6 +70,10 @@ type Options struct {
 	// Audit, when not nil, records every forwarded request; AuditArguments adds arguments.
 	Audit          *audit.Log
 	AuditArguments bool
+	// Replays bounds what the resumable streams kept after their calls ended hold, for every
+	// endpoint of the process together (budget.go); nil: a budget of the endpoint's own, with
+	// the defaults.
+	Replays *ReplayBudget
 }
 
 // Paths is one endpoint's request path: every request of the endpoint's sessions goes
@@ -91,6 +95,10 @@ type Paths struct {
 func New(ep Endpoint, opts Options) *Paths {
 	p := &Paths{ep: ep, opts: opts, key: opts.Key}
 	p.inputs = newInputs(p)
+	p.replays.budget = opts.Replays
+	if p.replays.budget == nil {
+		p.replays.budget = NewReplayBudget(ReplayLimits{})
+	}
 	return p
 }
 

@@ -133,7 +133,7 @@ func TestSSEWriterHeldForTheAnswer(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var rs replays
 			rec := httptest.NewRecorder()
-			s := tc.open(rec, rs.open("s"))
+			s := tc.open(rec, rs.open("s", "p"))
 			if rec.Flushed != tc.flushed {
 				t.Fatalf("the priming event sent at once: %v, want %v", rec.Flushed, tc.flushed)
 			}

@@ -140,6 +140,18 @@ func errorStatus(code int64) int {
 // writeResponse writes a JSON-RPC response with the result as the server sent it: as the last
 // event of stream when the response is one, else as a JSON body.
 func writeResponse(w http.ResponseWriter, stream *sseWriter, id json.RawMessage, result json.RawMessage, rpcErr *jsonrpc.Error) {
+	buf := encodeResponse(id, result, rpcErr)
+	if stream != nil {
+		stream.answer(id, buf)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(buf)))
+	_, _ = w.Write(buf)
+}
+
+// encodeResponse is a JSON-RPC response to id: the result as it is, or the error.
+func encodeResponse(id json.RawMessage, result json.RawMessage, rpcErr *jsonrpc.Error) []byte {
 	buf := make([]byte, 0, len(result)+len(id)+40)
 	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
 	buf = append(buf, id...)
@@ -151,14 +163,7 @@ func writeResponse(w http.ResponseWriter, stream *sseWriter, id json.RawMessage,
 		buf = append(buf, `,"result":`...)
 		buf = append(buf, result...)
 	}
-	buf = append(buf, '}')
-	if stream != nil {
-		stream.event(buf)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(buf)))
-	_, _ = w.Write(buf)
+	return append(buf, '}')
 }
 
 // Refuse answers a request with an error status; 429 and 503 say when to retry.

@@ -33,11 +33,11 @@ func TestParseReplayID(t *testing.T) {
 // oldest go and a resumption from before them is refused; a session's end drops its streams.
 func TestReplayStream(t *testing.T) {
 	var rs replays
-	s := rs.open("s-1")
+	s := rs.open("s-1", "u")
 	if rs.find("s-2", s.id) != nil || rs.find("s-1", s.id) != s {
 		t.Fatal("a stream is its session's alone")
 	}
-	ids := []string{s.add([]byte("one")), s.add([]byte("two"))}
+	ids := []string{s.add([]byte("one"), nil), s.add([]byte("two"), nil)}
 	if _, n, ok := parseReplayID(ids[1]); !ok || n != 2 {
 		t.Fatalf("ids %q", ids)
 	}
@@ -45,7 +45,7 @@ func TestReplayStream(t *testing.T) {
 	if !ok || done || last != 2 || len(events) != 1 || string(events[0]) != "two" {
 		t.Fatalf("after 1: %q %d %v %v", events, last, done, ok)
 	}
-	s.add([]byte("three"))
+	s.add([]byte("three"), nil)
 	select {
 	case <-wake:
 	default:
@@ -56,8 +56,8 @@ func TestReplayStream(t *testing.T) {
 	}
 
 	big := []byte(strings.Repeat("x", maxReplayBytes/2+1))
-	s.add(big)
-	s.add(big)
+	s.add(big, nil)
+	s.add(big, nil)
 	if _, _, _, _, ok := s.after(1); ok {
 		t.Fatal("a resumption from before the events kept must be refused")
 	}
@@ -73,7 +73,7 @@ func TestReplayStream(t *testing.T) {
 	if rs.find("s-1", s.id) != nil {
 		t.Fatal("a session's end drops its streams")
 	}
-	other := rs.open("s-3")
+	other := rs.open("s-3", "u")
 	rs.close(other, false)
 	if rs.find("s-3", other.id) != nil {
 		t.Fatal("a stream its reader read to the end is dropped at once")
