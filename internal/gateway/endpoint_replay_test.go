@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -152,17 +153,23 @@ func bigCall(url, sid, id, tool string, abandon bool) (string, error) {
 		return "", err
 	}
 	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return "", fmt.Errorf("call %.20s: %s, %s: %s", id, resp.Status, ct, body)
+	}
 	events := bufio.NewReaderSize(resp.Body, 1<<20)
+	last := "" // the data of the last event read, to say what came instead
 	for {
 		e, err := nextEvent(events)
 		switch {
 		case err != nil:
-			return "", fmt.Errorf("call %.20s: %w", id, err)
+			return "", fmt.Errorf("call %.20s: %w (the last event: %.300s)", id, err, last)
 		case abandon && strings.Contains(e.data, `"notifications/progress"`):
 			return e.id, nil // cancel (deferred) drops the connection
 		case !abandon && strings.Contains(e.data, `"id":`+id+`,`):
 			return e.data, nil
 		}
+		last = e.data
 	}
 }
 
