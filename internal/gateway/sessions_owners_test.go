@@ -77,10 +77,15 @@ func TestSessionsPerPrincipalBound(t *testing.T) {
 		srv.CloseClientConnections()
 		srv.Close()
 	}()
+	// Each session has connections of its own: a gateway served by httptest (not by Serve)
+	// closes a taken stream's connection when the stream ends, and a new session reusing it
+	// from a shared pool could find it reset.
 	connect := func(token, version string) (*mcp.ClientSession, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		hc := &http.Client{Transport: bearer(token)}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		t.Cleanup(tr.CloseIdleConnections)
+		hc := &http.Client{Transport: bearerOn{token: token, next: tr}}
 		return mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
 			&mcp.StreamableClientTransport{Endpoint: srv.URL + Path(key), HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	}
@@ -112,7 +117,17 @@ func TestSessionsPerPrincipalBound(t *testing.T) {
 type bearer string
 
 func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	return bearerOn{token: string(b), next: http.DefaultTransport}.RoundTrip(req)
+}
+
+// bearerOn sends each request with the token, on next.
+type bearerOn struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearerOn) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(req)
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(req)
 }
