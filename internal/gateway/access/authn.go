@@ -104,11 +104,14 @@ func isLoopback(host string) bool {
 //     evicts a valid user's verdict;
 //   - each user may cause at most ReviewRate new access reviews a second (burst ReviewBurst),
 //     and have at most maxReviewsInFlight waiting at once: a user spraying project paths gets
-//     429 for the rest, and every other user's reviews and the controller's own API calls go on;
+//     429 for the rest, and every other user's reviews and the controller's own API calls go on.
+//     Reviews of verdicts gone stale draw on an allowance of their own of the same size, which
+//     no spray of new paths can spend;
 //   - every review is bounded by ReviewTimeout, and a verdict is fresh for TTL and kept up to
-//     MaxStale after that: when a review cannot be made (the API server is unreachable or slow,
-//     or the user is over its review rate), the last verdict stands, so live sessions keep
-//     working through an API server outage.
+//     MaxStale after that: when a review fails (the API server is unreachable or does not
+//     answer in time), the last verdict stands, so live sessions keep working through an API
+//     server outage. A user over its budget gets 429, never the last verdict: a user whose
+//     grant was revoked cannot keep it by spending its own budget.
 type KubernetesAuth struct {
 	Client kubernetes.Interface
 	TTL    time.Duration
@@ -134,17 +137,19 @@ type KubernetesAuth struct {
 	Audiences []string
 	Clock     clock.PassiveClock // default: real
 
-	once      sync.Once
-	mu        sync.Mutex            // makes the get-or-add of limiters, sources and stale users atomic
+	once sync.Once
+	// mu makes the get-or-add of budgets and sources, and the claims of stale verdicts, atomic.
+	mu        sync.Mutex
 	users     *cache.LRUExpireCache // token hash → userEntry, valid tokens only
 	invalid   *cache.LRUExpireCache // token hash → struct{}: tokens the API server refused
 	decisions *cache.LRUExpireCache // decisionKey → decision
 	limiters  *cache.LRUExpireCache // user name → *reviewBudget
 	items     *cache.LRUExpireCache // itemKey → itemVerdict (rbac.go)
-	// itemFlights runs one review per item key at a time (rbac.go's verdict).
-	itemFlights singleflight.Group
-	sources     *cache.LRUExpireCache // source → *rate.Limiter
-	newTokens   *rate.Limiter
+	// decisionFlights and itemFlights run one review per key at a time.
+	decisionFlights singleflight.Group
+	itemFlights     singleflight.Group
+	sources         *cache.LRUExpireCache // source → *rate.Limiter
+	newTokens       *rate.Limiter
 }
 
 // maxAuthEntries bounds each cache of valid verdicts and budgets.
@@ -170,6 +175,8 @@ type decision struct {
 	status    int
 	message   string
 	fresh     time.Time
+	// expires is when the review's verdict goes, however often it is claimed meanwhile.
+	expires time.Time
 }
 
 func (a *KubernetesAuth) init() {
@@ -231,32 +238,84 @@ func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key typ
 	}
 	u, status, msg := a.user(ctx, token, sum, sourceOf(r.RemoteAddr), now)
 	switch {
-	case status == http.StatusUnauthorized:
-		return "", status, msg
-	case status != 0 && stale != nil:
-		return stale.principal, stale.status, stale.message // no review could be made: keep the last verdict
+	case status == http.StatusInternalServerError && stale != nil:
+		return stale.principal, stale.status, stale.message // the review failed: the last verdict stands
 	case status != 0:
 		return "", status, msg
 	}
+	return a.decide(ctx, u, dk, now)
+}
+
+// decide is the user's verdict on the project of dk: the cached one while fresh, else a
+// review's. A key with no verdict is reviewed within the user's budget of new reviews, once
+// however many requests ask at once; a stale one within the allowance for reviewing verdicts
+// again, by the request that finds it stale, while its others take the last verdict (up to
+// ReviewTimeout). The last verdict answers only when the review fails; past the budget the
+// answer is 429.
+func (a *KubernetesAuth) decide(ctx context.Context, u *authnv1.UserInfo, dk decisionKey, now time.Time) (string, int, string) {
 	principal := Principal(u)
 	b := a.budget(u.Username)
-	if !b.take(now) {
-		if stale != nil {
-			return stale.principal, stale.status, stale.message
+	a.mu.Lock()
+	var stale *decision
+	if v, ok := a.decisions.Get(dk); ok {
+		d := v.(decision)
+		if now.Before(d.fresh) { // another request's claim, or its review's verdict
+			a.mu.Unlock()
+			return d.principal, d.status, d.message
 		}
-		return "", http.StatusTooManyRequests, fmt.Sprintf("%s asked for too many projects at once (more than %d access reviews in flight or %g a second); retry",
-			u.Username, maxReviewsInFlight, float64(a.ReviewRate))
-	}
-	status, msg = a.authorize(ctx, u, key)
-	b.done()
-	if status == http.StatusInternalServerError {
-		if stale != nil {
-			return stale.principal, stale.status, stale.message
+		if !b.renew.take(now) {
+			a.mu.Unlock()
+			return "", http.StatusTooManyRequests, a.overBudget(u)
 		}
-		return "", status, msg
+		stale = &d
+		if left := d.expires.Sub(now); left > 0 { // the claim
+			claimed := d
+			claimed.fresh = now.Add(a.ReviewTimeout)
+			a.decisions.Add(dk, claimed, left)
+		}
 	}
-	a.decisions.Add(dk, decision{principal, status, msg, now.Add(a.TTL)}, a.TTL+a.MaxStale)
-	return principal, status, msg
+	a.mu.Unlock()
+	if stale != nil {
+		status, msg := a.authorize(ctx, u, dk.project)
+		b.renew.done()
+		if status == http.StatusInternalServerError {
+			return stale.principal, stale.status, stale.message // the review failed: the last verdict stands
+		}
+		a.remember(dk, principal, status, msg)
+		return principal, status, msg
+	}
+	flight := fmt.Sprintf("%x/%s", dk.token, dk.project)
+	res, _, _ := a.decisionFlights.Do(flight, func() (any, error) {
+		if !b.fresh.take(a.Clock.Now()) {
+			return decision{status: http.StatusTooManyRequests, message: a.overBudget(u)}, nil
+		}
+		defer b.fresh.done()
+		// The review is shared by every request that asked meanwhile: it is not the first
+		// one's to cancel (ReviewTimeout bounds it).
+		status, msg := a.authorize(context.WithoutCancel(ctx), u, dk.project)
+		if status != http.StatusInternalServerError {
+			a.remember(dk, principal, status, msg)
+		}
+		return decision{principal: principal, status: status, message: msg}, nil
+	})
+	d := res.(decision)
+	if d.status == http.StatusInternalServerError || d.status == http.StatusTooManyRequests {
+		return "", d.status, d.message
+	}
+	return principal, d.status, d.message
+}
+
+// remember caches a review's verdict: fresh for TTL, standing MaxStale more for when no review
+// can be made.
+func (a *KubernetesAuth) remember(dk decisionKey, principal string, status int, msg string) {
+	now := a.Clock.Now()
+	a.decisions.Add(dk, decision{principal, status, msg, now.Add(a.TTL), now.Add(a.TTL + a.MaxStale)}, a.TTL+a.MaxStale)
+}
+
+// overBudget is the refusal of a user past its review budget.
+func (a *KubernetesAuth) overBudget(u *authnv1.UserInfo) string {
+	return fmt.Sprintf("%s asked for too many projects at once (more than %d access reviews in flight or %g a second); retry",
+		u.Username, maxReviewsInFlight, float64(a.ReviewRate))
 }
 
 // user returns who a token is, from the caches or a TokenReview; a stale entry answers when the
@@ -364,30 +423,40 @@ func sourceOf(remoteAddr string) string {
 	return p.String()
 }
 
-// maxReviewsInFlight bounds one user's access reviews waiting on the API server at once: a
-// user spraying paths faster than the API server answers gets 429 instead of a queue.
+// maxReviewsInFlight bounds one user's access reviews waiting on the API server at once, in each
+// part of its budget: a user spraying paths faster than the API server answers gets 429 instead
+// of a queue.
 const maxReviewsInFlight = 4
 
-// reviewBudget is one user's allowance of new access reviews: a rate, and a bound on those in
-// flight.
+// reviewBudget is one user's allowance of access reviews, in two parts of one size: reviews of
+// keys with no verdict (fresh), and reviews of verdicts gone stale (renew). A user spraying
+// made-up paths spends the first; the second, which only verdicts already earned can spend,
+// keeps their reviews going, so a verdict never outlives its TTL for want of budget.
 type reviewBudget struct {
+	fresh, renew allowance
+}
+
+// allowance is a rate of reviews and a bound on those in flight.
+type allowance struct {
 	rate     *rate.Limiter
 	inFlight atomic.Int32
 }
 
-func (b *reviewBudget) take(now time.Time) bool {
-	if b.inFlight.Add(1) > maxReviewsInFlight {
-		b.inFlight.Add(-1)
+// take takes one review: false, with nothing taken, past the rate or the bound in flight.
+func (al *allowance) take(now time.Time) bool {
+	if al.inFlight.Add(1) > maxReviewsInFlight {
+		al.inFlight.Add(-1)
 		return false
 	}
-	if !b.rate.AllowN(now, 1) {
-		b.inFlight.Add(-1)
+	if !al.rate.AllowN(now, 1) {
+		al.inFlight.Add(-1)
 		return false
 	}
 	return true
 }
 
-func (b *reviewBudget) done() { b.inFlight.Add(-1) }
+// done ends a review take took.
+func (al *allowance) done() { al.inFlight.Add(-1) }
 
 // budget is the user's review budget.
 func (a *KubernetesAuth) budget(user string) *reviewBudget {
@@ -396,7 +465,8 @@ func (a *KubernetesAuth) budget(user string) *reviewBudget {
 	if v, ok := a.limiters.Get(user); ok {
 		return v.(*reviewBudget)
 	}
-	b := &reviewBudget{rate: rate.NewLimiter(a.ReviewRate, a.ReviewBurst)}
+	b := &reviewBudget{fresh: allowance{rate: rate.NewLimiter(a.ReviewRate, a.ReviewBurst)},
+		renew: allowance{rate: rate.NewLimiter(a.ReviewRate, a.ReviewBurst)}}
 	a.limiters.Add(user, b, time.Hour)
 	return b
 }
