@@ -467,15 +467,7 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 			return nil, fmt.Errorf("--gateway-auth=local needs a loopback --gateway-bind-address, not %q", f.gatewayAddr)
 		}
 	case "kubernetes":
-		// Reviews get a client of their own, so that sessions' reviews and the reconciler's
-		// writes never wait behind one another's rate limit.
-		rc := rest.CopyConfig(cfg)
-		rc.QPS, rc.Burst = 100, 200
-		cs, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return nil, err
-		}
-		auth, err := f.kubernetesAuth(cs)
+		auth, err := f.kubernetesAuth(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -532,9 +524,16 @@ func gatewayBaseURL(flag, bound string, tls bool) (string, error) {
 	return flag, nil
 }
 
+// reviewQPS and reviewBurst are the client-side rate limit of each of the gateway's review
+// clients.
+const reviewQPS, reviewBurst = 100, 200
+
 // kubernetesAuth is the gateway's TokenReview and SubjectAccessReview checker, from the
-// --gateway-* review flags; an error names the flag that is wrong.
-func (f *controllerFlags) kubernetesAuth(cs kubernetes.Interface) (*access.KubernetesAuth, error) {
+// --gateway-* review flags; an error names the flag that is wrong. Its reviews get clients of
+// their own, each with its own rate limit, so that they and the reconciler's writes never wait
+// behind one another: one for the tokens and the use of projects, one for the RBAC items of
+// the lists, whose hundreds of reviews must never queue an authentication.
+func (f *controllerFlags) kubernetesAuth(cfg *rest.Config) (*access.KubernetesAuth, error) {
 	for _, aud := range f.audiences {
 		if strings.TrimSpace(aud) == "" || strings.TrimSpace(aud) != aud {
 			return nil, usageErrorf("--gateway-audience: %q is not an audience (empty, or with spaces around it)", aud)
@@ -548,8 +547,18 @@ func (f *controllerFlags) kubernetesAuth(cs kubernetes.Interface) (*access.Kuber
 	case f.sourceRate < 0:
 		return nil, usageErrorf("--gateway-new-token-reviews-per-source must not be negative (0: the default), not %g", f.sourceRate)
 	}
-	return &access.KubernetesAuth{Client: cs, TTL: f.reviewTTL, Audiences: f.audiences,
-		NewTokenRate: rate.Limit(f.newTokenRate), SourceRate: rate.Limit(f.sourceRate)}, nil
+	var clients [2]kubernetes.Interface
+	for i := range clients {
+		rc := rest.CopyConfig(cfg)
+		rc.QPS, rc.Burst = reviewQPS, reviewBurst
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, err
+		}
+		clients[i] = cs
+	}
+	return &access.KubernetesAuth{Client: clients[0], ItemClient: clients[1], TTL: f.reviewTTL, Audiences: f.audiences,
+		NewTokenRate: rate.Limit(f.newTokenRate), SourceRate: rate.Limit(f.sourceRate), Log: ctrl.Log.WithName("gateway")}, nil
 }
 
 const controllerLong = `Runs the reconciler, the connection registry and the gateway against the kubeconfig's

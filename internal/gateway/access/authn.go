@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
@@ -132,6 +133,20 @@ type KubernetesAuth struct {
 	SourceBurst int
 	// ReviewTimeout bounds each TokenReview and SubjectAccessReview (default 5 s).
 	ReviewTimeout time.Duration
+	// ItemClient makes the RBAC item reviews (rbac.go; default: Client). Give it a client of
+	// its own, with its own rate limit: a list of an RBAC project may cost hundreds of reviews,
+	// and none of them may queue a TokenReview or a use review behind it.
+	ItemClient kubernetes.Interface
+	// ItemReviewRate and ItemReviewBurst bound the item reviews one user may cause (default 50
+	// a second, burst 512); past them items are withheld, and a use of one is refused.
+	ItemReviewRate  rate.Limit
+	ItemReviewBurst int
+	// ListItemReviews bounds the items of one list reviewed one by one, by their own names
+	// (default 256): the rest are withheld, and a line is logged. The wildcards that grant whole
+	// servers or the whole project grant any number.
+	ListItemReviews int
+	// Log says when items are withheld for a bound (never with a token or a session id).
+	Log logr.Logger
 	// Audiences, when set, are the audiences the gateway accepts: a TokenReview asks for them
 	// and a token for none of them is not valid. Empty: the API server's own audiences.
 	Audiences []string
@@ -145,6 +160,7 @@ type KubernetesAuth struct {
 	decisions *cache.LRUExpireCache // decisionKey → decision
 	limiters  *cache.LRUExpireCache // user name → *reviewBudget
 	items     *cache.LRUExpireCache // itemKey → itemVerdict (rbac.go)
+	itemUsers *cache.LRUExpireCache // user name → *itemBudget (rbac.go)
 	// decisionFlights and itemFlights run one review per key at a time.
 	decisionFlights singleflight.Group
 	itemFlights     singleflight.Group
@@ -193,11 +209,18 @@ func (a *KubernetesAuth) init() {
 		a.NewTokenBurst = orDefault(a.NewTokenBurst, max(1, 2*int(a.NewTokenRate)))
 		a.SourceRate = orDefault(a.SourceRate, DefaultSourceRate)
 		a.SourceBurst = orDefault(a.SourceBurst, max(1, 4*int(a.SourceRate)))
+		a.ItemReviewRate = orDefault(a.ItemReviewRate, 50)
+		a.ItemReviewBurst = orDefault(a.ItemReviewBurst, 512)
+		a.ListItemReviews = orDefault(a.ListItemReviews, 256)
+		if a.ItemClient == nil {
+			a.ItemClient = a.Client
+		}
 		a.users = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
 		a.invalid = cache.NewLRUExpireCacheWithClock(maxInvalidEntries, a.Clock)
 		a.decisions = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
 		a.limiters = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
 		a.items = cache.NewLRUExpireCacheWithClock(maxItemEntries, a.Clock)
+		a.itemUsers = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
 		a.sources = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
 		a.newTokens = rate.NewLimiter(a.NewTokenRate, a.NewTokenBurst)
 	})
@@ -504,7 +527,7 @@ func audienceMatches(want, got []string) bool {
 // authorize asks a SubjectAccessReview whether the user may use the project: 0, 403 naming
 // what was refused, or 500 when the review failed.
 func (a *KubernetesAuth) authorize(ctx context.Context, u *authnv1.UserInfo, key types.NamespacedName) (int, string) {
-	allowed, err := a.accessReview(ctx, u, authzv1.ResourceAttributes{
+	allowed, err := a.accessReview(ctx, a.Client, u, authzv1.ResourceAttributes{
 		Namespace: key.Namespace, Name: key.Name, Verb: UseVerb,
 		Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Resource: "projectmcps",
 	})
@@ -517,13 +540,13 @@ func (a *KubernetesAuth) authorize(ctx context.Context, u *authnv1.UserInfo, key
 	return 0, ""
 }
 
-// accessReview asks one SubjectAccessReview, within ReviewTimeout, whether the user may do
+// accessReview asks one SubjectAccessReview of cs, within ReviewTimeout, whether the user may do
 // what attrs say. Every access review of the gateway goes through it, so none waits on a slow
 // API server for longer.
-func (a *KubernetesAuth) accessReview(ctx context.Context, u *authnv1.UserInfo, attrs authzv1.ResourceAttributes) (bool, error) {
+func (a *KubernetesAuth) accessReview(ctx context.Context, cs kubernetes.Interface, u *authnv1.UserInfo, attrs authzv1.ResourceAttributes) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.ReviewTimeout)
 	defer cancel()
-	sar, err := a.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+	sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: u.Username, Groups: u.Groups, UID: u.UID, Extra: extraOf(u), ResourceAttributes: &attrs,
 	}}, metav1.CreateOptions{})
 	if err != nil {
