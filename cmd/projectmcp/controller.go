@@ -40,6 +40,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/peer"
 	"github.com/dsh-dev/projectmcp/internal/reaper"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/toolname"
@@ -71,6 +72,8 @@ type controllerFlags struct {
 	reviewTTL      time.Duration
 	newTokenRate   float64
 	sourceRate     float64
+	localUIDs      []int
+	localAnyUID    bool
 	sessionTimeout time.Duration
 	statelessIdle  time.Duration
 	maxBodyBytes   int64
@@ -156,6 +159,8 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.DurationVar(&f.reviewTTL, "gateway-review-ttl", f.reviewTTL, "how long the gateway trusts a token review or an access review before asking again: the longest a revoked token or a removed RoleBinding keeps working")
 	all.Float64Var(&f.newTokenRate, "gateway-new-token-reviews", f.newTokenRate, "TokenReviews a second of tokens the gateway has not seen, all callers together (burst twice as many); past it such a request gets 429 at once")
 	all.Float64Var(&f.sourceRate, "gateway-new-token-reviews-per-source", f.sourceRate, "TokenReviews a second of tokens the gateway has not seen, per caller address (an IPv6 caller's /64; burst four times as many); behind a proxy every caller has the proxy's address")
+	all.IntSliceVar(&f.localUIDs, "local-allow-uid", f.localUIDs, "with --gateway-auth local, the id of a local user besides the controller's own whose processes may use the gateway (repeatable or comma-separated)")
+	all.BoolVar(&f.localAnyUID, "local-allow-any-uid", f.localAnyUID, "with --gateway-auth local, admit the processes of every local user, and callers whose user the system cannot name (by default only the controller's own user's are admitted)")
 	all.DurationVar(&f.sessionTimeout, "session-timeout", f.sessionTimeout, "release a session that sent no request for this long")
 	all.DurationVar(&f.statelessIdle, "stateless-session-idle", f.statelessIdle, "release a stateless (2026-07-28) session that sent no request for this long")
 	all.Int64Var(&f.maxBodyBytes, "max-request-bytes", f.maxBodyBytes, "largest request body the gateway accepts")
@@ -460,6 +465,9 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 	if opts.BaseURL, err = gatewayBaseURL(f.gatewayURL, bound, tlsConfig != nil); err != nil {
 		return nil, err
 	}
+	if opts.Local, err = f.localRule(); err != nil {
+		return nil, err
+	}
 	switch f.gatewayAuth {
 	case "local":
 		host, _, _ := net.SplitHostPort(bound)
@@ -485,6 +493,28 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 		return nil, errors.New("--audit-arguments needs --audit-log")
 	}
 	return gateway.New(opts), nil
+}
+
+// localRule is local mode's rule from --local-allow-uid and --local-allow-any-uid: the
+// controller's own user, and those the flags name. Unless every user is admitted, the system
+// must say which user is at the other end of a loopback connection, or the gateway would admit
+// nobody: then the start fails, naming the flag.
+func (f *controllerFlags) localRule() (access.LocalRule, error) {
+	if f.gatewayAuth != "local" {
+		if len(f.localUIDs) > 0 || f.localAnyUID {
+			return access.LocalRule{}, usageErrorf("--local-allow-uid and --local-allow-any-uid apply to --gateway-auth=local alone")
+		}
+		return access.LocalRule{}, nil
+	}
+	for _, uid := range f.localUIDs {
+		if uid < 0 {
+			return access.LocalRule{}, usageErrorf("--local-allow-uid %d: not a user id", uid)
+		}
+	}
+	if !f.localAnyUID && !peer.CanName() {
+		return access.LocalRule{}, errors.New("--gateway-auth=local admits the controller's own user alone, and this system does not say which user is at the other end of a loopback connection, so it would admit nobody; --local-allow-any-uid admits every local user")
+	}
+	return access.LocalRule{UIDs: slices.Clone(f.localUIDs), AnyUID: f.localAnyUID}, nil
 }
 
 // gatewayTLS is the gateway's TLS configuration from --gateway-tls-cert and --gateway-tls-key,

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,14 +60,43 @@ const localPrincipal = "local"
 // other end of its connection (or of the client a replica proxied it for), when known.
 func LocalPrincipalOf(ctx context.Context) string {
 	if uid, ok := peer.UID(ctx); ok {
-		return localPrincipal + ":uid:" + strconv.Itoa(uid)
+		return localPrincipalOf(uid, true)
 	}
 	return localPrincipal
 }
 
-// Local is local mode's access rule: loopback callers only, with a loopback name in Host
-// (against DNS rebinding). It returns the caller's principal and 0, else 403 and why.
-func Local(r *http.Request) (string, int, string) {
+// localPrincipalOf is the principal of local user uid, when known.
+func localPrincipalOf(uid int, known bool) string {
+	if !known {
+		return localPrincipal
+	}
+	return localPrincipal + ":uid:" + strconv.Itoa(uid)
+}
+
+// LocalRule is local mode's access rule: loopback callers only, with a loopback name in Host
+// (against DNS rebinding), run by the controller's own user. Another user of the machine is
+// refused unless UIDs names it, and so is a caller whose user the OS cannot name, unless AnyUID.
+// The zero LocalRule admits the controller's own user alone.
+type LocalRule struct {
+	// UIDs are the other local users admitted (--local-allow-uid).
+	UIDs []int
+	// AnyUID admits every local user, and callers whose user the OS cannot name
+	// (--local-allow-any-uid).
+	AnyUID bool
+}
+
+// The flags that widen LocalRule, as its refusals name them.
+const (
+	LocalAllowUIDFlag    = "--local-allow-uid"
+	LocalAllowAnyUIDFlag = "--local-allow-any-uid"
+)
+
+// ownUID is the controller's own user.
+var ownUID = os.Getuid()
+
+// Authorize returns the caller's principal and 0, else 403 and why: which user was refused,
+// and the flag that admits it.
+func (l LocalRule) Authorize(r *http.Request) (string, int, string) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil || !isLoopback(host) {
 		return "", http.StatusForbidden, "the local gateway accepts loopback callers only"
@@ -78,7 +108,17 @@ func Local(r *http.Request) (string, int, string) {
 	if !isLoopback(h) {
 		return "", http.StatusForbidden, fmt.Sprintf("Host %q is not a loopback name (DNS rebinding protection)", r.Host)
 	}
-	return LocalPrincipalOf(r.Context()), 0, ""
+	uid, known := peer.OfRequest(r)
+	switch {
+	case l.AnyUID:
+	case !known:
+		return "", http.StatusForbidden, fmt.Sprintf("the local gateway admits its own user (uid %d) alone, and the system does not say which user is calling; %s admits every local user",
+			ownUID, LocalAllowAnyUIDFlag)
+	case uid != ownUID && !slices.Contains(l.UIDs, uid):
+		return "", http.StatusForbidden, fmt.Sprintf("the local gateway admits its own user (uid %d), not uid %d; %s %d admits that user, %s every local user",
+			ownUID, uid, LocalAllowUIDFlag, uid, LocalAllowAnyUIDFlag)
+	}
+	return localPrincipalOf(uid, known), 0, ""
 }
 
 func isLoopback(host string) bool {
