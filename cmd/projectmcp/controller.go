@@ -40,6 +40,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/peer"
 	"github.com/dsh-dev/projectmcp/internal/policy"
 	"github.com/dsh-dev/projectmcp/internal/reaper"
 	"github.com/dsh-dev/projectmcp/internal/registry"
@@ -72,6 +73,8 @@ type controllerFlags struct {
 	reviewTTL      time.Duration
 	newTokenRate   float64
 	sourceRate     float64
+	localUIDs      []int
+	localAnyUID    bool
 	sessionTimeout time.Duration
 	statelessIdle  time.Duration
 	maxBodyBytes   int64
@@ -157,6 +160,8 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.DurationVar(&f.reviewTTL, "gateway-review-ttl", f.reviewTTL, "how long the gateway trusts a token review or an access review before asking again: the longest a revoked token or a removed RoleBinding keeps working")
 	all.Float64Var(&f.newTokenRate, "gateway-new-token-reviews", f.newTokenRate, "TokenReviews a second of tokens the gateway has not seen, all callers together (burst twice as many); past it such a request gets 429 at once")
 	all.Float64Var(&f.sourceRate, "gateway-new-token-reviews-per-source", f.sourceRate, "TokenReviews a second of tokens the gateway has not seen, per caller address (an IPv6 caller's /64; burst four times as many); behind a proxy every caller has the proxy's address")
+	all.IntSliceVar(&f.localUIDs, "local-allow-uid", f.localUIDs, "with --gateway-auth local, the id of a local user besides the controller's own whose processes may use the gateway (repeatable or comma-separated)")
+	all.BoolVar(&f.localAnyUID, "local-allow-any-uid", f.localAnyUID, "with --gateway-auth local, admit the processes of every local user, and callers whose user the system cannot name (by default only the controller's own user's are admitted)")
 	all.DurationVar(&f.sessionTimeout, "session-timeout", f.sessionTimeout, "release a session that sent no request for this long")
 	all.DurationVar(&f.statelessIdle, "stateless-session-idle", f.statelessIdle, "release a stateless (2026-07-28) session that sent no request for this long")
 	all.Int64Var(&f.maxBodyBytes, "max-request-bytes", f.maxBodyBytes, "largest request body the gateway accepts")
@@ -461,6 +466,9 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 	if opts.BaseURL, err = gatewayBaseURL(f.gatewayURL, bound, tlsConfig != nil); err != nil {
 		return nil, err
 	}
+	if opts.Local, err = f.localRule(); err != nil {
+		return nil, err
+	}
 	switch f.gatewayAuth {
 	case "local":
 		host, _, _ := net.SplitHostPort(bound)
@@ -468,15 +476,7 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 			return nil, fmt.Errorf("--gateway-auth=local needs a loopback --gateway-bind-address, not %q", f.gatewayAddr)
 		}
 	case "kubernetes":
-		// Reviews get a client of their own, so that sessions' reviews and the reconciler's
-		// writes never wait behind one another's rate limit.
-		rc := rest.CopyConfig(cfg)
-		rc.QPS, rc.Burst = 100, 200
-		cs, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return nil, err
-		}
-		auth, err := f.kubernetesAuth(cs)
+		auth, err := f.kubernetesAuth(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -494,6 +494,28 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 		return nil, errors.New("--audit-arguments needs --audit-log")
 	}
 	return gateway.New(opts), nil
+}
+
+// localRule is local mode's rule from --local-allow-uid and --local-allow-any-uid: the
+// controller's own user, and those the flags name. Unless every user is admitted, the system
+// must say which user is at the other end of a loopback connection, or the gateway would admit
+// nobody: then the start fails, naming the flag.
+func (f *controllerFlags) localRule() (access.LocalRule, error) {
+	if f.gatewayAuth != "local" {
+		if len(f.localUIDs) > 0 || f.localAnyUID {
+			return access.LocalRule{}, usageErrorf("--local-allow-uid and --local-allow-any-uid apply to --gateway-auth=local alone")
+		}
+		return access.LocalRule{}, nil
+	}
+	for _, uid := range f.localUIDs {
+		if uid < 0 {
+			return access.LocalRule{}, usageErrorf("--local-allow-uid %d: not a user id", uid)
+		}
+	}
+	if !f.localAnyUID && !peer.CanName() {
+		return access.LocalRule{}, errors.New("--gateway-auth=local admits the controller's own user alone, and this system does not say which user is at the other end of a loopback connection, so it would admit nobody; --local-allow-any-uid admits every local user")
+	}
+	return access.LocalRule{UIDs: slices.Clone(f.localUIDs), AnyUID: f.localAnyUID}, nil
 }
 
 // gatewayTLS is the gateway's TLS configuration from --gateway-tls-cert and --gateway-tls-key,
@@ -533,9 +555,16 @@ func gatewayBaseURL(flag, bound string, tls bool) (string, error) {
 	return flag, nil
 }
 
+// reviewQPS and reviewBurst are the client-side rate limit of each of the gateway's review
+// clients.
+const reviewQPS, reviewBurst = 100, 200
+
 // kubernetesAuth is the gateway's TokenReview and SubjectAccessReview checker, from the
-// --gateway-* review flags; an error names the flag that is wrong.
-func (f *controllerFlags) kubernetesAuth(cs kubernetes.Interface) (*access.KubernetesAuth, error) {
+// --gateway-* review flags; an error names the flag that is wrong. Its reviews get clients of
+// their own, each with its own rate limit, so that they and the reconciler's writes never wait
+// behind one another: one for the tokens and the use of projects, one for the RBAC items of
+// the lists, whose hundreds of reviews must never queue an authentication.
+func (f *controllerFlags) kubernetesAuth(cfg *rest.Config) (*access.KubernetesAuth, error) {
 	for _, aud := range f.audiences {
 		if strings.TrimSpace(aud) == "" || strings.TrimSpace(aud) != aud {
 			return nil, usageErrorf("--gateway-audience: %q is not an audience (empty, or with spaces around it)", aud)
@@ -549,8 +578,18 @@ func (f *controllerFlags) kubernetesAuth(cs kubernetes.Interface) (*access.Kuber
 	case f.sourceRate < 0:
 		return nil, usageErrorf("--gateway-new-token-reviews-per-source must not be negative (0: the default), not %g", f.sourceRate)
 	}
-	return &access.KubernetesAuth{Client: cs, TTL: f.reviewTTL, Audiences: f.audiences,
-		NewTokenRate: rate.Limit(f.newTokenRate), SourceRate: rate.Limit(f.sourceRate)}, nil
+	var clients [2]kubernetes.Interface
+	for i := range clients {
+		rc := rest.CopyConfig(cfg)
+		rc.QPS, rc.Burst = reviewQPS, reviewBurst
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, err
+		}
+		clients[i] = cs
+	}
+	return &access.KubernetesAuth{Client: clients[0], ItemClient: clients[1], TTL: f.reviewTTL, Audiences: f.audiences,
+		NewTokenRate: rate.Limit(f.newTokenRate), SourceRate: rate.Limit(f.sourceRate), Log: ctrl.Log.WithName("gateway")}, nil
 }
 
 const controllerLong = `Runs the reconciler, the connection registry and the gateway against the kubeconfig's

@@ -553,10 +553,7 @@ func manyLookups(t *testing.T, gw *gateway.Gateway, tokens []string, each int, g
 // The gateway's review flags: audiences repeatable and comma-separated, and bad values refused
 // naming the flag.
 func TestGatewayReviewFlags(t *testing.T) {
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "https://127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := &rest.Config{Host: "https://127.0.0.1:1"}
 	a, err := parseControllerFlags(t, "--gateway-audience", "projectmcp,mcp.example.com", "--gateway-audience", "other",
 		"--gateway-review-ttl", "5s", "--gateway-new-token-reviews", "10", "--gateway-new-token-reviews-per-source", "2").kubernetesAuth(cs)
 	if err != nil {

@@ -15,7 +15,7 @@ func (g *Gateway) authorize(r *http.Request, key types.NamespacedName) (string, 
 	if g.opts.Auth != nil {
 		return g.opts.Auth.Authorize(r.Context(), r, key)
 	}
-	return access.Local(r)
+	return g.opts.Local.Authorize(r)
 }
 
 // rbacOn reports whether the project's items are authorized per identity: the project asks

@@ -104,8 +104,10 @@ type Options struct {
 	// MaxAwaitingInputPerSession bounds one session's share of them (default 10), so that one
 	// session cannot take every place.
 	MaxAwaitingInputPerSession int
-	// Auth decides who may use a project; nil means local mode (loopback callers only).
-	Auth access.Authorizer
+	// Auth decides who may use a project; nil means local mode, whose rule is Local (loopback
+	// callers of the controller's own user only, when zero).
+	Auth  access.Authorizer
+	Local access.LocalRule
 	// Front, when set, wraps the gateway's handler: the replicas' router (internal/buckets)
 	// sends a project's requests here or to the replica serving the project.
 	Front func(http.Handler) http.Handler

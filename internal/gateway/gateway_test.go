@@ -31,7 +31,7 @@ func TestSessionNamesBounded(t *testing.T) {
 	g := New(Options{Registry: reg})
 	post := func(header string) int {
 		r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/projects/ns/p/mcp", strings.NewReader("{}"))
-		r.RemoteAddr = "127.0.0.1:1234"
+		r = ownLoopback(r)
 		r.Header.Set(SessionHeader, header)
 		w := httptest.NewRecorder()
 		g.ServeHTTP(w, r)
@@ -85,7 +85,7 @@ func TestAwaitProject(t *testing.T) {
 	defer g.shutdown()
 	post := func(name string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/projects/ns/"+name+"/mcp", strings.NewReader("{}"))
-		r.RemoteAddr = "127.0.0.1:1234"
+		r = ownLoopback(r)
 		w := httptest.NewRecorder()
 		g.ServeHTTP(w, r)
 		return w

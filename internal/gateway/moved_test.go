@@ -39,7 +39,7 @@ func TestAwaitEndsWhenTheProjectMoves(t *testing.T) {
 	defer g.shutdown()
 	time.AfterFunc(200*time.Millisecond, func() { here.Store(false) })
 	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/projects/ns/later/mcp", strings.NewReader("{}"))
-	r.RemoteAddr = "127.0.0.1:1234"
+	r = ownLoopback(r)
 	w := httptest.NewRecorder()
 	done := make(chan struct{})
 	go func() {

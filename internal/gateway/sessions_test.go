@@ -135,7 +135,7 @@ func TestDeleteUnknownSession(t *testing.T) {
 	g := New(Options{Registry: reg})
 	defer g.shutdown()
 	r := httptest.NewRequest(http.MethodDelete, "http://127.0.0.1"+Path(key), nil)
-	r.RemoteAddr = "127.0.0.1:1234"
+	r = ownLoopback(r)
 	r.Header.Set("Mcp-Session-Id", "nope")
 	w := httptest.NewRecorder()
 	g.ServeHTTP(w, r)

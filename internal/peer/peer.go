@@ -2,8 +2,9 @@
 // the other end of a connection, which the kernel's socket tables name for any connection
 // whose two ends are both local (loopback, or an address of this host or pod).
 //
-// In local mode sessions are bound to that user (a principal of their own), so two users of
-// one machine cannot reach each other's sessions. Among replicas, a request another replica
+// In local mode only the controller's own user is admitted (unless flags name others), and
+// sessions are bound to the user (a principal of their own), so two users admitted on one
+// machine cannot reach each other's sessions. Among replicas, a request another replica
 // proxied carries its client's address and uid, believed only when the connection is a
 // replica's (the Router's Trusted): then its context says the client's uid, not the proxying
 // replica's. Where the OS does not say (another OS, another network namespace), the uid is
@@ -16,6 +17,7 @@ import (
 	"context"
 	"encoding/hex"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"strconv"
@@ -61,6 +63,60 @@ func UID(ctx context.Context) (int, bool) {
 		return 0, false
 	}
 	return lookup()
+}
+
+// OfRequest is the uid of the process that sent r, when known: what its context says (Context,
+// or WithUID for a request a replica proxied), else, for a request whose server gave it no
+// Context, the uid looked up from the two ends of its connection, so that local mode's rule
+// holds however the gateway's handler is served. A request that came by no connection (made in
+// a test) has no uid.
+func OfRequest(r *http.Request) (int, bool) {
+	ctx := r.Context()
+	if lookup, ok := ctx.Value(key{}).(func() (int, bool)); ok {
+		return lookup()
+	}
+	la, _ := ctx.Value(http.LocalAddrContextKey).(net.Addr)
+	local, okL := addrPort(la)
+	remote, err := netip.ParseAddrPort(r.RemoteAddr)
+	if !okL || err != nil {
+		return 0, false
+	}
+	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
+	if !remote.Addr().IsLoopback() && remote.Addr() != local.Addr() {
+		return 0, false
+	}
+	return peerUID(remote, local)
+}
+
+// CanName reports whether this machine names the user at the other end of a loopback
+// connection (Linux's socket tables do; elsewhere, or where they are hidden, the user is
+// unknown): it connects to itself and looks.
+func CanName() bool {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return false
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			c = nil
+		}
+		accepted <- c
+	}()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return false
+	}
+	defer client.Close()
+	server := <-accepted
+	if server == nil {
+		return false
+	}
+	defer server.Close()
+	uid, ok := UID(Context(context.Background(), server))
+	return ok && uid == os.Getuid()
 }
 
 func addrPort(a net.Addr) (netip.AddrPort, bool) {

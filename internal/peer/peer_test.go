@@ -3,6 +3,8 @@ package peer
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"testing"
@@ -72,5 +74,49 @@ func TestPeerContextFindsOurUID(t *testing.T) {
 	}
 	if _, ok := UID(WithUID(Context(context.Background(), server), 0, false)); ok {
 		t.Fatal("WithUID(…, false) left the uid known")
+	}
+}
+
+// A request says its sender's uid: what its connection's context says (a replica's word
+// included), else, served without Context, as the kernel names its connection's other end; a
+// request that came by no connection has none. CanName says whether this machine names them.
+func TestOfRequest(t *testing.T) {
+	if _, err := os.Stat("/proc/net/tcp"); err != nil {
+		if CanName() {
+			t.Fatal("CanName with no socket tables")
+		}
+		t.Skip("no /proc/net/tcp on this OS")
+	}
+	if !CanName() {
+		t.Fatal("CanName: false on a machine with socket tables")
+	}
+	got := make(chan [2]int, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		uid, ok := OfRequest(r)
+		known := 0
+		if ok {
+			known = 1
+		}
+		got <- [2]int{uid, known}
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if g := <-got; g != [2]int{os.Getuid(), 1} {
+		t.Fatalf("served without Context: uid %d (known %d), want %d", g[0], g[1], os.Getuid())
+	}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = "127.0.0.1:1234"
+	if _, ok := OfRequest(r); ok {
+		t.Fatal("a request that came by no connection has a uid")
+	}
+	if uid, ok := OfRequest(r.WithContext(WithUID(r.Context(), 4242, true))); uid != 4242 || !ok {
+		t.Fatalf("a replica's word: %d %v", uid, ok)
+	}
+	if _, ok := OfRequest(r.WithContext(WithUID(r.Context(), 0, false))); ok {
+		t.Fatal("a replica that could not say: a uid")
 	}
 }

@@ -59,6 +59,7 @@ func TestFaults(t *testing.T) {
 	s.batchSession(t)
 	s.hugeHeaders(t)
 	s.randomPaths(t)
+	s.revokedSpender(t)
 	s.tokenFlood(t)
 	s.apiOutage(t)
 	s.restart(t)

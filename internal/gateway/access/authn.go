@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
@@ -58,14 +60,43 @@ const localPrincipal = "local"
 // other end of its connection (or of the client a replica proxied it for), when known.
 func LocalPrincipalOf(ctx context.Context) string {
 	if uid, ok := peer.UID(ctx); ok {
-		return localPrincipal + ":uid:" + strconv.Itoa(uid)
+		return localPrincipalOf(uid, true)
 	}
 	return localPrincipal
 }
 
-// Local is local mode's access rule: loopback callers only, with a loopback name in Host
-// (against DNS rebinding). It returns the caller's principal and 0, else 403 and why.
-func Local(r *http.Request) (string, int, string) {
+// localPrincipalOf is the principal of local user uid, when known.
+func localPrincipalOf(uid int, known bool) string {
+	if !known {
+		return localPrincipal
+	}
+	return localPrincipal + ":uid:" + strconv.Itoa(uid)
+}
+
+// LocalRule is local mode's access rule: loopback callers only, with a loopback name in Host
+// (against DNS rebinding), run by the controller's own user. Another user of the machine is
+// refused unless UIDs names it, and so is a caller whose user the OS cannot name, unless AnyUID.
+// The zero LocalRule admits the controller's own user alone.
+type LocalRule struct {
+	// UIDs are the other local users admitted (--local-allow-uid).
+	UIDs []int
+	// AnyUID admits every local user, and callers whose user the OS cannot name
+	// (--local-allow-any-uid).
+	AnyUID bool
+}
+
+// The flags that widen LocalRule, as its refusals name them.
+const (
+	LocalAllowUIDFlag    = "--local-allow-uid"
+	LocalAllowAnyUIDFlag = "--local-allow-any-uid"
+)
+
+// ownUID is the controller's own user.
+var ownUID = os.Getuid()
+
+// Authorize returns the caller's principal and 0, else 403 and why: which user was refused,
+// and the flag that admits it.
+func (l LocalRule) Authorize(r *http.Request) (string, int, string) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil || !isLoopback(host) {
 		return "", http.StatusForbidden, "the local gateway accepts loopback callers only"
@@ -77,7 +108,17 @@ func Local(r *http.Request) (string, int, string) {
 	if !isLoopback(h) {
 		return "", http.StatusForbidden, fmt.Sprintf("Host %q is not a loopback name (DNS rebinding protection)", r.Host)
 	}
-	return LocalPrincipalOf(r.Context()), 0, ""
+	uid, known := peer.OfRequest(r)
+	switch {
+	case l.AnyUID:
+	case !known:
+		return "", http.StatusForbidden, fmt.Sprintf("the local gateway admits its own user (uid %d) alone, and the system does not say which user is calling; %s admits every local user",
+			ownUID, LocalAllowAnyUIDFlag)
+	case uid != ownUID && !slices.Contains(l.UIDs, uid):
+		return "", http.StatusForbidden, fmt.Sprintf("the local gateway admits its own user (uid %d), not uid %d; %s %d admits that user, %s every local user",
+			ownUID, uid, LocalAllowUIDFlag, uid, LocalAllowAnyUIDFlag)
+	}
+	return localPrincipalOf(uid, known), 0, ""
 }
 
 func isLoopback(host string) bool {
@@ -104,11 +145,14 @@ func isLoopback(host string) bool {
 //     evicts a valid user's verdict;
 //   - each user may cause at most ReviewRate new access reviews a second (burst ReviewBurst),
 //     and have at most maxReviewsInFlight waiting at once: a user spraying project paths gets
-//     429 for the rest, and every other user's reviews and the controller's own API calls go on;
+//     429 for the rest, and every other user's reviews and the controller's own API calls go on.
+//     Reviews of verdicts gone stale draw on an allowance of their own of the same size, which
+//     no spray of new paths can spend;
 //   - every review is bounded by ReviewTimeout, and a verdict is fresh for TTL and kept up to
-//     MaxStale after that: when a review cannot be made (the API server is unreachable or slow,
-//     or the user is over its review rate), the last verdict stands, so live sessions keep
-//     working through an API server outage.
+//     MaxStale after that: when a review fails (the API server is unreachable or does not
+//     answer in time), the last verdict stands, so live sessions keep working through an API
+//     server outage. A user over its budget gets 429, never the last verdict: a user whose
+//     grant was revoked cannot keep it by spending its own budget.
 type KubernetesAuth struct {
 	Client kubernetes.Interface
 	TTL    time.Duration
@@ -129,22 +173,39 @@ type KubernetesAuth struct {
 	SourceBurst int
 	// ReviewTimeout bounds each TokenReview and SubjectAccessReview (default 5 s).
 	ReviewTimeout time.Duration
+	// ItemClient makes the RBAC item reviews (rbac.go; default: Client). Give it a client of
+	// its own, with its own rate limit: a list of an RBAC project may cost hundreds of reviews,
+	// and none of them may queue a TokenReview or a use review behind it.
+	ItemClient kubernetes.Interface
+	// ItemReviewRate and ItemReviewBurst bound the item reviews one user may cause (default 50
+	// a second, burst 512); past them items are withheld, and a use of one is refused.
+	ItemReviewRate  rate.Limit
+	ItemReviewBurst int
+	// ListItemReviews bounds the items of one list reviewed one by one, by their own names
+	// (default 256): the rest are withheld, and a line is logged. The wildcards that grant whole
+	// servers or the whole project grant any number.
+	ListItemReviews int
+	// Log says when items are withheld for a bound (never with a token or a session id).
+	Log logr.Logger
 	// Audiences, when set, are the audiences the gateway accepts: a TokenReview asks for them
 	// and a token for none of them is not valid. Empty: the API server's own audiences.
 	Audiences []string
 	Clock     clock.PassiveClock // default: real
 
-	once      sync.Once
-	mu        sync.Mutex            // makes the get-or-add of limiters, sources and stale users atomic
+	once sync.Once
+	// mu makes the get-or-add of budgets and sources, and the claims of stale verdicts, atomic.
+	mu        sync.Mutex
 	users     *cache.LRUExpireCache // token hash → userEntry, valid tokens only
 	invalid   *cache.LRUExpireCache // token hash → struct{}: tokens the API server refused
 	decisions *cache.LRUExpireCache // decisionKey → decision
 	limiters  *cache.LRUExpireCache // user name → *reviewBudget
 	items     *cache.LRUExpireCache // itemKey → itemVerdict (rbac.go)
-	// itemFlights runs one review per item key at a time (rbac.go's verdict).
-	itemFlights singleflight.Group
-	sources     *cache.LRUExpireCache // source → *rate.Limiter
-	newTokens   *rate.Limiter
+	itemUsers *cache.LRUExpireCache // user name → *itemBudget (rbac.go)
+	// decisionFlights and itemFlights run one review per key at a time.
+	decisionFlights singleflight.Group
+	itemFlights     singleflight.Group
+	sources         *cache.LRUExpireCache // source → *rate.Limiter
+	newTokens       *rate.Limiter
 }
 
 // maxAuthEntries bounds each cache of valid verdicts and budgets.
@@ -170,6 +231,8 @@ type decision struct {
 	status    int
 	message   string
 	fresh     time.Time
+	// expires is when the review's verdict goes, however often it is claimed meanwhile.
+	expires time.Time
 }
 
 func (a *KubernetesAuth) init() {
@@ -186,11 +249,18 @@ func (a *KubernetesAuth) init() {
 		a.NewTokenBurst = orDefault(a.NewTokenBurst, max(1, 2*int(a.NewTokenRate)))
 		a.SourceRate = orDefault(a.SourceRate, DefaultSourceRate)
 		a.SourceBurst = orDefault(a.SourceBurst, max(1, 4*int(a.SourceRate)))
+		a.ItemReviewRate = orDefault(a.ItemReviewRate, 50)
+		a.ItemReviewBurst = orDefault(a.ItemReviewBurst, 512)
+		a.ListItemReviews = orDefault(a.ListItemReviews, 256)
+		if a.ItemClient == nil {
+			a.ItemClient = a.Client
+		}
 		a.users = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
 		a.invalid = cache.NewLRUExpireCacheWithClock(maxInvalidEntries, a.Clock)
 		a.decisions = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
 		a.limiters = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
 		a.items = cache.NewLRUExpireCacheWithClock(maxItemEntries, a.Clock)
+		a.itemUsers = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
 		a.sources = cache.NewLRUExpireCacheWithClock(maxAuthEntries, a.Clock)
 		a.newTokens = rate.NewLimiter(a.NewTokenRate, a.NewTokenBurst)
 	})
@@ -231,32 +301,84 @@ func (a *KubernetesAuth) Authorize(ctx context.Context, r *http.Request, key typ
 	}
 	u, status, msg := a.user(ctx, token, sum, sourceOf(r.RemoteAddr), now)
 	switch {
-	case status == http.StatusUnauthorized:
-		return "", status, msg
-	case status != 0 && stale != nil:
-		return stale.principal, stale.status, stale.message // no review could be made: keep the last verdict
+	case status == http.StatusInternalServerError && stale != nil:
+		return stale.principal, stale.status, stale.message // the review failed: the last verdict stands
 	case status != 0:
 		return "", status, msg
 	}
+	return a.decide(ctx, u, dk, now)
+}
+
+// decide is the user's verdict on the project of dk: the cached one while fresh, else a
+// review's. A key with no verdict is reviewed within the user's budget of new reviews, once
+// however many requests ask at once; a stale one within the allowance for reviewing verdicts
+// again, by the request that finds it stale, while its others take the last verdict (up to
+// ReviewTimeout). The last verdict answers only when the review fails; past the budget the
+// answer is 429.
+func (a *KubernetesAuth) decide(ctx context.Context, u *authnv1.UserInfo, dk decisionKey, now time.Time) (string, int, string) {
 	principal := Principal(u)
 	b := a.budget(u.Username)
-	if !b.take(now) {
-		if stale != nil {
-			return stale.principal, stale.status, stale.message
+	a.mu.Lock()
+	var stale *decision
+	if v, ok := a.decisions.Get(dk); ok {
+		d := v.(decision)
+		if now.Before(d.fresh) { // another request's claim, or its review's verdict
+			a.mu.Unlock()
+			return d.principal, d.status, d.message
 		}
-		return "", http.StatusTooManyRequests, fmt.Sprintf("%s asked for too many projects at once (more than %d access reviews in flight or %g a second); retry",
-			u.Username, maxReviewsInFlight, float64(a.ReviewRate))
-	}
-	status, msg = a.authorize(ctx, u, key)
-	b.done()
-	if status == http.StatusInternalServerError {
-		if stale != nil {
-			return stale.principal, stale.status, stale.message
+		if !b.renew.take(now) {
+			a.mu.Unlock()
+			return "", http.StatusTooManyRequests, a.overBudget(u)
 		}
-		return "", status, msg
+		stale = &d
+		if left := d.expires.Sub(now); left > 0 { // the claim
+			claimed := d
+			claimed.fresh = now.Add(a.ReviewTimeout)
+			a.decisions.Add(dk, claimed, left)
+		}
 	}
-	a.decisions.Add(dk, decision{principal, status, msg, now.Add(a.TTL)}, a.TTL+a.MaxStale)
-	return principal, status, msg
+	a.mu.Unlock()
+	if stale != nil {
+		status, msg := a.authorize(ctx, u, dk.project)
+		b.renew.done()
+		if status == http.StatusInternalServerError {
+			return stale.principal, stale.status, stale.message // the review failed: the last verdict stands
+		}
+		a.remember(dk, principal, status, msg)
+		return principal, status, msg
+	}
+	flight := fmt.Sprintf("%x/%s", dk.token, dk.project)
+	res, _, _ := a.decisionFlights.Do(flight, func() (any, error) {
+		if !b.fresh.take(a.Clock.Now()) {
+			return decision{status: http.StatusTooManyRequests, message: a.overBudget(u)}, nil
+		}
+		defer b.fresh.done()
+		// The review is shared by every request that asked meanwhile: it is not the first
+		// one's to cancel (ReviewTimeout bounds it).
+		status, msg := a.authorize(context.WithoutCancel(ctx), u, dk.project)
+		if status != http.StatusInternalServerError {
+			a.remember(dk, principal, status, msg)
+		}
+		return decision{principal: principal, status: status, message: msg}, nil
+	})
+	d := res.(decision)
+	if d.status == http.StatusInternalServerError || d.status == http.StatusTooManyRequests {
+		return "", d.status, d.message
+	}
+	return principal, d.status, d.message
+}
+
+// remember caches a review's verdict: fresh for TTL, standing MaxStale more for when no review
+// can be made.
+func (a *KubernetesAuth) remember(dk decisionKey, principal string, status int, msg string) {
+	now := a.Clock.Now()
+	a.decisions.Add(dk, decision{principal, status, msg, now.Add(a.TTL), now.Add(a.TTL + a.MaxStale)}, a.TTL+a.MaxStale)
+}
+
+// overBudget is the refusal of a user past its review budget.
+func (a *KubernetesAuth) overBudget(u *authnv1.UserInfo) string {
+	return fmt.Sprintf("%s asked for too many projects at once (more than %d access reviews in flight or %g a second); retry",
+		u.Username, maxReviewsInFlight, float64(a.ReviewRate))
 }
 
 // user returns who a token is, from the caches or a TokenReview; a stale entry answers when the
@@ -364,30 +486,40 @@ func sourceOf(remoteAddr string) string {
 	return p.String()
 }
 
-// maxReviewsInFlight bounds one user's access reviews waiting on the API server at once: a
-// user spraying paths faster than the API server answers gets 429 instead of a queue.
+// maxReviewsInFlight bounds one user's access reviews waiting on the API server at once, in each
+// part of its budget: a user spraying paths faster than the API server answers gets 429 instead
+// of a queue.
 const maxReviewsInFlight = 4
 
-// reviewBudget is one user's allowance of new access reviews: a rate, and a bound on those in
-// flight.
+// reviewBudget is one user's allowance of access reviews, in two parts of one size: reviews of
+// keys with no verdict (fresh), and reviews of verdicts gone stale (renew). A user spraying
+// made-up paths spends the first; the second, which only verdicts already earned can spend,
+// keeps their reviews going, so a verdict never outlives its TTL for want of budget.
 type reviewBudget struct {
+	fresh, renew allowance
+}
+
+// allowance is a rate of reviews and a bound on those in flight.
+type allowance struct {
 	rate     *rate.Limiter
 	inFlight atomic.Int32
 }
 
-func (b *reviewBudget) take(now time.Time) bool {
-	if b.inFlight.Add(1) > maxReviewsInFlight {
-		b.inFlight.Add(-1)
+// take takes one review: false, with nothing taken, past the rate or the bound in flight.
+func (al *allowance) take(now time.Time) bool {
+	if al.inFlight.Add(1) > maxReviewsInFlight {
+		al.inFlight.Add(-1)
 		return false
 	}
-	if !b.rate.AllowN(now, 1) {
-		b.inFlight.Add(-1)
+	if !al.rate.AllowN(now, 1) {
+		al.inFlight.Add(-1)
 		return false
 	}
 	return true
 }
 
-func (b *reviewBudget) done() { b.inFlight.Add(-1) }
+// done ends a review take took.
+func (al *allowance) done() { al.inFlight.Add(-1) }
 
 // budget is the user's review budget.
 func (a *KubernetesAuth) budget(user string) *reviewBudget {
@@ -396,7 +528,8 @@ func (a *KubernetesAuth) budget(user string) *reviewBudget {
 	if v, ok := a.limiters.Get(user); ok {
 		return v.(*reviewBudget)
 	}
-	b := &reviewBudget{rate: rate.NewLimiter(a.ReviewRate, a.ReviewBurst)}
+	b := &reviewBudget{fresh: allowance{rate: rate.NewLimiter(a.ReviewRate, a.ReviewBurst)},
+		renew: allowance{rate: rate.NewLimiter(a.ReviewRate, a.ReviewBurst)}}
 	a.limiters.Add(user, b, time.Hour)
 	return b
 }
@@ -434,7 +567,7 @@ func audienceMatches(want, got []string) bool {
 // authorize asks a SubjectAccessReview whether the user may use the project: 0, 403 naming
 // what was refused, or 500 when the review failed.
 func (a *KubernetesAuth) authorize(ctx context.Context, u *authnv1.UserInfo, key types.NamespacedName) (int, string) {
-	allowed, err := a.accessReview(ctx, u, authzv1.ResourceAttributes{
+	allowed, err := a.accessReview(ctx, a.Client, u, authzv1.ResourceAttributes{
 		Namespace: key.Namespace, Name: key.Name, Verb: UseVerb,
 		Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Resource: "projectmcps",
 	})
@@ -447,13 +580,13 @@ func (a *KubernetesAuth) authorize(ctx context.Context, u *authnv1.UserInfo, key
 	return 0, ""
 }
 
-// accessReview asks one SubjectAccessReview, within ReviewTimeout, whether the user may do
+// accessReview asks one SubjectAccessReview of cs, within ReviewTimeout, whether the user may do
 // what attrs say. Every access review of the gateway goes through it, so none waits on a slow
 // API server for longer.
-func (a *KubernetesAuth) accessReview(ctx context.Context, u *authnv1.UserInfo, attrs authzv1.ResourceAttributes) (bool, error) {
+func (a *KubernetesAuth) accessReview(ctx context.Context, cs kubernetes.Interface, u *authnv1.UserInfo, attrs authzv1.ResourceAttributes) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.ReviewTimeout)
 	defer cancel()
-	sar, err := a.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+	sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: u.Username, Groups: u.Groups, UID: u.UID, Extra: extraOf(u), ResourceAttributes: &attrs,
 	}}, metav1.CreateOptions{})
 	if err != nil {

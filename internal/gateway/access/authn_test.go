@@ -304,3 +304,118 @@ func TestKubernetesAuthReviewDeadline(t *testing.T) {
 		}
 	})
 }
+
+// revocableClient answers TokenReviews (every token is mallory) and SubjectAccessReviews
+// (mallory may use ns/shop until revoked is set, and nothing else), and counts the latter.
+func revocableClient(revoked *atomic.Bool) (*fake.Clientset, *atomic.Int32) {
+	cs := fake.NewClientset()
+	var accesses atomic.Int32
+	cs.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		tr := a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview)
+		tr.Status.Authenticated, tr.Status.User = true, authnv1.UserInfo{Username: "mallory", UID: "u1"}
+		return true, tr, nil
+	})
+	cs.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		accesses.Add(1)
+		sar := a.(k8stesting.CreateAction).GetObject().(*authzv1.SubjectAccessReview)
+		ra := sar.Spec.ResourceAttributes
+		sar.Status.Allowed = ra.Namespace == "ns" && ra.Name == "shop" && !revoked.Load()
+		return true, sar, nil
+	})
+	return cs, &accesses
+}
+
+// A user whose grant was revoked cannot keep it by spending its own review budget on made-up
+// paths: once its verdict is stale, the next request reviews it again (from the part of the
+// budget kept for stale verdicts) and is refused, minute after minute, while the API server
+// answers. Past both parts of the budget the answer is 429, never the last verdict.
+func TestKubernetesAuthRevokedUserCannotOutspendItsBudget(t *testing.T) {
+	var revoked atomic.Bool
+	cs, _ := revocableClient(&revoked)
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := &KubernetesAuth{Client: cs, Clock: clk} // the defaults: TTL 30 s, 10 minutes stale, 20 a second (burst 100)
+	ctx := context.Background()
+	shop := types.NamespacedName{Namespace: "ns", Name: "shop"}
+	if _, status, msg := a.Authorize(ctx, bearerRequest("mallory"), shop); status != 0 {
+		t.Fatalf("before the revocation: %d %s", status, msg)
+	}
+	revoked.Store(true)
+	for minute := 1; minute <= 9; minute++ {
+		clk.Step(time.Minute)
+		codes := map[int]int{}
+		for i := range 200 { // more than the budget's burst
+			_, status, _ := a.Authorize(ctx, bearerRequest("mallory"), types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("m%d-%d", minute, i)})
+			codes[status]++
+		}
+		if codes[http.StatusTooManyRequests] == 0 {
+			t.Fatalf("minute %d: the spray never spent the budget: %v", minute, codes)
+		}
+		if _, status, _ := a.Authorize(ctx, bearerRequest("mallory"), shop); status != http.StatusForbidden {
+			t.Fatalf("%d min after the revocation, the budget spent on made-up paths, the API server up: status %d, want 403", minute, status)
+		}
+	}
+
+	t.Run("past both parts of the budget", func(t *testing.T) {
+		var revoked atomic.Bool
+		cs, accesses := revocableClient(&revoked)
+		clk := clocktesting.NewFakeClock(time.Now())
+		a := &KubernetesAuth{Client: cs, Clock: clk, ReviewRate: 1e-9, ReviewBurst: 1} // one review of each kind, never refilled
+		if _, status, msg := a.Authorize(ctx, bearerRequest("mallory"), shop); status != 0 {
+			t.Fatalf("the first review: %d %s", status, msg)
+		}
+		clk.Step(31 * time.Second)
+		if _, status, msg := a.Authorize(ctx, bearerRequest("mallory"), shop); status != 0 || accesses.Load() != 2 {
+			t.Fatalf("the stale verdict reviewed again: %d %s after %d reviews", status, msg, accesses.Load())
+		}
+		revoked.Store(true)
+		clk.Step(31 * time.Second)
+		if _, status, _ := a.Authorize(ctx, bearerRequest("mallory"), shop); status != http.StatusTooManyRequests || accesses.Load() != 2 {
+			t.Fatalf("stale again, with no budget left: %d after %d reviews, want 429 without a review (never the last verdict)", status, accesses.Load())
+		}
+	})
+}
+
+// Requests of one token for one project at once cost one review, whether the project has no
+// verdict yet or a stale one, and none of them gets 429 for it.
+func TestKubernetesAuthReviewsAKeyOnce(t *testing.T) {
+	cs, _, accesses := countingClient()
+	var gate atomic.Pointer[chan struct{}] // while set, access reviews wait for it to close
+	cs.PrependReactor("create", "subjectaccessreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if g := gate.Load(); g != nil {
+			<-*g
+		}
+		return false, nil, nil
+	})
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := &KubernetesAuth{Client: cs, Clock: clk}
+	ctx := context.Background()
+	allowed := types.NamespacedName{Namespace: "ns", Name: "allowed"}
+	// The token first: the fake client runs one reactor at a time.
+	if _, status, _ := a.Authorize(ctx, bearerRequest("good"), types.NamespacedName{Namespace: "ns", Name: "warm"}); status != http.StatusForbidden {
+		t.Fatalf("warming up: %d", status)
+	}
+	for _, round := range []string{"no verdict", "a stale verdict"} {
+		before := accesses.Load()
+		release := make(chan struct{})
+		gate.Store(&release)
+		results := make(chan int, 3*maxReviewsInFlight)
+		for range cap(results) {
+			go func() {
+				_, status, _ := a.Authorize(ctx, bearerRequest("good"), allowed)
+				results <- status
+			}()
+		}
+		time.Sleep(100 * time.Millisecond) // let them meet at the review
+		gate.Store(nil)
+		close(release)
+		for range cap(results) {
+			if status := <-results; status != 0 {
+				t.Fatalf("%s, %d requests at once: one got %d", round, cap(results), status)
+			}
+		}
+		if n := accesses.Load() - before; n != 1 {
+			t.Fatalf("%s, %d requests at once: %d reviews, want 1", round, cap(results), n)
+		}
+		clk.Step(31 * time.Second)
+	}
+}

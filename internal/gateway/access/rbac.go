@@ -3,12 +3,16 @@ package access
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -132,14 +136,17 @@ var itemMethods = map[string]bool{
 // UsesItem says whether method uses a tool, prompt or resource (which it must name).
 func UsesItem(method string) bool { return itemMethods[method] }
 
-// maxItemEntries bounds the item verdicts cached (by token hash, project and resource name).
+// maxItemEntries bounds the item verdicts cached (by subject, project and resource name).
 const maxItemEntries = 32768
 
-// reviewConcurrency bounds the item reviews one Permit runs at once.
+// reviewConcurrency bounds the item reviews of one user in flight at once, all its lists and
+// uses together.
 const reviewConcurrency = 8
 
 type itemKey struct {
-	token    [32]byte
+	// subject is a hash of who the review asks about (subjectOf): every token of one identity
+	// shares its verdicts, so minting tokens multiplies no review.
+	subject  [32]byte
 	project  types.NamespacedName
 	resource string
 	name     string
@@ -153,11 +160,16 @@ type itemVerdict struct {
 	expires time.Time
 }
 
+// errOverBudget ends an item review the user's budget did not allow.
+var errOverBudget = errors.New("over the item review budget")
+
 // Permit implements ItemAuthorizer: for each item, whether RBAC grants the token's user the
 // verb call on one of its resource names. Verdicts are cached as the `use` ones are (fresh for
-// TTL, standing up to MaxStale more when no review can be made); the most general names are
-// asked first, so an identity granted the whole project costs one review, one granted whole
-// servers one per server.
+// TTL, standing up to MaxStale more when a review fails); the most general names are asked
+// first, so an identity granted the whole project costs one review, one granted whole servers
+// one per server. Items granted one by one cost a review each: at most ListItemReviews of one
+// list are reviewed so (the rest are withheld), and the user's item reviews are bounded by
+// ItemReviewRate, on ItemClient, so a long list never delays anyone's authentication.
 func (a *KubernetesAuth) Permit(ctx context.Context, who Identity, key types.NamespacedName, items []Item) []bool {
 	a.init()
 	out := make([]bool, len(items))
@@ -170,74 +182,104 @@ func (a *KubernetesAuth) Permit(ctx context.Context, who Identity, key types.Nam
 	if status != 0 {
 		return out
 	}
+	subject := subjectOf(u)
+	b := a.itemBudget(u.Username)
 	names := make([][]string, len(items))
 	for i, it := range items {
 		names[i] = ResourceNames(key.Name, it)
 	}
+	beyond, spent := 0, 0
 	// One round per level of generality: the project's wildcard, the servers', the items'.
 	for level := 0; ; level++ {
 		ask := map[[2]string]bool{} // resource, name
 		for i, it := range items {
-			if !out[i] && level < len(names[i]) {
-				ask[[2]string{it.Resource, names[i][level]}] = false
+			if out[i] || level >= len(names[i]) {
+				continue
 			}
+			rn := [2]string{it.Resource, names[i][level]}
+			if _, asked := ask[rn]; !asked && level >= itemLevel && len(ask) >= a.ListItemReviews {
+				beyond++ // withheld: past the names one list may review
+				continue
+			}
+			ask[rn] = false
 		}
 		if len(ask) == 0 {
-			return out
+			break
 		}
-		a.review(ctx, u, sum, key, ask)
+		spent += a.review(ctx, u, subject, key, ask, b)
 		for i, it := range items {
 			if !out[i] && level < len(names[i]) && ask[[2]string{it.Resource, names[i][level]}] {
 				out[i] = true
 			}
 		}
 	}
+	if beyond > 0 || spent > 0 {
+		b.say(a, key, u, len(items), beyond, spent)
+	}
+	return out
 }
 
+// itemLevel is the level of ResourceNames that names an item alone (a template's, for a URI
+// read through it); the two before it are the wildcards.
+const itemLevel = 2
+
 // review fills in, for each resource and name of ask, whether the user is granted it: from
-// the cache, else by a SubjectAccessReview (at most reviewConcurrency at once for one caller).
-func (a *KubernetesAuth) review(ctx context.Context, u *authnv1.UserInfo, sum [32]byte, key types.NamespacedName, ask map[[2]string]bool) {
+// the cache, else by a SubjectAccessReview (at most reviewConcurrency of the user's at once).
+// It returns how many names went unreviewed for the user's budget (refused).
+func (a *KubernetesAuth) review(ctx context.Context, u *authnv1.UserInfo, subject [32]byte, key types.NamespacedName, ask map[[2]string]bool, b *itemBudget) int {
 	now := a.Clock.Now()
 	var mu sync.Mutex
 	got := make(map[[2]string]bool, len(ask))
+	spent := 0
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, reviewConcurrency)
 	for rn := range ask {
-		ik := itemKey{sum, key, rn[0], rn[1]}
+		ik := itemKey{subject, key, rn[0], rn[1]}
 		if v, ok := a.items.Get(ik); ok && now.Before(v.(itemVerdict).fresh) {
 			mu.Lock()
 			got[rn] = v.(itemVerdict).allowed
 			mu.Unlock()
 			continue
 		}
-		wg.Add(1)
-		slots <- struct{}{}
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			allowed := a.verdict(ctx, u, ik)
+		select {
+		case b.slots <- struct{}{}:
+		case <-ctx.Done(): // the caller left: the rest are refused unasked
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-b.slots }()
+			allowed, over := a.verdict(ctx, u, ik, b)
 			mu.Lock()
+			defer mu.Unlock()
 			got[rn] = allowed
-			mu.Unlock()
-		}()
+			if over {
+				spent++
+			}
+		})
 	}
 	wg.Wait()
 	maps.Copy(ask, got)
+	return spent
 }
 
 // verdict is whether the user is granted ik, reviewed once however many requests ask at once:
 // while a stale verdict is reviewed again, the others take it (as knownUser does for tokens);
 // with none, they wait for the one review. A review that fails keeps the stale verdict, or
-// denies.
-func (a *KubernetesAuth) verdict(ctx context.Context, u *authnv1.UserInfo, ik itemKey) bool {
+// refuses. A review the user's budget does not allow refuses (over is true), whatever the last
+// verdict was: a stale verdict is reviewed again within the budget's renewal part, which new
+// names cannot spend.
+func (a *KubernetesAuth) verdict(ctx context.Context, u *authnv1.UserInfo, ik itemKey, b *itemBudget) (allowed, over bool) {
 	now := a.Clock.Now()
 	a.mu.Lock()
-	v, ok := a.items.Get(ik)
 	var stale *itemVerdict
-	if ok {
+	if v, ok := a.items.Get(ik); ok {
 		iv := v.(itemVerdict)
 		if now.Before(iv.fresh) {
 			a.mu.Unlock()
-			return iv.allowed
+			return iv.allowed, false
+		}
+		if !b.renew.AllowN(now, 1) {
+			a.mu.Unlock()
+			return false, true
 		}
 		stale = &iv
 		if left := iv.expires.Sub(now); left > 0 { // the claim
@@ -245,9 +287,14 @@ func (a *KubernetesAuth) verdict(ctx context.Context, u *authnv1.UserInfo, ik it
 		}
 	}
 	a.mu.Unlock()
-	flight := fmt.Sprintf("%x/%s/%s/%s", ik.token, ik.project, ik.resource, ik.name)
+	flight := fmt.Sprintf("%x/%s/%s/%s", ik.subject, ik.project, ik.resource, ik.name)
 	res, err, _ := a.itemFlights.Do(flight, func() (any, error) {
-		allowed, err := a.reviewItem(ctx, u, ik.project.Namespace, ik.resource, ik.name)
+		if stale == nil && !b.fresh.AllowN(a.Clock.Now(), 1) {
+			return false, errOverBudget
+		}
+		// Shared by every request that asked meanwhile: not the first one's to cancel
+		// (ReviewTimeout bounds it).
+		allowed, err := a.reviewItem(context.WithoutCancel(ctx), u, ik.project.Namespace, ik.resource, ik.name)
 		if err == nil {
 			now := a.Clock.Now()
 			a.items.Add(ik, itemVerdict{allowed, now.Add(a.TTL), now.Add(a.TTL + a.MaxStale)}, a.TTL+a.MaxStale)
@@ -255,20 +302,87 @@ func (a *KubernetesAuth) verdict(ctx context.Context, u *authnv1.UserInfo, ik it
 		return allowed, err
 	})
 	switch {
+	case errors.Is(err, errOverBudget):
+		return false, true
 	case err != nil && stale != nil:
-		return stale.allowed // the API server cannot answer: the last verdict stands
+		return stale.allowed, false // the API server cannot answer: the last verdict stands
 	case err != nil:
-		return false
+		return false, false
 	}
-	return res.(bool)
+	return res.(bool), false
 }
 
-// reviewItem asks a SubjectAccessReview whether the user may call the named item.
+// reviewItem asks a SubjectAccessReview of ItemClient whether the user may call the named item.
 func (a *KubernetesAuth) reviewItem(ctx context.Context, u *authnv1.UserInfo, namespace, resource, name string) (bool, error) {
-	return a.accessReview(ctx, u, authzv1.ResourceAttributes{
+	return a.accessReview(ctx, a.ItemClient, u, authzv1.ResourceAttributes{
 		Namespace: namespace, Name: name, Verb: ItemVerb,
 		Group: v1alpha1.GroupVersion.Group, Resource: resource,
 	})
+}
+
+// itemBudget is one user's allowance of item reviews: a rate for names with no verdict
+// (fresh), one as large for verdicts gone stale (renew), which new names cannot spend, and
+// the places for its reviews in flight.
+type itemBudget struct {
+	fresh, renew *rate.Limiter
+	slots        chan struct{}
+	// said is when a withheld list was last logged (Unix nanoseconds), so that a user listing
+	// over and over logs a line a minute.
+	said atomic.Int64
+}
+
+// itemBudget is the user's item review budget.
+func (a *KubernetesAuth) itemBudget(user string) *itemBudget {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if v, ok := a.itemUsers.Get(user); ok {
+		return v.(*itemBudget)
+	}
+	b := &itemBudget{fresh: rate.NewLimiter(a.ItemReviewRate, a.ItemReviewBurst), renew: rate.NewLimiter(a.ItemReviewRate, a.ItemReviewBurst),
+		slots: make(chan struct{}, reviewConcurrency)}
+	a.itemUsers.Add(user, b, time.Hour)
+	return b
+}
+
+// say logs, at most once a minute per user, that a list of its was cut short: by the names
+// one list may review, or by its budget. The line names the user and the project, never a
+// token or a session.
+func (b *itemBudget) say(a *KubernetesAuth, key types.NamespacedName, u *authnv1.UserInfo, listed, beyond, spent int) {
+	now := a.Clock.Now().UnixNano()
+	last := b.said.Load()
+	if now-last < int64(time.Minute) || !b.said.CompareAndSwap(last, now) {
+		return
+	}
+	a.Log.Info("RBAC items withheld: grant whole servers (<project>/<server>__*) to identities that use this many items",
+		"projectmcp", key.String(), "user", u.Username, "items", listed,
+		"pastListBound", beyond, "listBound", a.ListItemReviews, "namesPastBudget", spent, "reviewsPerSecond", float64(a.ItemReviewRate))
+}
+
+// subjectOf is a hash of who a SubjectAccessReview asks about: the user's name, uid, groups and
+// extra attributes, all a review's answer depends on besides the resource.
+func subjectOf(u *authnv1.UserInfo) [32]byte {
+	h := sha256.New()
+	field := func(s string) { fmt.Fprintf(h, "%d:%s", len(s), s) }
+	field(u.Username)
+	field(u.UID)
+	groups := slices.Clone(u.Groups)
+	slices.Sort(groups)
+	fmt.Fprintf(h, "%d", len(groups))
+	for _, g := range groups {
+		field(g)
+	}
+	keys := slices.Sorted(maps.Keys(u.Extra))
+	fmt.Fprintf(h, "%d", len(keys))
+	for _, k := range keys {
+		field(k)
+		fmt.Fprintf(h, "%d", len(u.Extra[k]))
+		for _, v := range u.Extra[k] {
+			field(v)
+		}
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // extraOf is a user's extra attributes as a SubjectAccessReview carries them.
