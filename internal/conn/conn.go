@@ -1,9 +1,10 @@
 // Package conn supervises one live MCP client connection to one server of one project.
 //
 // The MCP Go SDK never reconnects: a broken ClientSession stays broken. A Conn wraps the SDK
-// session in a supervisor goroutine that connects (under a deadline), lists tools, watches for
-// death (process exit, session loss, failed health call), and reconnects with exponential
-// backoff and jitter until the reconnect budget is spent:
+// session in a supervisor goroutine that connects (under a deadline), lists what the server
+// declared (tools, prompts, resources), watches for death (process exit, session loss, failed
+// health call), and reconnects with exponential backoff and jitter until the reconnect budget
+// is spent:
 //
 //	        connect ok                    died
 //	Connecting ─────────▶ Ready ─────────────────▶ Disconnected ──backoff──▶ (connect again)
@@ -258,9 +259,18 @@ func (c *Conn) Changed() <-chan struct{} {
 	return c.changed
 }
 
-// DeadAfter is how long a connected server may offer zero tools before it counts as dead: a
-// server that is up but lists nothing is as useless to an agent as one that is down.
+// DeadAfter is how long a connected server may offer nothing (no tool, prompt, resource or
+// resource template) before it counts as dead: a server that is up but lists nothing is as
+// useless to an agent as one that is down. A server that offers only resources or only
+// prompts (a docs server, a prompt library) offers something, and is not dead.
 const DeadAfter = 5 * time.Second
+
+// Items counts what the server lists: its tools (before the allow/deny filter: a filter that
+// hides them all is the project's choice, not the server's failure), prompts, resources and
+// resource templates.
+func (s Snapshot) Items() int {
+	return s.RawToolCount + len(s.Prompts) + len(s.Resources) + len(s.Templates)
+}
 
 // Starting reports a connection still coming up: Connecting, or Disconnected before it was
 // ever Ready (its first attempts failing inside the reconnect budget). Whoever waits for
@@ -271,21 +281,21 @@ func (s Snapshot) Starting() bool {
 }
 
 // Dead reports a connection that will not heal by itself: Failed (budget spent), or Ready
-// with zero tools for longer than DeadAfter. Such a connection is rebuilt at the next session's
-// mount (docs/lifecycle-contracts.md#the-mounts-exception).
+// offering nothing (Items) for longer than DeadAfter. Such a connection is rebuilt at a later
+// session's mount, within the registry's limits (docs/lifecycle-contracts.md#the-mounts-exception).
 func (s Snapshot) Dead(now time.Time) bool {
 	switch s.Phase {
 	case v1alpha1.PhaseFailed:
 		return true
 	case v1alpha1.PhaseReady:
-		return s.RawToolCount == 0 && now.Sub(s.ReadySince) > DeadAfter
+		return s.Items() == 0 && now.Sub(s.ReadySince) > DeadAfter
 	}
 	return false
 }
 
-// DeadAt is when a Ready connection with zero tools becomes dead (zero for any other state).
+// DeadAt is when a Ready connection offering nothing becomes dead (zero for any other state).
 func (s Snapshot) DeadAt() time.Time {
-	if s.Phase != v1alpha1.PhaseReady || s.RawToolCount != 0 {
+	if s.Phase != v1alpha1.PhaseReady || s.Items() != 0 {
 		return time.Time{}
 	}
 	return s.ReadySince.Add(DeadAfter)
