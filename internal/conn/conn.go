@@ -55,6 +55,22 @@ type Policy struct {
 	MaxBackoff     time.Duration
 }
 
+// Window is the wait before reconnect attempt n (1 the first) without its jitter: InitialBackoff,
+// doubled at every later attempt, capped at MaxBackoff (the defaults standing for zero values,
+// as in a connection's Options). Zero for n < 1.
+func (p Policy) Window(n int) time.Duration {
+	if n < 1 {
+		return 0
+	}
+	o := Options{Policy: p}
+	o.defaults()
+	d := o.Policy.InitialBackoff
+	for i := 1; i < n && d < o.Policy.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, o.Policy.MaxBackoff)
+}
+
 // Options configure a Conn. Server is the unexpanded configuration.
 type Options struct {
 	Project string // namespace/name, for logs and errors
@@ -64,6 +80,11 @@ type Options struct {
 	// nil means no variables.
 	Variables func(ctx context.Context) (map[string]string, error)
 	Policy    Policy
+	// Attempts are the reconnect attempts of the budget already spent when the connection
+	// starts: a rebuild of a connection that spent its budget (registry, at a session's mount)
+	// is one more attempt of that budget, not a new one, so a server that still fails is tried
+	// once, not MaxAttempts times more. Being Ready gives the budget back, as always.
+	Attempts int
 	// Settings are the controller's, the same for every connection it makes.
 	Settings
 
@@ -389,6 +410,19 @@ func (c *Conn) Unsubscribe(uri string) {
 	})
 }
 
+// InUse reports a connection whose server serves sessions now: requests in flight (or waiting
+// for their turn), or subscriptions it holds (a Ready session with subscribed URIs). Tearing it down would fail
+// those requests and drop those subscriptions until a new session restores them. A connection
+// that is not Ready holds no subscription on its server: what sessions subscribed is only
+// remembered, to be restored by the next session (or a replacement connection).
+func (c *Conn) InUse() bool {
+	c.mu.Lock()
+	ready := c.live.session != nil && c.state.Phase == v1alpha1.PhaseReady
+	c.mu.Unlock()
+	waiting, _ := c.flight.fair.Depth()
+	return waiting > 0 || c.flight.busy() || (ready && c.subs.any())
+}
+
 // Subscriptions returns the subscribed URIs with their reference counts (a copy), and the log
 // level: what a replacement connection takes over.
 func (c *Conn) Subscriptions() (map[string]int, mcp.LoggingLevel) {
@@ -602,7 +636,7 @@ func (c *Conn) run() {
 			return
 		}
 	}
-	attempts := 0 // since the connection was last Ready
+	attempts := c.opts.Attempts // since the connection was last Ready
 	for {
 		wasReady, err := c.connectAndServe()
 		if c.ctx.Err() != nil {
@@ -640,14 +674,9 @@ func (c *Conn) run() {
 	}
 }
 
-// backoff is exponential from InitialBackoff, capped at MaxBackoff, with ±20% jitter so that
-// many connections dropped by one event do not reconnect in lockstep.
+// backoff is the policy's Window with ±20% jitter, so that many connections dropped by one
+// event do not reconnect in lockstep.
 func backoff(p Policy, attempt int) time.Duration {
-	d := p.InitialBackoff
-	for i := 1; i < attempt && d < p.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, p.MaxBackoff)
 	jitter := 0.8 + 0.4*rand.Float64()
-	return time.Duration(float64(d) * jitter)
+	return time.Duration(float64(p.Window(attempt)) * jitter)
 }
