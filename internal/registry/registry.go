@@ -7,10 +7,9 @@
 // Retire); sessions only bind and release slots (Mount and Release), with one exception
 // (docs/lifecycle-contracts.md#the-mounts-exception): a mount that finds a bound connection
 // dead rebuilds it at once, within limits (Mount); an idle timer only destroys a connection no
-// slot uses. A
-// swap always tears the old connection down before the new one starts. Lock order:
-// Registry.mu is never held while a connection is built, destroyed or waited for, nor during
-// any network I/O.
+// slot uses. A swap always tears the old connection down before the new one starts. Lock
+// order: Registry.mu is never held while a connection is built, destroyed or waited for, nor
+// during any network I/O.
 package registry
 
 import (
@@ -104,8 +103,8 @@ type entry struct {
 	carried     *conn.Snapshot
 	lastRebuild Rebuild
 	// rebuilds counts the rebuilds at mount since a mount last found the server healthy (Ready
-	// and offering something): they are spaced like the attempts of the reconnect budget
-	// (rebuildAtMount).
+	// and offering something) or the reconciler last built its connection: they are spaced
+	// like the attempts of the reconnect budget (rebuildAtMount).
 	rebuilds  int
 	refs      int
 	idle      clock.Timer
