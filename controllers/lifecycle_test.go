@@ -293,11 +293,11 @@ func TestKillReconnectFailRebuild(t *testing.T) {
 	assertEvent(t, ns, v1alpha1.EventRebuilt)
 }
 
-// A server that is up with zero tools for more than 5 s counts as dead and is rebuilt at the
-// next mount.
+// A server that is up offering nothing (no tool, prompt or resource) for more than 5 s counts
+// as dead and is rebuilt at the next mount.
 func TestZeroToolsRebuiltAtMount(t *testing.T) {
 	ns := harness.NewNamespace(t)
-	key := harness.Create(t, ns, "empty", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--no-tools")}})
+	key := harness.Create(t, ns, "empty", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--no-tools", "--offer", "tools")}}) // declares tools, lists nothing
 	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 	first, _ := harness.ServerStatusOf(obj, "a")
 	time.Sleep(conn.DeadAfter + 500*time.Millisecond)

@@ -52,10 +52,11 @@ type Desired struct {
 // (*) a server never connected in this process is always demanded (one idle window, so tools
 // are warm before the first session); one reclaimed by the idle timer is demanded again by a
 // bound slot, by idleTimeout 0, or by a reconnect request.
-// (**) Failed, or Ready with no tools for longer than conn.DeadAfter. A dead connection is
-// rebuilt at the next session's mount (docs/lifecycle-contracts.md#the-mounts-exception): the
-// registry's Mount does that itself, inside the mount, so the session waits for the rebuilt
-// server (registry.RebuildDeadAtMount).
+// (**) Failed, or Ready offering nothing (no tool, prompt or resource) for longer than
+// conn.DeadAfter. A dead connection is rebuilt at a session's mount
+// (docs/lifecycle-contracts.md#the-mounts-exception): the registry's Mount does that itself,
+// inside the mount, so the session waits for the rebuilt server (registry.RebuildDeadAtMount),
+// at most once per reconnect backoff window and never while it is in use.
 func Plan(desired Desired, observed map[string]registry.ServerState) []Action {
 	var actions []Action
 	for name, hash := range desired.Servers {

@@ -226,7 +226,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.writeStatus(ctx, obj, status); err != nil {
 		return reconcile.Result{}, err
 	}
-	// A server without tools turns dead by time alone: reconcile then, so status says so.
+	// A server offering nothing turns dead by time alone: reconcile then, so status says so.
 	if next := nextDeadline(obs, now); next > 0 {
 		return reconcile.Result{RequeueAfter: next + 100*time.Millisecond}, nil
 	}

@@ -73,12 +73,12 @@ func TestMountRebuildsFailedServer(t *testing.T) {
 	assertEventAction(t, ns, v1alpha1.EventRebuilt, v1alpha1.RebuildReasonDeadAtMount)
 }
 
-// docs/lifecycle-contracts.md#the-mounts-exception: a server connected with no tools for more than 5 s does not look healthy: Ready
+// docs/lifecycle-contracts.md#the-mounts-exception: a server connected offering nothing for more than 5 s does not look healthy: Ready
 // is False with reason ServersWithoutTools and the server's message says it is dead; the
 // next mount rebuilds it.
 func TestZeroToolsServerIsReportedDead(t *testing.T) {
 	ns := harness.NewNamespace(t)
-	key := harness.Create(t, ns, "empty", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--no-tools")}})
+	key := harness.Create(t, ns, "empty", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a", "--no-tools", "--offer", "tools")}}) // declares tools, lists nothing
 	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
 	first, _ := harness.ServerStatusOf(obj, "a")
 	obj = harness.WaitStatus(t, key, 15*time.Second, "the dead server reported", func(o *v1alpha1.ProjectMCP) bool {

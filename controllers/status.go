@@ -37,7 +37,7 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 		prevPhase[s.Name] = s
 	}
 	counts := map[v1alpha1.ServerPhase]int{}
-	enabled, dead := 0, 0 // dead: Ready but with no tools for longer than conn.DeadAfter
+	enabled, dead := 0, 0 // dead: Ready but offering nothing for longer than conn.DeadAfter
 	tools, notes := projection.Project(obs.Tools(), maxToolName)
 	_, promptNotes := projection.Prompts(obs.Prompts(), maxToolName)
 	_, _, resourceNotes := projection.Resources(obs.Resources())
@@ -114,7 +114,7 @@ func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState, names, notes [
 	notes = append(notes, c.Notes...) // tools left out for a bound
 	switch hidden := c.RawToolCount - c.OmittedTools; {
 	case c.Phase == v1alpha1.PhaseReady && c.Dead(now):
-		notes = append(notes, fmt.Sprintf("dead: the server has listed no tools for more than %s; the next session's mount rebuilds it", conn.DeadAfter))
+		notes = append(notes, fmt.Sprintf("dead: the server has listed nothing (no tool, prompt or resource) for more than %s; a later session's mount rebuilds it", conn.DeadAfter))
 	case c.Phase == v1alpha1.PhaseReady && c.RawToolCount == 0:
 		notes = append(notes, "the server lists no tools")
 	case len(c.Tools) == 0 && hidden > 0 && c.OmittedTools > 0:
@@ -134,7 +134,7 @@ func truncate(s string, n int) string {
 }
 
 // nextDeadline is when the status would change by the passing of time alone: a Ready server
-// with no tools turns dead at ReadySince + conn.DeadAfter. Zero when nothing is pending.
+// offering nothing turns dead at ReadySince + conn.DeadAfter. Zero when nothing is pending.
 func nextDeadline(obs registry.Observation, now time.Time) time.Duration {
 	var next time.Duration
 	for _, o := range obs.Servers {
@@ -184,7 +184,7 @@ func setConditions(st *v1alpha1.ProjectMCPStatus, gen int64, counts map[v1alpha1
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonServersUnavailable, msg
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.ReasonServersUnavailable, msg
 	case dead > 0:
-		msg := fmt.Sprintf("%d of %d servers connected but without tools for more than %s (dead until rebuilt)", dead, enabled, conn.DeadAfter)
+		msg := fmt.Sprintf("%d of %d servers connected but offering nothing (no tool, prompt or resource) for more than %s (dead until rebuilt)", dead, enabled, conn.DeadAfter)
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonServersWithoutTools, msg
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.ReasonServersWithoutTools, msg
 	case counts[v1alpha1.PhaseConnecting] > 0:

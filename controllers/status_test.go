@@ -68,13 +68,26 @@ func TestBuildStatus(t *testing.T) {
 				Phase: v1alpha1.PhaseDisconnected, Tools: echo, RawToolCount: 1, EverReady: true}}},
 			want: want{ready: "False", degraded: "True", reason: v1alpha1.ReasonServersUnavailable, readyServers: "0/1", tools: 1},
 		},
-		"no tools for more than 5 s is dead, not healthy": {
+		"nothing offered for more than 5 s is dead, not healthy": {
 			servers: []v1alpha1.MCPServer{srv("a")},
 			obs:     map[string]registry.ServerState{"a": ready(nil, conn.DeadAfter+time.Second)},
 			want: want{ready: "False", degraded: "True", reason: v1alpha1.ReasonServersWithoutTools, readyServers: "1/1",
 				message: map[string]string{"a": "dead"}},
 		},
-		"no tools for less than 5 s is not dead yet": {
+		"resources and no tools for more than 5 s is healthy": {
+			servers: []v1alpha1.MCPServer{srv("a")},
+			obs: map[string]registry.ServerState{"a": {HasConn: true, Conn: conn.Snapshot{ID: "c1", Phase: v1alpha1.PhaseReady,
+				Resources: []*mcp.Resource{{URI: "docs://readme", Name: "readme"}}, ReadySince: now.Add(-time.Hour), EverReady: true}}},
+			want: want{ready: "True", degraded: "False", reason: v1alpha1.ReasonAllServersReady, readyServers: "1/1",
+				message: map[string]string{"a": "the server lists no tools"}},
+		},
+		"prompts and no tools for more than 5 s is healthy": {
+			servers: []v1alpha1.MCPServer{srv("a")},
+			obs: map[string]registry.ServerState{"a": {HasConn: true, Conn: conn.Snapshot{ID: "c1", Phase: v1alpha1.PhaseReady,
+				Prompts: []*mcp.Prompt{{Name: "greet"}}, ReadySince: now.Add(-time.Hour), EverReady: true}}},
+			want: want{ready: "True", degraded: "False", reason: v1alpha1.ReasonAllServersReady, readyServers: "1/1"},
+		},
+		"nothing offered for less than 5 s is not dead yet": {
 			servers: []v1alpha1.MCPServer{srv("a")},
 			obs:     map[string]registry.ServerState{"a": ready(nil, time.Second)},
 			want: want{ready: "True", degraded: "False", reason: v1alpha1.ReasonAllServersReady, readyServers: "1/1",
@@ -157,12 +170,14 @@ func TestBuildStatusKeepsAndRecords(t *testing.T) {
 	}
 }
 
-// nextDeadline is when a Ready server without tools turns dead.
+// nextDeadline is when a Ready server offering nothing turns dead; one offering only resources
+// never does.
 func TestNextDeadline(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	obs := registry.Observation{Servers: map[string]registry.ServerState{
 		"empty": {HasConn: true, Conn: conn.Snapshot{Phase: v1alpha1.PhaseReady, ReadySince: now.Add(-2 * time.Second)}},
 		"full":  {HasConn: true, Conn: conn.Snapshot{Phase: v1alpha1.PhaseReady, RawToolCount: 3, ReadySince: now}},
+		"docs":  {HasConn: true, Conn: conn.Snapshot{Phase: v1alpha1.PhaseReady, Resources: []*mcp.Resource{{URI: "docs://a"}}, ReadySince: now.Add(-4 * time.Second)}},
 	}}
 	if got := nextDeadline(obs, now); got != conn.DeadAfter-2*time.Second {
 		t.Fatalf("nextDeadline = %s", got)

@@ -24,8 +24,9 @@ const (
 	// ReasonNoServers: Ready=True, the project lists no enabled server.
 	ReasonNoServers = "NoServers"
 	// ReasonServersWithoutTools: Ready=False and Degraded=True when some server is connected
-	// but has listed no tools for more than 5 s: it counts as dead, and the next session's
-	// mount rebuilds it.
+	// but has listed nothing (no tool, prompt, resource or resource template) for more than
+	// 5 s: it counts as dead, and a later session's mount rebuilds it. (A server that offers
+	// only prompts or resources is not without tools in this sense.)
 	ReasonServersWithoutTools = "ServersWithoutTools"
 	// ReasonServersConnecting: Ready=False while some server is still connecting.
 	ReasonServersConnecting = "ServersConnecting"

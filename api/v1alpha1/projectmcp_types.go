@@ -470,8 +470,9 @@ type ServerStatus struct {
 
 // RebuildStatus says when and why a connection was rebuilt.
 type RebuildStatus struct {
-	// reason is DeadAtMount: a session's mount found the connection Failed, or Ready with no
-	// tools for more than 5 s, and rebuilt it before answering the session.
+	// reason is DeadAtMount: a session's mount found the connection Failed, or Ready offering
+	// nothing (no tool, prompt or resource) for more than 5 s, and rebuilt it before answering
+	// the session.
 	// +required
 	Reason string `json:"reason"`
 

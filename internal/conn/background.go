@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/dsh-dev/projectmcp/internal/revision"
 )
 
@@ -17,25 +19,48 @@ import (
 // probe reads nothing of the answer, and a re-list asks for the lists as the server sends
 // them and only decodes them when their bytes changed since the last listing (listitems.go).
 
-// probe checks that the server answers: ping on sessions that have it, tools/list on the
-// 2026-07-28 protocol, which has none; forwarded where the session allows it.
+// probe checks that the server answers: ping on sessions that have it; on the 2026-07-28
+// protocol, which has none, the first list the server declared (probeMethod).
 func (l *lister) probe(ctx context.Context) error {
+	init := l.session.InitializeResult()
+	newest := revision.Of(init.ProtocolVersion) >= revision.Stateless
+	method := probeMethod(init.Capabilities, newest)
+	if method == "" {
+		return nil
+	}
 	l.counts.probes.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, min(l.opts.ConnectTimeout, 10*time.Second))
 	defer cancel()
-	newest := revision.Of(l.session.InitializeResult().ProtocolVersion) >= revision.Stateless
-	method := "ping"
-	if newest {
-		method = "tools/list"
-	}
 	if _, forwarded, err := l.call(ctx, method, nil); forwarded {
 		return err
 	}
-	if newest {
+	switch method {
+	case "tools/list":
 		_, err := l.session.ListTools(ctx, nil)
+		return err
+	case "prompts/list":
+		_, err := l.session.ListPrompts(ctx, nil)
+		return err
+	case "resources/list":
+		_, err := l.session.ListResources(ctx, nil)
 		return err
 	}
 	return l.session.Ping(ctx, nil)
+}
+
+// probeMethod is the request a probe sends: ping, or on the 2026-07-28 protocol (newest), which
+// has no ping, the first list the server declared (tools, prompts, resources), a request it
+// must answer; a list it did not declare it may answer with method not found. A 2026-07-28
+// server that declares no list gets no probe (""): nothing both sides know is left to ask, and
+// the end of its process or of its session still tells.
+func probeMethod(caps *mcp.ServerCapabilities, newest bool) string {
+	if !newest {
+		return "ping"
+	}
+	if kinds := declared(caps); len(kinds) > 0 {
+		return listMethods[kinds[0]]
+	}
+	return ""
 }
 
 // call forwards one of the connection's own requests. forwarded is false when the session

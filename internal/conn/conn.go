@@ -1,9 +1,10 @@
 // Package conn supervises one live MCP client connection to one server of one project.
 //
 // The MCP Go SDK never reconnects: a broken ClientSession stays broken. A Conn wraps the SDK
-// session in a supervisor goroutine that connects (under a deadline), lists tools, watches for
-// death (process exit, session loss, failed health call), and reconnects with exponential
-// backoff and jitter until the reconnect budget is spent:
+// session in a supervisor goroutine that connects (under a deadline), lists what the server
+// declared (tools, prompts, resources), watches for death (process exit, session loss, failed
+// health call), and reconnects with exponential backoff and jitter until the reconnect budget
+// is spent:
 //
 //	        connect ok                    died
 //	Connecting ─────────▶ Ready ─────────────────▶ Disconnected ──backoff──▶ (connect again)
@@ -54,6 +55,22 @@ type Policy struct {
 	MaxBackoff     time.Duration
 }
 
+// Window is the wait before reconnect attempt n (1 the first) without its jitter: InitialBackoff,
+// doubled at every later attempt, capped at MaxBackoff (the defaults standing for zero values,
+// as in a connection's Options). Zero for n < 1.
+func (p Policy) Window(n int) time.Duration {
+	if n < 1 {
+		return 0
+	}
+	o := Options{Policy: p}
+	o.defaults()
+	d := o.Policy.InitialBackoff
+	for i := 1; i < n && d < o.Policy.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, o.Policy.MaxBackoff)
+}
+
 // Options configure a Conn. Server is the unexpanded configuration.
 type Options struct {
 	Project string // namespace/name, for logs and errors
@@ -63,6 +80,11 @@ type Options struct {
 	// nil means no variables.
 	Variables func(ctx context.Context) (map[string]string, error)
 	Policy    Policy
+	// Attempts are the reconnect attempts of the budget already spent when the connection
+	// starts: a rebuild of a connection that spent its budget (registry, at a session's mount)
+	// is one more attempt of that budget, not a new one, so a server that still fails is tried
+	// once, not MaxAttempts times more. Being Ready gives the budget back, as always.
+	Attempts int
 	// Settings are the controller's, the same for every connection it makes.
 	Settings
 
@@ -258,9 +280,18 @@ func (c *Conn) Changed() <-chan struct{} {
 	return c.changed
 }
 
-// DeadAfter is how long a connected server may offer zero tools before it counts as dead: a
-// server that is up but lists nothing is as useless to an agent as one that is down.
+// DeadAfter is how long a connected server may offer nothing (no tool, prompt, resource or
+// resource template) before it counts as dead: a server that is up but lists nothing is as
+// useless to an agent as one that is down. A server that offers only resources or only
+// prompts (a docs server, a prompt library) offers something, and is not dead.
 const DeadAfter = 5 * time.Second
+
+// Items counts what the server lists: its tools (before the allow/deny filter: a filter that
+// hides them all is the project's choice, not the server's failure), prompts, resources and
+// resource templates.
+func (s Snapshot) Items() int {
+	return s.RawToolCount + len(s.Prompts) + len(s.Resources) + len(s.Templates)
+}
 
 // Starting reports a connection still coming up: Connecting, or Disconnected before it was
 // ever Ready (its first attempts failing inside the reconnect budget). Whoever waits for
@@ -271,21 +302,21 @@ func (s Snapshot) Starting() bool {
 }
 
 // Dead reports a connection that will not heal by itself: Failed (budget spent), or Ready
-// with zero tools for longer than DeadAfter. Such a connection is rebuilt at the next session's
-// mount (docs/lifecycle-contracts.md#the-mounts-exception).
+// offering nothing (Items) for longer than DeadAfter. Such a connection is rebuilt at a later
+// session's mount, within the registry's limits (docs/lifecycle-contracts.md#the-mounts-exception).
 func (s Snapshot) Dead(now time.Time) bool {
 	switch s.Phase {
 	case v1alpha1.PhaseFailed:
 		return true
 	case v1alpha1.PhaseReady:
-		return s.RawToolCount == 0 && now.Sub(s.ReadySince) > DeadAfter
+		return s.Items() == 0 && now.Sub(s.ReadySince) > DeadAfter
 	}
 	return false
 }
 
-// DeadAt is when a Ready connection with zero tools becomes dead (zero for any other state).
+// DeadAt is when a Ready connection offering nothing becomes dead (zero for any other state).
 func (s Snapshot) DeadAt() time.Time {
-	if s.Phase != v1alpha1.PhaseReady || s.RawToolCount != 0 {
+	if s.Phase != v1alpha1.PhaseReady || s.Items() != 0 {
 		return time.Time{}
 	}
 	return s.ReadySince.Add(DeadAfter)
@@ -377,6 +408,19 @@ func (c *Conn) Unsubscribe(uri string) {
 			return struct{}{}, s.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
 		})
 	})
+}
+
+// InUse reports a connection whose server serves sessions now: requests in flight (or waiting
+// for their turn), or subscriptions it holds (a Ready session with subscribed URIs). Tearing it down would fail
+// those requests and drop those subscriptions until a new session restores them. A connection
+// that is not Ready holds no subscription on its server: what sessions subscribed is only
+// remembered, to be restored by the next session (or a replacement connection).
+func (c *Conn) InUse() bool {
+	c.mu.Lock()
+	ready := c.live.session != nil && c.state.Phase == v1alpha1.PhaseReady
+	c.mu.Unlock()
+	waiting, _ := c.flight.fair.Depth()
+	return waiting > 0 || c.flight.busy() || (ready && c.subs.any())
 }
 
 // Subscriptions returns the subscribed URIs with their reference counts (a copy), and the log
@@ -592,7 +636,7 @@ func (c *Conn) run() {
 			return
 		}
 	}
-	attempts := 0 // since the connection was last Ready
+	attempts := c.opts.Attempts // since the connection was last Ready
 	for {
 		wasReady, err := c.connectAndServe()
 		if c.ctx.Err() != nil {
@@ -630,14 +674,9 @@ func (c *Conn) run() {
 	}
 }
 
-// backoff is exponential from InitialBackoff, capped at MaxBackoff, with ±20% jitter so that
-// many connections dropped by one event do not reconnect in lockstep.
+// backoff is the policy's Window with ±20% jitter, so that many connections dropped by one
+// event do not reconnect in lockstep.
 func backoff(p Policy, attempt int) time.Duration {
-	d := p.InitialBackoff
-	for i := 1; i < attempt && d < p.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, p.MaxBackoff)
 	jitter := 0.8 + 0.4*rand.Float64()
-	return time.Duration(float64(d) * jitter)
+	return time.Duration(float64(p.Window(attempt)) * jitter)
 }

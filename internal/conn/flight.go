@@ -103,6 +103,13 @@ func (f *flight) end(caller Caller) {
 	}
 }
 
+// busy reports requests sent and not yet answered.
+func (f *flight) busy() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inflight > 0
+}
+
 // closed reports whether Destroy has begun.
 func (f *flight) closed() bool {
 	f.mu.Lock()

@@ -25,16 +25,17 @@ type lister struct {
 	up      upstream // nil: legacy SSE, listed on the typed path
 }
 
-// list lists every page of what the server offers: tools (filtered by the server's
-// allow/deny rules), and prompts, resources and resource templates when the server declares
-// them. Each list is walked within the bounds (walk). The lists are asked for at once, not one
-// after another: a connection is Ready, and a repoint's new tools reach the sessions, one
-// round trip after initialize instead of four (at 1,000 projects on a loaded machine a round
-// trip took 0.3 s). The first list to fail ends the others, and its error is the one reported.
-// On a session whose upstream takes forwarded requests the lists are forwarded (listitems.go),
-// and digest is of their pages; cat is nil when those are the pages the digest unless was
-// taken of (nothing changed). Otherwise (legacy SSE) they are listed on the typed path
-// (typed), and the digest is unless.
+// list lists every page of what the server offers: the lists it declared at initialize and no
+// other (declared), tools filtered by the server's allow/deny rules. A server need not answer a
+// list it did not declare (many answer method not found), so an undeclared list is empty, not
+// a failure. Each list is walked within the bounds (walk). The lists are asked for at once,
+// not one after another: a connection is Ready, and a repoint's new tools reach the sessions,
+// one round trip after initialize instead of four (at 1,000 projects on a loaded machine a
+// round trip took 0.3 s). The first list to fail ends the others, and its error is the one
+// reported. On a session whose upstream takes forwarded requests the lists are forwarded
+// (listitems.go), and digest is of their pages; cat is nil when those are the pages the digest
+// unless was taken of (nothing changed). Otherwise (legacy SSE) they are listed on the typed
+// path (typed), and the digest is unless.
 func (l *lister) list(ctx context.Context, unless [sha256.Size]byte) (cat *catalog, digest [sha256.Size]byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, l.opts.ConnectTimeout)
 	defer cancel()
@@ -46,48 +47,72 @@ func (l *lister) list(ctx context.Context, unless [sha256.Size]byte) (cat *catal
 	return cat, unless, err
 }
 
+// declared are the lists a server declared at initialize, of the four: tools/list for the tools
+// capability, prompts/list for prompts, and resources/list and resources/templates/list for
+// resources.
+func declared(caps *mcp.ServerCapabilities) []Kind {
+	var kinds []Kind
+	if caps == nil {
+		return nil
+	}
+	if caps.Tools != nil {
+		kinds = append(kinds, KindTool)
+	}
+	if caps.Prompts != nil {
+		kinds = append(kinds, KindPrompt)
+	}
+	if caps.Resources != nil {
+		kinds = append(kinds, KindResource, KindTemplate)
+	}
+	return kinds
+}
+
 // typed is list on the SDK's typed path, for a session that takes no forwarded requests
 // (legacy SSE).
 func (l *lister) typed(ctx context.Context) (*catalog, error) {
 	session := l.session
 	var cat catalog
 	g, ctx := atOnce(ctx)
-	g.run("tools/list", func() error { return l.tools(ctx, &cat) })
-	caps := session.InitializeResult().Capabilities
-	if caps != nil && caps.Prompts != nil {
-		g.run("prompts/list", func() (err error) {
-			cat.prompts, err = collect(ctx, l.opts, "prompts/list", "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
-				res, err := session.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
-				if err != nil {
-					return nil, "", err
-				}
-				return res.Prompts, res.NextCursor, nil
+	for _, kind := range declared(session.InitializeResult().Capabilities) {
+		method := listMethods[kind]
+		switch kind {
+		case KindTool:
+			g.run(method, func() error { return l.tools(ctx, &cat) })
+		case KindPrompt:
+			g.run(method, func() (err error) {
+				cat.prompts, err = collect(ctx, l.opts, method, listWhats[kind], func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
+					res, err := session.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
+					if err != nil {
+						return nil, "", err
+					}
+					return res.Prompts, res.NextCursor, nil
+				})
+				slices.SortFunc(cat.prompts, func(a, b *mcp.Prompt) int { return strings.Compare(a.Name, b.Name) })
+				return err
 			})
-			slices.SortFunc(cat.prompts, func(a, b *mcp.Prompt) int { return strings.Compare(a.Name, b.Name) })
-			return err
-		})
-	}
-	if caps != nil && caps.Resources != nil {
-		g.run("resources/list", func() (err error) {
-			cat.resources, err = collect(ctx, l.opts, "resources/list", "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
-				res, err := session.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
-				if err != nil {
-					return nil, "", err
-				}
-				return res.Resources, res.NextCursor, nil
+		case KindResource:
+			g.run(method, func() (err error) {
+				cat.resources, err = collect(ctx, l.opts, method, listWhats[kind], func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
+					res, err := session.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
+					if err != nil {
+						return nil, "", err
+					}
+					return res.Resources, res.NextCursor, nil
+				})
+				return err
 			})
-			return err
-		})
-		g.run("resources/templates/list", func() (err error) {
-			cat.templates, err = collect(ctx, l.opts, "resources/templates/list", "resource templates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
-				res, err := session.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
-				if err != nil {
-					return nil, "", err
-				}
-				return res.ResourceTemplates, res.NextCursor, nil
+		case KindTemplate:
+			g.run(method, func() (err error) {
+				cat.templates, err = collect(ctx, l.opts, method, listWhats[kind], func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
+					res, err := session.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
+					if err != nil {
+						return nil, "", err
+					}
+					return res.ResourceTemplates, res.NextCursor, nil
+				})
+				return err
 			})
-			return err
-		})
+		}
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err

@@ -136,22 +136,14 @@ type listedItems struct {
 	digest [sha256.Size]byte
 }
 
-// fetch walks every page of each list the server declares, forwarded, the four at once (as
-// list does). The first to fail ends the others, and its error is the one returned.
+// fetch walks every page of each list the server declares (declared), and of no other,
+// forwarded, at once (as list does). The first to fail ends the others, and its error is the
+// one returned.
 func (l *lister) fetch(ctx context.Context) (*listedItems, error) {
 	g, ctx := atOnce(ctx)
-	asked := []Kind{KindTool}
-	if caps := l.session.InitializeResult().Capabilities; caps != nil {
-		if caps.Prompts != nil {
-			asked = append(asked, KindPrompt)
-		}
-		if caps.Resources != nil {
-			asked = append(asked, KindResource, KindTemplate)
-		}
-	}
 	items := &listedItems{newest: revision.Of(l.session.InitializeResult().ProtocolVersion) >= revision.Stateless, tools: l.sieve()}
 	var digests [kinds]hash.Hash
-	for _, kind := range asked {
+	for _, kind := range declared(l.session.InitializeResult().Capabilities) {
 		digests[kind] = sha256.New()
 		g.run(listMethods[kind], func() error { return l.walkForwarded(ctx, kind, items, digests[kind]) })
 	}

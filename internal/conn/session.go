@@ -96,7 +96,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	select {
 	case <-timedOut:
 		timeout = true
-		err = fmt.Errorf("connect timed out after %s (no answer to initialize or tools/list)", c.opts.ConnectTimeout)
+		err = fmt.Errorf("connect timed out after %s (no answer to initialize or to the lists)", c.opts.ConnectTimeout)
 	default:
 	}
 	if exitErr := ep.exitError(); exitErr != nil {

@@ -15,10 +15,10 @@ type Settings struct {
 	// Isolation is what server processes get from the controller (environment, HOME, user).
 	Isolation policy.Isolation
 
-	// ConnectTimeout bounds one connect attempt, initialize and first tools/list included.
+	// ConnectTimeout bounds one connect attempt, initialize and the first listing included.
 	ConnectTimeout time.Duration
-	// HealthInterval is how often an idle connection is probed (ping, or tools/list on the
-	// 2026-07-28 protocol, which has no ping).
+	// HealthInterval is how often an idle connection is probed (ping, or on the 2026-07-28
+	// protocol, which has no ping, a list the server declared: probeMethod).
 	HealthInterval time.Duration
 	// RelistInterval is the backstop re-list for servers whose list_changed notifications are
 	// lost (the 2026-07-28 subscription stream can die silently).

@@ -63,6 +63,13 @@ func (s *subscriptions) add(uri string) (first bool) {
 	return s.uris[uri] == 1
 }
 
+// any reports whether any URI is subscribed.
+func (s *subscriptions) any() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.uris) > 0
+}
+
 // undo takes back an add whose resources/subscribe failed.
 func (s *subscriptions) undo(uri string) {
 	s.mu.Lock()

@@ -6,10 +6,10 @@
 // Ownership: the reconciler creates, repoints, retires and rebuilds connections (Connect and
 // Retire); sessions only bind and release slots (Mount and Release), with one exception
 // (docs/lifecycle-contracts.md#the-mounts-exception): a mount that finds a bound connection
-// dead rebuilds it at once (Mount); an idle timer only destroys a connection no slot uses. A
-// swap always tears the old connection down before the new one starts. Lock order:
-// Registry.mu is never held while a connection is built, destroyed or waited for, nor during
-// any network I/O.
+// dead rebuilds it at once, within limits (Mount); an idle timer only destroys a connection no
+// slot uses. A swap always tears the old connection down before the new one starts. Lock
+// order: Registry.mu is never held while a connection is built, destroyed or waited for, nor
+// during any network I/O.
 package registry
 
 import (
@@ -104,10 +104,14 @@ type entry struct {
 	// nor renames them.
 	carried     *conn.Snapshot
 	lastRebuild Rebuild
-	refs        int
-	idle        clock.Timer
-	reclaimed   bool      // destroyed by the idle timer
-	lastMount   time.Time // the last time a session bound a slot here
+	// rebuilds counts the rebuilds at mount since a mount last found the server healthy (Ready
+	// and offering something) or the reconciler last built its connection: they are spaced
+	// like the attempts of the reconnect budget (rebuildAtMount).
+	rebuilds  int
+	refs      int
+	idle      clock.Timer
+	reclaimed bool      // destroyed by the idle timer
+	lastMount time.Time // the last time a session bound a slot here
 }
 
 // Rebuild records the last rebuild the registry did by itself: the one exception to "only the
@@ -451,7 +455,9 @@ func (r *Registry) Connect(key types.NamespacedName, hash string, opts conn.Opti
 	}
 	p := r.projectLocked(key)
 	metrics.UseServer(key.Namespace, key.Name, opts.Server.Name) // until Retire or Forget
-	c, old := r.swapLocked(key, p, r.entryLocked(p, opts.Server.Name), hash, opts)
+	e := r.entryLocked(p, opts.Server.Name)
+	c, old := r.swapLocked(key, p, e, hash, opts)
+	e.rebuilds = 0 // a connection the reconciler built (a create, a repoint, a rebuild asked for) owes mounts nothing
 	if old != nil {
 		// Under r.mu: Shutdown (which sets closed under it) and Forget (which removes the
 		// project under it) wait for this one.
@@ -585,7 +591,8 @@ var ErrUnknownProject = errors.New("unknown project")
 var ErrTooManySessions = errors.New("too many sessions")
 
 // Mount binds a new session: one slot per enabled server. A bound connection that is dead
-// (Failed, or Ready with no tools for longer than conn.DeadAfter) is rebuilt here, at once:
+// (Failed, or Ready offering nothing for longer than conn.DeadAfter) is rebuilt here, at once,
+// unless it is in use or was rebuilt so within its reconnect backoff window (rebuildAtMount):
 // the rebuild at mount (docs/lifecycle-contracts.md#the-mounts-exception), recorded as
 // lastRebuild for status and events. Mount then waits up to the project's readyTimeout until
 // every slot's connection is Ready, Failed for good, or Disconnected after having been Ready
@@ -617,13 +624,26 @@ func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, clie
 		e.refs++
 		e.lastMount = now
 		stopTimer(e)
-		if e.conn != nil && e.conn.Snapshot().Dead(now) {
-			why := deadReason(e.conn.Snapshot())
-			c, old := r.swapLocked(key, p, e, e.hash, e.opts)
-			e.lastRebuild = Rebuild{At: now, Reason: RebuildDeadAtMount, Connection: c.ID(), Previous: why}
-			metrics.Rebuilt(key.Namespace, key.Name, name, metrics.ReasonDeadAtMount)
-			dead = append(dead, old)
+		if e.conn == nil {
+			continue
 		}
+		snap := e.conn.Snapshot()
+		if snap.Phase == v1alpha1.PhaseReady && snap.Items() > 0 {
+			e.rebuilds = 0 // healthy: a later failure's rebuilds start over
+		}
+		if !rebuildAtMount(now, snap, e.conn.InUse(), e.lastRebuild.At, e.rebuilds, e.opts.Policy) {
+			continue
+		}
+		base, opts := e.opts, e.opts
+		if snap.Phase == v1alpha1.PhaseFailed {
+			opts.Attempts = opts.Policy.MaxAttempts // one more attempt of the budget it spent, not a new budget
+		}
+		c, old := r.swapLocked(key, p, e, e.hash, opts)
+		e.opts = base // what the reconciler built it from: the next rebuild decides its attempts anew
+		e.lastRebuild = Rebuild{At: now, Reason: RebuildDeadAtMount, Connection: c.ID(), Previous: deadReason(snap)}
+		e.rebuilds++
+		metrics.Rebuilt(key.Namespace, key.Name, name, metrics.ReasonDeadAtMount)
+		dead = append(dead, old)
 	}
 	ready := p.desired.ReadyTimeout
 	r.notifyLocked(key, p) // the reconciler creates what the mount demands and writes status
@@ -690,7 +710,22 @@ func deadReason(s conn.Snapshot) string {
 	if s.Phase == v1alpha1.PhaseFailed {
 		return "failed: " + s.LastError
 	}
-	return fmt.Sprintf("connected with no tools for more than %s", conn.DeadAfter)
+	return fmt.Sprintf("connected offering nothing (no tool, prompt or resource) for more than %s", conn.DeadAfter)
+}
+
+// rebuildAtMount decides whether a session's mount at now rebuilds a server's connection (s),
+// the one rebuild the registry does by itself: only a dead one (conn.Snapshot.Dead), never
+// one in use (conn.Conn.InUse: tearing it down would fail requests sessions are waiting for,
+// and drop their subscriptions), and at most once per reconnect backoff window: the first
+// rebuild since a mount last found the server healthy at once, each later one only
+// policy.Window(rebuilds) after the last (1×, 2×, 4× InitialBackoff..., up to MaxBackoff), as
+// the budget spaces a connection's own attempts. A server that fails fast, or a stream of
+// sessions opened to make it restart, then costs one process per window, not one per session.
+func rebuildAtMount(now time.Time, s conn.Snapshot, inUse bool, last time.Time, rebuilds int, policy conn.Policy) bool {
+	if !s.Dead(now) || inUse {
+		return false
+	}
+	return rebuilds == 0 || !now.Before(last.Add(policy.Window(rebuilds)))
 }
 
 // waitStarted waits until every slot-bound server of the project has a connection that is no

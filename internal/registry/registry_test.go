@@ -253,14 +253,14 @@ func TestSwapDuringSwapKeepsTools(t *testing.T) {
 	}
 }
 
-// A mount that finds its connection dead (Ready with no tools for more than 5 s, on the
+// A mount that finds its connection dead (Ready offering nothing for more than 5 s, on the
 // injected clock) rebuilds it inside the mount and records why.
 func TestMountRebuildsDeadConnection(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	r := New(clk, logr.Discard())
 	defer r.Shutdown()
 	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute, ReadyTimeout: 5 * time.Second})
-	dead := connectReady(t, r, "h1", withArgs(fixtureOpts("a"), "--no-tools"))
+	dead := connectReady(t, r, "h1", withArgs(fixtureOpts("a"), "--no-tools", "--offer", "tools")) // lists nothing at all
 	if _, err := r.Mount(context.Background(), key, "s0", "test"); err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,7 @@ func TestFaults(t *testing.T) {
 	s.hugeResult(t)
 	s.millionTools(t)
 	s.flappingList(t)
+	s.toollessServer(t)
 	s.slowReader(t)
 	s.slowLogReader(t)
 	s.sessionHijack(t)
