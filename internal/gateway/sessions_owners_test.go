@@ -114,12 +114,6 @@ func TestSessionsPerPrincipalBound(t *testing.T) {
 	_ = held[1].Close()
 }
 
-type bearer string
-
-func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
-	return bearerOn{token: string(b), next: http.DefaultTransport}.RoundTrip(req)
-}
-
 // bearerOn sends each request with the token, on next.
 type bearerOn struct {
 	token string

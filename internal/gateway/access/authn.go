@@ -56,15 +56,6 @@ func Principal(u *authnv1.UserInfo) string { return "user:" + u.Username + "/" +
 // where the OS says which one is calling (internal/peer).
 const localPrincipal = "local"
 
-// LocalPrincipalOf is the principal of a local-mode request: the local user of the uid at the
-// other end of its connection (or of the client a replica proxied it for), when known.
-func LocalPrincipalOf(ctx context.Context) string {
-	if uid, ok := peer.UID(ctx); ok {
-		return localPrincipalOf(uid, true)
-	}
-	return localPrincipal
-}
-
 // localPrincipalOf is the principal of local user uid, when known.
 func localPrincipalOf(uid int, known bool) string {
 	if !known {
