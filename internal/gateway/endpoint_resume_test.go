@@ -115,29 +115,12 @@ func readEvent(t *testing.T, r *bufio.Reader) sseEvent {
 	done := make(chan sseEvent, 1)
 	fail := make(chan error, 1)
 	go func() {
-		var e sseEvent
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				fail <- err
-				return
-			}
-			line = strings.TrimRight(line, "\n")
-			if line == "" {
-				done <- e
-				return
-			}
-			field, value, _ := strings.Cut(line, ":")
-			value = strings.TrimPrefix(value, " ")
-			switch field {
-			case "id":
-				e.id = value
-			case "retry":
-				e.retry = value
-			case "data":
-				e.data += value
-			}
+		e, err := nextEvent(r) // endpoint_replay_test.go
+		if err != nil {
+			fail <- err
+			return
 		}
+		done <- e
 	}()
 	select {
 	case e := <-done:
