@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -38,10 +39,14 @@ type clientFormat struct {
 	container string // key of the object mapping server names to entries
 	typed     bool   // the entry states "type": "http"
 	bearer    string // the Authorization header's value when the gateway checks tokens
+	// helper is the headersHelper command the entry runs for its headers when the gateway
+	// checks tokens, instead of bearer: Claude Code runs it at connect and again after a 401
+	// or 403, so a session outlives its token. "" for clients that have no such key.
+	helper string
 }
 
 var clientFormats = []clientFormat{
-	{name: "claude-code", file: ".mcp.json", container: "mcpServers", typed: true, bearer: "Bearer ${" + tokenEnv + "}"},
+	{name: "claude-code", file: ".mcp.json", container: "mcpServers", typed: true, bearer: "Bearer ${" + tokenEnv + "}", helper: tokenCommand},
 	{name: "vscode", file: filepath.Join(".vscode", "mcp.json"), container: "servers", typed: true, bearer: "Bearer ${input:" + vscodeTokenInput + "}"},
 	{name: "cursor", file: filepath.Join(".cursor", "mcp.json"), container: "mcpServers", bearer: "Bearer ${env:" + tokenEnv + "}"},
 	{name: "json", typed: true, bearer: "Bearer ${" + tokenEnv + "}"},
@@ -64,11 +69,16 @@ func lookupClient(name string) (clientFormat, error) {
 	return clientFormat{}, usageErrorf("--client must be one of %s, not %q", strings.Join(clientNames(), ", "), name)
 }
 
+// tokenCommand is the headersHelper connect writes: `projectmcp token`, found on the agent's
+// PATH (a path of this machine has no place in a file a team commits).
+const tokenCommand = "projectmcp token"
+
 // serverEntry is the MCP server entry pointing an agent at a project's endpoint.
 type serverEntry struct {
-	Type    string            `json:"type,omitempty"`
-	URL     string            `json:"url"`
-	Headers map[string]string `json:"headers,omitempty"`
+	Type          string            `json:"type,omitempty"`
+	URL           string            `json:"url"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	HeadersHelper string            `json:"headersHelper,omitempty"`
 }
 
 func (c clientFormat) entry(endpoint string, bearer bool) serverEntry {
@@ -76,10 +86,36 @@ func (c clientFormat) entry(endpoint string, bearer bool) serverEntry {
 	if c.typed {
 		e.Type = "http"
 	}
-	if bearer {
+	switch {
+	case bearer && c.helper != "":
+		e.HeadersHelper = c.helper
+	case bearer:
 		e.Headers = map[string]string{"Authorization": c.bearer}
 	}
 	return e
+}
+
+// withTokenFlags is the format with the token command's own flags, as connect was given them.
+func (c clientFormat) withTokenFlags(audience, serviceAccount string) clientFormat {
+	if c.helper == "" {
+		return c
+	}
+	if audience != "" {
+		c.helper += " --audience " + shellQuote(audience)
+	}
+	if serviceAccount != "" {
+		c.helper += " --service-account " + shellQuote(serviceAccount)
+	}
+	return c
+}
+
+// shellQuote quotes a word for the shell the client runs headersHelper with, unless it needs
+// no quoting.
+func shellQuote(w string) string {
+	if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:") == "" {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'"'"'`) + "'"
 }
 
 // vscodeInput is an entry of VS Code's "inputs": a value VS Code asks the user for once.
@@ -158,6 +194,9 @@ type connectOptions struct {
 	aggregate bool
 	// insecureHTTP admits plain http:// endpoints on other machines.
 	insecureHTTP bool
+	// tokenAudience and tokenServiceAccount are the flags of the headersHelper written for
+	// Claude Code (projectmcp token's --audience and --service-account).
+	tokenAudience, tokenServiceAccount string
 }
 
 const connectLong = `Prints the entries that point an agent at a project's MCP endpoints, as the client's config
@@ -229,6 +268,7 @@ func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			format = format.withTokenFlags(o.tokenAudience, o.tokenServiceAccount)
 			switch {
 			case o.write && format.file == "":
 				return usageErrorf("--client %s has no config file to write: it prints the entry only", o.client)
@@ -256,6 +296,8 @@ func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	fs.DurationVar(&o.wait, "wait", o.wait, "how long to wait for the ProjectMCP's status.endpoint when it exists without one yet (its first reconcile writes it)")
 	fs.StringVar(&o.auth, "auth", o.auth, `"auto": ask the endpoint whether it checks bearer tokens; "none"; "bearer": add the Authorization header`)
 	fs.BoolVar(&o.insecureHTTP, insecureHTTPFlag, false, insecureHTTPUsage)
+	fs.StringVar(&o.tokenAudience, "token-audience", "", `the gateway's --gateway-audience, for the headersHelper "projectmcp token --audience" written for Claude Code`)
+	fs.StringVar(&o.tokenServiceAccount, "token-service-account", "", `a ServiceAccount (NAME or NAMESPACE/NAME) whose tokens the headersHelper "projectmcp token --service-account" mints`)
 	_ = cmd.RegisterFlagCompletionFunc("client", cobra.FixedCompletions(clientNames(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("auth", cobra.FixedCompletions([]string{"auto", "none", "bearer"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("project")
@@ -314,7 +356,14 @@ func connect(ctx context.Context, g *globalFlags, key types.NamespacedName, form
 		}
 		printResults(stdout, f.shown, results)
 	}
-	if bearer {
+	switch {
+	case bearer && format.helper != "":
+		fmt.Fprintf(stderr, "The gateway checks a Kubernetes bearer token: %s at connect and after a 401, "+
+			"from your kubeconfig; the token's user needs the verb \"use\" on projectmcp %s.\n", tokenHint(format), key)
+		if _, err := exec.LookPath("projectmcp"); err != nil {
+			fmt.Fprintf(stderr, "projectmcp is not on this PATH: put it there, or the agent cannot run %q.\n", format.helper)
+		}
+	case bearer:
 		fmt.Fprintf(stderr, "The gateway checks a Kubernetes bearer token: %s, e.g.\n  export %s=$(kubectl create token SERVICEACCOUNT -n %s)\n"+
 			"and the token's user needs the verb \"use\" on projectmcp %s.\n", tokenHint(format), tokenEnv, key.Namespace, key)
 	}
@@ -515,6 +564,9 @@ func awaitProject(ctx context.Context, c client.Client, key types.NamespacedName
 }
 
 func tokenHint(format clientFormat) string {
+	if format.helper != "" {
+		return "the agent runs \"" + format.helper + "\" for it"
+	}
 	if format.name == "vscode" {
 		return "VS Code asks for it once (input " + vscodeTokenInput + ")"
 	}

@@ -147,16 +147,20 @@ func TestConnectBearerToken(t *testing.T) {
 
 	// Each client's form, printed: the gateway answered 401 to connect's question.
 	for client, header := range map[string]string{
-		"json":        "Bearer ${PROJECTMCP_TOKEN}",
-		"claude-code": "Bearer ${PROJECTMCP_TOKEN}",
-		"cursor":      "Bearer ${env:PROJECTMCP_TOKEN}",
-		"vscode":      "Bearer ${input:projectmcp-token}",
+		"json":        `"Authorization": "Bearer ${PROJECTMCP_TOKEN}"`,
+		"claude-code": `"headersHelper": "projectmcp token"`,
+		"cursor":      `"Authorization": "Bearer ${env:PROJECTMCP_TOKEN}"`,
+		"vscode":      `"Authorization": "Bearer ${input:projectmcp-token}"`,
 	} {
 		stdout, stderr := runCode(t, exitOK, "connect", "guarded", "--client", client, kc)
-		if !strings.Contains(stdout, `"Authorization": "`+header+`"`) || !strings.Contains(stdout, v1alpha1.ServerEndpoint(endpoint, "a")) {
+		if !strings.Contains(stdout, header) || !strings.Contains(stdout, v1alpha1.ServerEndpoint(endpoint, "a")) {
 			t.Errorf("%s: printed\n%s", client, stdout)
 		}
-		if !strings.Contains(stderr, "export PROJECTMCP_TOKEN=$(kubectl create token SERVICEACCOUNT -n default)") {
+		hint := "export PROJECTMCP_TOKEN=$(kubectl create token SERVICEACCOUNT -n default)"
+		if client == "claude-code" {
+			hint = `the agent runs "projectmcp token" for it at connect and after a 401`
+		}
+		if !strings.Contains(stderr, hint) {
 			t.Errorf("%s: no hint about the token:\n%s", client, stderr)
 		}
 	}
@@ -170,7 +174,7 @@ func TestConnectBearerToken(t *testing.T) {
 
 	// --write in a project folder named like the object: NAME comes from the folder.
 	project := filepath.Join(t.TempDir(), "guarded")
-	stdout, _ = runCode(t, exitOK, "connect", "--project", project, "--write", kc)
+	stdout, _ = runCode(t, exitOK, "connect", "--project", project, "--write", "--token-service-account", "default/agent", kc)
 	if !strings.Contains(stdout, `created "a" (`+v1alpha1.ServerEndpoint(endpoint, "a")+`)`) {
 		t.Fatalf("stdout: %s", stdout)
 	}
@@ -182,10 +186,15 @@ func TestConnectBearerToken(t *testing.T) {
 	}
 	entry := written.MCPServers["a"]
 
-	// The entry works: with a ServiceAccount token that may use the project in the variable,
-	// as the agent expands it, a session lists the project's tools; without the grant, 403.
-	token := serviceAccountToken(t, "default", "agent", "guarded")
-	header := strings.ReplaceAll(entry.Headers["Authorization"], "${PROJECTMCP_TOKEN}", token)
+	// The entry works: its headersHelper, run as the agent runs it, mints a token of a
+	// ServiceAccount that may use the project, and a session lists the project's tools;
+	// without the grant, 403.
+	serviceAccountToken(t, "default", "agent", "guarded") // the ServiceAccount and its grant
+	helper, ok := strings.CutPrefix(entry.HeadersHelper, tokenCommand+" ")
+	if !ok || len(entry.Headers) != 0 {
+		t.Fatalf("the written entry has headers %v and headersHelper %q, want only the helper", entry.Headers, entry.HeadersHelper)
+	}
+	header := tokenRun(t, append(strings.Fields(helper), kc)...)
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	session, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(cctx,

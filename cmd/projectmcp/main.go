@@ -120,6 +120,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newControllerCmd(g, stderr),
 		newMirrorCmd(g, stderr),
 		newStatusCmd(g, stdout),
+		newTokenCmd(g, stdout, stderr),
 		newReconnectCmd(g, stdout),
 		newRenderCmd(g, stdout),
 		newEnvtestCmd(stdout, stderr),

@@ -120,8 +120,6 @@ func newReadmeShell(t *testing.T, kubeconfig string) *readmeShell {
 	return &readmeShell{home: home, env: env}
 }
 
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 // environ is the test's environment less what would point projectmcp elsewhere than ~/.kube.
 func (s *readmeShell) environ() []string {
 	var out []string
