@@ -70,6 +70,8 @@ type controllerFlags struct {
 	gatewayTLSCert string
 	gatewayTLSKey  string
 	audiences      []string
+	issuers        []string
+	oauthScopes    []string
 	reviewTTL      time.Duration
 	newTokenRate   float64
 	sourceRate     float64
@@ -156,6 +158,8 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.StringVar(&f.gatewayTLSCert, "gateway-tls-cert", f.gatewayTLSCert, "PEM certificate (chain) file the gateway serves HTTPS with, reread when it changes (with --gateway-tls-key)")
 	all.StringVar(&f.gatewayTLSKey, "gateway-tls-key", f.gatewayTLSKey, "PEM private key file of --gateway-tls-cert, reread when it changes")
 	all.StringVar(&f.gatewayAuth, "gateway-auth", f.gatewayAuth, `"local": loopback callers only; "kubernetes": bearer token checked by TokenReview, verb "use" on the ProjectMCP checked by SubjectAccessReview`)
+	all.StringSliceVar(&f.issuers, "gateway-oauth-issuer", nil, "with --gateway-auth kubernetes, an OIDC issuer URL the endpoints' protected-resource metadata (RFC 9728) names as where OAuth clients sign in (repeatable or comma-separated): one the API server trusts (its structured authentication configuration), so its tokens pass the TokenReview")
+	all.StringSliceVar(&f.oauthScopes, "gateway-oauth-scope", nil, "with --gateway-oauth-issuer, a scope a token from the issuers needs (repeatable or comma-separated), named in the metadata and in the 401's challenge")
 	all.StringSliceVar(&f.audiences, "gateway-audience", f.audiences, "audience a bearer token must be for, with --gateway-auth kubernetes (repeatable or comma-separated): set one such as projectmcp and mint tokens with \"kubectl create token <sa> --audience projectmcp\", so tokens for the gateway cannot call the API server (default: the API server's own audiences)")
 	all.DurationVar(&f.reviewTTL, "gateway-review-ttl", f.reviewTTL, "how long the gateway trusts a token review or an access review before asking again: the longest a revoked token or a removed RoleBinding keeps working")
 	all.Float64Var(&f.newTokenRate, "gateway-new-token-reviews", f.newTokenRate, "TokenReviews a second of tokens the gateway has not seen, all callers together (burst twice as many); past it such a request gets 429 at once")
@@ -481,6 +485,9 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 			return nil, err
 		}
 		opts.Auth = auth
+		if opts.OAuthIssuers, opts.OAuthScopes, err = f.oauthDiscovery(); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("--gateway-auth must be local or kubernetes, not %q", f.gatewayAuth)
 	}
@@ -494,6 +501,30 @@ func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *re
 		return nil, errors.New("--audit-arguments needs --audit-log")
 	}
 	return gateway.New(opts), nil
+}
+
+// oauthDiscovery is what the endpoints' protected-resource metadata names, from
+// --gateway-oauth-issuer and --gateway-oauth-scope; an issuer must be an https URL (RFC 8414),
+// or http on loopback for a test.
+func (f *controllerFlags) oauthDiscovery() (issuers, scopes []string, err error) {
+	for _, iss := range f.issuers {
+		u, err := url.Parse(iss)
+		switch {
+		case err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "":
+			return nil, nil, usageErrorf("--gateway-oauth-issuer: %q is not an issuer URL (https://host[/path], no query or fragment)", iss)
+		case u.Scheme != "https" && (u.Scheme != "http" || !loopbackURL(iss)):
+			return nil, nil, usageErrorf("--gateway-oauth-issuer: %q must be https (http only on this machine)", iss)
+		}
+	}
+	for _, sc := range f.oauthScopes {
+		if sc == "" || strings.ContainsAny(sc, " \t\"\\") {
+			return nil, nil, usageErrorf("--gateway-oauth-scope: %q is not a scope (empty, or with spaces or quotes)", sc)
+		}
+	}
+	if len(f.oauthScopes) > 0 && len(f.issuers) == 0 {
+		return nil, nil, usageErrorf("--gateway-oauth-scope needs --gateway-oauth-issuer")
+	}
+	return f.issuers, f.oauthScopes, nil
 }
 
 // localRule is local mode's rule from --local-allow-uid and --local-allow-any-uid: the

@@ -88,7 +88,7 @@ func newDevCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	f.bind(cmd.Flags(), "leader-elect", "leader-election-namespace", "leader-elect-lease-duration",
 		"leader-elect-renew-deadline", "leader-elect-retry-period", "buckets", "handoff-timeout", "advertise-address",
 		"gateway-auth", "gateway-tls-cert", "gateway-tls-key",
-		"gateway-audience", "gateway-review-ttl", "gateway-new-token-reviews", "gateway-new-token-reviews-per-source")
+		"gateway-audience", "gateway-oauth-issuer", "gateway-oauth-scope", "gateway-review-ttl", "gateway-new-token-reviews", "gateway-new-token-reviews-per-source")
 	return cmd
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testenv"
 	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
@@ -29,7 +30,7 @@ import (
 // bridges the revisions, and scores far better than the server alone). Where the gateway scores better
 // (it checks Host and Origin; a deleted session's id gets 404), the log says so.
 func TestConformanceSuite(t *testing.T) {
-	node, dir := nodeClient(t)
+	node, dir := testenv.NodeScripts(t)
 	everything := buildConformanceServer(t)
 	stateful := startConformanceServer(t, exec.Command(everything, "-stateless=false"))
 	stateless := startConformanceServer(t, exec.Command(everything, "-stateless=true"))

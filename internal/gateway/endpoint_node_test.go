@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"encoding/json"
 	"maps"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -19,46 +18,11 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
-// nodeClient returns node and the folder of the npm scripts (test/node), with their
-// dependencies installed from test/node/package-lock.json; it skips without node and npm.
-func nodeClient(t *testing.T) (node, dir string) {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH")
-	}
-	root, _ := testenv.RepoRoot()
-	dir = filepath.Join(root, "test", "node")
-	if !installed(filepath.Join(dir, "node_modules"), "@modelcontextprotocol/sdk", "@modelcontextprotocol/conformance",
-		"@modelcontextprotocol/server-everything", "glob") {
-		npm, err := exec.LookPath("npm")
-		if err != nil {
-			t.Skip("npm is not on PATH")
-		}
-		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci: %v\n%s", err, out)
-		}
-	}
-	return node, dir
-}
-
-// installed reports whether every package named is in the node_modules folder.
-func installed(modules string, packages ...string) bool {
-	for _, p := range packages {
-		if _, err := os.Stat(filepath.Join(modules, filepath.FromSlash(p), "package.json")); err != nil {
-			return false
-		}
-	}
-	return true
-}
-
 // The npm @modelcontextprotocol/sdk client (test/node/client.mjs) lists and calls tools through
 // the gateway and receives list_changed. It runs when node and npm are present; dependencies
 // come from test/node/package-lock.json.
 func TestGatewayNodeClient(t *testing.T) {
-	node, dir := nodeClient(t)
+	node, dir := testenv.NodeScripts(t)
 	ns := harness.NewNamespace(t)
 	key := harness.Create(t, ns, "node", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "a")}})
 	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", func(o *v1alpha1.ProjectMCP) bool { return harness.IsReady(o) && o.Status.Endpoint != "" })
@@ -88,7 +52,7 @@ func TestGatewayNodeClient(t *testing.T) {
 // project's, never a session's). Needs npx (the package comes from the
 // npm registry, or its cache).
 func TestGatewayMatchesServerEverything(t *testing.T) {
-	node, dir := nodeClient(t)
+	node, dir := testenv.NodeScripts(t)
 	if _, err := exec.LookPath("npx"); err != nil {
 		t.Skip("npx is not on PATH")
 	}

@@ -50,7 +50,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,6 +107,10 @@ type Options struct {
 	// callers of the controller's own user only, when zero).
 	Auth  access.Authorizer
 	Local access.LocalRule
+	// OAuthIssuers are the issuers the endpoints' protected-resource metadata names (RFC
+	// 9728: resourcemeta.go), and OAuthScopes the scopes a token from them needs; with Auth
+	// only. They are the API server's own trusted issuers, so a token from one passes Auth.
+	OAuthIssuers, OAuthScopes []string
 	// Front, when set, wraps the gateway's handler: the replicas' router (internal/buckets)
 	// sends a project's requests here or to the replica serving the project.
 	Front func(http.Handler) http.Handler
@@ -219,6 +222,7 @@ func New(opts Options) *Gateway {
 	}
 	g.mux.HandleFunc("/projects/{namespace}/{name}/mcp", g.serveProject)
 	g.mux.HandleFunc("/projects/{namespace}/{name}/servers/{server}/mcp", g.serveProject)
+	g.routeResourceMetadata()
 	opts.Registry.Watch(g.markDirty)
 	opts.Registry.OnNotice(g.notice)
 	return g
@@ -233,9 +237,7 @@ func (g *Gateway) SetBaseURL(u string) {
 
 // Endpoint is the URL sessions of a project use.
 func (g *Gateway) Endpoint(key types.NamespacedName) string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return strings.TrimSuffix(g.opts.BaseURL, "/") + Path(key)
+	return g.baseURL() + Path(key)
 }
 
 // Path is a project's endpoint path.
@@ -391,6 +393,9 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 	}
 	principal, status, msg := g.authorize(r, key)
 	noteAuth(w, g.opts.Auth == nil, status)
+	if status == http.StatusUnauthorized {
+		g.challenge(w, r)
+	}
 	if status != 0 {
 		paths.Refuse(w, msg, status)
 		return
