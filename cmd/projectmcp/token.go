@@ -35,7 +35,9 @@ The token comes from the kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config):
   - otherwise the kubeconfig user's own token: a static token, a token file or what its exec
     plugin (an OIDC login such as kubelogin) prints.
 A token that expires is kept in the user's cache folder (owner-only) until shortly before it
-does, so each run neither mints nor logs in again; --no-cache skips that.`
+does, so each run neither mints nor logs in again; --no-cache skips that. When Claude Code runs
+it (after a 401, say), it first asks the entry's endpoint ($CLAUDE_CODE_MCP_SERVER_URL) whether
+the cached token still passes, and mints anew if not.`
 
 // tokenOptions are token's flags.
 type tokenOptions struct {
@@ -90,7 +92,7 @@ func gatewayHeaders(ctx context.Context, g *globalFlags, o tokenOptions, now tim
 	if o.noCache {
 		cache.dir = ""
 	}
-	if t, ok := cache.load(now); ok {
+	if t, ok := cache.load(now); ok && !refusedBy(ctx, os.Getenv(serverURLEnv), t.Token) {
 		return bearerHeaders(t.Token), nil
 	}
 	t, err := src.fetch(ctx, cfg, o)
@@ -105,6 +107,33 @@ func gatewayHeaders(ctx context.Context, g *globalFlags, o tokenOptions, now tim
 		fmt.Fprintf(stderr, "projectmcp token: not cached: %v\n", err)
 	}
 	return bearerHeaders(t.Token), nil
+}
+
+// serverURLEnv is the variable Claude Code sets to the entry's URL when it runs a
+// headersHelper.
+const serverURLEnv = "CLAUDE_CODE_MCP_SERVER_URL"
+
+// refusedBy reports whether the gateway at endpoint refuses token (401). Claude Code runs the
+// helper again after a 401, and a cached token the gateway refused before its time (its
+// ServiceAccount made anew, its issuer's keys rotated) would otherwise be printed again until
+// it expires. HEAD starts no session; an endpoint that cannot be asked keeps the token.
+func refusedBy(ctx context.Context, endpoint, token string) bool {
+	if endpoint == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, endpoint, nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusUnauthorized
 }
 
 func bearerHeaders(token string) map[string]string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -107,7 +110,8 @@ func TestTokenHeadersForTheGateway(t *testing.T) {
 	env := apiServer(t)
 	cache := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", cache)
-	f := parseControllerFlags(t, "--gateway-auth", "kubernetes", "--gateway-audience", "projectmcp")
+	t.Setenv(serverURLEnv, "")
+	f := parseControllerFlags(t, "--gateway-auth", "kubernetes", "--gateway-audience", "projectmcp", "--gateway-review-ttl", "1s")
 	var reqs requestCounter
 	gw := startGateway(t, env, &reqs, f)
 	url := gw.Endpoint(types.NamespacedName{Namespace: authNamespace, Name: "nowhere"}) // 404 once allowed
@@ -164,6 +168,26 @@ func TestTokenHeadersForTheGateway(t *testing.T) {
 		t.Error("near its expiry the cached token was printed again, want a new one")
 	}
 	accepted("a token minted again", again)
+
+	// The ServiceAccount made anew: the gateway refuses its cached token before its time.
+	// Run as Claude Code runs it after that 401 (the entry's URL in its environment), the
+	// helper asks the gateway, drops the token and mints one the gateway accepts.
+	if err := env.Client.Delete(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: authNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	agentToken(t, env, "projectmcp")
+	testutil.Eventually(t, 30*time.Second, "the gateway refusing the old ServiceAccount's token", func() bool {
+		return pingWith(t, url, again) == http.StatusUnauthorized
+	})
+	if stale := tokenRun(t, sa...); stale != again {
+		t.Error("without the entry's URL the cached token was replaced; the test no longer shows what the URL changes")
+	}
+	t.Setenv(serverURLEnv, url)
+	fresh := tokenRun(t, sa...)
+	if fresh == again {
+		t.Error("after the gateway refused it, the cached token was printed again")
+	}
+	accepted("a token minted after a 401", fresh)
 }
 
 // A kubeconfig token for another audience than the gateway's is refused before any agent
