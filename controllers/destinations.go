@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"unicode"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
@@ -89,23 +90,35 @@ func originOf(template string, lookup func(string) (string, bool)) (string, erro
 }
 
 // commandLineOf is a stdio server's command and args once expanded, one space apart. A word
-// that is empty or holds a space or a comma could not be told apart in the annotation, so such
-// a command line is no destination.
+// that is empty or holds a space or a comma, or a command with "://", could not be told apart
+// in the annotation (from other words, or from an origin), so such a command line is no
+// destination.
 func commandLineOf(st *v1alpha1.StdioServer, lookup func(string) (string, bool)) (string, error) {
 	fs := commandLine(st)
 	words := make([]string, 0, len(fs))
-	for _, f := range fs {
+	for i, f := range fs {
 		w, err := config.Expand(f.value, lookup)
 		if err != nil {
 			return "", err
 		}
-		if w == "" || strings.ContainsAny(w, ", \t\n\r\v\f") {
-			return "", &secretError{fmt.Sprintf("%s is empty or holds a space or a comma, so the command line cannot be named in the annotation %s",
-				f.where, v1alpha1.AnnotationAllowedDestinations)}
+		if why := unnameable(w, i == 0); why != "" {
+			return "", &secretError{fmt.Sprintf("%s %s, so the command line cannot be named in the annotation %s",
+				f.where, why, v1alpha1.AnnotationAllowedDestinations)}
 		}
 		words = append(words, w)
 	}
 	return strings.Join(words, " "), nil
+}
+
+// unnameable says why a word of a command line cannot be written in the annotation, or "".
+func unnameable(word string, command bool) string {
+	switch {
+	case word == "" || strings.ContainsFunc(word, unicode.IsSpace) || strings.Contains(word, ","):
+		return "is empty or holds a space or a comma"
+	case command && strings.Contains(word, "://"):
+		return `holds "://", as an origin does`
+	}
+	return ""
 }
 
 // destinationRefusal explains why a Secret's values do not go to a server's destination,

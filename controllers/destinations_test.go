@@ -59,6 +59,12 @@ func TestDestinationOf(t *testing.T) {
 			"args[0] is empty or holds a space or a comma"},
 		{"stdio with a space", v1alpha1.MCPServer{Stdio: &v1alpha1.StdioServer{Command: "sh", Args: []string{"-c", "exec server"}}}, "",
 			"args[1] is empty or holds a space or a comma"},
+		{"stdio with another space", v1alpha1.MCPServer{Stdio: &v1alpha1.StdioServer{Command: "server", Args: []string{"a\u00a0b"}}}, "",
+			"args[0] is empty or holds a space or a comma"},
+		{"a command that reads as an origin", v1alpha1.MCPServer{Stdio: &v1alpha1.StdioServer{Command: "https://x:443"}}, "",
+			`command holds "://", as an origin does, so the command line cannot be named in the annotation mcp.dsh.dev/allowed-destinations`},
+		{"an argument with a scheme", v1alpha1.MCPServer{Stdio: &v1alpha1.StdioServer{Command: "server", Args: []string{"--url=https://x"}}},
+			"server --url=https://x", ""},
 		{"a malformed reference", v1alpha1.MCPServer{Stdio: &v1alpha1.StdioServer{Command: "${"}}, "", "unterminated variable reference"},
 		{"neither", v1alpha1.MCPServer{}, "", "server has neither stdio nor http"},
 	} {
