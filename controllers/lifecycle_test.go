@@ -412,17 +412,19 @@ func TestRestartRebuildsFromObjects(t *testing.T) {
 func TestSecretsNeverLeak(t *testing.T) {
 	ns := harness.NewNamespace(t)
 	const value = "s3cr3t-Value-9f2c"
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tokens", Namespace: ns,
-		Annotations: map[string]string{v1alpha1.AnnotationAllowedProjects: "secrets"}}, StringData: map[string]string{"TOKEN": value}}
-	if err := harness.Env.Client.Create(context.Background(), secret); err != nil {
-		t.Fatal(err)
-	}
 	withToken := harness.FixtureServer(t, "a")
 	withToken.Stdio.Env = append(withToken.Stdio.Env, v1alpha1.NameValue{Name: "API_TOKEN", Value: "${TOKEN}"})
 	// A server whose URL carries the secret and then fails: the error must not show it.
 	leaky := v1alpha1.MCPServer{Name: "leaky", HTTP: &v1alpha1.HTTPServer{URL: "http://127.0.0.1:1/mcp/${TOKEN}"}}
 	missing := harness.FixtureServer(t, "missing")
 	missing.Stdio.Env = append(missing.Stdio.Env, v1alpha1.NameValue{Name: "X", Value: "${NOT_IN_SECRET}"})
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tokens", Namespace: ns, Annotations: map[string]string{
+		v1alpha1.AnnotationAllowedProjects:     "secrets",
+		v1alpha1.AnnotationAllowedDestinations: strings.Join([]string{commandLine(withToken), "http://127.0.0.1:1", commandLine(missing)}, "\n"),
+	}}, StringData: map[string]string{"TOKEN": value}}
+	if err := harness.Env.Client.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
 	key := harness.Create(t, ns, "secrets", v1alpha1.ProjectMCPSpec{
 		SecretRef: &corev1.LocalObjectReference{Name: "tokens"},
 		Reconnect: &v1alpha1.ReconnectPolicy{MaxAttempts: ptr.To[int32](0)},

@@ -234,15 +234,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // desiredOf is the planner's view of a ProjectMCP's spec; handled is the reconnect token
-// carried out last, consent what the project's Secret says about the project.
-func desiredOf(obj *v1alpha1.ProjectMCP, handled string, consent secretConsent) Desired {
+// carried out last, consent what the project's Secret says about each server.
+func desiredOf(obj *v1alpha1.ProjectMCP, handled string, consent serverConsent) Desired {
 	d := Desired{
 		Servers:        map[string]string{},
 		AlwaysDemanded: durationOr(obj.Spec.IdleTimeout, v1alpha1.DefaultIdleTimeout) == 0,
 	}
 	for _, s := range obj.Spec.Servers {
 		if !s.Disabled {
-			d.Servers[s.Name] = plannedHash(s, consent)
+			d.Servers[s.Name] = plannedHash(s, consent(s))
 		}
 	}
 	d.Reconnect = reconnectRequest(obj, d.Servers, handled)

@@ -25,21 +25,27 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/config"
 )
 
-// A Secret serves a ProjectMCP only by the Secret's consent: its annotation
-// v1alpha1.AnnotationAllowedProjects names the ProjectMCP (or is "*"). Whoever may write a
-// ProjectMCP need not be allowed to read Secrets, and the controller reads them with its own
-// identity; the annotation is the Secret owner's word that this project may use the values.
+// A Secret serves a ProjectMCP's server only by the Secret's consent: its annotation
+// v1alpha1.AnnotationAllowedProjects names the ProjectMCP (or is "*"), and its annotation
+// v1alpha1.AnnotationAllowedDestinations names the server's destination (destinations.go).
+// Whoever may write a ProjectMCP need not be allowed to read Secrets, and the controller reads
+// them with its own identity; the annotations are the Secret owner's word that this project may
+// use the values, and where they may go.
 
-// secretConsent is what a project's Secret says about the project, as the planner sees it: a
-// change of consent rebuilds the connections of the servers that use variables.
+// secretConsent is what a project's Secret says about one of its servers, as the planner sees
+// it: a change of consent rebuilds the connections of the servers that use variables.
 type secretConsent string
 
 const (
-	consentNone    secretConsent = ""        // no spec.secretRef
-	consentGranted secretConsent = "granted" // the Secret names the project (or "*")
-	consentRefused secretConsent = "refused" // the Secret exists and does not name it
-	consentAbsent  secretConsent = "absent"  // no such Secret
+	consentNone      secretConsent = ""          // no spec.secretRef
+	consentGranted   secretConsent = "granted"   // the Secret names the project and the server's destination
+	consentRefused   secretConsent = "refused"   // the Secret exists and does not name the project
+	consentElsewhere secretConsent = "elsewhere" // the Secret names the project, not the server's destination
+	consentAbsent    secretConsent = "absent"    // no such Secret
 )
+
+// consentAnnotations are the annotations of a Secret that say what it consents to.
+var consentAnnotations = []string{v1alpha1.AnnotationAllowedProjects, v1alpha1.AnnotationAllowedDestinations}
 
 // allowsProject reports whether an allowed-projects annotation value names project: a
 // comma-separated list of names (spaces around them ignored), or "*".
@@ -52,12 +58,16 @@ func allowsProject(annotation, project string) bool {
 	return false
 }
 
-// consentOf is what a Secret's annotations say about project.
-func consentOf(annotations map[string]string, project string) secretConsent {
-	if allowsProject(annotations[v1alpha1.AnnotationAllowedProjects], project) {
-		return consentGranted
+// consentOf is what a Secret's annotations say about a server of project whose values would
+// go to destination.
+func consentOf(annotations map[string]string, project, destination string) secretConsent {
+	switch {
+	case !allowsProject(annotations[v1alpha1.AnnotationAllowedProjects], project):
+		return consentRefused
+	case !parseDestinations(annotations[v1alpha1.AnnotationAllowedDestinations]).named[destination]:
+		return consentElsewhere
 	}
-	return consentRefused
+	return consentGranted
 }
 
 // secretError is a refusal to use a Secret's values; retrying cannot heal it (a change of the
@@ -137,9 +147,10 @@ func secretInCommandLine(s v1alpha1.MCPServer, secret string, keys map[string][]
 }
 
 // secretVariables are the values a server's ${VAR} references expand to from the project's
-// Secret, once the Secret allows the project and the server keeps them off its command line.
+// Secret, once the Secret allows the project, the server keeps them off its command line, and
+// the Secret allows them to go to the server's destination.
 func secretVariables(secret *corev1.Secret, project string, s v1alpha1.MCPServer) (map[string]string, error) {
-	if consentOf(secret.Annotations, project) != consentGranted {
+	if !allowsProject(secret.Annotations[v1alpha1.AnnotationAllowedProjects], project) {
 		return nil, refusal(secret.Name, project, secret.Annotations)
 	}
 	if err := secretInCommandLine(s, secret.Name, secret.Data); err != nil {
@@ -148,6 +159,10 @@ func secretVariables(secret *corev1.Secret, project string, s v1alpha1.MCPServer
 	vars := make(map[string]string, len(secret.Data))
 	for k, v := range secret.Data {
 		vars[k] = string(v)
+	}
+	lookup := func(name string) (string, bool) { v, ok := vars[name]; return v, ok }
+	if err := secretDestination(s, secret.Name, secret.Annotations, lookup); err != nil {
+		return nil, err
 	}
 	return vars, nil
 }
@@ -171,7 +186,7 @@ func (r *Reconciler) variablesFunc(obj *v1alpha1.ProjectMCP, s v1alpha1.MCPServe
 }
 
 // consentOnly is the consent watch's transform: it keeps a Secret's name, namespace, version
-// and consent annotation, and nothing else. Other annotations may hold the values themselves
+// and consent annotations, and nothing else. Other annotations may hold the values themselves
 // (kubectl's last-applied-configuration), and the controller keeps no Secret values in memory.
 func consentOnly(in any) (any, error) {
 	m, ok := in.(*metav1.PartialObjectMetadata)
@@ -179,8 +194,13 @@ func consentOnly(in any) (any, error) {
 		return in, nil
 	}
 	kept := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
-	if v, ok := m.Annotations[v1alpha1.AnnotationAllowedProjects]; ok {
-		kept.Annotations = map[string]string{v1alpha1.AnnotationAllowedProjects: v}
+	for _, a := range consentAnnotations {
+		if v, ok := m.Annotations[a]; ok {
+			if kept.Annotations == nil {
+				kept.Annotations = map[string]string{}
+			}
+			kept.Annotations[a] = v
+		}
 	}
 	m.ObjectMeta = kept
 	return m, nil
@@ -218,7 +238,7 @@ func (w *consentWatch) Start(ctx context.Context) error {
 // does not hold every worker.
 const consentSyncWait = 10 * time.Second
 
-// annotations are a Secret's consent annotation as the watch has it; false when there is no
+// annotations are a Secret's consent annotations as the watch has it; false when there is no
 // such Secret. It waits for the first list, so that a controller's start does not take every
 // Secret for absent.
 func (w *consentWatch) annotations(ctx context.Context, key types.NamespacedName) (map[string]string, bool, error) {
@@ -239,14 +259,16 @@ func (w *consentWatch) annotations(ctx context.Context, key types.NamespacedName
 }
 
 // source enqueues the projects whose spec.secretRef names a Secret that appeared, disappeared
-// or changed its consent annotation.
+// or changed a consent annotation.
 func (w *consentWatch) source(projects func(context.Context, *metav1.PartialObjectMetadata) []reconcile.Request) source.Source {
 	return &source.TypedInformer[*metav1.PartialObjectMetadata, reconcile.Request]{
 		Informer: w.informer,
 		Handler:  handler.TypedEnqueueRequestsFromMapFunc(projects),
 		Predicates: []predicate.TypedPredicate[*metav1.PartialObjectMetadata]{predicate.TypedFuncs[*metav1.PartialObjectMetadata]{
 			UpdateFunc: func(e event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool {
-				return e.ObjectOld.Annotations[v1alpha1.AnnotationAllowedProjects] != e.ObjectNew.Annotations[v1alpha1.AnnotationAllowedProjects]
+				return slices.ContainsFunc(consentAnnotations, func(a string) bool {
+					return e.ObjectOld.Annotations[a] != e.ObjectNew.Annotations[a]
+				})
 			},
 		}},
 	}
@@ -267,18 +289,31 @@ func (r *Reconciler) projectsNaming(ctx context.Context, secret *metav1.PartialO
 	return reqs
 }
 
-// consent is what the project's Secret says about the project, from the consent watch.
-func (r *Reconciler) consent(ctx context.Context, obj *v1alpha1.ProjectMCP) (secretConsent, error) {
+// serverConsent is what a project's Secret says about each of its servers.
+type serverConsent func(v1alpha1.MCPServer) secretConsent
+
+// consentIs is a serverConsent that says the same of every server.
+func consentIs(c secretConsent) serverConsent {
+	return func(v1alpha1.MCPServer) secretConsent { return c }
+}
+
+// consent is what the project's Secret says about its servers, from the consent watch. The
+// watch holds no values, so a server's destination is the one found without them: at connect,
+// a destination the values would change is refused (secretDestination).
+func (r *Reconciler) consent(ctx context.Context, obj *v1alpha1.ProjectMCP) (serverConsent, error) {
 	ref := obj.Spec.SecretRef
 	if ref == nil || ref.Name == "" || r.consents == nil {
-		return consentNone, nil
+		return consentIs(consentNone), nil
 	}
 	annotations, found, err := r.consents.annotations(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name})
 	switch {
 	case err != nil:
-		return consentNone, err
+		return nil, err
 	case !found:
-		return consentAbsent, nil
+		return consentIs(consentAbsent), nil
 	}
-	return consentOf(annotations, obj.Name), nil
+	return func(s v1alpha1.MCPServer) secretConsent {
+		dest, _ := destinationOf(s, withoutValues)
+		return consentOf(annotations, obj.Name, dest)
+	}, nil
 }

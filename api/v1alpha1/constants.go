@@ -72,6 +72,12 @@ const (
 	// spec.secretRef may use it: comma-separated names, or "*" for every one. A Secret without
 	// it serves no ProjectMCP.
 	AnnotationAllowedProjects = "mcp.dsh.dev/allowed-projects"
+	// AnnotationAllowedDestinations, on a Secret, lists where its values may go, separated by
+	// commas or newlines: a remote server's origin (https://api.example.com, no path) or a
+	// stdio server's command line (its command and args, one space apart). A server whose
+	// destination it does not list gets none of the Secret's values, whatever
+	// AnnotationAllowedProjects says.
+	AnnotationAllowedDestinations = "mcp.dsh.dev/allowed-destinations"
 )
 
 // Finalizer makes deleting a ProjectMCP wait until its connections are retired and their

@@ -72,8 +72,10 @@ type ProjectMCPSpec struct {
 	// ${VAR:-default} expansion in commands, arguments, env values, URLs and header values.
 	// Expansion happens at connect time, in memory: resolved values never reach spec, status,
 	// events or logs. The Secret serves this ProjectMCP only when its annotation
-	// mcp.dsh.dev/allowed-projects names it (or is "*"), and its keys never expand into a
-	// stdio server's command or args.
+	// mcp.dsh.dev/allowed-projects names it (or is "*"), a server only when its annotation
+	// mcp.dsh.dev/allowed-destinations lists the server's destination (a remote server's
+	// origin, a stdio server's command line), and its keys never expand into a stdio server's
+	// command or args.
 	// +optional
 	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
 

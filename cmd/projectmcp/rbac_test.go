@@ -52,7 +52,8 @@ func TestGeneratedRBACSuffices(t *testing.T) {
 		}
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tokens", Namespace: "default",
-		Annotations: map[string]string{v1alpha1.AnnotationAllowedProjects: "rbac"}}, StringData: map[string]string{"T": "x"}}
+		Annotations: map[string]string{v1alpha1.AnnotationAllowedProjects: "rbac", v1alpha1.AnnotationAllowedDestinations: os.Args[0]}},
+		StringData: map[string]string{"T": "x"}}
 	env.DeleteOnCleanup(t, secret)
 	if err := env.Client.Create(ctx, secret); err != nil {
 		t.Fatal(err)

@@ -488,6 +488,7 @@ func TestReadmeAnnotations(t *testing.T) {
 		v1alpha1.AnnotationReconnectServers:     true,
 		v1alpha1.Finalizer:                      true,
 		v1alpha1.AnnotationAllowedProjects:      true,
+		v1alpha1.AnnotationAllowedDestinations:  true,
 		buckets.LabelPin:                        true,
 		buckets.LabelReplica:                    true,
 		buckets.AnnotationAddress:               true,
