@@ -114,7 +114,7 @@ type relay struct {
 	mu       sync.Mutex
 	done     bool          // finish began: what comes later is dropped
 	events   chan relayed  // progress and log lines, the oldest dropped past progressQueue
-	requests chan relayed  // a server's request waits to be written, never dropped
+	requests chan asked    // a server's request waits to be written, never dropped
 	stop     chan struct{} // closed by finish: the writer writes what is queued and ends
 	ended    chan struct{} // closed when the writer ends
 	panicked *recovery.Panic
@@ -128,17 +128,13 @@ func (r *relay) put(e relayed) {
 		return
 	}
 	if r.events == nil {
-		r.events, r.requests = make(chan relayed, progressQueue), make(chan relayed)
+		r.events, r.requests = make(chan relayed, progressQueue), make(chan asked)
 		r.stop, r.ended = make(chan struct{}), make(chan struct{})
 		go r.writer()
 	}
 	r.mu.Unlock()
 	if e.request != nil {
-		select {
-		case r.requests <- e:
-		case <-r.ended:
-		case <-r.ctx.Done():
-		}
+		r.ask(e)
 		return
 	}
 	for {
@@ -151,6 +147,30 @@ func (r *relay) put(e relayed) {
 		case <-r.events:
 		default:
 		}
+	}
+}
+
+// asked is a server's request on its way to the writer, and the sign that it was written.
+type asked struct {
+	relayed
+	written chan struct{}
+}
+
+// ask hands the writer a server's request and returns once it is written, so that what the
+// caller puts next comes after it.
+func (r *relay) ask(e relayed) {
+	a := asked{relayed: e, written: make(chan struct{})}
+	select {
+	case r.requests <- a:
+	case <-r.ended:
+		return
+	case <-r.ctx.Done():
+		return
+	}
+	select {
+	case <-a.written:
+	case <-r.ended:
+	case <-r.ctx.Done():
 	}
 }
 
@@ -167,9 +187,10 @@ func (r *relay) writer() {
 		select {
 		case e := <-r.events:
 			r.write(e)
-		case e := <-r.requests:
+		case a := <-r.requests:
 			r.flush() // what the server sent before its request comes before it
-			r.write(e)
+			r.write(a.relayed)
+			close(a.written)
 		case <-r.stop:
 			r.flush()
 			return
