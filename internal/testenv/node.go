@@ -9,7 +9,8 @@ import (
 
 // NodeScripts returns node and the folder of the npm scripts (test/node), with their
 // dependencies installed from test/node/package-lock.json; it skips without node and npm.
-// The scripts drive real MCP clients no one here wrote (the npm SDK, the conformance suite).
+// The scripts drive real MCP clients no one here wrote (the npm SDK, the conformance suite), and
+// node_modules/.bin holds the real Claude Code.
 func NodeScripts(t testing.TB) (node, dir string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
@@ -22,7 +23,7 @@ func NodeScripts(t testing.TB) (node, dir string) {
 	}
 	dir = filepath.Join(root, "test", "node")
 	if !installed(filepath.Join(dir, "node_modules"), "@modelcontextprotocol/sdk", "@modelcontextprotocol/conformance",
-		"@modelcontextprotocol/server-everything", "glob") {
+		"@modelcontextprotocol/server-everything", "glob", "@anthropic-ai/claude-code") {
 		npm, err := exec.LookPath("npm")
 		if err != nil {
 			t.Skip("npm is not on PATH")

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testenv"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
+)
+
+// claudeCodeBin is the real Claude Code from test/node's package-lock.json, installed by npm.
+func claudeCodeBin(t *testing.T) string {
+	t.Helper()
+	_, dir := testenv.NodeScripts(t)
+	bin := filepath.Join(dir, "node_modules", ".bin", "claude")
+	if out, err := exec.Command(bin, "--version").CombinedOutput(); err != nil {
+		t.Fatalf("%s --version: %v: %s", bin, err, out)
+	}
+	return bin
+}
+
+// helperOnPath puts `projectmcp` (this test binary, see TestMain) on a PATH of its own, as an
+// install puts it on a user's, and returns that PATH and the file each run appends the
+// endpoint it was run for to.
+func helperOnPath(t *testing.T) (path, runs string) {
+	t.Helper()
+	dir := t.TempDir()
+	runs = filepath.Join(dir, "runs")
+	script := fmt.Sprintf("#!/bin/sh\necho \"$CLAUDE_CODE_MCP_SERVER_URL\" >> %s\n%s=1 exec %s \"$@\"\n", runs, mainEnvVar, os.Args[0])
+	if err := os.WriteFile(filepath.Join(dir, "projectmcp"), []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir + ":/usr/bin:/bin", runs
+}
+
+// claudeHome is a HOME for Claude Code in which the user has trusted the project folder, as
+// answering its trust dialog once does: without that trust Claude Code runs no headersHelper
+// of the folder's .mcp.json in print mode, and the servers fail to connect.
+func claudeHome(t *testing.T, project string) string {
+	t.Helper()
+	home := t.TempDir()
+	state := map[string]any{
+		"hasCompletedOnboarding": true,
+		"projects": map[string]any{project: map[string]any{
+			"hasTrustDialogAccepted": true,
+		}},
+	}
+	b, err := json.Marshal(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".claude.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	settings := filepath.Join(home, ".claude")
+	if err := os.MkdirAll(settings, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The project's servers approved, as its "use this .mcp.json?" question answered yes.
+	if err := os.WriteFile(filepath.Join(settings, "settings.json"), []byte(`{"enableAllProjectMcpServers": true}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return home
+}
+
+// echoModel is the scripted model: asked "call TOOL with TEXT", it calls that tool with
+// {"text": TEXT}, and once it has the tool's result it answers "done". Any other request
+// (Claude Code's own side questions) gets a short text.
+func echoModel(req *testutil.ModelRequest) testutil.ModelTurn {
+	last := req.Last()
+	if last.Role != "user" {
+		return testutil.ModelTurn{Text: "ok"}
+	}
+	for _, b := range last.Blocks() {
+		if b.Type == "tool_result" {
+			return testutil.ModelTurn{Text: "done"}
+		}
+	}
+	for _, b := range last.Blocks() {
+		tool, text, ok := strings.Cut(strings.TrimPrefix(b.Text, "call "), " with ")
+		if b.Type == "text" && strings.HasPrefix(b.Text, "call ") && ok {
+			if !req.Offers(tool) {
+				return testutil.ModelTurn{Text: "no tool " + tool}
+			}
+			return testutil.ModelTurn{ToolName: tool, ToolInput: map[string]any{"text": text}}
+		}
+	}
+	return testutil.ModelTurn{Text: "ok"}
+}
+
+// claudeSession is one Claude Code session in print mode, fed user turns on its standard
+// input as stream-json.
+type claudeSession struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    testutil.SyncBuffer
+	errs   testutil.SyncBuffer
+	exited chan struct{}
+	turns  int
+}
+
+func startClaude(t *testing.T, bin, dir string, env []string) *claudeSession {
+	t.Helper()
+	s := &claudeSession{exited: make(chan struct{})}
+	s.cmd = exec.Command(bin, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+		"--allowedTools", "mcp__a", "--model", "claude-sonnet-4-5")
+	s.cmd.Dir, s.cmd.Env = dir, env
+	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.errs
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var err error
+	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = s.cmd.Wait()
+		close(s.exited)
+	}()
+	t.Cleanup(func() {
+		s.stdin.Close()
+		select {
+		case <-s.exited:
+		case <-time.After(20 * time.Second):
+			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+			<-s.exited
+		}
+		if t.Failed() {
+			t.Logf("claude stdout:\n%s\nclaude stderr:\n%s", s.out.String(), s.errs.String())
+		}
+	})
+	return s
+}
+
+// turn sends a user message and waits for the session's result of it.
+func (s *claudeSession) turn(t *testing.T, text string) {
+	t.Helper()
+	msg := map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": text}}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.stdin.Write(append(b, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	s.turns++
+	testutil.EventuallyOK(t, 45*time.Second, "Claude Code's result of "+text, func() error {
+		if n := strings.Count(s.out.String(), `"type":"result"`); n >= s.turns {
+			return nil
+		}
+		select {
+		case <-s.exited:
+			t.Fatalf("claude exited (%v) before its result of %q", s.cmd.ProcessState, text)
+		default:
+		}
+		return errors.New("no result yet")
+	})
+}
+
+// toolResults are the tool results Claude Code sent the model, in order, as "ok: TEXT" or
+// "error: TEXT".
+func toolResults(m *testutil.MessagesAPI) []string {
+	var out []string
+	for _, req := range m.Requests() {
+		for _, b := range req.Last().Blocks() {
+			if b.Type != "tool_result" {
+				continue
+			}
+			verdict := "ok: "
+			if b.IsError {
+				verdict = "error: "
+			}
+			out = append(out, verdict+b.ResultText())
+		}
+	}
+	return out
+}
+
+// A laptop session outlives its token: the real Claude Code, with the entry `connect --write`
+// wrote (a headersHelper running `projectmcp token`), calls a project's tool through a gateway
+// that checks tokens; then the token stops passing (its ServiceAccount made anew, as a token
+// past its lifetime does: the API server's shortest lifetime, 10 minutes, is too long for a
+// test), and in the same session the next call works: the gateway answers 401, Claude Code
+// runs the helper again, the helper finds its cached token refused and mints a new one.
+func TestClaudeCodeSessionOutlivesItsToken(t *testing.T) {
+	bin := claudeCodeBin(t)
+	env := apiServer(t)
+	ctx := context.Background()
+	const name = "long-session"
+	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer("a")}}}
+	env.DeleteOnCleanup(t, obj)
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	serviceAccountToken(t, "default", "coder", name) // the ServiceAccount and its grant
+	kc := "--kubeconfig=" + env.Kubeconfig
+	startMain(t, t.TempDir(), nil, os.Args[0], "controller", kc, "--gateway-auth", "kubernetes",
+		"--gateway-audience", "projectmcp", "--gateway-review-ttl", "1s",
+		"--gateway-bind-address", "127.0.0.1:0", "--leader-elect=false", "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	testutil.EventuallyOK(t, 60*time.Second, "the controller's endpoint in status", func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		if obj.Status.Endpoint != "" && obj.Status.ReadyServers == "1/1" {
+			return nil
+		}
+		return fmt.Errorf("status %+v", obj.Status)
+	})
+
+	project := filepath.Join(t.TempDir(), name)
+	runCode(t, exitOK, "connect", "--project", project, "--write", "--token-service-account", "default/coder", "--token-audience", "projectmcp", kc)
+	path, runs := helperOnPath(t)
+	cache := t.TempDir()
+	model := testutil.NewMessagesAPI(t, echoModel)
+	claude := startClaude(t, bin, project, []string{
+		"PATH=" + path, "HOME=" + claudeHome(t, project), "KUBECONFIG=" + env.Kubeconfig, "XDG_CACHE_HOME=" + cache,
+		"ANTHROPIC_BASE_URL=" + model.URL, "ANTHROPIC_API_KEY=test",
+		"DISABLE_AUTOUPDATER=1", "ENABLE_TOOL_SEARCH=false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
+	})
+
+	claude.turn(t, "call mcp__a__echo with first")
+	if got := toolResults(model); len(got) != 1 || !echoResult(got[0], "first") {
+		t.Fatalf("the first call's results: %q, want the tool's echo of \"first\"", got)
+	}
+
+	// The token stops passing: the gateway refuses it once its verdict is stale.
+	old := cachedTokenOf(t, cache)
+	if err := env.Client.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "coder", Namespace: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	recreated := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "coder", Namespace: "default"}}
+	env.DeleteOnCleanup(t, recreated)
+	if err := env.Client.Create(ctx, recreated); err != nil {
+		t.Fatal(err)
+	}
+	url := v1alpha1.ServerEndpoint(obj.Status.Endpoint, "a")
+	testutil.Eventually(t, 30*time.Second, "the gateway refusing the old token", func() bool {
+		return pingWith(t, url, "Bearer "+old) == http.StatusUnauthorized
+	})
+
+	claude.turn(t, "call mcp__a__echo with second")
+	if got := toolResults(model); len(got) != 2 || !echoResult(got[1], "second") {
+		t.Fatalf("the results: %q, want the second call to work in the same session", got)
+	}
+	if fresh := cachedTokenOf(t, cache); fresh == old {
+		t.Error("the cached token is the refused one; the helper did not mint a new one")
+	}
+	t.Logf("helper runs: %s", readFile(t, runs))
+}
+
+// echoResult reports whether a tool result is the echo tool's answer for text (its structured
+// content, as Claude Code passes it on).
+func echoResult(result, text string) bool {
+	return strings.HasPrefix(result, "ok: ") && strings.Contains(result, `{"text":"`+text+`"}`)
+}
+
+// cachedTokenOf is the one token in `projectmcp token`'s cache.
+func cachedTokenOf(t *testing.T, cache string) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(cache, "projectmcp", "tokens", "*.json"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("cached tokens: %v (%v), want one", files, err)
+	}
+	var c cachedToken
+	if err := json.Unmarshal([]byte(readFile(t, files[0])), &c); err != nil {
+		t.Fatal(err)
+	}
+	return c.Token
+}
