@@ -49,31 +49,20 @@ func helperOnPath(t *testing.T) (path, runs string) {
 	return dir + ":/usr/bin:/bin", runs
 }
 
-// claudeHome is a HOME for Claude Code in which the user has trusted the project folder, as
-// answering its trust dialog once does: without that trust Claude Code runs no headersHelper
-// of the folder's .mcp.json in print mode, and the servers fail to connect.
-func claudeHome(t *testing.T, project string) string {
+// claudeHome is a HOME for Claude Code, in which the user has trusted the project folder (as
+// answering Claude Code's trust dialog once does) when trusted is set.
+func claudeHome(t *testing.T, project string, trusted bool) string {
 	t.Helper()
 	home := t.TempDir()
-	state := map[string]any{
-		"hasCompletedOnboarding": true,
-		"projects": map[string]any{project: map[string]any{
-			"hasTrustDialogAccepted": true,
-		}},
+	state := map[string]any{"hasCompletedOnboarding": true}
+	if trusted {
+		state["projects"] = map[string]any{project: map[string]any{"hasTrustDialogAccepted": true}}
 	}
 	b, err := json.Marshal(state)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(home, ".claude.json"), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	settings := filepath.Join(home, ".claude")
-	if err := os.MkdirAll(settings, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	// The project's servers approved, as its "use this .mcp.json?" question answered yes.
-	if err := os.WriteFile(filepath.Join(settings, "settings.json"), []byte(`{"enableAllProjectMcpServers": true}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return home
@@ -118,8 +107,9 @@ type claudeSession struct {
 func startClaude(t *testing.T, bin, dir string, env []string) *claudeSession {
 	t.Helper()
 	s := &claudeSession{exited: make(chan struct{})}
+	debug := filepath.Join(t.TempDir(), "debug.log")
 	s.cmd = exec.Command(bin, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
-		"--allowedTools", "mcp__a", "--model", "claude-sonnet-4-5")
+		"--allowedTools", "mcp__a", "--model", "claude-sonnet-4-5", "--debug-file", debug)
 	s.cmd.Dir, s.cmd.Env = dir, env
 	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.errs
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -135,7 +125,7 @@ func startClaude(t *testing.T, bin, dir string, env []string) *claudeSession {
 		close(s.exited)
 	}()
 	t.Cleanup(func() {
-		s.stdin.Close()
+		_ = s.stdin.Close()
 		select {
 		case <-s.exited:
 		case <-time.After(20 * time.Second):
@@ -143,10 +133,33 @@ func startClaude(t *testing.T, bin, dir string, env []string) *claudeSession {
 			<-s.exited
 		}
 		if t.Failed() {
-			t.Logf("claude stdout:\n%s\nclaude stderr:\n%s", s.out.String(), s.errs.String())
+			t.Logf("claude stdout:\n%s\nclaude stderr:\n%s\nits MCP log:\n%s", s.out.String(), s.errs.String(), mcpLines(debug))
 		}
 	})
 	return s
+}
+
+// end closes the session's input, as a user's last turn does, and waits for it to exit.
+func (s *claudeSession) end(t *testing.T) {
+	t.Helper()
+	_ = s.stdin.Close()
+	select {
+	case <-s.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("claude did not exit within 20s of the end of its input")
+	}
+}
+
+// mcpLines are the lines of Claude Code's debug log about MCP servers.
+func mcpLines(debug string) string {
+	b, _ := os.ReadFile(debug)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "MCP server") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // turn sends a user message and waits for the session's result of it.
@@ -230,12 +243,24 @@ func TestClaudeCodeSessionOutlivesItsToken(t *testing.T) {
 	path, runs := helperOnPath(t)
 	cache := t.TempDir()
 	model := testutil.NewMessagesAPI(t, echoModel)
-	claude := startClaude(t, bin, project, []string{
-		"PATH=" + path, "HOME=" + claudeHome(t, project), "KUBECONFIG=" + env.Kubeconfig, "XDG_CACHE_HOME=" + cache,
-		"ANTHROPIC_BASE_URL=" + model.URL, "ANTHROPIC_API_KEY=test",
-		"DISABLE_AUTOUPDATER=1", "ENABLE_TOOL_SEARCH=false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
-	})
+	claudeEnv := func(home string) []string {
+		return []string{"PATH=" + path, "HOME=" + home, "KUBECONFIG=" + env.Kubeconfig, "XDG_CACHE_HOME=" + cache,
+			"ANTHROPIC_BASE_URL=" + model.URL, "ANTHROPIC_API_KEY=test",
+			// MCP tools offered with the others, not behind a search tool the scripted model does not use.
+			"ENABLE_TOOL_SEARCH=false",
+			"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1"}
+	}
 
+	// In a folder the user has not trusted, print mode runs no headersHelper of its .mcp.json:
+	// the server does not connect and its tools are not offered (what docs/install.md says).
+	untrusted := startClaude(t, bin, project, claudeEnv(claudeHome(t, project, false)))
+	untrusted.turn(t, "call mcp__a__echo with untrusted")
+	untrusted.end(t)
+	if _, err := os.Stat(runs); !errors.Is(err, os.ErrNotExist) || len(toolResults(model)) != 0 {
+		t.Fatalf("in an untrusted folder the helper ran (%v) or a tool was called (%q); the docs' step of trusting the folder is not needed", err, toolResults(model))
+	}
+
+	claude := startClaude(t, bin, project, claudeEnv(claudeHome(t, project, true)))
 	claude.turn(t, "call mcp__a__echo with first")
 	if got := toolResults(model); len(got) != 1 || !echoResult(got[0], "first") {
 		t.Fatalf("the first call's results: %q, want the tool's echo of \"first\"", got)
@@ -263,7 +288,10 @@ func TestClaudeCodeSessionOutlivesItsToken(t *testing.T) {
 	if fresh := cachedTokenOf(t, cache); fresh == old {
 		t.Error("the cached token is the refused one; the helper did not mint a new one")
 	}
-	t.Logf("helper runs: %s", readFile(t, runs))
+	// The helper ran at connect and once more after the 401, each time for the entry's URL.
+	if got := strings.Fields(readFile(t, runs)); len(got) != 2 || got[0] != url || got[1] != url {
+		t.Errorf("the helper ran for %q, want twice for %s", got, url)
+	}
 }
 
 // echoResult reports whether a tool result is the echo tool's answer for text (its structured
