@@ -243,8 +243,9 @@ func TestClaudeCodeSessionOutlivesItsToken(t *testing.T) {
 	path, runs := helperOnPath(t)
 	cache := t.TempDir()
 	model := testutil.NewMessagesAPI(t, echoModel)
+	tmp := t.TempDir() // Claude Code keeps its sockets and scratch files there
 	claudeEnv := func(home string) []string {
-		return []string{"PATH=" + path, "HOME=" + home, "KUBECONFIG=" + env.Kubeconfig, "XDG_CACHE_HOME=" + cache,
+		return []string{"PATH=" + path, "HOME=" + home, "TMPDIR=" + tmp, "KUBECONFIG=" + env.Kubeconfig, "XDG_CACHE_HOME=" + cache,
 			"ANTHROPIC_BASE_URL=" + model.URL, "ANTHROPIC_API_KEY=test",
 			// MCP tools offered with the others, not behind a search tool the scripted model does not use.
 			"ENABLE_TOOL_SEARCH=false",
