@@ -49,6 +49,60 @@ func helperOnPath(t *testing.T) (path, runs string) {
 	return dir + ":/usr/bin:/bin", runs
 }
 
+// startProject creates a ProjectMCP of the servers given in namespace default and runs a
+// controller for it (its gateway on a loopback port, with the flags given), and returns the
+// ProjectMCP once every server is ready.
+func startProject(t *testing.T, env *testenv.Env, name string, servers []v1alpha1.MCPServer, gatewayFlags ...string) *v1alpha1.ProjectMCP {
+	t.Helper()
+	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: v1alpha1.ProjectMCPSpec{Servers: servers}}
+	env.DeleteOnCleanup(t, obj)
+	if err := env.Client.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	startMain(t, t.TempDir(), nil, append([]string{os.Args[0], "controller", "--kubeconfig=" + env.Kubeconfig,
+		"--gateway-bind-address", "127.0.0.1:0", "--leader-elect=false", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"},
+		gatewayFlags...)...)
+	waitReady(t, env, obj)
+	return obj
+}
+
+// waitReady waits until every server of the ProjectMCP is ready, and reads it into obj.
+func waitReady(t *testing.T, env *testenv.Env, obj *v1alpha1.ProjectMCP) {
+	t.Helper()
+	testutil.EventuallyOK(t, 60*time.Second, "every server of "+obj.Name+" ready", func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		if want := fmt.Sprintf("%d/%d", len(obj.Spec.Servers), len(obj.Spec.Servers)); obj.Status.Endpoint != "" && obj.Status.ReadyServers == want {
+			return nil
+		}
+		return fmt.Errorf("status %+v", obj.Status)
+	})
+}
+
+// claudeWorld is what Claude Code runs in: `projectmcp` on its PATH, the user's kubeconfig, a
+// cache and a TMPDIR of the test's, and a scripted model.
+type claudeWorld struct {
+	path, runs, cache, tmp, kubeconfig string
+	model                              *testutil.MessagesAPI
+}
+
+func newClaudeWorld(t *testing.T, env *testenv.Env) *claudeWorld {
+	t.Helper()
+	c := &claudeWorld{cache: t.TempDir(), tmp: t.TempDir(), kubeconfig: env.Kubeconfig, model: testutil.NewMessagesAPI(t, echoModel)}
+	c.path, c.runs = helperOnPath(t)
+	return c
+}
+
+// env is Claude Code's whole environment with home as HOME: nothing of the test's own.
+func (c *claudeWorld) env(home string) []string {
+	return []string{"PATH=" + c.path, "HOME=" + home, "TMPDIR=" + c.tmp, "KUBECONFIG=" + c.kubeconfig, "XDG_CACHE_HOME=" + c.cache,
+		"ANTHROPIC_BASE_URL=" + c.model.URL, "ANTHROPIC_API_KEY=test",
+		// MCP tools offered with the others, not behind a search tool the scripted model does not use.
+		"ENABLE_TOOL_SEARCH=false",
+		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1"}
+}
+
 // claudeHome is a HOME for Claude Code, in which the user has trusted the project folder (as
 // answering Claude Code's trust dialog once does) when trusted is set.
 func claudeHome(t *testing.T, project string, trusted bool) string {
@@ -217,58 +271,31 @@ func TestClaudeCodeSessionOutlivesItsToken(t *testing.T) {
 	env := apiServer(t)
 	ctx := context.Background()
 	const name = "long-session"
-	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{fixtureServer("a")}}}
-	env.DeleteOnCleanup(t, obj)
-	if err := env.Client.Create(ctx, obj); err != nil {
-		t.Fatal(err)
-	}
 	serviceAccountToken(t, "default", "coder", name) // the ServiceAccount and its grant
-	kc := "--kubeconfig=" + env.Kubeconfig
-	startMain(t, t.TempDir(), nil, os.Args[0], "controller", kc, "--gateway-auth", "kubernetes",
-		"--gateway-audience", "projectmcp", "--gateway-review-ttl", "1s",
-		"--gateway-bind-address", "127.0.0.1:0", "--leader-elect=false", "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
-	testutil.EventuallyOK(t, 60*time.Second, "the controller's endpoint in status", func() error {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		if obj.Status.Endpoint != "" && obj.Status.ReadyServers == "1/1" {
-			return nil
-		}
-		return fmt.Errorf("status %+v", obj.Status)
-	})
-
+	obj := startProject(t, env, name, []v1alpha1.MCPServer{fixtureServer("a")}, "--gateway-auth", "kubernetes",
+		"--gateway-audience", "projectmcp", "--gateway-review-ttl", "1s")
 	project := filepath.Join(t.TempDir(), name)
-	runCode(t, exitOK, "connect", "--project", project, "--write", "--token-service-account", "default/coder", "--token-audience", "projectmcp", kc)
-	path, runs := helperOnPath(t)
-	cache := t.TempDir()
-	model := testutil.NewMessagesAPI(t, echoModel)
-	tmp := t.TempDir() // Claude Code keeps its sockets and scratch files there
-	claudeEnv := func(home string) []string {
-		return []string{"PATH=" + path, "HOME=" + home, "TMPDIR=" + tmp, "KUBECONFIG=" + env.Kubeconfig, "XDG_CACHE_HOME=" + cache,
-			"ANTHROPIC_BASE_URL=" + model.URL, "ANTHROPIC_API_KEY=test",
-			// MCP tools offered with the others, not behind a search tool the scripted model does not use.
-			"ENABLE_TOOL_SEARCH=false",
-			"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1"}
-	}
+	runCode(t, exitOK, "connect", "--project", project, "--write", "--token-service-account", "default/coder", "--token-audience", "projectmcp",
+		"--kubeconfig="+env.Kubeconfig)
+	c := newClaudeWorld(t, env)
 
 	// In a folder the user has not trusted, print mode runs no headersHelper of its .mcp.json:
 	// the server does not connect and its tools are not offered (what docs/install.md says).
-	untrusted := startClaude(t, bin, project, claudeEnv(claudeHome(t, project, false)))
+	untrusted := startClaude(t, bin, project, c.env(claudeHome(t, project, false)))
 	untrusted.turn(t, "call mcp__a__echo with untrusted")
 	untrusted.end(t)
-	if _, err := os.Stat(runs); !errors.Is(err, os.ErrNotExist) || len(toolResults(model)) != 0 {
-		t.Fatalf("in an untrusted folder the helper ran (%v) or a tool was called (%q); the docs' step of trusting the folder is not needed", err, toolResults(model))
+	if _, err := os.Stat(c.runs); !errors.Is(err, os.ErrNotExist) || len(toolResults(c.model)) != 0 {
+		t.Fatalf("in an untrusted folder the helper ran (%v) or a tool was called (%q); the docs' step of trusting the folder is not needed", err, toolResults(c.model))
 	}
 
-	claude := startClaude(t, bin, project, claudeEnv(claudeHome(t, project, true)))
+	claude := startClaude(t, bin, project, c.env(claudeHome(t, project, true)))
 	claude.turn(t, "call mcp__a__echo with first")
-	if got := toolResults(model); len(got) != 1 || !echoResult(got[0], "first") {
+	if got := toolResults(c.model); len(got) != 1 || !echoResult(got[0], "first") {
 		t.Fatalf("the first call's results: %q, want the tool's echo of \"first\"", got)
 	}
 
 	// The token stops passing: the gateway refuses it once its verdict is stale.
-	old := cachedTokenOf(t, cache)
+	old := cachedTokenOf(t, c.cache)
 	if err := env.Client.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "coder", Namespace: "default"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -283,14 +310,14 @@ func TestClaudeCodeSessionOutlivesItsToken(t *testing.T) {
 	})
 
 	claude.turn(t, "call mcp__a__echo with second")
-	if got := toolResults(model); len(got) != 2 || !echoResult(got[1], "second") {
+	if got := toolResults(c.model); len(got) != 2 || !echoResult(got[1], "second") {
 		t.Fatalf("the results: %q, want the second call to work in the same session", got)
 	}
-	if fresh := cachedTokenOf(t, cache); fresh == old {
+	if fresh := cachedTokenOf(t, c.cache); fresh == old {
 		t.Error("the cached token is the refused one; the helper did not mint a new one")
 	}
 	// The helper ran at connect and once more after the 401, each time for the entry's URL.
-	if got := strings.Fields(readFile(t, runs)); len(got) != 2 || got[0] != url || got[1] != url {
+	if got := strings.Fields(readFile(t, c.runs)); len(got) != 2 || got[0] != url || got[1] != url {
 		t.Errorf("the helper ran for %q, want twice for %s", got, url)
 	}
 }
