@@ -141,20 +141,24 @@ func (m *MessagesAPI) answer(w http.ResponseWriter, req *ModelRequest, turn Mode
 	send("message_start", map[string]any{"message": map[string]any{"id": id, "type": "message", "role": "assistant", "model": req.Model,
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": usage()}})
 	for i, b := range blocks {
-		start, delta := b, map[string]any{"type": "text_delta", "text": b["text"]}
-		if b["type"] == "tool_use" {
-			input, _ := json.Marshal(b["input"])
-			start = map[string]any{"type": "tool_use", "id": b["id"], "name": b["name"], "input": map[string]any{}}
-			delta = map[string]any{"type": "input_json_delta", "partial_json": string(input)}
-		} else {
-			start = map[string]any{"type": "text", "text": ""}
-		}
+		start, delta := streamed(b)
 		send("content_block_start", map[string]any{"index": i, "content_block": start})
 		send("content_block_delta", map[string]any{"index": i, "delta": delta})
 		send("content_block_stop", map[string]any{"index": i})
 	}
 	send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 1}})
 	send("message_stop", map[string]any{})
+}
+
+// streamed is a content block as a stream carries it: the block empty at its start, then its
+// text or its input's JSON in one delta.
+func streamed(b map[string]any) (start, delta map[string]any) {
+	if b["type"] == "tool_use" {
+		input, _ := json.Marshal(b["input"])
+		return map[string]any{"type": "tool_use", "id": b["id"], "name": b["name"], "input": map[string]any{}},
+			map[string]any{"type": "input_json_delta", "partial_json": string(input)}
+	}
+	return map[string]any{"type": "text", "text": ""}, map[string]any{"type": "text_delta", "text": b["text"]}
 }
 
 func usage() map[string]any { return map[string]any{"input_tokens": 1, "output_tokens": 1} }
