@@ -272,8 +272,10 @@ func TestClaudeCodeSessionOutlivesItsToken(t *testing.T) {
 	ctx := context.Background()
 	const name = "long-session"
 	serviceAccountToken(t, "default", "coder", name) // the ServiceAccount and its grant
+	// The gateway's 401 names its protected-resource metadata, and that an OAuth issuer signs
+	// users in: Claude Code still runs the helper, not an OAuth sign-in (which needs a person).
 	obj := startProject(t, env, name, []v1alpha1.MCPServer{fixtureServer("a")}, "--gateway-auth", "kubernetes",
-		"--gateway-audience", "projectmcp", "--gateway-review-ttl", "1s")
+		"--gateway-audience", "projectmcp", "--gateway-review-ttl", "1s", "--gateway-oauth-issuer", "https://issuer.example.invalid")
 	project := filepath.Join(t.TempDir(), name)
 	runCode(t, exitOK, "connect", "--project", project, "--write", "--token-service-account", "default/coder", "--token-audience", "projectmcp",
 		"--kubeconfig="+env.Kubeconfig)
