@@ -267,8 +267,8 @@ func toolResults(m *testutil.MessagesAPI) []string {
 // test), and in the same session the next call works: the gateway answers 401, Claude Code
 // runs the helper again, the helper finds its cached token refused and mints a new one.
 func TestClaudeCodeSessionOutlivesItsToken(t *testing.T) {
-	bin := claudeCodeBin(t)
 	env := apiServer(t)
+	bin := claudeCodeBin(t)
 	ctx := context.Background()
 	const name = "long-session"
 	serviceAccountToken(t, "default", "coder", name) // the ServiceAccount and its grant
@@ -351,8 +351,8 @@ func cachedTokenOf(t *testing.T, cache string) string {
 // default entries, one per server, it does not hold today (issue 45): the new server has no
 // entry, and its subtest skips saying so.
 func TestClaudeCodeSeesAServerAddedMidSession(t *testing.T) {
-	bin := claudeCodeBin(t)
 	env := apiServer(t)
+	bin := claudeCodeBin(t)
 	const name = "growing"
 	obj := startProject(t, env, name, []v1alpha1.MCPServer{fixtureServer("a")})
 	type mode struct {

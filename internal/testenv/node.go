@@ -1,9 +1,11 @@
 package testenv
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -22,12 +24,19 @@ func NodeScripts(t testing.TB) (node, dir string) {
 		t.Fatal(err)
 	}
 	dir = filepath.Join(root, "test", "node")
-	if !installed(filepath.Join(dir, "node_modules"), "@modelcontextprotocol/sdk", "@modelcontextprotocol/conformance",
-		"@modelcontextprotocol/server-everything", "glob", "@anthropic-ai/claude-code") {
-		npm, err := exec.LookPath("npm")
-		if err != nil {
-			t.Skip("npm is not on PATH")
-		}
+	modules := filepath.Join(dir, "node_modules")
+	if installed(modules, nodePackages...) {
+		return node, dir
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("npm is not on PATH")
+	}
+	// The packages' test binaries run at once, and npm ci first removes node_modules: one
+	// installs while the others wait, then finds the packages there.
+	unlock := lockFile(t, filepath.Join(dir, ".install.lock"))
+	defer unlock()
+	if !installed(modules, nodePackages...) {
 		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -35,6 +44,31 @@ func NodeScripts(t testing.TB) (node, dir string) {
 		}
 	}
 	return node, dir
+}
+
+// nodePackages are the packages of test/node/package.json the tests use.
+var nodePackages = []string{"@modelcontextprotocol/sdk", "@modelcontextprotocol/conformance",
+	"@modelcontextprotocol/server-everything", "glob", "@anthropic-ai/claude-code"}
+
+// lockFile takes an exclusive flock on path, waiting for another process that holds it; the
+// kernel drops it when that process exits, however it exits.
+func lockFile(t testing.TB, path string) (unlock func()) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			t.Fatalf("locking %s: %v", path, err)
+		}
+	}
+	return func() { f.Close() } // closing the descriptor releases the lock
 }
 
 // installed reports whether every package named is in the node_modules folder.
