@@ -400,3 +400,34 @@ func TestClaudeCodeSeesAServerAddedMidSession(t *testing.T) {
 		})
 	}
 }
+
+// The scripted model calls the tool a user turn names when it is offered, says so when it is
+// not, and ends the turn once it has a tool's result.
+func TestEchoModel(t *testing.T) {
+	user := func(content string) testutil.ModelMessage {
+		return testutil.ModelMessage{Role: "user", Content: json.RawMessage(content)}
+	}
+	offered := []testutil.ModelTool{{Name: "mcp__a__echo"}}
+	for _, tc := range []struct {
+		name  string
+		tools []testutil.ModelTool
+		last  testutil.ModelMessage
+		want  testutil.ModelTurn
+	}{
+		{"asked, offered", offered, user(`"call mcp__a__echo with hi there"`),
+			testutil.ModelTurn{ToolName: "mcp__a__echo", ToolInput: map[string]any{"text": "hi there"}}},
+		{"asked in a block", offered, user(`[{"type":"text","text":"call mcp__a__echo with x"}]`),
+			testutil.ModelTurn{ToolName: "mcp__a__echo", ToolInput: map[string]any{"text": "x"}}},
+		{"asked, not offered", nil, user(`"call mcp__a__echo with hi"`), testutil.ModelTurn{Text: "no tool mcp__a__echo"}},
+		{"a result", offered, user(`[{"type":"tool_result","tool_use_id":"toolu_1","content":"hi"}]`), testutil.ModelTurn{Text: "done"}},
+		{"anything else", offered, user(`"summarize this"`), testutil.ModelTurn{Text: "ok"}},
+		{"no user turn", offered, testutil.ModelMessage{Role: "assistant", Content: json.RawMessage(`"x"`)}, testutil.ModelTurn{Text: "ok"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := echoModel(&testutil.ModelRequest{Tools: tc.tools, Messages: []testutil.ModelMessage{tc.last}})
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

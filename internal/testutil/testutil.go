@@ -1,7 +1,7 @@
 // Package testutil holds the small helpers the project's tests share: polling for a condition,
 // a buffer that a command's output goroutines and the test may use at once, the goroutines'
-// stacks, and the call benchmarks' measures and bare proxy. It needs no API server and imports nothing from
-// Kubernetes.
+// stacks, the call benchmarks' measures and bare proxy, and a scripted stand-in for an agent's
+// model (MessagesAPI). It needs no API server and imports nothing from Kubernetes.
 package testutil
 
 import (
