@@ -242,14 +242,16 @@ func (s *claudeSession) turn(t *testing.T, text string) {
 }
 
 // toolResults are the tool results Claude Code sent the model, in order, as "ok: TEXT" or
-// "error: TEXT".
+// "error: TEXT"; each once, however many requests carry it.
 func toolResults(m *testutil.MessagesAPI) []string {
 	var out []string
+	seen := map[string]bool{}
 	for _, req := range m.Requests() {
 		for _, b := range req.Last().Blocks() {
-			if b.Type != "tool_result" {
+			if b.Type != "tool_result" || seen[b.ToolUseID] {
 				continue
 			}
+			seen[b.ToolUseID] = true
 			verdict := "ok: "
 			if b.IsError {
 				verdict = "error: "
