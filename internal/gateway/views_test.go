@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
@@ -65,6 +66,34 @@ func TestViewsDroppedWithTheirServer(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "the dropped endpoints' sessions to stop", func() bool {
 		return testutil.CountStacks("go-sdk/mcp.(*streamableServerConn).Read(") == 1
 	})
+}
+
+// A stateless session the project endpoint mounted, which a per-server endpoint served too,
+// stays mounted when that endpoint is dropped: the project endpoint goes on serving it.
+func TestDroppedViewKeepsProjectSessions(t *testing.T) {
+	reg := registry.New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	defer reg.Shutdown()
+	g := New(Options{Registry: reg})
+	defer g.shutdown()
+	key := types.NamespacedName{Namespace: "ns", Name: "shared"}
+	reg.SetDesired(key, registry.Desired{Servers: []string{"a", "b"}})
+	p := g.project(key)
+	if err := p.mountStateless(context.Background(), "agent", access.Identity{Principal: "me"}, func() string { return "c/1" }); err != nil {
+		t.Fatal(err)
+	}
+	v := g.view(p, "a")
+	if err := v.mountStateless(context.Background(), "agent", access.Identity{Principal: "me"}, func() string { return "c/1" }); err != nil {
+		t.Fatal(err)
+	}
+	reg.SetDesired(key, registry.Desired{Servers: []string{"b"}})
+	reg.Retire(key, "a")
+	g.syncPending()
+	if views(g, p) != 0 {
+		t.Fatal("a's endpoint was kept")
+	}
+	if !reg.Mounted(key, "agent") {
+		t.Fatal("dropping a's endpoint released a session the project endpoint serves")
+	}
 }
 
 // departed names the views whose server the project no longer has.
