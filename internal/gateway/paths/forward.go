@@ -436,7 +436,7 @@ func (p *Paths) forwardCall(w http.ResponseWriter, r *http.Request, in *incoming
 	}
 	switch {
 	case err == nil:
-		res = sealResultJSON(in.binding, res)
+		res = sealResultJSON(in.binding, res, p.inputs.holds)
 	case errors.Is(err, conn.ErrStreamEnded) && fc.replay != nil && ctx.Err() == nil:
 		// The server ended the call's stream for good before answering: the session's stream
 		// ends unanswered too, as it would have directly (the call may or may not have run).

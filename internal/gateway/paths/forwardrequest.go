@@ -130,7 +130,7 @@ func (p *Paths) forwardRequest(w http.ResponseWriter, r *http.Request, in *incom
 		writeError(w, nil, in.env.ID, rpcErr, fc.stateless)
 		return pathForward
 	}
-	writeResponse(w, nil, in.env.ID, sealResultJSON(in.binding, res), nil)
+	writeResponse(w, nil, in.env.ID, sealResultJSON(in.binding, res, p.inputs.holds), nil)
 	return pathForward
 }
 
