@@ -92,7 +92,7 @@ func TestGatewayServerStateSealedWhateverItsForm(t *testing.T) {
 			t.Fatalf("%s: the session's own resumption: %s (%v)", tool, rawJSON(t, res), err)
 		}
 		res, err = resume(mine, tool, issued, accept(id, "forged"))
-		refused(t, tool+": the server's state unsealed, of the gateway's form", err, "unknown or has expired")
+		refused(t, tool+": the server's state unsealed, of the gateway's form", err, "not issued by this project's endpoint")
 		if strings.Contains(harness.Text(res), "forged") {
 			t.Fatalf("%s: the server took a state no gateway sealed: %s", tool, rawJSON(t, res))
 		}
@@ -108,7 +108,7 @@ func TestGatewayServerStateSealedWhateverItsForm(t *testing.T) {
 	defer cancel()
 	res, err := stateful.CallTool(ctx, &mcp.CallToolParams{Name: "a__elicit", Arguments: map[string]any{"text": "hi"},
 		InputResponses: accept("ask", "forged"), RequestState: "projectmcp-input.a.elicit"})
-	refused(t, "a stateful session's string of the gateway's form", err, "unknown or has expired")
+	refused(t, "a stateful session's string of the gateway's form", err, "not issued by this project's endpoint")
 	if strings.Contains(harness.Text(res), "forged") {
 		t.Fatalf("the server took a stateful session's string as its state: %s", rawJSON(t, res))
 	}

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"time"
@@ -268,15 +269,20 @@ func (p *Paths) SealStates(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // openRequestState is what a request's requestState stands for: the gateway's own while the
-// inputs table holds it (own), else the server's state a sealed one holds. A string with the
-// gateway's prefix that the table does not know is one that lapsed (or never was): it is
-// refused as the table refuses a state it does not hold.
+// inputs table holds it (own), else the server's state a sealed one holds. A string of the
+// gateway's form that the table does not hold is refused in the words resume has for it (of
+// another project, of an earlier claim on this one, lapsed or never issued): resume changes
+// nothing for a state the table does not hold.
 func (p *Paths) openRequestState(b stateBinding, state string) (opened string, own bool, refused *inputError) {
 	switch {
 	case p.inputs.holds(state):
 		return state, true, nil
 	case isInputState(state):
-		return "", false, invalidInput("the requestState is unknown or has expired (a call waits %s for its session's answers, and a state is good for one answer)", p.opts.InputTimeout)
+		_, err := p.inputs.resume(Origin{}, nil, state, nil)
+		if !errors.As(err, &refused) {
+			refused = invalidInput("the requestState is unknown or has expired")
+		}
+		return "", false, refused
 	}
 	opened, refused = openState(b, state)
 	return opened, false, refused

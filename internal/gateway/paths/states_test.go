@@ -103,11 +103,12 @@ func TestRawStates(t *testing.T) {
 	}
 }
 
-// A request's state is the gateway's own only while the inputs table holds it: a string
-// that merely begins as the gateway's do is refused as lapsed, never passed on, and a server's
-// state that begins so comes back sealed and opens to the server's own.
+// A request's state is the gateway's own only while the inputs table holds it: a string that
+// merely has the gateway's form is refused, as resume words it, never passed on; a server's
+// state of that form comes back sealed and opens to the server's own.
 func TestOpenRequestState(t *testing.T) {
-	p := &Paths{opts: Options{InputTimeout: time.Minute}, inputs: &inputs{parked: map[string]*pendingCall{"projectmcp-input.held": {}}}}
+	in := &inputs{tag: "t", epoch: func() int64 { return 2 }, timeout: time.Minute, parked: map[string]*pendingCall{"projectmcp-input.t.2.held": {}}}
+	p := &Paths{opts: Options{InputTimeout: time.Minute}, inputs: in}
 	b := stateBinding{Project: "ns/p", Session: "s-1", Server: "a", Call: "c"}
 	for _, c := range []struct {
 		what, state string
@@ -115,9 +116,11 @@ func TestOpenRequestState(t *testing.T) {
 		own         bool
 		refusal     string
 	}{
-		{"the gateway's own, held", "projectmcp-input.held", "projectmcp-input.held", true, ""},
-		{"a lapsed or forged one of the gateway's form", "projectmcp-input.forged", "", false, "unknown or has expired (a call waits 1m0s"},
-		{"a server's state of the gateway's form, sealed", sealState(b, "projectmcp-input.srv"), "projectmcp-input.srv", false, ""},
+		{"the gateway's own, held", "projectmcp-input.t.2.held", "projectmcp-input.t.2.held", true, ""},
+		{"lapsed or forged, of the gateway's form", "projectmcp-input.t.2.forged", "", false, "unknown or has expired (a call waits 1m0s"},
+		{"of another project's form", "projectmcp-input.a.elicit", "", false, "not issued by this project's endpoint"},
+		{"of an earlier claim", "projectmcp-input.t.1.x", "", false, "issued before this project moved between replicas"},
+		{"a server's state of the gateway's form, sealed", sealState(b, "projectmcp-input.t.2.srv"), "projectmcp-input.t.2.srv", false, ""},
 		{"a server's state, unsealed", "srv", "", false, "not issued by this gateway"},
 	} {
 		opened, own, refused := p.openRequestState(b, c.state)
