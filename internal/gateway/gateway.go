@@ -555,7 +555,9 @@ func (g *Gateway) view(p *project, server string) *project {
 		// The server may have left the spec between the look above and the endpoint's
 		// making, and the sync that dropped the project's views then did not see this one.
 		g.dropViews(p)
-		v.sync()
+		if !v.closed.Load() {
+			v.sync()
+		}
 	}
 	if v == nil || v.closed.Load() {
 		return nil

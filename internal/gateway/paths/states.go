@@ -261,6 +261,8 @@ func (p *Paths) SealStates(next mcp.MethodHandler) mcp.MethodHandler {
 			*in = state
 		}
 		res, err := next(ctx, method, req)
+		// The handler's result carries the gateway's own state when it asks the session for
+		// input (a round, parked the moment before): that one stays as it is.
 		if out := stateOf(res); err == nil && out != nil && *out != "" && !p.inputs.holds(*out) {
 			*out = sealState(b, *out)
 		}
