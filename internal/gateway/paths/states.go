@@ -250,20 +250,22 @@ func (p *Paths) SealStates(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		session, _ := SessionID(req)
 		b := p.binding(o, session, server)
+		note := &stateNote{}
+		ctx = context.WithValue(ctx, stateNoteKey{}, note)
 		if in := stateOf(req.GetParams()); in != nil && *in != "" {
 			state, own, refused := p.openRequestState(b, *in)
 			if refused != nil {
 				return nil, refused.err
 			}
 			if own {
-				ctx = context.WithValue(ctx, ownStateKey{}, state)
+				note.own = state
 			}
 			*in = state
 		}
 		res, err := next(ctx, method, req)
 		// The handler's result carries the gateway's own state when it asks the session for
-		// input (a round, parked the moment before): that one stays as it is.
-		if out := stateOf(res); err == nil && out != nil && *out != "" && !p.inputs.holds(*out) {
+		// input (a round: inRounds notes it), which stays as it is; any other is the server's.
+		if out := stateOf(res); err == nil && out != nil && *out != "" && *out != note.issued {
 			*out = sealState(b, *out)
 		}
 		return res, err
@@ -290,12 +292,25 @@ func (p *Paths) openRequestState(b stateBinding, state string) (opened string, o
 	return opened, false, refused
 }
 
-// ownStateKey keys the gateway's own requestState in a typed request's context (SealStates).
-type ownStateKey struct{}
+// stateNote is what SealStates and a typed handler tell each other of the gateway's own
+// states in one request: the one the request brings (own), which the inputs table held, and
+// the one the handler's round gives the session (issued).
+type stateNote struct{ own, issued string }
+
+// stateNoteKey keys a typed request's stateNote in its context.
+type stateNoteKey struct{}
 
 // isOwnState reports whether state is the gateway's own state SealStates found in the request
 // ctx belongs to.
 func isOwnState(ctx context.Context, state string) bool {
-	own, _ := ctx.Value(ownStateKey{}).(string)
-	return state != "" && own == state
+	note, _ := ctx.Value(stateNoteKey{}).(*stateNote)
+	return state != "" && note != nil && note.own == state
+}
+
+// noteIssued tells SealStates that the result of the request ctx belongs to carries the
+// gateway's own state: it is not sealed.
+func noteIssued(ctx context.Context, state string) {
+	if note, _ := ctx.Value(stateNoteKey{}).(*stateNote); note != nil {
+		note.issued = state
+	}
 }

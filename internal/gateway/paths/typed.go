@@ -122,7 +122,11 @@ func inRounds[T any](ctx context.Context, p *Paths, o Origin, caps *mcp.ClientCa
 	case !own:
 		state = "" // none, or the server's own (opened by SealStates), which send carries
 	}
-	return statelessRound(ctx, p, o, caps, state, responses, server, send)
+	res, round, err = statelessRound(ctx, p, o, caps, state, responses, server, send)
+	if round != nil {
+		noteIssued(ctx, round.state)
+	}
+	return res, round, err
 }
 
 // PromptHandler forwards prompts/get on a projected prompt under the server's own name.
