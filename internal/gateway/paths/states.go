@@ -177,15 +177,15 @@ func openStateJSON(b stateBinding, raw json.RawMessage) (json.RawMessage, bool) 
 var requestStateKey = []byte(`"requestState"`)
 
 // sealResultJSON seals the requestState at the top level of a result as the server sent it,
-// unless own (the inputs table) holds it: a bridged call's input round carries the gateway's
-// own. A result without one is returned as it is.
-func sealResultJSON(b stateBinding, res conn.RawResult, own func(string) bool) conn.RawResult {
+// unless it is own, the gateway's state a bridged call's input round gives (bridge notes it).
+// A result without one is returned as it is.
+func sealResultJSON(b stateBinding, res conn.RawResult, own string) conn.RawResult {
 	if !bytes.Contains(res, requestStateKey) {
 		return res
 	}
 	var members map[string]json.RawMessage
 	var state string
-	if json.Unmarshal(res, &members) != nil || json.Unmarshal(members["requestState"], &state) != nil || state == "" || own(state) {
+	if json.Unmarshal(res, &members) != nil || json.Unmarshal(members["requestState"], &state) != nil || state == "" || state == own {
 		return res
 	}
 	members["requestState"], _ = json.Marshal(sealState(b, state))
@@ -250,8 +250,7 @@ func (p *Paths) SealStates(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		session, _ := SessionID(req)
 		b := p.binding(o, session, server)
-		note := &stateNote{}
-		ctx = context.WithValue(ctx, stateNoteKey{}, note)
+		ctx, note := withStateNote(ctx)
 		if in := stateOf(req.GetParams()); in != nil && *in != "" {
 			state, own, refused := p.openRequestState(b, *in)
 			if refused != nil {
@@ -307,8 +306,15 @@ func isOwnState(ctx context.Context, state string) bool {
 	return state != "" && note != nil && note.own == state
 }
 
-// noteIssued tells SealStates that the result of the request ctx belongs to carries the
-// gateway's own state: it is not sealed.
+// withStateNote is ctx with a note of its own, for the forward path's sealing as SealStates
+// has for the typed path's.
+func withStateNote(ctx context.Context) (context.Context, *stateNote) {
+	note := &stateNote{}
+	return context.WithValue(ctx, stateNoteKey{}, note), note
+}
+
+// noteIssued tells the sealing of the request ctx belongs to (SealStates, or the forward
+// path's) that its result carries the gateway's own state: it is not sealed.
 func noteIssued(ctx context.Context, state string) {
 	if note, _ := ctx.Value(stateNoteKey{}).(*stateNote); note != nil {
 		note.issued = state
