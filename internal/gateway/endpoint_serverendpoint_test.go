@@ -15,6 +15,7 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
 // A per-server endpoint serves one server of the project under the names the server gives its
@@ -237,5 +238,40 @@ func TestGatewayServerEndpointWithholdsFilteredTools(t *testing.T) {
 	}
 	if got := harness.Text(callOK(t, s, "echo", map[string]any{"text": "offered"})); got != "offered" {
 		t.Fatalf("an offered tool: %q", got)
+	}
+}
+
+// A server's endpoint goes with the server: renamed in the spec, the old name's endpoint
+// answers 404 and a session that was open on it is gone, while the new name's serves.
+func TestGatewayServerEndpointGoesWithItsServer(t *testing.T) {
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "renamed", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "n0")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 3 {
+		name, next := fmt.Sprint("n", i), fmt.Sprint("n", i+1)
+		endpoint := v1alpha1.ServerEndpoint(obj.Status.Endpoint, name)
+		s := harness.MustDial(t, agentClient("agent"), endpoint, "2025-11-25", nil)
+		if _, err := s.ListTools(ctx, nil); err != nil {
+			t.Fatalf("%s's endpoint: %v", name, err)
+		}
+		harness.Update(t, key, func(o *v1alpha1.ProjectMCP) { o.Spec.Servers = []v1alpha1.MCPServer{harness.FixtureServer(t, next)} })
+		testutil.Eventually(t, 30*time.Second, name+"'s endpoint to answer 404", func() bool {
+			resp, err := http.Post(endpoint, "application/json", nil)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusNotFound
+		})
+		if _, err := s.ListTools(ctx, nil); err == nil {
+			t.Fatalf("a session of %s's endpoint still lists after the server left", name)
+		}
+		obj = harness.WaitStatus(t, key, 30*time.Second, next+" ready", harness.IsReady)
+	}
+	s := harness.MustDial(t, agentClient("agent"), v1alpha1.ServerEndpoint(obj.Status.Endpoint, "n3"), "2025-11-25", nil)
+	if got := harness.Text(callOK(t, s, "echo", map[string]any{"text": "renamed"})); got != "renamed" {
+		t.Fatalf("the last name's endpoint: %q", got)
 	}
 }

@@ -1,14 +1,17 @@
 package gateway_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
 	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
@@ -56,6 +59,58 @@ func TestGatewayServerStateBoundToSession(t *testing.T) {
 		if got := promtest.ToFloat64(counter) - before; got < 2 {
 			t.Errorf("%s: %v calls went the %s way, want the round and the resumption at least", tool, got, path)
 		}
+	}
+}
+
+// A server's requestState is the server's whatever it looks like: one that begins as the
+// gateway's own do reaches a stateless session sealed and comes back to the server as it
+// issued it, on the message-level path and the SDK path. That same string sent by a session
+// (stateless or stateful) is no state of the gateway's, which holds no call for it: it is
+// refused and never reaches the server (which would take it as its own). A sealed state
+// brought back past its lifetime (the input timeout) is refused as expired.
+func TestGatewayServerStateSealedWhateverItsForm(t *testing.T) {
+	ns := harness.NewNamespace(t)
+	look := []string{"--request-state", "--request-state-prefix", "projectmcp-input."}
+	key := harness.Create(t, ns, "state-form", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		harness.FixtureServer(t, "a", look...), harness.HTTPFixture(t, "h", append([]string{"--stateless"}, look...)...)}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	clk := clocktesting.NewFakeClock(time.Now())
+	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, Clock: clk, InputTimeout: time.Minute})
+	endpoint := base + gateway.Path(key)
+	mine := byHand(t, endpoint, "form")
+	accept := func(id, answer string) mcp.InputResponseMap {
+		return mcp.InputResponseMap{id: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": answer}}}
+	}
+	for _, server := range []string{"a", "h"} {
+		tool, issued := server+"__elicit", "projectmcp-input."+server+".elicit" // what the server issues
+		id, state := askedState(t, mine, tool)
+		if !strings.HasPrefix(state, "projectmcp-state.") || strings.Contains(state, issued) {
+			t.Errorf("%s: the session got the server's state unsealed: %q", tool, state)
+		}
+		res, err := resume(mine, tool, state, accept(id, "mine"))
+		if err != nil || res.IsError || !strings.Contains(harness.Text(res), `"answer":"mine"`) {
+			t.Fatalf("%s: the session's own resumption: %s (%v)", tool, rawJSON(t, res), err)
+		}
+		res, err = resume(mine, tool, issued, accept(id, "forged"))
+		refused(t, tool+": the server's state unsealed, of the gateway's form", err, "not issued by this project's endpoint")
+		if strings.Contains(harness.Text(res), "forged") {
+			t.Fatalf("%s: the server took a state no gateway sealed: %s", tool, rawJSON(t, res))
+		}
+
+		id, state = askedState(t, mine, tool)
+		clk.Step(time.Minute + time.Second)
+		_, err = resume(mine, tool, state, accept(id, "late"))
+		refused(t, tool+": a state past its lifetime", err, "has expired: a server's state is good for 1m0s")
+	}
+
+	stateful := harness.MustDial(t, agentClient("agent"), endpoint, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := stateful.CallTool(ctx, &mcp.CallToolParams{Name: "a__elicit", Arguments: map[string]any{"text": "hi"},
+		InputResponses: accept("ask", "forged"), RequestState: "projectmcp-input.a.elicit"})
+	refused(t, "a stateful session's string of the gateway's form", err, "not issued by this project's endpoint")
+	if strings.Contains(harness.Text(res), "forged") {
+		t.Fatalf("the server took a stateful session's string as its state: %s", rawJSON(t, res))
 	}
 }
 

@@ -327,6 +327,7 @@ func (g *Gateway) syncPending() {
 		case p != nil:
 			p.sync()
 			p.grants.regrant() // decided for the routes just published, in the background
+			g.dropViews(p)
 			for _, v := range g.viewsOf(p) {
 				v.sync()
 				v.grants.regrant()
@@ -358,6 +359,43 @@ func (g *Gateway) viewsOf(p *project) []*project {
 		views = append(views, v)
 	}
 	return views
+}
+
+// dropViews closes the per-server endpoints of the servers a project no longer has (their
+// server left the spec, and the registry retired it): such an endpoint answers 404 from then
+// on, as a name the project never had does, and its sessions end as a removed project's do.
+// Without it, a project whose servers are renamed over and over would keep an endpoint (an
+// SDK server, its sessions and catalogs) for every name it ever had.
+func (g *Gateway) dropViews(p *project) {
+	g.mu.Lock()
+	none := len(p.views) == 0
+	g.mu.Unlock()
+	if none {
+		return // the common case: no look at the registry
+	}
+	servers := g.opts.Registry.ObserveServers(p.key).Servers
+	g.mu.Lock()
+	gone := departed(slices.Collect(maps.Keys(p.views)), servers)
+	closing := make([]*project, 0, len(gone))
+	for _, name := range gone {
+		closing = append(closing, p.views[name])
+		delete(p.views, name)
+	}
+	g.mu.Unlock()
+	for _, v := range closing {
+		v.close()
+	}
+}
+
+// departed are the views' servers that the project's servers no longer include.
+func departed[S any](views []string, servers map[string]S) []string {
+	var gone []string
+	for _, name := range views {
+		if _, ok := servers[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	return gone
 }
 
 func (g *Gateway) shutdown() {
@@ -509,11 +547,20 @@ func (g *Gateway) view(p *project, server string) *project {
 	created := v == nil && !g.closed
 	if created {
 		v = newProject(g, p.key, p.incarnation, server)
+		v.parent = p
 		p.views[server] = v
 	}
 	g.mu.Unlock()
 	if created {
-		v.sync()
+		// The server may have left the spec between the look above and the endpoint's
+		// making, and the sync that dropped the project's views then did not see this one.
+		g.dropViews(p)
+		if !v.closed.Load() {
+			v.sync()
+		}
+	}
+	if v == nil || v.closed.Load() {
+		return nil
 	}
 	return v
 }

@@ -214,6 +214,11 @@ func (p *project) release(id string) {
 		p.relevel()
 	}
 	p.sessions.disown(id)
+	if p.parent != nil && p.parent.sessions.owned(id) {
+		// A stateless session the project endpoint mounted and goes on serving: a per-server
+		// endpoint that lets it go (idle there, or dropped with its server) keeps its slots.
+		return
+	}
 	p.g.opts.Registry.Release(p.key, id)
 }
 

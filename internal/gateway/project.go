@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -32,8 +33,10 @@ type project struct {
 	// only is the server a per-server endpoint serves, under its own names; "" for the
 	// project endpoint, which serves every server under projected names.
 	only string
-	// views are the project endpoint's per-server endpoints, by server (under g.mu).
+	// views are the project endpoint's per-server endpoints, by server (under g.mu); parent is
+	// a per-server endpoint's project endpoint (nil for that one).
 	views  map[string]*project
+	parent *project
 	server *mcp.Server
 	// serverInfo is the endpoint's implementation, as a 2026-07-28 result's _meta names it.
 	serverInfo json.RawMessage
@@ -50,6 +53,9 @@ type project struct {
 	// listeners are the subscriptions/listen streams the gateway serves itself (listen.go).
 	listeners listeners
 	grants    granter // decides the sessions' grants on servers, on an RBAC project (grants.go)
+	// closed is set once close has begun: a per-server endpoint dropped while a request
+	// held it answers that request 404, and a mount that raced the close is undone (mount).
+	closed atomic.Bool
 }
 
 func newProject(g *Gateway, key types.NamespacedName, incarnation uint64, only string) *project {
@@ -106,6 +112,10 @@ func newProject(g *Gateway, key types.NamespacedName, incarnation uint64, only s
 func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request, who access.Identity) {
 	if p.g.moved(p.key) { // handed off while the body was read: the next replica answers
 		movedAway(rw, p.key)
+		return
+	}
+	if p.only != "" && p.closed.Load() { // its server left the spec while the body was read
+		http.Error(rw, fmt.Sprintf("ProjectMCP %s has no server %q", p.key, p.only), http.StatusNotFound)
 		return
 	}
 	dw := httpserve.NewDeadlineWriter(rw) // no write to a session that stops reading blocks for long
@@ -252,6 +262,13 @@ func (p *project) mount(ctx context.Context, id string, who access.Identity, cli
 		p.g.opts.Log.V(1).Info("Mount failed", "projectmcp", p.key.String(), "session", id, "error", err.Error())
 		return nil
 	}
+	if p.closed.Load() {
+		// Closed while mounting: close may have gone through the session table before this
+		// mount reached the registry, so the mount is undone here.
+		end(errEndpointClosed)
+		p.release(id)
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: errEndpointClosed.Error()}
+	}
 	p.sync()
 	// Decided once the server's items are listed: a grant of one of them is a grant on it.
 	if err := p.grants.admit(ctx, id, who); err != nil {
@@ -335,8 +352,13 @@ func (p *project) expireStateless(now time.Time) {
 	}
 }
 
-// close ends every session of the project (the gateway is stopping).
+// errEndpointClosed refuses a mount on an endpoint closed meanwhile.
+var errEndpointClosed = errors.New("projectmcp: this endpoint was closed (its project or server is gone)")
+
+// close ends every session of the endpoint: the gateway is stopping, the project was deleted
+// or made anew, or (a per-server endpoint) its server left the spec.
 func (p *project) close() {
+	p.closed.Store(true)
 	for _, v := range p.g.viewsOf(p) {
 		v.close()
 	}

@@ -39,6 +39,7 @@ func (p *Paths) bridge(ctx context.Context, o Origin, server string, declared mc
 	case err != nil:
 		return nil, err
 	case round != nil:
+		noteIssued(ctx, round.state)
 		return inputRequired(round, p.opts.ServerInfo)
 	}
 	return statelessShape(res, p.opts.ServerInfo, p.readScope(o.method))

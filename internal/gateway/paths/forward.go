@@ -390,6 +390,7 @@ func (p *Paths) forwardCall(w http.ResponseWriter, r *http.Request, in *incoming
 	open := func() *sseWriter { return newSSEWriter(w, fc.replay) }
 	ctx, cancel := p.track(r, fc, env.ID)
 	defer cancel()
+	ctx, note := withStateNote(ctx) // a bridged round's state, which is not sealed
 
 	o := Origin{method: "tools/call", session: fc.id, caller: fc.caller, name: in.name, raw: t.raw, meta: meta.trace(), caps: fc.caps,
 		who: in.who, header: r.Header, traced: true, item: t.item, args: in.args}
@@ -436,7 +437,7 @@ func (p *Paths) forwardCall(w http.ResponseWriter, r *http.Request, in *incoming
 	}
 	switch {
 	case err == nil:
-		res = sealResultJSON(in.binding, res)
+		res = sealResultJSON(in.binding, res, note.issued)
 	case errors.Is(err, conn.ErrStreamEnded) && fc.replay != nil && ctx.Err() == nil:
 		// The server ended the call's stream for good before answering: the session's stream
 		// ends unanswered too, as it would have directly (the call may or may not have run).

@@ -99,6 +99,7 @@ func (p *Paths) forwardRequest(w http.ResponseWriter, r *http.Request, in *incom
 	}
 	ctx, cancel := p.track(r, fc, in.env.ID)
 	defer cancel()
+	ctx, note := withStateNote(ctx) // a bridged round's state, which is not sealed
 	o := Origin{method: in.method, session: fc.id, caller: fc.caller, meta: in.meta.trace(), caps: fc.caps, who: in.who, header: r.Header, traced: true,
 		item: t.item, args: in.members["arguments"]}
 	if t.raw != "" { // an item the server names (a prompt): its two names, for the span and the audit log
@@ -130,7 +131,7 @@ func (p *Paths) forwardRequest(w http.ResponseWriter, r *http.Request, in *incom
 		writeError(w, nil, in.env.ID, rpcErr, fc.stateless)
 		return pathForward
 	}
-	writeResponse(w, nil, in.env.ID, sealResultJSON(in.binding, res), nil)
+	writeResponse(w, nil, in.env.ID, sealResultJSON(in.binding, res, note.issued), nil)
 	return pathForward
 }
 

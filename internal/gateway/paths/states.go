@@ -8,8 +8,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -24,11 +26,16 @@ import (
 // answers. The server sees only the gateway's one connection, shared by every session of the
 // project, so it cannot tell whose state comes back: a session that learnt another's state
 // could answer in its place. So the state a session gets is sealed: the server's state with
-// the project, the session (its ref), the server and the call (callOf) it was issued for,
+// the project, the session (its ref), the server, the call (callOf) it was issued for and when,
 // under an HMAC with a key of this process. A state that comes back is opened, and the
-// server gets its own bytes again, only when all four are the request's; anything else (the
-// gateway's own states aside, input.go) gets the invalid-params error input.go gives for its
-// own foreign states, and never reaches a server.
+// server gets its own bytes again, only when the four are the request's and it is younger
+// than its lifetime (stateLifetime); anything else gets the invalid-params error input.go
+// gives for its own foreign states, and never reaches a server.
+//
+// The gateway's own states (input.go) are the one exception, and a state is one only while
+// the inputs table holds it: whatever a state looks like, a session's string the table does
+// not know is opened as a sealed one (and refused unless it is), and a server's state is
+// sealed even when it begins as the gateway's do.
 
 // serverStatePrefix starts every sealed server state, as inputStatePrefix starts the gateway's
 // own.
@@ -52,23 +59,37 @@ type stateBinding struct {
 	// state that comes back after the project moved is refused as such, whichever replica
 	// opens it.
 	Epoch int64 `json:"e,omitempty"`
+
+	// now is when the state is sealed, or opened, and lifetime how long a sealed state stays
+	// good (stateLifetime): not in the payload, which has the time it was sealed (Issued).
+	now      time.Time
+	lifetime time.Duration
 }
 
 // sealedState is the payload of a sealed state.
 type sealedState struct {
 	stateBinding
-	State string `json:"st"`
+	// Issued is when the state was sealed, in Unix milliseconds.
+	Issued int64  `json:"t"`
+	State  string `json:"st"`
 }
+
+// stateLifetime is how long a sealed server state stays good after the gateway sealed it:
+// the input timeout, as long as a call waits for a session's answers to the gateway's own
+// input rounds. A server's state stands for the same thing (answers the session owes), and a
+// state that leaked stops opening once it has passed, though the process's key lives on.
+func (p *Paths) stateLifetime() time.Duration { return p.opts.InputTimeout }
 
 // binding is what a request of session on server, described by o, seals states to.
 func (p *Paths) binding(o Origin, session, server string) stateBinding {
 	epoch, _ := p.ep.Claim()
-	return stateBinding{Project: p.key.String(), Session: session, Server: server, Call: callOf(o), Epoch: epoch}
+	return stateBinding{Project: p.key.String(), Session: session, Server: server, Call: callOf(o), Epoch: epoch,
+		now: p.opts.Clock.Now(), lifetime: p.stateLifetime()}
 }
 
-// sealState seals a server's state for the session and server of b.
+// sealState seals a server's state for the session and server of b, as issued at b.now.
 func sealState(b stateBinding, state string) string {
-	payload, _ := json.Marshal(sealedState{b, state}) // strings only: never fails
+	payload, _ := json.Marshal(sealedState{b, b.now.UnixMilli(), state}) // strings and numbers only: never fails
 	enc := base64.RawURLEncoding.EncodeToString(payload)
 	return serverStatePrefix + enc + "." + stateMAC(enc)
 }
@@ -109,9 +130,14 @@ func openState(b stateBinding, sealed string) (string, *inputError) {
 		return "", invalidInput("the requestState was issued for MCP server %q, not %q", s.Server, b.Server)
 	case s.Call != b.Call:
 		return "", invalidInput("the requestState belongs to a call of %s, not of %s", s.Call, b.Call)
+	case expired(time.UnixMilli(s.Issued), b.now, b.lifetime):
+		return "", invalidInput("the requestState has expired: a server's state is good for %s after the server gave it; call again without it", b.lifetime)
 	}
 	return s.State, nil
 }
+
+// expired reports whether a state issued at issued is past lifetime at now.
+func expired(issued, now time.Time, lifetime time.Duration) bool { return now.Sub(issued) > lifetime }
 
 // movedState is the error for a state issued while another claim on the project served it:
 // the project has moved between replicas since, and the call the state belonged to ended.
@@ -119,20 +145,25 @@ func movedState(issued, now int64) *inputError {
 	return invalidInput("the requestState was issued before this project moved between replicas (epoch %d, now %d): the call it belonged to ended with the move; call again without it", issued, now)
 }
 
-// isServerState reports whether a requestState is to be sealed on its way to a session, and
-// opened on its way back: any but none and the gateway's own.
-func isServerState(state string) bool { return state != "" && !isInputState(state) }
+// holds reports whether state names a call parked for its session's input: the only
+// requestState the gateway takes as its own.
+func (in *inputs) holds(state string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	_, ok := in.parked[state]
+	return ok
+}
 
 // openStateJSON is openState for a requestState as a request carries it, a JSON string; it
 // returns the server's own, a JSON string too. ok false: the state is not acceptable (a
-// string the SDK's types would refuse, or a sealed one that does not fit), and the typed path
-// is to answer.
+// string the SDK's types would refuse, or one that is not a sealed one that fits; the
+// gateway's own go to the typed path before this matters), and the typed path is to answer.
 func openStateJSON(b stateBinding, raw json.RawMessage) (json.RawMessage, bool) {
 	var sealed string
 	if jsonrpcwire.DecodeExact(raw, &sealed) != nil {
 		return nil, false
 	}
-	if !isServerState(sealed) {
+	if sealed == "" {
 		return raw, true
 	}
 	state, refused := openState(b, sealed)
@@ -145,15 +176,16 @@ func openStateJSON(b stateBinding, raw json.RawMessage) (json.RawMessage, bool) 
 
 var requestStateKey = []byte(`"requestState"`)
 
-// sealResultJSON seals the requestState at the top level of a result as the server sent it; a
-// result without one is returned as it is.
-func sealResultJSON(b stateBinding, res conn.RawResult) conn.RawResult {
+// sealResultJSON seals the requestState at the top level of a result as the server sent it,
+// unless it is own, the gateway's state a bridged call's input round gives (bridge notes it).
+// A result without one is returned as it is.
+func sealResultJSON(b stateBinding, res conn.RawResult, own string) conn.RawResult {
 	if !bytes.Contains(res, requestStateKey) {
 		return res
 	}
 	var members map[string]json.RawMessage
 	var state string
-	if json.Unmarshal(res, &members) != nil || json.Unmarshal(members["requestState"], &state) != nil || !isServerState(state) {
+	if json.Unmarshal(res, &members) != nil || json.Unmarshal(members["requestState"], &state) != nil || state == "" || state == own {
 		return res
 	}
 	members["requestState"], _ = json.Marshal(sealState(b, state))
@@ -206,7 +238,9 @@ func (p *Paths) routed(req mcp.Request) (o Origin, server string, ok bool) {
 
 // SealStates is a receiving middleware of the project's MCP server: on the typed path, it opens
 // the sealed server state a request brings back before the handler sends it on, and seals the
-// server's state in the handler's result. (The forward path does the same itself:
+// server's state in the handler's result. A state the inputs table holds is the gateway's own:
+// it passes as it is, and the handler is told so (ownState), so that it resumes the call the
+// state names and never sends it to a server. (The forward path does the same itself:
 // openStateJSON, sealResultJSON.)
 func (p *Paths) SealStates(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -216,17 +250,73 @@ func (p *Paths) SealStates(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		session, _ := SessionID(req)
 		b := p.binding(o, session, server)
-		if in := stateOf(req.GetParams()); in != nil && isServerState(*in) {
-			state, refused := openState(b, *in)
+		ctx, note := withStateNote(ctx)
+		if in := stateOf(req.GetParams()); in != nil && *in != "" {
+			state, own, refused := p.openRequestState(b, *in)
 			if refused != nil {
 				return nil, refused.err
+			}
+			if own {
+				note.own = state
 			}
 			*in = state
 		}
 		res, err := next(ctx, method, req)
-		if out := stateOf(res); err == nil && out != nil && isServerState(*out) {
+		// The handler's result carries the gateway's own state when it asks the session for
+		// input (a round: inRounds notes it), which stays as it is; any other is the server's.
+		if out := stateOf(res); err == nil && out != nil && *out != "" && *out != note.issued {
 			*out = sealState(b, *out)
 		}
 		return res, err
+	}
+}
+
+// openRequestState is what a request's requestState stands for: the gateway's own while the
+// inputs table holds it (own), else the server's state a sealed one holds. A string of the
+// gateway's form that the table does not hold is refused in the words resume has for it (of
+// another project, of an earlier claim on this one, lapsed or never issued): resume changes
+// nothing for a state the table does not hold.
+func (p *Paths) openRequestState(b stateBinding, state string) (opened string, own bool, refused *inputError) {
+	switch {
+	case p.inputs.holds(state):
+		return state, true, nil
+	case isInputState(state):
+		_, err := p.inputs.resume(Origin{}, nil, state, nil)
+		if !errors.As(err, &refused) {
+			refused = invalidInput("the requestState is unknown or has expired")
+		}
+		return "", false, refused
+	}
+	opened, refused = openState(b, state)
+	return opened, false, refused
+}
+
+// stateNote is what SealStates and a typed handler tell each other of the gateway's own
+// states in one request: the one the request brings (own), which the inputs table held, and
+// the one the handler's round gives the session (issued).
+type stateNote struct{ own, issued string }
+
+// stateNoteKey keys a typed request's stateNote in its context.
+type stateNoteKey struct{}
+
+// isOwnState reports whether state is the gateway's own state SealStates found in the request
+// ctx belongs to.
+func isOwnState(ctx context.Context, state string) bool {
+	note, _ := ctx.Value(stateNoteKey{}).(*stateNote)
+	return state != "" && note != nil && note.own == state
+}
+
+// withStateNote is ctx with a note of its own, for the forward path's sealing as SealStates
+// has for the typed path's.
+func withStateNote(ctx context.Context) (context.Context, *stateNote) {
+	note := &stateNote{}
+	return context.WithValue(ctx, stateNoteKey{}, note), note
+}
+
+// noteIssued tells the sealing of the request ctx belongs to (SealStates, or the forward
+// path's) that its result carries the gateway's own state: it is not sealed.
+func noteIssued(ctx context.Context, state string) {
+	if note, _ := ctx.Value(stateNoteKey{}).(*stateNote); note != nil {
+		note.issued = state
 	}
 }

@@ -107,18 +107,26 @@ func (p *Paths) ToolHandler(server, raw string) mcp.ToolHandler {
 // inRounds runs a session's request on server: a stateful session's through forward, a
 // stateless one's through statelessRound, as a 2025-11-25 server may ask the session for input
 // while the request runs, and the request then runs on while the session is asked in its
-// result (round: input.go). A requestState of the server's own (2026-07-28) passes through in
-// send. A resumption the gateway refuses is an *inputError.
+// result (round: input.go). A requestState of the server's own (2026-07-28, opened by
+// SealStates) passes through in send; the gateway's own (isOwnState) resumes the call it names,
+// and never reaches a server. A resumption the gateway refuses is an *inputError.
 func inRounds[T any](ctx context.Context, p *Paths, o Origin, caps *mcp.ClientCapabilities, state string,
 	responses mcp.InputResponseMap, server string, send func(context.Context, *conn.Conn) (T, error)) (res T, round *inputRound, err error) {
-	if !o.stateless {
+	own := isOwnState(ctx, state)
+	switch {
+	case !o.stateless && own:
+		return res, nil, invalidInput("the requestState was issued to another session of this project")
+	case !o.stateless:
 		res, err = dispatch(ctx, p, o, server, send)
 		return res, nil, err
+	case !own:
+		state = "" // none, or the server's own (opened by SealStates), which send carries
 	}
-	if !isInputState(state) {
-		state = ""
+	res, round, err = statelessRound(ctx, p, o, caps, state, responses, server, send)
+	if round != nil {
+		noteIssued(ctx, round.state)
 	}
-	return statelessRound(ctx, p, o, caps, state, responses, server, send)
+	return res, round, err
 }
 
 // PromptHandler forwards prompts/get on a projected prompt under the server's own name.
