@@ -100,9 +100,7 @@ func (c clientFormat) withTokenFlags(audience, serviceAccount string) clientForm
 	if c.helper == "" {
 		return c
 	}
-	if audience != "" {
-		c.helper += " --audience " + shellQuote(audience)
-	}
+	c.helper += audienceArg(audience)
 	if serviceAccount != "" {
 		c.helper += " --service-account " + shellQuote(serviceAccount)
 	}
@@ -176,6 +174,18 @@ func (o orderedObject) MarshalJSON() ([]byte, error) {
 	}
 	buf.WriteByte('}')
 	return buf.Bytes(), nil
+}
+
+// defaultGatewayAudience is the token audience the chart and config/default give the gateway
+// (--gateway-audience): a token for it cannot call the API server.
+const defaultGatewayAudience = "projectmcp"
+
+// audienceArg is kubectl create token's --audience for the gateway's audience, or nothing.
+func audienceArg(audience string) string {
+	if audience == "" {
+		return ""
+	}
+	return " --audience " + shellQuote(audience)
 }
 
 // defaultEntryName is the name of the entry connect writes.
@@ -255,7 +265,8 @@ host is refused, naming it and its status field, until --gateway-url names that 
 endpoint on this machine (projectmcp dev) is not held to it.`
 
 func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
-	o := connectOptions{client: "claude-code", project: ".", entry: defaultEntryName, auth: "auto", wait: defaultEndpointWait}
+	o := connectOptions{client: "claude-code", project: ".", entry: defaultEntryName, auth: "auto", wait: defaultEndpointWait,
+		tokenAudience: defaultGatewayAudience}
 	cmd := &cobra.Command{
 		Use:   "connect [NAME]",
 		Short: "Print or write the agent config entries for a project's endpoints",
@@ -310,7 +321,7 @@ func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&o.auth, "auth", o.auth, `"auto": ask the endpoint whether it checks bearer tokens; "none"; "bearer": add the Authorization header`)
 	fs.BoolVar(&o.insecureHTTP, insecureHTTPFlag, false, insecureHTTPUsage)
 	fs.StringVar(&o.gatewayURL, gatewayURLFlag, "", gatewayURLUsage)
-	fs.StringVar(&o.tokenAudience, "token-audience", "", `the gateway's --gateway-audience, for the headersHelper "projectmcp token --audience" written for Claude Code`)
+	fs.StringVar(&o.tokenAudience, "token-audience", o.tokenAudience, `the gateway's --gateway-audience (the chart's and config/default's is projectmcp), for the headersHelper "projectmcp token --audience" written for Claude Code and the kubectl create token hint; "" for a gateway that accepts the API server's own audiences`)
 	fs.StringVar(&o.tokenServiceAccount, "token-service-account", "", `a ServiceAccount (NAME or NAMESPACE/NAME) whose tokens the headersHelper "projectmcp token --service-account" mints`)
 	_ = cmd.RegisterFlagCompletionFunc("client", cobra.FixedCompletions(clientNames(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("auth", cobra.FixedCompletions([]string{"auto", "none", "bearer"}, cobra.ShellCompDirectiveNoFileComp))
@@ -385,8 +396,8 @@ func connect(ctx context.Context, g *globalFlags, key types.NamespacedName, form
 			fmt.Fprintf(stderr, "projectmcp is not on this PATH: put it there, or the agent cannot run %q.\n", format.helper)
 		}
 	case bearer:
-		fmt.Fprintf(stderr, "The gateway checks a Kubernetes bearer token: %s, e.g.\n  export %s=$(kubectl create token SERVICEACCOUNT -n %s)\n"+
-			"and the token's user needs the verb \"use\" on projectmcp %s.\n", tokenHint(format), tokenEnv, key.Namespace, key)
+		fmt.Fprintf(stderr, "The gateway checks a Kubernetes bearer token: %s, e.g.\n  export %s=$(kubectl create token SERVICEACCOUNT -n %s%s)\n"+
+			"and the token's user needs the verb \"use\" on projectmcp %s.\n", tokenHint(format), tokenEnv, key.Namespace, audienceArg(o.tokenAudience), key)
 	}
 	return nil
 }

@@ -189,7 +189,9 @@ func TestChartAllFeatures(t *testing.T) {
 		"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s",
 		"--gateway-bind-address=:9484", "--metrics-bind-address=:9090", "--metrics-project-labels", "--health-probe-bind-address=:9081",
 		"--gateway-auth=kubernetes", "--gateway-tls-cert=/etc/projectmcp/gateway-tls/tls.crt", "--gateway-tls-key=/etc/projectmcp/gateway-tls/tls.key",
-		"--gateway-audience=projectmcp", "--gateway-audience=mcp.example.com", "--buckets=16"} {
+		"--gateway-audience=projectmcp", "--gateway-audience=mcp.example.com", "--buckets=16",
+		"--gateway-oauth-issuer=https://issuer.example.com", "--gateway-oauth-issuer=https://login.example.com/tenant",
+		"--gateway-oauth-scope=openid", "--gateway-oauth-scope=mcp", "--project-root-base=/srv/projects"} {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("args lack %s: %q", arg, c.Args)
 		}
@@ -287,6 +289,38 @@ func TestChartAllFeatures(t *testing.T) {
 	}
 }
 
+// The defaults that keep tokens and files to themselves: the gateway accepts tokens for its own
+// audience only (not the API server's), and no project's folder is a root (no project lies
+// under /nonexistent, so spec.project "/" hands a filesystem server nothing). Emptied, the
+// flags go, and the controller takes any audience and any absolute path again.
+func TestChartSecureDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		set  []string
+		want map[string][]string
+	}{
+		{want: map[string][]string{"gateway-audience": {"projectmcp"}, "project-root-base": {"/nonexistent"}}},
+		{set: []string{"--set", "gateway.audiences=null,projectRootBase="}, want: map[string][]string{}},
+	} {
+		objs, _ := render(t, tc.set...)
+		_, c, err := Controller(objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkArgsParse(t, imageBinary(t), c.Args)
+		for _, flag := range []string{"gateway-audience", "project-root-base", "gateway-oauth-issuer", "gateway-oauth-scope"} {
+			var got []string
+			for _, a := range c.Args {
+				if v, ok := strings.CutPrefix(a, "--"+flag+"="); ok {
+					got = append(got, v)
+				}
+			}
+			if !slices.Equal(got, tc.want[flag]) {
+				t.Errorf("%v: --%s %q, want %q", tc.set, flag, got, tc.want[flag])
+			}
+		}
+	}
+}
+
 // Optional parts off: without metrics there is no metrics Service or port and the endpoint is
 // off; with an existing ServiceAccount and no RBAC, neither is created and the pods use it.
 func TestChartOptionalPartsOff(t *testing.T) {
@@ -338,6 +372,9 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"image.variant=python", "/image/variant"},
 		{"gateway.port=70000", "/gateway/port"},
 		{"allowCommands[0]=", "/allowCommands/0"},
+		{"gateway.oauth.scopes={openid}", "gateway.oauth.scopes: scopes need gateway.oauth.issuers"},
+		{"gateway.oauth.issuers={http://issuer.example.com}", "/gateway/oauth/issuers/0"},
+		{"projectRootBase=projects", "/projectRootBase"},
 	} {
 		out, err := helm(t, "template", "projectmcp", chartDir, "--set", tc.set)
 		if err == nil || !strings.Contains(out, tc.want) {
