@@ -142,6 +142,17 @@ func TestChartDefaultsMatchConfigDefault(t *testing.T) {
 	same("ClusterRole", "projectmcp-controller", "rules")
 	same("ClusterRoleBinding", "projectmcp-controller", "roleRef")
 	same("ClusterRoleBinding", "projectmcp-controller", "subjects")
+	same("Role", "projectmcp-controller", "rules")
+	same("RoleBinding", "projectmcp-controller", "roleRef")
+	same("RoleBinding", "projectmcp-controller", "subjects")
+	// The bucket Leases are the Role's, in the controller's namespace alone: the ClusterRole
+	// grants no Lease anywhere.
+	if rules := fmt.Sprint(Find(chart, "ClusterRole", "projectmcp-controller").Object["rules"]); strings.Contains(rules, "leases") {
+		t.Errorf("the ClusterRole grants Leases in every namespace: %s", rules)
+	}
+	if rules := fmt.Sprint(Find(chart, "Role", "projectmcp-controller").Object["rules"]); !strings.Contains(rules, "leases") {
+		t.Errorf("the Role grants no Leases: %s", rules)
+	}
 	same("Deployment", "projectmcp-controller", "spec", "replicas")
 	same("Deployment", "projectmcp-controller", "spec", "template", "spec")
 	for _, svc := range []string{"projectmcp-gateway", "projectmcp-metrics"} {
@@ -248,6 +259,10 @@ func TestChartAllFeatures(t *testing.T) {
 		!strings.Contains(fmt.Sprint(crb.Object["subjects"]), "name:mcp-controller namespace:projectmcp-system") {
 		t.Errorf("the ClusterRoleBinding must name the ServiceAccount: %v", crb)
 	}
+	if rb := Find(objs, "RoleBinding", "projectmcp-controller"); rb == nil || rb.GetNamespace() != "projectmcp-system" ||
+		!strings.Contains(fmt.Sprint(rb.Object["subjects"]), "name:mcp-controller namespace:projectmcp-system") {
+		t.Errorf("the RoleBinding of the Leases must name the ServiceAccount, in the release's namespace: %v", rb)
+	}
 
 	var gw, metrics corev1.Service
 	if err := Convert(Find(objs, "Service", "projectmcp-gateway"), &gw); err != nil {
@@ -339,7 +354,7 @@ func TestChartOptionalPartsOff(t *testing.T) {
 	if dep.Spec.Template.Spec.ServiceAccountName != "existing" {
 		t.Errorf("serviceAccountName %q", dep.Spec.Template.Spec.ServiceAccountName)
 	}
-	for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ServiceMonitor", "Certificate"} {
+	for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceMonitor", "Certificate"} {
 		if n := len(OfKind(objs, kind)); n != 0 {
 			t.Errorf("%d %s rendered", n, kind)
 		}
