@@ -145,6 +145,7 @@ func TestChartDefaultsMatchConfigDefault(t *testing.T) {
 	same("Role", "projectmcp-controller", "rules")
 	same("RoleBinding", "projectmcp-controller", "roleRef")
 	same("RoleBinding", "projectmcp-controller", "subjects")
+	same("ClusterRole", "projectmcp-metrics-reader", "rules")
 	// The bucket Leases are the Role's, in the controller's namespace alone: the ClusterRole
 	// grants no Lease anywhere.
 	if rules := fmt.Sprint(Find(chart, "ClusterRole", "projectmcp-controller").Object["rules"]); strings.Contains(rules, "leases") {
@@ -202,7 +203,7 @@ func TestChartAllFeatures(t *testing.T) {
 		"--gateway-auth=kubernetes", "--gateway-tls-cert=/etc/projectmcp/gateway-tls/tls.crt", "--gateway-tls-key=/etc/projectmcp/gateway-tls/tls.key",
 		"--gateway-audience=projectmcp", "--gateway-audience=mcp.example.com", "--buckets=16",
 		"--gateway-oauth-issuer=https://issuer.example.com", "--gateway-oauth-issuer=https://login.example.com/tenant",
-		"--gateway-oauth-scope=openid", "--gateway-oauth-scope=mcp", "--project-root-base=/srv/projects"} {
+		"--gateway-oauth-scope=openid", "--gateway-oauth-scope=mcp", "--project-root-base=/srv/projects", "--metrics-secure"} {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("args lack %s: %q", arg, c.Args)
 		}
@@ -299,22 +300,25 @@ func TestChartAllFeatures(t *testing.T) {
 		t.Errorf("ServiceMonitor selector %v: metrics Service labels %v, gateway Service labels %v", sel, metrics.Labels, gw.Labels)
 	}
 	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
-	if d := cmp.Diff([]any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}}, endpoints); d != "" {
+	// HTTPS with Prometheus's own token, which --metrics-secure reviews.
+	if d := cmp.Diff([]any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s",
+		"scheme": "https", "tlsConfig": map[string]any{"insecureSkipVerify": true},
+		"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}}, endpoints); d != "" {
 		t.Errorf("ServiceMonitor endpoints (-want +have):\n%s", d)
 	}
 }
 
-// The defaults that keep tokens and files to themselves: the gateway accepts tokens for its own
-// audience only (not the API server's), and no project's folder is a root (no project lies
-// under /nonexistent, so spec.project "/" hands a filesystem server nothing). Emptied, the
-// flags go, and the controller takes any audience and any absolute path again.
+// The defaults that keep tokens, files and metrics to themselves: the gateway accepts tokens for
+// its own audience only (not the API server's), no project's folder is a root (no project lies
+// under /nonexistent, so spec.project "/" hands a filesystem server nothing), and /metrics is
+// served over TLS to reviewed, authorized callers. Turned off, the flags go.
 func TestChartSecureDefaults(t *testing.T) {
 	for _, tc := range []struct {
 		set  []string
 		want map[string][]string
 	}{
-		{want: map[string][]string{"gateway-audience": {"projectmcp"}, "project-root-base": {"/nonexistent"}}},
-		{set: []string{"--set", "gateway.audiences=null,projectRootBase="}, want: map[string][]string{}},
+		{want: map[string][]string{"gateway-audience": {"projectmcp"}, "project-root-base": {"/nonexistent"}, "metrics-secure": {""}}},
+		{set: []string{"--set", "gateway.audiences=null,projectRootBase=,metrics.secure=false"}, want: map[string][]string{}},
 	} {
 		objs, _ := render(t, tc.set...)
 		_, c, err := Controller(objs)
@@ -322,11 +326,13 @@ func TestChartSecureDefaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkArgsParse(t, imageBinary(t), c.Args)
-		for _, flag := range []string{"gateway-audience", "project-root-base", "gateway-oauth-issuer", "gateway-oauth-scope"} {
+		for _, flag := range []string{"gateway-audience", "project-root-base", "gateway-oauth-issuer", "gateway-oauth-scope", "metrics-secure"} {
 			var got []string
 			for _, a := range c.Args {
 				if v, ok := strings.CutPrefix(a, "--"+flag+"="); ok {
 					got = append(got, v)
+				} else if a == "--"+flag {
+					got = append(got, "")
 				}
 			}
 			if !slices.Equal(got, tc.want[flag]) {
@@ -348,6 +354,9 @@ func TestChartOptionalPartsOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkArgsParse(t, imageBinary(t), c.Args)
+	if slices.Contains(c.Args, "--metrics-secure") || Find(objs, "ClusterRole", "projectmcp-metrics-reader") != nil {
+		t.Errorf("metrics off: --metrics-secure or the metrics-reader ClusterRole rendered: %q", c.Args)
+	}
 	if v, _ := FlagValue(c.Args, "metrics-bind-address"); v != "0" || Find(objs, "Service", "projectmcp-metrics") != nil {
 		t.Errorf("metrics off: --metrics-bind-address=%s, metrics Service %v", v, Find(objs, "Service", "projectmcp-metrics"))
 	}
