@@ -112,7 +112,10 @@ func TestMetricsSecure(t *testing.T) {
 		}
 	}()
 	bound := srv.(interface{ GetBindAddr() string })
-	testutil.Eventually(t, 10*time.Second, "the metrics server to listen", func() bool { return bound.GetBindAddr() != "127.0.0.1:0" })
+	testutil.Eventually(t, 10*time.Second, "the metrics server to listen", func() bool {
+		addr := bound.GetBindAddr()
+		return addr != "" && !strings.HasSuffix(addr, ":0")
+	})
 	url := "https://" + bound.GetBindAddr() + "/metrics"
 	scraper := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the server's certificate is self-signed
 	scrape := func(token string) (int, string) {
