@@ -258,6 +258,10 @@ func TestProjectRoots(t *testing.T) {
 		{"/workshop", "/work", ""},
 		{"/work/../etc", "/work", ""},
 		{"/var/run/secrets", "/work", ""},
+		// The chart's and config/default's base, under which no project lies: no roots at all.
+		{"/", "/nonexistent", ""},
+		{"/home/me/shop", "/nonexistent", ""},
+		{"/nonexistent/../etc", "/nonexistent", ""},
 	} {
 		got := projectRoots(c.project, c.base)
 		switch {

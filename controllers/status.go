@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,7 +77,7 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 
 	st.SessionCount = int32(len(obs.Sessions))
 	for _, s := range obs.Sessions[:min(len(obs.Sessions), v1alpha1.MaxStatusSessions)] {
-		b := v1alpha1.SessionBinding{ID: s.ID, Client: s.Client, BoundAt: metav1.NewTime(s.BoundAt.Truncate(time.Second))}
+		b := v1alpha1.SessionBinding{ID: s.ID, Client: printableClient(s.Client), BoundAt: metav1.NewTime(s.BoundAt.Truncate(time.Second))}
 		for _, slot := range s.Slots {
 			b.Slots = append(b.Slots, v1alpha1.SlotBinding{Server: slot.Server, Connection: slot.Connection})
 		}
@@ -124,6 +126,28 @@ func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState, names, notes [
 	}
 	ss.Message = truncate(strings.Join(notes, "; "), v1alpha1.MaxErrorLength)
 	return ss
+}
+
+// maxClientName bounds a session's client name in status, as the gateway bounds the name a
+// session announces (paths.MaxSessionName).
+const maxClientName = 128
+
+// printableClient is a client's announced name as status keeps it: any session may announce
+// any bytes, and status is read on terminals and in dashboards, so control characters,
+// bidirectional overrides and invalid UTF-8 are dropped, and the rest is cut to maxClientName
+// bytes on a character's boundary.
+func printableClient(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "") {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			continue
+		}
+		if b.Len()+utf8.RuneLen(r) > maxClientName {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func truncate(s string, n int) string {

@@ -187,3 +187,27 @@ func TestNextDeadline(t *testing.T) {
 		t.Fatalf("nothing pending: %s", got)
 	}
 }
+
+// A session's client name reaches status without control characters, bidirectional overrides
+// or invalid UTF-8, and within maxClientName bytes whole characters.
+func TestPrintableClient(t *testing.T) {
+	long := strings.Repeat("é", 100) // 200 bytes
+	for in, want := range map[string]string{
+		"":                                  "",
+		"claude-code/2.1.0":                 "claude-code/2.1.0",
+		"\x1b]0;owned\x07agent\x1b[2J/1.0":  "]0;ownedagent[2J/1.0",
+		"two\nlines\r\ttab\x7f":             "twolinestab",
+		"c1\u009b31m \u202eexe.txt \u2066x": "c131m exe.txt x",
+		"bad \xff\xfe utf8":                 "bad  utf8",
+		long:                                strings.Repeat("é", 64),
+	} {
+		if got := printableClient(in); got != want {
+			t.Errorf("printableClient(%q) = %q, want %q", in, got, want)
+		}
+	}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	obs := registry.Observation{Sessions: []registry.SessionState{{ID: "s-1", Client: "\x1b]0;owned\x07a/1", BoundAt: now}}}
+	if got := buildStatus(&v1alpha1.ProjectMCP{}, obs, "", 0, now).Sessions[0].Client; got != "]0;owneda/1" {
+		t.Errorf("status keeps the client %q", got)
+	}
+}

@@ -51,7 +51,8 @@ instead. When there is none (no cluster, or no ProjectMCP yet), adopt writes .ds
 alone and leaves the client's file; once the project is served, "projectmcp connect --write"
 points the entries at their endpoints (it replaces an entry that defines the very server
 .dsh/mcp.json has). As with connect, the endpoint must be https://, or http:// on this
-machine, unless --allow-insecure-http.
+machine, unless --allow-insecure-http; and one read from status must be on the gateway
+trusted for the cluster (--gateway-url, or the one the first --write meets; see connect).
 
 Both files are read and written only inside the project folder: a symlink on the way that
 leads out of it (a .vscode linked to the user's own settings) is refused, naming it and
@@ -67,6 +68,8 @@ type adoptOptions struct {
 	wait     time.Duration
 	// insecureHTTP admits a plain http:// endpoint on another machine.
 	insecureHTTP bool
+	// gatewayURL is the gateway the user trusts (--gateway-url), or "".
+	gatewayURL string
 }
 
 func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
@@ -101,6 +104,9 @@ func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 					return usageErrorf("--endpoint: %v", err)
 				}
 			}
+			if err := checkGatewayURL(o.gatewayURL); err != nil {
+				return err
+			}
 			return adopt(cmd.Context(), g, args, format, o, stdout, stderr)
 		},
 	}
@@ -112,6 +118,7 @@ func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	fs.DurationVar(&o.wait, "wait", o.wait, "how long to wait for the ProjectMCP's status.endpoint when it exists without one yet")
 	fs.StringVar(&o.auth, "auth", o.auth, `"auto": ask the endpoint whether it checks bearer tokens; "none"; "bearer": add the Authorization header`)
 	fs.BoolVar(&o.insecureHTTP, insecureHTTPFlag, false, insecureHTTPUsage)
+	fs.StringVar(&o.gatewayURL, gatewayURLFlag, "", gatewayURLUsage)
 	_ = cmd.RegisterFlagCompletionFunc("client", cobra.FixedCompletions([]string{"claude-code", "vscode", "cursor"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("auth", cobra.FixedCompletions([]string{"auto", "none", "bearer"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("project")
@@ -444,6 +451,9 @@ func adopt(ctx context.Context, g *globalFlags, args []string, format clientForm
 		if err := checkEndpoint(endpoint, o.insecureHTTP); err != nil {
 			return fmt.Errorf("%s left as it is, its entries not pointed at the project: %w", a.client.shown, err)
 		}
+		if err := holdAdoptEndpoint(g, args, o, a, endpoint, stderr); err != nil {
+			return fmt.Errorf("%s left as it is, its entries not pointed at the project: %w", a.client.shown, err)
+		}
 		if err := a.planClient(format, endpoint, wantsBearer(ctx, o.auth, endpoint, stderr)); err != nil {
 			return err
 		}
@@ -485,6 +495,27 @@ func adoptEndpoint(ctx context.Context, g *globalFlags, args []string, o adoptOp
 		return "", fmt.Sprintf("projectmcp %s does not exist yet", key)
 	}
 	return obj.Status.Endpoint, ""
+}
+
+// holdAdoptEndpoint holds the endpoints adopt would write, under one read from status, to the
+// cluster's trusted gateway, as connect does; one given with --endpoint is the user's own word.
+func holdAdoptEndpoint(g *globalFlags, args []string, o adoptOptions, a *adoption, endpoint string, stderr io.Writer) error {
+	if o.endpoint != "" {
+		return nil
+	}
+	key, err := connectTarget(g, o.project, args)
+	if err != nil {
+		return err
+	}
+	trust, err := newGatewayTrust(g, o.gatewayURL, o.write)
+	if err != nil {
+		return err
+	}
+	var targets []endpointEntry
+	for _, m := range a.moves {
+		targets = append(targets, endpointEntry{name: m.name, url: v1alpha1.ServerEndpoint(endpoint, m.name), field: projectEndpointField})
+	}
+	return trust.hold(key, targets, stderr)
 }
 
 // writeDsh writes .dsh/mcp.json whole, so the mirror never reads half of it.

@@ -73,6 +73,7 @@ func TestCheckEndpoint(t *testing.T) {
 // --allow-insecure-http writes it; https and loopback http are written as they are.
 func TestConnectRefusesCleartextEndpoints(t *testing.T) {
 	kc := "--kubeconfig=" + apiServer(t).Kubeconfig
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // the --write below trusts its gateway there
 	dsh := `{"mcpServers": {"memory": {"command": "npx"}, "docs": {"url": "https://mcp.example.com/mcp"}}}`
 	cleartext := "http://10.1.2.3:8484/projects/default/clear/mcp"
 	servedAt(t, "clear", dsh, cleartext, nil)
@@ -102,6 +103,8 @@ func TestConnectRefusesCleartextEndpoints(t *testing.T) {
 	}
 
 	// The project's endpoint on TLS, one server's own endpoint in cleartext: refused for it.
+	// (Another gateway than the one trusted above: a config folder that trusts none yet.)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	secure := "https://mcp.example.com/projects/default/mixed/mcp"
 	servedAt(t, "mixed", dsh, secure, map[string]string{"docs": "http://192.0.2.7/projects/default/mixed/servers/docs/mcp"})
 	mixed := filepath.Join(t.TempDir(), "mixed")

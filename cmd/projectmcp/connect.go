@@ -100,9 +100,7 @@ func (c clientFormat) withTokenFlags(audience, serviceAccount string) clientForm
 	if c.helper == "" {
 		return c
 	}
-	if audience != "" {
-		c.helper += " --audience " + shellQuote(audience)
-	}
+	c.helper += audienceArg(audience)
 	if serviceAccount != "" {
 		c.helper += " --service-account " + shellQuote(serviceAccount)
 	}
@@ -178,6 +176,18 @@ func (o orderedObject) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// defaultGatewayAudience is the token audience the chart and config/default give the gateway
+// (--gateway-audience): a token for it cannot call the API server.
+const defaultGatewayAudience = "projectmcp"
+
+// audienceArg is kubectl create token's --audience for the gateway's audience, or nothing.
+func audienceArg(audience string) string {
+	if audience == "" {
+		return ""
+	}
+	return " --audience " + shellQuote(audience)
+}
+
 // defaultEntryName is the name of the entry connect writes.
 const defaultEntryName = "projectmcp"
 
@@ -197,6 +207,8 @@ type connectOptions struct {
 	// tokenAudience and tokenServiceAccount are the flags of the headersHelper written for
 	// Claude Code (projectmcp token's --audience and --service-account).
 	tokenAudience, tokenServiceAccount string
+	// gatewayURL is the gateway the user trusts (--gateway-url), or "".
+	gatewayURL string
 }
 
 const connectLong = `Prints the entries that point an agent at a project's MCP endpoints, as the client's config
@@ -242,10 +254,19 @@ projectmcp dev): over plain http to another machine the agent's bearer token cro
 network in cleartext, to whatever host the ProjectMCP's status names. connect refuses such
 an endpoint, naming it, unless --allow-insecure-http says the network between is trusted;
 the gateway serves TLS with the chart's gateway.tls values (the controller's
---gateway-tls-cert and --gateway-tls-key, with an https --gateway-url).`
+--gateway-tls-cert and --gateway-tls-key, with an https --gateway-url).
+
+The endpoints must also be on the gateway you trust for the kubeconfig's cluster, since
+whoever may write a ProjectMCP's status could otherwise name a host of theirs and collect
+the agents' tokens: --gateway-url names it (scheme and host), or the first --write trusts the
+host status names and says so. Either is kept per cluster in
+${XDG_CONFIG_HOME:-~/.config}/projectmcp/gateways.json; from then on an endpoint on another
+host is refused, naming it and its status field, until --gateway-url names that host. An
+endpoint on this machine (projectmcp dev) is not held to it.`
 
 func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
-	o := connectOptions{client: "claude-code", project: ".", entry: defaultEntryName, auth: "auto", wait: defaultEndpointWait}
+	o := connectOptions{client: "claude-code", project: ".", entry: defaultEntryName, auth: "auto", wait: defaultEndpointWait,
+		tokenAudience: defaultGatewayAudience}
 	cmd := &cobra.Command{
 		Use:   "connect [NAME]",
 		Short: "Print or write the agent config entries for a project's endpoints",
@@ -279,6 +300,9 @@ func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 			case !slices.Contains([]string{"auto", "none", "bearer"}, o.auth):
 				return usageErrorf("--auth must be auto, none or bearer, not %q", o.auth)
 			}
+			if err := checkGatewayURL(o.gatewayURL); err != nil {
+				return err
+			}
 			key, err := connectTarget(g, o.project, args)
 			if err != nil {
 				return err
@@ -296,7 +320,8 @@ func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	fs.DurationVar(&o.wait, "wait", o.wait, "how long to wait for the ProjectMCP's status.endpoint when it exists without one yet (its first reconcile writes it)")
 	fs.StringVar(&o.auth, "auth", o.auth, `"auto": ask the endpoint whether it checks bearer tokens; "none"; "bearer": add the Authorization header`)
 	fs.BoolVar(&o.insecureHTTP, insecureHTTPFlag, false, insecureHTTPUsage)
-	fs.StringVar(&o.tokenAudience, "token-audience", "", `the gateway's --gateway-audience, for the headersHelper "projectmcp token --audience" written for Claude Code`)
+	fs.StringVar(&o.gatewayURL, gatewayURLFlag, "", gatewayURLUsage)
+	fs.StringVar(&o.tokenAudience, "token-audience", o.tokenAudience, `the gateway's --gateway-audience (the chart's and config/default's is projectmcp), for the headersHelper "projectmcp token --audience" written for Claude Code and the kubectl create token hint; "" for a gateway that accepts the API server's own audiences`)
 	fs.StringVar(&o.tokenServiceAccount, "token-service-account", "", `a ServiceAccount (NAME or NAMESPACE/NAME) whose tokens the headersHelper "projectmcp token --service-account" mints`)
 	_ = cmd.RegisterFlagCompletionFunc("client", cobra.FixedCompletions(clientNames(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("auth", cobra.FixedCompletions([]string{"auto", "none", "bearer"}, cobra.ShellCompDirectiveNoFileComp))
@@ -339,6 +364,13 @@ func connect(ctx context.Context, g *globalFlags, key types.NamespacedName, form
 	if err := checkTargets(key, targets, o.insecureHTTP); err != nil {
 		return err
 	}
+	trust, err := newGatewayTrust(g, o.gatewayURL, o.write)
+	if err != nil {
+		return err
+	}
+	if err := trust.hold(key, targets, stderr); err != nil {
+		return err
+	}
 	bearer := wantsBearer(ctx, o.auth, obj.Status.Endpoint, stderr)
 	want := connectWants(format, obj, targets, bearer)
 	if !o.write {
@@ -364,8 +396,8 @@ func connect(ctx context.Context, g *globalFlags, key types.NamespacedName, form
 			fmt.Fprintf(stderr, "projectmcp is not on this PATH: put it there, or the agent cannot run %q.\n", format.helper)
 		}
 	case bearer:
-		fmt.Fprintf(stderr, "The gateway checks a Kubernetes bearer token: %s, e.g.\n  export %s=$(kubectl create token SERVICEACCOUNT -n %s)\n"+
-			"and the token's user needs the verb \"use\" on projectmcp %s.\n", tokenHint(format), tokenEnv, key.Namespace, key)
+		fmt.Fprintf(stderr, "The gateway checks a Kubernetes bearer token: %s, e.g.\n  export %s=$(kubectl create token SERVICEACCOUNT -n %s%s)\n"+
+			"and the token's user needs the verb \"use\" on projectmcp %s.\n", tokenHint(format), tokenEnv, key.Namespace, audienceArg(o.tokenAudience), key)
 	}
 	return nil
 }
@@ -379,11 +411,14 @@ func wantsBearer(ctx context.Context, auth, endpoint string, stderr io.Writer) b
 	return auth == "bearer"
 }
 
-// endpointEntry is one entry connect writes: its name, the URL it points at, and the server
-// it serves ("" for the project's endpoint).
+// endpointEntry is one entry connect writes: its name, the URL it points at, the server it
+// serves ("" for the project's endpoint), and the status field the URL comes from.
 type endpointEntry struct {
-	name, url, server string
+	name, url, server, field string
 }
+
+// projectEndpointField is the status field of a project's endpoint.
+const projectEndpointField = "status.endpoint"
 
 // connectEntries is what connect points an agent at: one entry per enabled server, named as
 // the server and pointing at its own endpoint, so that the agent names the tools as it would
@@ -392,7 +427,7 @@ type endpointEntry struct {
 // contract's URL under the project's (a server added a moment ago has no status yet).
 func connectEntries(key types.NamespacedName, obj *v1alpha1.ProjectMCP, aggregate bool, entry string) ([]endpointEntry, error) {
 	if aggregate {
-		return []endpointEntry{{name: entry, url: obj.Status.Endpoint}}, nil
+		return []endpointEntry{{name: entry, url: obj.Status.Endpoint, field: projectEndpointField}}, nil
 	}
 	own := map[string]string{}
 	for _, s := range obj.Status.Servers {
@@ -403,11 +438,11 @@ func connectEntries(key types.NamespacedName, obj *v1alpha1.ProjectMCP, aggregat
 		if s.Disabled {
 			continue
 		}
-		url := own[s.Name]
+		url, field := own[s.Name], fmt.Sprintf("status.servers[%s].endpoint", s.Name)
 		if url == "" {
-			url = v1alpha1.ServerEndpoint(obj.Status.Endpoint, s.Name)
+			url, field = v1alpha1.ServerEndpoint(obj.Status.Endpoint, s.Name), projectEndpointField
 		}
-		out = append(out, endpointEntry{name: s.Name, url: url, server: s.Name})
+		out = append(out, endpointEntry{name: s.Name, url: url, server: s.Name, field: field})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("projectmcp %s has no enabled server to connect (--aggregate points one entry at the project's endpoint)", key)
@@ -442,6 +477,17 @@ func checkEndpoint(endpoint string, insecureHTTP bool) error {
 	return fmt.Errorf("the endpoint %s is plain http to another machine: the agent's bearer token would cross the network in cleartext. "+
 		"Serve the gateway over TLS (the chart's gateway.tls values; the controller's --gateway-tls-cert and --gateway-tls-key with an https --gateway-url), "+
 		"or pass --%s if the network between is trusted", endpoint, insecureHTTPFlag)
+}
+
+// checkGatewayURL refuses a --gateway-url that names no gateway, before any cluster is asked.
+func checkGatewayURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	if _, err := originOf(raw); err != nil {
+		return usageErrorf("--%s: %v", gatewayURLFlag, err)
+	}
+	return nil
 }
 
 // checkTargets checks every endpoint connect would write, naming the project and the entry.

@@ -132,7 +132,8 @@ func TestConnectBearerToken(t *testing.T) {
 		}
 	}
 
-	ctl := startMain(t, t.TempDir(), nil, os.Args[0], "controller", kc, "--gateway-auth", "kubernetes",
+	// The gateway has the chart's audience, which connect's helper and hint ask for by default.
+	ctl := startMain(t, t.TempDir(), nil, os.Args[0], "controller", kc, "--gateway-auth", "kubernetes", "--gateway-audience", "projectmcp",
 		"--gateway-bind-address", "127.0.0.1:0", "--leader-elect=false", "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	testutil.EventuallyOK(t, 60*time.Second, "the controller's endpoint in status", func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
@@ -148,7 +149,7 @@ func TestConnectBearerToken(t *testing.T) {
 	// Each client's form, printed: the gateway answered 401 to connect's question.
 	for client, header := range map[string]string{
 		"json":        `"Authorization": "Bearer ${PROJECTMCP_TOKEN}"`,
-		"claude-code": `"headersHelper": "projectmcp token"`,
+		"claude-code": `"headersHelper": "projectmcp token --audience projectmcp"`,
 		"cursor":      `"Authorization": "Bearer ${env:PROJECTMCP_TOKEN}"`,
 		"vscode":      `"Authorization": "Bearer ${input:projectmcp-token}"`,
 	} {
@@ -156,13 +157,18 @@ func TestConnectBearerToken(t *testing.T) {
 		if !strings.Contains(stdout, header) || !strings.Contains(stdout, v1alpha1.ServerEndpoint(endpoint, "a")) {
 			t.Errorf("%s: printed\n%s", client, stdout)
 		}
-		hint := "export PROJECTMCP_TOKEN=$(kubectl create token SERVICEACCOUNT -n default)"
+		hint := "export PROJECTMCP_TOKEN=$(kubectl create token SERVICEACCOUNT -n default --audience projectmcp)"
 		if client == "claude-code" {
-			hint = `the agent runs "projectmcp token" for it at connect and after a 401`
+			hint = `the agent runs "projectmcp token --audience projectmcp" for it at connect and after a 401`
 		}
 		if !strings.Contains(stderr, hint) {
 			t.Errorf("%s: no hint about the token:\n%s", client, stderr)
 		}
+	}
+	// A gateway that accepts the API server's own audiences: --token-audience "".
+	if stdout, stderr := runCode(t, exitOK, "connect", "guarded", "--client", "claude-code", "--token-audience", "", kc); !strings.Contains(stdout, `"headersHelper": "projectmcp token"`) ||
+		strings.Contains(stderr, "--audience") {
+		t.Errorf("--token-audience \"\":\n%s\n%s", stdout, stderr)
 	}
 	if stdout, _ := runCode(t, exitOK, "connect", "guarded", "--client", "json", "--auth", "none", kc); strings.Contains(stdout, "Authorization") {
 		t.Errorf("--auth none must leave the header out:\n%s", stdout)

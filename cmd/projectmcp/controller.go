@@ -53,6 +53,7 @@ import (
 type controllerFlags struct {
 	kubeconfig     string // the global --kubeconfig
 	metricsAddr    string
+	metricsSecure  bool
 	projectLabels  bool // --metrics-project-labels
 	probeAddr      string
 	pprofAddr      string
@@ -139,6 +140,7 @@ func defaultControllerFlags() controllerFlags {
 func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all := pflag.NewFlagSet("controller", pflag.ContinueOnError)
 	all.StringVar(&f.metricsAddr, "metrics-bind-address", f.metricsAddr, `metrics endpoint address ("0" disables)`)
+	all.BoolVar(&f.metricsSecure, "metrics-secure", f.metricsSecure, `serve /metrics over HTTPS (a self-signed certificate) to callers whose bearer token passes a TokenReview and who may "get" the non-resource URL /metrics (a SubjectAccessReview; the ClusterRole projectmcp-metrics-reader grants it)`)
 	all.BoolVar(&f.projectLabels, "metrics-project-labels", f.projectLabels, "label metrics with the project's namespace and name (project_namespace, project): series for every project")
 	all.StringVar(&f.probeAddr, "health-probe-bind-address", f.probeAddr, `healthz/readyz address ("0" disables)`)
 	all.StringVar(&f.pprofAddr, "pprof-bind-address", f.pprofAddr, `address of Go's /debug/pprof endpoints, for profiling a live controller ("0" disables; keep it on loopback: it has no authentication)`)
@@ -313,6 +315,16 @@ func (f *controllerFlags) checkLeaseTimings() error {
 	return nil
 }
 
+// metricsOptions serves /metrics on --metrics-bind-address; with --metrics-secure over TLS and
+// to authenticated, authorized callers only (metricsauth.go).
+func (f *controllerFlags) metricsOptions() (metricsserver.Options, error) {
+	o := metricsserver.Options{BindAddress: f.metricsAddr}
+	if !f.metricsSecure || f.metricsAddr == "0" {
+		return o, nil
+	}
+	return metricsSecureOptions(o)
+}
+
 // newManager wires the registry, the reconciler and the gateway into a manager. The gateway is
 // nil when it is off.
 func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *gateway.Gateway, err error) {
@@ -324,9 +336,13 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 	if err != nil {
 		return nil, nil, err
 	}
+	metricsOpts, err := f.metricsOptions()
+	if err != nil {
+		return nil, nil, err
+	}
 	mgr, err = ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
+		Metrics:                metricsOpts,
 		HealthProbeBindAddress: f.probeAddr,
 		PprofBindAddress:       f.pprofAddr,
 		// The buckets' Leases, not one leader's, say which replica serves what (buckets.go).

@@ -33,7 +33,19 @@ func TestMain(m *testing.M) {
 	case os.Getenv(bareProxyEnvVar) != "":
 		serveBareProxy(os.Getenv(bareProxyEnvVar))
 	}
-	code := m.Run()
+	code := isolatedConfig(m)
 	controlPlane.Stop()
 	os.Exit(code)
+}
+
+// isolatedConfig runs the tests with a config folder of their own: connect and adopt keep the
+// gateways they trust there, and a test must neither read nor change the user's.
+func isolatedConfig(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "projectmcp-config-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Setenv("XDG_CONFIG_HOME", dir)
+	return m.Run()
 }

@@ -3,13 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +30,9 @@ import (
 
 // The generated RBAC is enough: the controller runs as its ServiceAccount (impersonated) with
 // leader election, finalizers, status, events, Secrets, TokenReview and the allowlist, and a
-// ProjectMCP reaches Ready; a command outside the allowlist is refused in status.
+// ProjectMCP reaches Ready; a command outside the allowlist is refused in status. And it is no
+// more than that for Leases: the ServiceAccount may not write one outside its own namespace,
+// where the bucket Leases are.
 func TestGeneratedRBACSuffices(t *testing.T) {
 	env := apiServer(t)
 	ctx := context.Background()
@@ -42,13 +47,17 @@ func TestGeneratedRBACSuffices(t *testing.T) {
 			t.Fatal(err)
 		}
 		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			t.Fatal(err)
-		}
-		env.DeleteOnCleanup(t, u)
-		if err := env.Client.Create(ctx, u); err != nil {
-			t.Fatalf("%s: %v", f, err)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			env.DeleteOnCleanup(t, u)
+			if err := env.Client.Create(ctx, u); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
 		}
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tokens", Namespace: "default",
@@ -117,5 +126,17 @@ func TestGeneratedRBACSuffices(t *testing.T) {
 	})
 	if len(obj.Finalizers) == 0 {
 		t.Fatal("the finalizer must be set (update permission)")
+	}
+
+	as, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"default", "kube-system"} {
+		forged := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "projectmcp-bucket-0", Namespace: ns}}
+		if err := as.Create(ctx, forged); !apierrors.IsForbidden(err) {
+			_ = env.Client.Delete(ctx, forged)
+			t.Errorf("the controller's ServiceAccount creating a Lease in %s: %v, want forbidden", ns, err)
+		}
 	}
 }

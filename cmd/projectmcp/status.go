@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -34,30 +36,34 @@ for their turn now and ever, last error), then the sessions.`,
 	})
 }
 
+// printStatus prints a project's status. Every string that a client, a server or an author
+// chose passes through shown: status is readable by anyone with get, and a raw escape sequence
+// would act on the operator's terminal.
 func printStatus(w io.Writer, obj *v1alpha1.ProjectMCP) {
 	st := obj.Status
-	fmt.Fprintf(w, "projectmcp %s/%s\n  endpoint: %s\n", obj.Namespace, obj.Name, st.Endpoint)
+	fmt.Fprintf(w, "projectmcp %s/%s\n  endpoint: %s\n", obj.Namespace, obj.Name, shown(st.Endpoint))
 	if o := st.Owner; o != nil {
-		fmt.Fprintf(w, "  served by: %s (bucket %d, epoch %d)\n", o.Replica, o.Bucket, o.Epoch)
+		fmt.Fprintf(w, "  served by: %s (bucket %d, epoch %d)\n", shown(o.Replica), o.Bucket, o.Epoch)
 	}
 	for _, t := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionDegraded, v1alpha1.ConditionConfigSynced} {
 		if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
-			fmt.Fprintf(w, "  %s: %s (%s) %s\n", t, c.Status, c.Reason, c.Message)
+			fmt.Fprintf(w, "  %s: %s (%s) %s\n", t, c.Status, shown(c.Reason), shown(c.Message))
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nSERVER\tPHASE\tCONNECTION\tTOOLS\tSESSIONS\tWAITING\tWAITED\tLAST ERROR")
 	for _, s := range st.Servers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", s.Name, s.Phase, dash(s.Connection), s.ToolCount, s.Sessions, s.Waiting, s.Waited, dash(s.LastError))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", shown(s.Name), s.Phase, dash(shown(s.Connection)),
+			s.ToolCount, s.Sessions, s.Waiting, s.Waited, dash(shown(s.LastError)))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n%d sessions\n", st.SessionCount)
 	for _, s := range st.Sessions {
 		var slots []string
 		for _, sl := range s.Slots {
-			slots = append(slots, sl.Server+"→"+dash(sl.Connection))
+			slots = append(slots, shown(sl.Server)+"→"+dash(shown(sl.Connection)))
 		}
-		fmt.Fprintf(w, "  %s  %s  since %s  %s\n", s.ID, dash(s.Client), s.BoundAt.Format("15:04:05"), strings.Join(slots, " "))
+		fmt.Fprintf(w, "  %s  %s  since %s  %s\n", shown(s.ID), dash(shown(s.Client)), s.BoundAt.Format("15:04:05"), strings.Join(slots, " "))
 	}
 }
 
@@ -66,4 +72,26 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// shown is s safe to print on a terminal: control characters (ESC, BEL, CR, tab and newline
+// among them, so no ANSI or OSC sequence and no rewritten line), bidirectional overrides
+// (which reorder what is read) and invalid UTF-8 are written as Go escapes; the rest is kept.
+func shown(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r < 0x80 && unicode.IsControl(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }

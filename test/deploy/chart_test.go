@@ -142,6 +142,18 @@ func TestChartDefaultsMatchConfigDefault(t *testing.T) {
 	same("ClusterRole", "projectmcp-controller", "rules")
 	same("ClusterRoleBinding", "projectmcp-controller", "roleRef")
 	same("ClusterRoleBinding", "projectmcp-controller", "subjects")
+	same("Role", "projectmcp-controller", "rules")
+	same("RoleBinding", "projectmcp-controller", "roleRef")
+	same("RoleBinding", "projectmcp-controller", "subjects")
+	same("ClusterRole", "projectmcp-metrics-reader", "rules")
+	// The bucket Leases are the Role's, in the controller's namespace alone: the ClusterRole
+	// grants no Lease anywhere.
+	if rules := fmt.Sprint(Find(chart, "ClusterRole", "projectmcp-controller").Object["rules"]); strings.Contains(rules, "leases") {
+		t.Errorf("the ClusterRole grants Leases in every namespace: %s", rules)
+	}
+	if rules := fmt.Sprint(Find(chart, "Role", "projectmcp-controller").Object["rules"]); !strings.Contains(rules, "leases") {
+		t.Errorf("the Role grants no Leases: %s", rules)
+	}
 	same("Deployment", "projectmcp-controller", "spec", "replicas")
 	same("Deployment", "projectmcp-controller", "spec", "template", "spec")
 	for _, svc := range []string{"projectmcp-gateway", "projectmcp-metrics"} {
@@ -189,7 +201,9 @@ func TestChartAllFeatures(t *testing.T) {
 		"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s",
 		"--gateway-bind-address=:9484", "--metrics-bind-address=:9090", "--metrics-project-labels", "--health-probe-bind-address=:9081",
 		"--gateway-auth=kubernetes", "--gateway-tls-cert=/etc/projectmcp/gateway-tls/tls.crt", "--gateway-tls-key=/etc/projectmcp/gateway-tls/tls.key",
-		"--gateway-audience=projectmcp", "--gateway-audience=mcp.example.com", "--buckets=16"} {
+		"--gateway-audience=projectmcp", "--gateway-audience=mcp.example.com", "--buckets=16",
+		"--gateway-oauth-issuer=https://issuer.example.com", "--gateway-oauth-issuer=https://login.example.com/tenant",
+		"--gateway-oauth-scope=openid", "--gateway-oauth-scope=mcp", "--project-root-base=/srv/projects", "--metrics-secure"} {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("args lack %s: %q", arg, c.Args)
 		}
@@ -246,6 +260,10 @@ func TestChartAllFeatures(t *testing.T) {
 		!strings.Contains(fmt.Sprint(crb.Object["subjects"]), "name:mcp-controller namespace:projectmcp-system") {
 		t.Errorf("the ClusterRoleBinding must name the ServiceAccount: %v", crb)
 	}
+	if rb := Find(objs, "RoleBinding", "projectmcp-controller"); rb == nil || rb.GetNamespace() != "projectmcp-system" ||
+		!strings.Contains(fmt.Sprint(rb.Object["subjects"]), "name:mcp-controller namespace:projectmcp-system") {
+		t.Errorf("the RoleBinding of the Leases must name the ServiceAccount, in the release's namespace: %v", rb)
+	}
 
 	var gw, metrics corev1.Service
 	if err := Convert(Find(objs, "Service", "projectmcp-gateway"), &gw); err != nil {
@@ -282,8 +300,45 @@ func TestChartAllFeatures(t *testing.T) {
 		t.Errorf("ServiceMonitor selector %v: metrics Service labels %v, gateway Service labels %v", sel, metrics.Labels, gw.Labels)
 	}
 	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
-	if d := cmp.Diff([]any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}}, endpoints); d != "" {
+	// HTTPS with Prometheus's own token, which --metrics-secure reviews.
+	if d := cmp.Diff([]any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s",
+		"scheme": "https", "tlsConfig": map[string]any{"insecureSkipVerify": true},
+		"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}}, endpoints); d != "" {
 		t.Errorf("ServiceMonitor endpoints (-want +have):\n%s", d)
+	}
+}
+
+// The defaults that keep tokens, files and metrics to themselves: the gateway accepts tokens for
+// its own audience only (not the API server's), no project's folder is a root (no project lies
+// under /nonexistent, so spec.project "/" hands a filesystem server nothing), and /metrics is
+// served over TLS to reviewed, authorized callers. Turned off, the flags go.
+func TestChartSecureDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		set  []string
+		want map[string][]string
+	}{
+		{want: map[string][]string{"gateway-audience": {"projectmcp"}, "project-root-base": {"/nonexistent"}, "metrics-secure": {""}}},
+		{set: []string{"--set", "gateway.audiences=null,projectRootBase=,metrics.secure=false"}, want: map[string][]string{}},
+	} {
+		objs, _ := render(t, tc.set...)
+		_, c, err := Controller(objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkArgsParse(t, imageBinary(t), c.Args)
+		for _, flag := range []string{"gateway-audience", "project-root-base", "gateway-oauth-issuer", "gateway-oauth-scope", "metrics-secure"} {
+			var got []string
+			for _, a := range c.Args {
+				if v, ok := strings.CutPrefix(a, "--"+flag+"="); ok {
+					got = append(got, v)
+				} else if a == "--"+flag {
+					got = append(got, "")
+				}
+			}
+			if !slices.Equal(got, tc.want[flag]) {
+				t.Errorf("%v: --%s %q, want %q", tc.set, flag, got, tc.want[flag])
+			}
+		}
 	}
 }
 
@@ -299,13 +354,16 @@ func TestChartOptionalPartsOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkArgsParse(t, imageBinary(t), c.Args)
+	if slices.Contains(c.Args, "--metrics-secure") || Find(objs, "ClusterRole", "projectmcp-metrics-reader") != nil {
+		t.Errorf("metrics off: --metrics-secure or the metrics-reader ClusterRole rendered: %q", c.Args)
+	}
 	if v, _ := FlagValue(c.Args, "metrics-bind-address"); v != "0" || Find(objs, "Service", "projectmcp-metrics") != nil {
 		t.Errorf("metrics off: --metrics-bind-address=%s, metrics Service %v", v, Find(objs, "Service", "projectmcp-metrics"))
 	}
 	if dep.Spec.Template.Spec.ServiceAccountName != "existing" {
 		t.Errorf("serviceAccountName %q", dep.Spec.Template.Spec.ServiceAccountName)
 	}
-	for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ServiceMonitor", "Certificate"} {
+	for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceMonitor", "Certificate"} {
 		if n := len(OfKind(objs, kind)); n != 0 {
 			t.Errorf("%d %s rendered", n, kind)
 		}
@@ -338,6 +396,9 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"image.variant=python", "/image/variant"},
 		{"gateway.port=70000", "/gateway/port"},
 		{"allowCommands[0]=", "/allowCommands/0"},
+		{"gateway.oauth.scopes={openid}", "gateway.oauth.scopes: scopes need gateway.oauth.issuers"},
+		{"gateway.oauth.issuers={http://issuer.example.com}", "/gateway/oauth/issuers/0"},
+		{"projectRootBase=projects", "/projectRootBase"},
 	} {
 		out, err := helm(t, "template", "projectmcp", chartDir, "--set", tc.set)
 		if err == nil || !strings.Contains(out, tc.want) {

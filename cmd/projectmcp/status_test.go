@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+)
+
+// shown keeps printable text and writes whatever could act on a terminal as an escape.
+func TestShown(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                          "",
+		"claude-code/2.1.0":         "claude-code/2.1.0",
+		"café ✓ 日本":                 "café ✓ 日本",
+		"\x1b[2J\x1b[Hfake":         `\x1b[2J\x1b[Hfake`,
+		"\x1b]0;pwned\x07title":     `\x1b]0;pwned\x07title`,
+		"line\rover":                `line\x0dover`,
+		"two\nlines\tand tab":       `two\x0alines\x09and tab`,
+		"del\x7f":                   `del\x7f`,
+		"c1 \u009b31m":              `c1 \u009b31m`,
+		"rtl \u202eexe.txt":         `rtl \u202eexe.txt`,
+		"isolate \u2066x\u2069":     `isolate \u2066x\u2069`,
+		"bad \xff\xfe utf8":         `bad \xff\xfe utf8`,
+		"cut multibyte \xe6\x97":    `cut multibyte \xe6\x97`,
+		"a literal backslash \\x1b": `a literal backslash \x1b`,
+	} {
+		if got := shown(in); got != want {
+			t.Errorf("shown(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// What status prints holds no control byte, whatever a client announced or a server's error
+// said.
+func TestStatusPrintsNoControlCharacters(t *testing.T) {
+	evil := "\x1b]0;owned\x07\x1b[1A\x1b[2K\r"
+	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
+	obj.Status = v1alpha1.ProjectMCPStatus{
+		Endpoint:   "http://gw/" + evil,
+		Owner:      &v1alpha1.ProjectOwner{Replica: "r" + evil},
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: "False", Reason: "R", Message: "m" + evil}},
+		Servers:    []v1alpha1.ServerStatus{{Name: "s", Connection: "c" + evil, LastError: "upstream said " + evil}},
+		Sessions: []v1alpha1.SessionBinding{{ID: "s-1", Client: "agent" + evil,
+			Slots: []v1alpha1.SlotBinding{{Server: "s", Connection: "c" + evil}}}},
+		SessionCount: 1,
+	}
+	var out bytes.Buffer
+	printStatus(&out, obj)
+	for _, line := range strings.Split(out.String(), "\n") {
+		for _, r := range line {
+			if r < 0x20 || r == 0x7f {
+				t.Fatalf("status printed control character %q in line %q", r, line)
+			}
+		}
+	}
+	if !strings.Contains(out.String(), `agent\x1b]0;owned\x07`) {
+		t.Errorf("the client's name is not shown escaped:\n%s", out.String())
+	}
+}
