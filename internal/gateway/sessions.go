@@ -41,7 +41,10 @@ var errNotOwner = errors.New("session not found")
 type sessions struct {
 	mu      sync.Mutex
 	records map[string]*session
-	held    map[string]int // principal → sessions it owns
+	// principals counts each principal's sessions on every endpoint of the project together
+	// (the project endpoint's table and its per-server endpoints' share one), so that opening
+	// sessions on each endpoint does not multiply an identity's bound.
+	principals *principals
 
 	// The project's log level (notify.go): a session has set one (leveled); relevel's
 	// goroutine runs (leveling) and the levels changed since it last applied them (levelStale).
@@ -111,7 +114,8 @@ func (t *sessions) tidy(ref string, r *session) {
 }
 
 // own records that the session ref belongs to principal. It refuses (with the reason) a
-// session another principal owns, and a new one past max sessions of principal's.
+// session another principal owns, and a new one past max sessions of principal's on every
+// endpoint of the project together.
 func (t *sessions) own(ref, principal string, max int, project string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -121,16 +125,13 @@ func (t *sessions) own(ref, principal string, max int, project string) error {
 		return nil
 	case r.owned:
 		return errNotOwner
-	case t.held[principal] >= max:
+	}
+	if n, ok := t.shared().take(principal, ref, max); !ok {
 		t.tidy(ref, r)
 		return fmt.Errorf("this identity holds %d sessions of projectmcp %s, the most one identity may (--max-sessions-per-principal); end one first",
-			t.held[principal], project)
+			n, project)
 	}
 	r.owner, r.owned = principal, true
-	if t.held == nil {
-		t.held = map[string]int{}
-	}
-	t.held[principal]++
 	return nil
 }
 
@@ -142,12 +143,67 @@ func (t *sessions) disown(ref string) {
 	if r == nil || !r.owned {
 		return
 	}
-	if t.held[r.owner]--; t.held[r.owner] <= 0 {
-		delete(t.held, r.owner)
-	}
+	t.shared().give(r.owner, ref)
 	r.owner, r.owned = "", false
 	r.who, r.grants, r.grantsFor, r.grantsAt = access.Identity{}, nil, nil, time.Time{}
 	t.tidy(ref, r)
+}
+
+// shared is the principals' table, made for a table that shares none; t.mu is held.
+func (t *sessions) shared() *principals {
+	if t.principals == nil {
+		t.principals = &principals{}
+	}
+	return t.principals
+}
+
+// principals are the sessions each principal owns on a project's endpoints, under a lock of its
+// own that is taken with a session table's held and takes no other (a leaf).
+type principals struct {
+	mu sync.Mutex
+	// refs: principal → session ref → the endpoints that own it. A stateless session used
+	// on several endpoints has one ref on each (its name is the project's), and is one session.
+	refs map[string]map[string]int
+}
+
+// take counts ref among principal's sessions; false (with how many it holds) when it is a new
+// one past max.
+func (o *principals) take(principal, ref string, max int) (int, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	held := o.refs[principal]
+	if held[ref] == 0 && len(held) >= max {
+		return len(held), false
+	}
+	if held == nil {
+		if o.refs == nil {
+			o.refs = map[string]map[string]int{}
+		}
+		held = map[string]int{}
+		o.refs[principal] = held
+	}
+	held[ref]++
+	return len(held), true
+}
+
+// give takes back one endpoint's ownership of ref.
+func (o *principals) give(principal, ref string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	held := o.refs[principal]
+	if held[ref]--; held[ref] <= 0 {
+		delete(held, ref)
+	}
+	if len(held) == 0 {
+		delete(o.refs, principal)
+	}
+}
+
+// count is how many sessions principal holds.
+func (o *principals) count(principal string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.refs[principal])
 }
 
 // foreign reports whether a session is owned by a principal other than principal. An unknown

@@ -179,3 +179,40 @@ func TestSessionTableGrants(t *testing.T) {
 		t.Errorf("a released session still holds db: %v", holders)
 	}
 }
+
+// The principals' table counts sessions, not endpoints: a session owned on two endpoints is
+// one of its principal's, a new one past the bound is refused, and the count falls only when
+// the last endpoint gives a session back.
+func TestPrincipalsCountSessions(t *testing.T) {
+	shared := &principals{}
+	project, view := sessions{principals: shared}, sessions{principals: shared}
+	for _, step := range []struct {
+		name      string
+		tab       *sessions
+		ref       string
+		principal string
+		ok        bool
+	}{
+		{"a first session", &project, "a", "alice", true},
+		{"the same session on a per-server endpoint", &view, "a", "alice", true},
+		{"a second session on the per-server endpoint", &view, "b", "alice", true},
+		{"a third, on the project endpoint", &project, "c", "alice", false},
+		{"another identity", &view, "c", "bob", true},
+	} {
+		if err := step.tab.own(step.ref, step.principal, 2, "ns/p"); (err == nil) != step.ok {
+			t.Fatalf("%s: %v, want ok=%v", step.name, err, step.ok)
+		}
+	}
+	if n := shared.count("alice"); n != 2 {
+		t.Fatalf("alice holds %d sessions, want 2", n)
+	}
+	view.disown("a")
+	if n := shared.count("alice"); n != 2 {
+		t.Fatalf("a session still owned on the project endpoint counts: alice holds %d, want 2", n)
+	}
+	project.disown("a")
+	view.disown("b")
+	if n := shared.count("alice"); n != 0 || len(shared.refs) != 1 {
+		t.Fatalf("alice holds %d sessions, %d principals counted; want 0 and bob alone", n, len(shared.refs))
+	}
+}
