@@ -79,8 +79,9 @@ type session struct {
 	grantsFor *paths.Routes
 	grantsAt  time.Time
 
-	subs  map[string]string             // subscribed URI → server (pendingSubscription while under way)
-	calls map[string]context.CancelFunc // forwarded calls in flight, by JSON-RPC id as sent (1 and "1" differ)
+	subs   map[string]string             // subscribed URI → server (pendingSubscription while under way)
+	subsOf string                        // the principal whose share subs count toward
+	calls  map[string]context.CancelFunc // forwarded calls in flight, by JSON-RPC id as sent (1 and "1" differ)
 }
 
 // activity is a stateful session's request count and when its last request ended.
@@ -164,6 +165,8 @@ type principals struct {
 	// refs: principal → session ref → the endpoints that own it. A stateless session used
 	// on several endpoints has one ref on each (its name is the project's), and is one session.
 	refs map[string]map[string]int
+	// subs: principal → the resource subscriptions its sessions hold, on every endpoint.
+	subs map[string]int
 }
 
 // take counts ref among principal's sessions; false (with how many it holds) when it is a new
@@ -196,6 +199,36 @@ func (o *principals) give(principal, ref string) {
 	}
 	if len(held) == 0 {
 		delete(o.refs, principal)
+	}
+}
+
+// subscribe counts one more subscription of principal's sessions; false (with how many they
+// hold) past whose.
+func (o *principals) subscribe(principal string, whose int) (int, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := o.subs[principal]
+	if n >= whose {
+		return n, false
+	}
+	if o.subs == nil {
+		o.subs = map[string]int{}
+	}
+	o.subs[principal] = n + 1
+	return n + 1, true
+}
+
+// unsubscribe counts n fewer subscriptions of principal's sessions.
+func (o *principals) unsubscribe(principal string, n int) {
+	if n == 0 {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if left := o.subs[principal] - n; left > 0 {
+		o.subs[principal] = left
+	} else {
+		delete(o.subs, principal)
 	}
 }
 
@@ -463,25 +496,42 @@ func (t *sessions) releveled() bool {
 	return true
 }
 
-// claim makes ref's subscription entry for uri, pending; false when it has one already (nil
-// error) or holds max (the error names the bound).
-func (t *sessions) claim(ref, uri string, max int) (bool, error) {
+// claim makes ref's subscription entry for uri, pending, on principal's share; false when it
+// has one already (nil error), or when the session holds max or its principal's sessions
+// whose together (the error names the bound).
+func (t *sessions) claim(ref, principal, uri string, max, whose int) (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.record(ref)
 	if _, ok := r.subs[uri]; ok {
 		return false, nil
 	}
+	if len(r.subs) == 0 {
+		r.subsOf = principal
+	}
 	if n := len(r.subs); n >= max {
 		t.tidy(ref, r)
 		return false, fmt.Errorf(
 			"this session holds %d resource subscriptions, the most one session may (--max-subscriptions-per-session); unsubscribe one first", n)
+	}
+	if n, ok := t.shared().subscribe(r.subsOf, whose); !ok {
+		t.tidy(ref, r)
+		return false, fmt.Errorf(
+			"this identity's sessions hold %d resource subscriptions, the most one identity may (%d times --max-subscriptions-per-session); unsubscribe one first", n, subscriptionsPerPrincipal)
 	}
 	if r.subs == nil {
 		r.subs = map[string]string{}
 	}
 	r.subs[uri] = pendingSubscription
 	return true, nil
+}
+
+// unsub takes r's subscription to uri out, and off its principal's share; t.mu is held.
+func (t *sessions) unsub(r *session, uri string) {
+	if _, ok := r.subs[uri]; ok {
+		delete(r.subs, uri)
+		t.shared().unsubscribe(r.subsOf, 1)
+	}
 }
 
 // settle ends a claim: the subscription is server's when the upstream subscribe succeeded
@@ -497,7 +547,7 @@ func (t *sessions) settle(ref, uri, server string, ok bool) (still bool) {
 		if ok {
 			r.subs[uri] = server
 		} else {
-			delete(r.subs, uri)
+			t.unsub(r, uri)
 			t.tidy(ref, r)
 		}
 	}
@@ -513,7 +563,7 @@ func (t *sessions) unsubscribe(ref, uri string) (server string, ok bool) {
 		return "", false
 	}
 	server, ok = r.subs[uri]
-	delete(r.subs, uri)
+	t.unsub(r, uri)
 	t.tidy(ref, r)
 	return server, ok
 }
@@ -523,6 +573,7 @@ func (t *sessions) dropSubscriptions(ref string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r := t.records[ref]; r != nil {
+		t.shared().unsubscribe(r.subsOf, len(r.subs))
 		r.subs = nil
 		t.tidy(ref, r)
 	}
