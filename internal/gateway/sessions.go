@@ -167,6 +167,8 @@ type principals struct {
 	refs map[string]map[string]int
 	// subs: principal → the resource subscriptions its sessions hold, on every endpoint.
 	subs map[string]int
+	// listens: principal → its sessions' open listens, and session ref → its own.
+	listens, sessionListens map[string]int
 }
 
 // take counts ref among principal's sessions; false (with how many it holds) when it is a new
@@ -229,6 +231,37 @@ func (o *principals) unsubscribe(principal string, n int) {
 		o.subs[principal] = left
 	} else {
 		delete(o.subs, principal)
+	}
+}
+
+// listen counts one more open listen of ref's, principal's session; an error naming the bound
+// when the session holds perSession or its principal's sessions perPrincipal.
+func (o *principals) listen(principal, ref string, perSession, perPrincipal int) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.sessionListens[ref] >= perSession:
+		return fmt.Errorf("this session has %d listens open, the most one session may; end one first", o.sessionListens[ref])
+	case o.listens[principal] >= perPrincipal:
+		return fmt.Errorf("this identity's sessions have %d listens open, the most one identity may (--max-sessions-per-principal); end one first", o.listens[principal])
+	}
+	if o.listens == nil {
+		o.listens, o.sessionListens = map[string]int{}, map[string]int{}
+	}
+	o.listens[principal]++
+	o.sessionListens[ref]++
+	return nil
+}
+
+// unlisten counts a listen listen counted that has ended.
+func (o *principals) unlisten(principal, ref string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.listens[principal]--; o.listens[principal] <= 0 {
+		delete(o.listens, principal)
+	}
+	if o.sessionListens[ref]--; o.sessionListens[ref] <= 0 {
+		delete(o.sessionListens, ref)
 	}
 }
 
