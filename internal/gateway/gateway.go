@@ -296,6 +296,7 @@ func (g *Gateway) run(ctx context.Context) {
 				p.expireStateless(now)
 				p.expireStateful(now)
 				p.reapClosed()
+				p.endRevoked(now)  // revoked.go
 				p.grants.regrant() // grants older than grantsFresh, in the background
 			}
 		}

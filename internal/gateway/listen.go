@@ -56,7 +56,8 @@ const listenDelay = 10 * time.Millisecond
 type listen struct {
 	id      json.RawMessage // the request's id, as the SDK writes it back
 	session string          // the session's ref
-	who     access.Identity // who opened it (its principal's share; never shown)
+	who     access.Identity // who opened it (its principal's share, its access; never shown)
+	began   time.Time       // when it opened: it ends SessionTimeout later (revoked.go)
 	lists   conn.Lists      // the list_changed it takes
 	uris    []string        // the resources whose updates it takes
 
@@ -94,7 +95,7 @@ func (p *project) serveListen(w http.ResponseWriter, r *http.Request, who access
 		return true
 	}
 	unlisten := sync.OnceFunc(func() { p.sessions.principals.unlisten(o.Who().Principal, id) })
-	l := &listen{id: lr.ID, session: id, who: o.Who(), lists: listsOf(lr.Notifications),
+	l := &listen{id: lr.ID, session: id, who: o.Who(), began: p.g.opts.Clock.Now(), lists: listsOf(lr.Notifications),
 		uris: lr.Notifications.ResourceSubscriptions, wake: make(chan struct{}, 1)}
 	if !p.listeners.add(l) {
 		unlisten()
@@ -404,11 +405,28 @@ func (t *listeners) close() {
 	all := maps.Clone(t.all)
 	t.mu.Unlock()
 	for l := range all {
-		l.mu.Lock()
-		l.closed = true
-		l.mu.Unlock()
-		l.signal()
+		l.end()
 	}
+}
+
+// endWhere ends the listens over (decided outside t.mu), each with its result.
+func (t *listeners) endWhere(over func(*listen) bool) {
+	t.mu.Lock()
+	all := maps.Clone(t.all)
+	t.mu.Unlock()
+	for l := range all {
+		if over(l) {
+			l.end()
+		}
+	}
+}
+
+// end has the listen's writer write its result, which ends its stream.
+func (l *listen) end() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.signal()
 }
 
 // count is the number of open listens (tests).

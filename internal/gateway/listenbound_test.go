@@ -41,7 +41,8 @@ func TestListensBounded(t *testing.T) {
 	n := 0
 	listen := func(ctx context.Context, token, session string) (string, bool) {
 		n++
-		return openListenAs(t, ctx, url, token, session, listenBody(fmt.Sprint(n), `{"toolsListChanged":true}`))
+		_, first, ok := openListenAs(t, ctx, url, token, session, listenBody(fmt.Sprint(n), `{"toolsListChanged":true}`))
+		return first, ok
 	}
 	for i := range maxListensPerSession {
 		if refusal, ok := listen(ctx, "mallory", "m1"); !ok {
@@ -75,8 +76,9 @@ func TestListensBounded(t *testing.T) {
 }
 
 // openListenAs posts a listen as the principal token names, and reads its first event: true
-// when it is the acknowledgement (the stream goes on until ctx ends), else the refusal.
-func openListenAs(t *testing.T, ctx context.Context, url, token, session, body string) (string, bool) {
+// when it is the acknowledgement (the stream goes on until ctx ends, read by the scanner), else
+// the refusal.
+func openListenAs(t *testing.T, ctx context.Context, url, token, session, body string) (*bufio.Scanner, string, bool) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -94,8 +96,9 @@ func openListenAs(t *testing.T, ctx context.Context, url, token, session, body s
 	t.Cleanup(func() { resp.Body.Close() })
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		b, _ := io.ReadAll(resp.Body)
-		return fmt.Sprintf("%d %s", resp.StatusCode, b), false
+		return nil, fmt.Sprintf("%d %s", resp.StatusCode, b), false
 	}
-	ack := nextEvent(t, bufio.NewScanner(resp.Body))
-	return ack, strings.Contains(ack, "notifications/subscriptions/acknowledged")
+	sc := bufio.NewScanner(resp.Body)
+	ack := nextEvent(t, sc)
+	return sc, ack, strings.Contains(ack, "notifications/subscriptions/acknowledged")
 }

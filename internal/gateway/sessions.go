@@ -320,6 +320,25 @@ func (t *sessions) statefuls() map[string]*mcp.ServerSession {
 	return out
 }
 
+// served are the mounted stateful sessions, by ref, each with the identity it is served as.
+func (t *sessions) served() map[string]servedSession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]servedSession{}
+	for ref, r := range t.records {
+		if r.ss != nil && r.owned {
+			out[ref] = servedSession{r.ss, r.who}
+		}
+	}
+	return out
+}
+
+// servedSession is a stateful session and who it is served as.
+type servedSession struct {
+	ss  *mcp.ServerSession
+	who access.Identity
+}
+
 // counts are the mounted stateful sessions and the stateless ones.
 func (t *sessions) counts() (stateful, stateless int) {
 	t.mu.Lock()
