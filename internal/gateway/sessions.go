@@ -196,6 +196,9 @@ func (o *principals) give(principal, ref string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	held := o.refs[principal]
+	if held[ref] == 0 {
+		return // never taken
+	}
 	if held[ref]--; held[ref] <= 0 {
 		delete(held, ref)
 	}
@@ -257,6 +260,9 @@ func (o *principals) listen(principal, ref string, perSession, perPrincipal int)
 func (o *principals) unlisten(principal, ref string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.sessionListens[ref] == 0 {
+		return // never counted
+	}
 	if o.listens[principal]--; o.listens[principal] <= 0 {
 		delete(o.listens, principal)
 	}

@@ -258,3 +258,14 @@ func TestSubscriptionsPerPrincipal(t *testing.T) {
 		t.Fatalf("subscriptions still counted: %v", shared.subs)
 	}
 }
+
+// Giving back what was never taken changes nothing and does not panic.
+func TestPrincipalsGiveBackUntaken(t *testing.T) {
+	var o principals
+	o.give("alice", "a")
+	o.unlisten("alice", "a")
+	o.unsubscribe("alice", 1)
+	if _, ok := o.take("alice", "a", 1); !ok || o.count("alice") != 1 {
+		t.Fatal("the table is not as new")
+	}
+}
