@@ -126,7 +126,6 @@ func defaultControllerFlags() controllerFlags {
 		maxBodyBytes:   4 << 20,
 		callTimeout:    30 * time.Minute,
 		maxSessions:    1000,
-		maxPerUser:     gateway.DefaultMaxSessionsPerPrincipal,
 		maxSubsEach:    gateway.DefaultMaxSubscriptionsPerSession,
 		maxToolName:    toolname.DefaultBudget,
 		conn:           conn.DefaultSettings(),
@@ -180,7 +179,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.StringVar(&f.auditLog, "audit-log", "", `write an audit record (a JSON line: time, principal, project, server, method, tool/prompt/URI, outcome, duration, session hash, policy and decision) for every use of a tool, prompt or resource to this file, or "-" for standard output; "" writes none`)
 	all.BoolVar(&f.auditArgs, "audit-arguments", false, "with --audit-log, record the arguments of tool calls and prompts too (they may hold what agents were told not to share)")
 	all.IntVar(&f.maxToolName, "max-tool-name", f.maxToolName, fmt.Sprintf("longest tool or prompt name the project endpoint lists, %d to %d: a longer <server>__<tool> is cut and marked with a hash (the default leaves room for Claude Code's mcp__projectmcp__ in 64 characters)", toolname.MinBudget, toolname.MaxLength))
-	all.IntVar(&f.maxPerUser, "max-sessions-per-principal", f.maxPerUser, "most sessions one identity may have in one project at once, so one user cannot fill --max-sessions-per-project; a session past it is refused at its mount")
+	all.IntVar(&f.maxPerUser, "max-sessions-per-principal", f.maxPerUser, "most sessions one identity may have in one project at once, on all its endpoints together (the project's and each server's), so one user cannot fill --max-sessions-per-project; a session past it is refused at its mount (0: a tenth of --max-sessions-per-project, so it takes ten identities to fill a project, or 100 when that has no bound)")
 	all.Int64Var(&f.conn.MaxMessageBytes, "max-message-bytes", f.conn.MaxMessageBytes, "largest message a server may send (an answer, a list page, a notification); an answer over it fails that request only and the connection goes on, anything else over it is dropped (0: the default)")
 	all.IntVar(&f.conn.MaxListItems, "max-list-items", f.conn.MaxListItems, "most tools, prompts, resources or resource templates one server may list (each list apart); a server listing more is refused (0: the default)")
 	all.IntVar(&f.conn.MaxListPages, "max-list-pages", f.conn.MaxListPages, "most pages one walk through a server's list may take; a server whose nextCursor goes on past it is refused (0: the default)")
@@ -469,13 +468,26 @@ func (f *controllerFlags) commandAllowlist() []string {
 	return append([]string{}, f.allowCommands...)
 }
 
+// principalBound is the sessions one identity may hold in a project: perUser when set, else a
+// tenth of the project's bound (at least 1), so that one identity alone never fills a project
+// whatever the operator sets that bound to; the gateway's default when the project has none.
+func principalBound(perUser, perProject int) int {
+	switch {
+	case perUser > 0:
+		return perUser
+	case perProject > 0:
+		return max(1, perProject/10)
+	}
+	return gateway.DefaultMaxSessionsPerPrincipal
+}
+
 // gateway builds the per-project MCP endpoint server from the flags.
 func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *registry.Registry, bound string, holder *buckets.Holder) (*gateway.Gateway, error) {
 	opts := gateway.Options{
 		Front: f.front(holder), Serving: serving(holder),
 		Registry: reg, BaseURL: f.gatewayURL, SessionTimeout: f.sessionTimeout,
 		StatelessIdle: f.statelessIdle, MaxBodyBytes: f.maxBodyBytes, CallTimeout: f.callTimeout, Log: ctrl.Log.WithName("gateway"),
-		MaxSessionsPerPrincipal: f.maxPerUser, MaxSubscriptionsPerSession: f.maxSubsEach, MaxToolName: f.maxToolName,
+		MaxSessionsPerPrincipal: principalBound(f.maxPerUser, f.maxSessions), MaxSubscriptionsPerSession: f.maxSubsEach, MaxToolName: f.maxToolName,
 		Objects: mgr.GetClient(), Live: mgr.GetAPIReader(),
 	}
 	tlsConfig, err := f.gatewayTLS()

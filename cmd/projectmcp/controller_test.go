@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/internal/toolname"
@@ -353,5 +354,24 @@ func TestBoundFlagsReachConnections(t *testing.T) {
 	f.conn.MaxListPages = -1
 	if _, err := f.connDefaults(); err == nil || !strings.Contains(err.Error(), "--max-list-pages") {
 		t.Fatalf("a negative bound: %v", err)
+	}
+}
+
+// The per-identity session bound is a tenth of the project's unless set: an operator lowering
+// --max-sessions-per-project alone never lets one identity fill a project.
+func TestPrincipalBound(t *testing.T) {
+	for _, tc := range []struct {
+		perUser, perProject, want int
+	}{
+		{0, 1000, 100},
+		{0, 50, 5},
+		{0, 5, 1},
+		{0, 0, gateway.DefaultMaxSessionsPerPrincipal},
+		{7, 1000, 7},
+		{300, 0, 300},
+	} {
+		if got := principalBound(tc.perUser, tc.perProject); got != tc.want {
+			t.Errorf("principalBound(%d, %d) = %d, want %d", tc.perUser, tc.perProject, got, tc.want)
+		}
 	}
 }

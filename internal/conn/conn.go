@@ -528,13 +528,13 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 			}
 			return zero, fmt.Errorf("%w: %s", ErrUnavailable, msg)
 		}
-		session := sessionFrom(ctx)
-		if err := c.flight.admit(ctx, session); err != nil {
+		sender := senderFrom(ctx)
+		if err := c.flight.admit(ctx, sender); err != nil {
 			return zero, err
 		}
 		caller := callerFrom(ctx)
 		if !c.flight.begin(caller) {
-			c.flight.dismiss(session)
+			c.flight.dismiss(sender)
 			return zero, fmt.Errorf("%w: MCP server %q", ErrDestroyed, c.opts.Server.Name)
 		}
 		callCtx, cancel := upstreamContext(ctx)
@@ -543,7 +543,7 @@ func roundTrip[T any](c *Conn, ctx context.Context, do func(context.Context, *mc
 		stop()
 		cancel()
 		c.flight.end(caller)
-		c.flight.dismiss(session)
+		c.flight.dismiss(sender)
 		if err == nil {
 			return res, nil
 		}

@@ -13,14 +13,16 @@ import (
 
 type sessionKey struct{}
 
-// WithSession names the session (by its ref) a request sent with ctx is for: its line in the
-// fair queue. A request without one is the connection's own, and is not queued.
-func WithSession(ctx context.Context, ref string) context.Context {
-	return context.WithValue(ctx, sessionKey{}, ref)
+// WithSession names the session (by its ref) a request sent with ctx is for, and the principal
+// that owns it: its line in the fair queue, whose turns go round the principals first and then
+// each one's sessions. A request without one is the connection's own, and is not queued. The
+// principal orders turns only; nothing shows it.
+func WithSession(ctx context.Context, ref, principal string) context.Context {
+	return context.WithValue(ctx, sessionKey{}, fair.Sender{Principal: principal, Session: ref})
 }
 
-func sessionFrom(ctx context.Context) string {
-	s, _ := ctx.Value(sessionKey{}).(string)
+func senderFrom(ctx context.Context) fair.Sender {
+	s, _ := ctx.Value(sessionKey{}).(fair.Sender)
 	return s
 }
 
@@ -47,11 +49,11 @@ func newFlight(server string, q *fair.Queue, m *metrics.Server) *flight {
 
 // admit waits for a session's request's turn; the connection's own requests go at once. It
 // fails only when ctx ends first, with an error naming the server and the bounds.
-func (f *flight) admit(ctx context.Context, session string) error {
-	if session == "" {
+func (f *flight) admit(ctx context.Context, s fair.Sender) error {
+	if s.Session == "" {
 		return nil
 	}
-	wait, err := f.fair.Acquire(ctx, session)
+	wait, err := f.fair.Acquire(ctx, s)
 	if wait > 0 {
 		f.metrics.QueueWaited(wait)
 	}
@@ -62,9 +64,9 @@ func (f *flight) admit(ctx context.Context, session string) error {
 }
 
 // dismiss ends a request admit let start.
-func (f *flight) dismiss(session string) {
-	if session != "" {
-		f.fair.Release(session)
+func (f *flight) dismiss(s fair.Sender) {
+	if s.Session != "" {
+		f.fair.Release(s)
 	}
 }
 

@@ -1,9 +1,12 @@
 // Package fair shares a connection among the sessions that send on it: each may have at most
 // a number of requests in flight on it (MaxCallsPerSession), and the connection at most
 // another (MaxCalls). A request past either waits in its session's own line; a freed slot
-// goes to the next session in turn that may take one (round robin over the sessions waiting),
-// so one session's thousand calls wait behind each other, not in front of another session's
-// one. Requests of no session (a connection's own: lists, pings, unsubscribes) are not queued.
+// goes to the next principal in turn that has a session that may take one, and within that
+// principal to its next session in turn (round robin over the principals waiting, then over
+// each one's sessions). So one session's thousand calls wait behind each other, not in front
+// of another session's one; and since sessions cost nothing to open, an identity's hundred
+// sessions get one turn for each turn of another identity's one, not a hundred. Requests of
+// no session (a connection's own: lists, pings, unsubscribes) are not queued.
 //
 // It is an engine apart from the connection it admits requests to (internal/conn) because
 // every forwarded request goes through it: it is held to the call path's benchmarks (make
@@ -15,9 +18,14 @@ package fair
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
+
+// Sender is who sends a request: its session (by ref) and the principal that owns it. The
+// principal only orders turns: it is never shown.
+type Sender struct{ Principal, Session string }
 
 // Queue admits a connection's requests.
 type Queue struct {
@@ -25,13 +33,19 @@ type Queue struct {
 	max        int // in flight on the connection
 	perSession int // in flight per session
 	running    int
-	bySession  map[string]int       // session → requests in flight
-	lines      map[string][]*waiter // session → its requests waiting, oldest first
-	turns      []string             // sessions with a request waiting, next turn first
+	bySession  map[string]int        // session → requests in flight
+	principals map[string]*principal // principal → its sessions' requests waiting
+	turns      []string              // principals with a request waiting, next turn first
 	waiting    int
 	waited     uint64 // requests that have had to wait, ever
 	reported   int    // waiting, as last reported
 	report     func() // tells the connection's owner the figures changed much (reportable)
+}
+
+// principal is one principal's sessions with requests waiting.
+type principal struct {
+	lines map[string][]*waiter // session → its requests waiting, oldest first
+	turns []string             // its sessions with a request waiting, next turn first
 }
 
 type waiter struct {
@@ -42,7 +56,7 @@ type waiter struct {
 // New is a queue admitting max requests at once, perSession of them a session's; report is
 // told when the requests waiting change much (reportable).
 func New(max, perSession int, report func()) *Queue {
-	return &Queue{max: max, perSession: perSession, report: report, bySession: map[string]int{}, lines: map[string][]*waiter{}}
+	return &Queue{max: max, perSession: perSession, report: report, bySession: map[string]int{}, principals: map[string]*principal{}}
 }
 
 // reportable reports whether the number of requests waiting has changed enough since it was
@@ -71,20 +85,17 @@ func (q *Queue) unlock() {
 	}
 }
 
-// Acquire waits for a slot for session's request; it fails only when ctx ends first. The
+// Acquire waits for a slot for a request of s's; it fails only when ctx ends first. The
 // returned wait is how long it waited.
-func (q *Queue) Acquire(ctx context.Context, session string) (wait time.Duration, err error) {
+func (q *Queue) Acquire(ctx context.Context, s Sender) (wait time.Duration, err error) {
 	q.mu.Lock()
-	if len(q.lines[session]) == 0 && q.free(session) {
-		q.take(session)
+	if !q.inLine(s) && q.free(s.Session) {
+		q.take(s.Session)
 		q.mu.Unlock()
 		return 0, nil
 	}
 	w := &waiter{ready: make(chan struct{})}
-	if len(q.lines[session]) == 0 {
-		q.turns = append(q.turns, session)
-	}
-	q.lines[session] = append(q.lines[session], w)
+	q.enqueue(s, w)
 	q.waiting++
 	q.waited++
 	q.unlock()
@@ -98,19 +109,19 @@ func (q *Queue) Acquire(ctx context.Context, session string) (wait time.Duration
 	q.mu.Lock()
 	defer q.unlock()
 	if w.granted { // granted as ctx ended: give the slot on
-		q.releaseLocked(session)
+		q.releaseLocked(s.Session)
 	} else {
-		q.leave(session, w)
+		q.leave(s, w)
 	}
 	return time.Since(start), fmt.Errorf("waiting for a turn on the connection (%d of this session's requests in flight, at most %d; %d on the connection, at most %d): %w",
-		q.bySession[session], q.perSession, q.running, q.max, context.Cause(ctx))
+		q.bySession[s.Session], q.perSession, q.running, q.max, context.Cause(ctx))
 }
 
-// Release frees a slot Acquire gave session.
-func (q *Queue) Release(session string) {
+// Release frees a slot Acquire gave s.
+func (q *Queue) Release(s Sender) {
 	q.mu.Lock()
 	defer q.unlock()
-	q.releaseLocked(session)
+	q.releaseLocked(s.Session)
 }
 
 func (q *Queue) releaseLocked(session string) {
@@ -119,6 +130,27 @@ func (q *Queue) releaseLocked(session string) {
 		delete(q.bySession, session)
 	}
 	q.grant()
+}
+
+// inLine reports whether s's session has requests waiting.
+func (q *Queue) inLine(s Sender) bool {
+	p := q.principals[s.Principal]
+	return p != nil && len(p.lines[s.Session]) > 0
+}
+
+// enqueue puts w at the back of s's session's line, and the session and its principal in the
+// turns if they were not waiting.
+func (q *Queue) enqueue(s Sender, w *waiter) {
+	p := q.principals[s.Principal]
+	if p == nil {
+		p = &principal{lines: map[string][]*waiter{}}
+		q.principals[s.Principal] = p
+		q.turns = append(q.turns, s.Principal)
+	}
+	if len(p.lines[s.Session]) == 0 {
+		p.turns = append(p.turns, s.Session)
+	}
+	p.lines[s.Session] = append(p.lines[s.Session], w)
 }
 
 // free reports whether session may start a request now.
@@ -131,52 +163,76 @@ func (q *Queue) take(session string) {
 	q.bySession[session]++
 }
 
-// grant gives free slots to the waiting sessions in turn: the first in turns that may start
-// one takes its oldest request's slot and goes to the back of the turns.
+// grant gives free slots to the waiting requests in turn: the first principal in turns with a
+// session that may start one, and its first such session in its turns, takes that session's
+// oldest request's slot; the session goes to the back of its principal's turns, and the
+// principal to the back of the queue's.
 func (q *Queue) grant() {
 	for q.running < q.max {
-		i := 0
-		for i < len(q.turns) && !q.free(q.turns[i]) {
-			i++
-		}
-		if i == len(q.turns) {
+		i, j := q.next()
+		if i < 0 {
 			return
 		}
-		session := q.turns[i]
-		w := q.lines[session][0]
-		q.lines[session] = q.lines[session][1:]
+		name := q.turns[i]
+		p := q.principals[name]
+		session := p.turns[j]
+		w := p.lines[session][0]
+		p.lines[session] = p.lines[session][1:]
 		q.waiting--
 		q.take(session)
 		w.granted = true
 		close(w.ready)
-		q.turns = append(q.turns[:i], q.turns[i+1:]...)
-		if len(q.lines[session]) > 0 {
-			q.turns = append(q.turns, session)
+		p.turns = slices.Delete(p.turns, j, j+1)
+		if len(p.lines[session]) > 0 {
+			p.turns = append(p.turns, session)
 		} else {
-			delete(q.lines, session)
+			delete(p.lines, session)
+		}
+		q.turns = slices.Delete(q.turns, i, i+1)
+		if len(p.turns) > 0 {
+			q.turns = append(q.turns, name)
+		} else {
+			delete(q.principals, name)
 		}
 	}
 }
 
-// leave takes a request that gave up out of its session's line.
-func (q *Queue) leave(session string, w *waiter) {
-	line := q.lines[session]
-	for i, x := range line {
-		if x == w {
-			line = append(line[:i], line[i+1:]...)
-			q.waiting--
-			break
+// next finds the request whose turn it is: the index in q.turns of its principal and in that
+// principal's turns of its session; -1 when no waiting session may start one.
+func (q *Queue) next() (int, int) {
+	for i, name := range q.turns {
+		for j, session := range q.principals[name].turns {
+			if q.free(session) {
+				return i, j
+			}
 		}
 	}
-	if len(line) > 0 {
-		q.lines[session] = line
+	return -1, -1
+}
+
+// leave takes a request that gave up out of its session's line.
+func (q *Queue) leave(s Sender, w *waiter) {
+	p := q.principals[s.Principal]
+	if p == nil {
 		return
 	}
-	delete(q.lines, session)
-	for i, s := range q.turns {
-		if s == session {
-			q.turns = append(q.turns[:i], q.turns[i+1:]...)
-			break
+	line := p.lines[s.Session]
+	if i := slices.Index(line, w); i >= 0 {
+		line = slices.Delete(line, i, i+1)
+		q.waiting--
+	}
+	if len(line) > 0 {
+		p.lines[s.Session] = line
+		return
+	}
+	delete(p.lines, s.Session)
+	if i := slices.Index(p.turns, s.Session); i >= 0 {
+		p.turns = slices.Delete(p.turns, i, i+1)
+	}
+	if len(p.turns) == 0 {
+		delete(q.principals, s.Principal)
+		if i := slices.Index(q.turns, s.Principal); i >= 0 {
+			q.turns = slices.Delete(q.turns, i, i+1)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package fair
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,7 +19,7 @@ func TestQueueTakesTurns(t *testing.T) {
 	q := New(2, 2, func() { reports.Add(1) })
 	ctx := context.Background()
 	for range 2 { // the batch session fills the connection
-		if _, err := q.Acquire(ctx, "batch"); err != nil {
+		if _, err := q.Acquire(ctx, one("batch")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -30,7 +31,7 @@ func TestQueueTakesTurns(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := q.Acquire(ctx, session); err != nil {
+			if _, err := q.Acquire(ctx, one(session)); err != nil {
 				t.Error(err)
 				return
 			}
@@ -47,7 +48,7 @@ func TestQueueTakesTurns(t *testing.T) {
 
 	gone, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { _, err := q.Acquire(gone, "quitter"); done <- err }()
+	go func() { _, err := q.Acquire(gone, one("quitter")); done <- err }()
 	eventually(t, func() bool { return slices.Contains(q.turnsNow(), "quitter") })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -55,13 +56,13 @@ func TestQueueTakesTurns(t *testing.T) {
 	}
 
 	served := func(n int) { eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == n }) }
-	q.Release("batch")
+	q.Release(one("batch"))
 	served(1)
-	q.Release("batch")
+	q.Release(one("batch"))
 	served(2)
-	q.Release("batch")
+	q.Release(one("batch"))
 	served(3)
-	q.Release("interactive")
+	q.Release(one("interactive"))
 	wg.Wait()
 	want := []string{"batch", "interactive", "batch", "batch"}
 	if !slices.Equal(order, want) {
@@ -80,18 +81,66 @@ func TestQueueTakesTurns(t *testing.T) {
 func TestQueuePerSessionShare(t *testing.T) {
 	q := New(10, 1, nil)
 	ctx := context.Background()
-	if _, err := q.Acquire(ctx, "a"); err != nil {
+	if _, err := q.Acquire(ctx, one("a")); err != nil {
 		t.Fatal(err)
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, err := q.Acquire(short, "a"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := q.Acquire(short, one("a")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a's second request must wait for its first: %v", err)
 	}
-	if wait, err := q.Acquire(ctx, "b"); err != nil || wait != 0 {
+	if wait, err := q.Acquire(ctx, one("b")); err != nil || wait != 0 {
 		t.Fatalf("b waited %s: %v", wait, err)
 	}
 }
+
+// Turns go round the principals first, then each one's sessions: an identity with ten
+// sessions waiting gets one turn for each turn of another identity's one session, not ten.
+// (With turns per session, as before, alice's requests were served after all ten of
+// mallory's.)
+func TestQueueTurnsPerPrincipal(t *testing.T) {
+	q := New(1, 10, nil)
+	ctx := context.Background()
+	holder := Sender{Principal: "bob", Session: "b"}
+	if _, err := q.Acquire(ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan Sender, 20)
+	wait := func(s Sender) {
+		before, _ := q.Depth()
+		go func() {
+			if _, err := q.Acquire(ctx, s); err != nil {
+				t.Error(err)
+				return
+			}
+			granted <- s
+		}()
+		eventually(t, func() bool { n, _ := q.Depth(); return n == before+1 }) // in line, in this order
+	}
+	for i := range 10 {
+		wait(Sender{Principal: "mallory", Session: fmt.Sprintf("m%d", i)})
+	}
+	wait(Sender{Principal: "alice", Session: "a"})
+	wait(Sender{Principal: "alice", Session: "a"})
+	var order []string
+	release := holder
+	for range 12 {
+		q.Release(release)
+		release = <-granted
+		order = append(order, release.Session)
+	}
+	q.Release(release)
+	want := []string{"m0", "a", "m1", "a", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("served %v, want %v", order, want)
+	}
+	if n, _ := q.Depth(); n != 0 || len(q.turnsNow()) != 0 || len(q.principals) != 0 {
+		t.Fatalf("%d waiting, turns %v, %d principals left", n, q.turnsNow(), len(q.principals))
+	}
+}
+
+// one is a session that is its own principal's only one.
+func one(session string) Sender { return Sender{Principal: session, Session: session} }
 
 func TestReportable(t *testing.T) {
 	for _, c := range []struct {
@@ -106,6 +155,7 @@ func TestReportable(t *testing.T) {
 	}
 }
 
+// turnsNow are the principals waiting, in turn.
 func (q *Queue) turnsNow() []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -25,9 +25,9 @@
 //   - catalog.mu (a project's): one sync at a time, and the four projected sets; held through
 //     a mount's whole projection. Requests read the published paths.Routes and raw items
 //     without it (atomic pointers).
-//   - sessions.mu (a project's session table): every session record, the principals' shares,
-//     the project's log level. Nothing is called while it is held but the cancel functions of
-//     a session's calls.
+//   - sessions.mu (a project's session table): every session record, the project's log level.
+//     Nothing is called while it is held but the cancel functions of a session's calls and
+//     principals.mu (sessions.go), a leaf shared by the tables of a project's endpoints.
 //   - outboxes.mu: each session's queue; the session's writer sends outside it.
 //   - listeners.mu: the listens the endpoint serves; listen.mu: one listen's queue;
 //     detachedListen.mu and takenStream.mu: one stream's writer. Never nested.
@@ -296,6 +296,7 @@ func (g *Gateway) run(ctx context.Context) {
 				p.expireStateless(now)
 				p.expireStateful(now)
 				p.reapClosed()
+				p.endRevoked(now)  // revoked.go
 				p.grants.regrant() // grants older than grantsFresh, in the background
 			}
 		}
@@ -546,8 +547,7 @@ func (g *Gateway) view(p *project, server string) *project {
 	v = p.views[server]
 	created := v == nil && !g.closed
 	if created {
-		v = newProject(g, p.key, p.incarnation, server)
-		v.parent = p
+		v = p.newView(server)
 		p.views[server] = v
 	}
 	g.mu.Unlock()

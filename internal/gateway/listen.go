@@ -38,6 +38,16 @@ import (
 // request the gateway would answer otherwise than the SDK (a malformed one, a refused mount or
 // subscribe) goes to the SDK's handler, which answers it as before.
 
+// Each listen holds a connection (and, on HTTP/2 or TLS, a goroutine) for as long as it
+// runs, and outlives its session's release: a session holds at most maxListensPerSession at
+// once, and all the sessions of one identity on a project's endpoints together at most as many
+// as it may hold sessions (--max-sessions-per-principal). Past either a listen is refused with
+// a JSON-RPC error naming the bound.
+
+// maxListensPerSession bounds one session's open listens: a client listens once, and a few
+// more cover one re-listening before its old stream is seen to end.
+const maxListensPerSession = 4
+
 // listenDelay is how long a list change waits for others before it is announced: the SDK's
 // server waits as long (10 ms), so a sync's several changes are one list_changed.
 const listenDelay = 10 * time.Millisecond
@@ -46,6 +56,8 @@ const listenDelay = 10 * time.Millisecond
 type listen struct {
 	id      json.RawMessage // the request's id, as the SDK writes it back
 	session string          // the session's ref
+	who     access.Identity // who opened it (its principal's share, its access; never shown)
+	began   time.Time       // when it opened: it ends SessionTimeout later (revoked.go)
 	lists   conn.Lists      // the list_changed it takes
 	uris    []string        // the resources whose updates it takes
 
@@ -78,9 +90,15 @@ func (p *project) serveListen(w http.ResponseWriter, r *http.Request, who access
 	if !p.mountListener(r.Context(), o, lr.ClientInfo) {
 		return false
 	}
-	l := &listen{id: lr.ID, session: id, lists: listsOf(lr.Notifications),
+	if err := p.sessions.principals.listen(o.Who().Principal, id, maxListensPerSession, p.g.opts.MaxSessionsPerPrincipal); err != nil {
+		paths.RefuseListen(w, lr, err.Error())
+		return true
+	}
+	unlisten := sync.OnceFunc(func() { p.sessions.principals.unlisten(o.Who().Principal, id) })
+	l := &listen{id: lr.ID, session: id, who: o.Who(), began: p.g.opts.Clock.Now(), lists: listsOf(lr.Notifications),
 		uris: lr.Notifications.ResourceSubscriptions, wake: make(chan struct{}, 1)}
 	if !p.listeners.add(l) {
+		unlisten()
 		return false // the endpoint is closing: the SDK answers
 	}
 	// The session's idle time counts from the listen's request, as it did through the SDK: a
@@ -89,6 +107,7 @@ func (p *project) serveListen(w http.ResponseWriter, r *http.Request, who access
 		for _, uri := range p.listeners.remove(l) {
 			p.subs.drop(id, uri)
 		}
+		unlisten()
 	}
 	if !p.subscribeListen(r.Context(), o, l) {
 		forget()
@@ -386,11 +405,28 @@ func (t *listeners) close() {
 	all := maps.Clone(t.all)
 	t.mu.Unlock()
 	for l := range all {
-		l.mu.Lock()
-		l.closed = true
-		l.mu.Unlock()
-		l.signal()
+		l.end()
 	}
+}
+
+// endWhere ends the listens over (decided outside t.mu), each with its result.
+func (t *listeners) endWhere(over func(*listen) bool) {
+	t.mu.Lock()
+	all := maps.Clone(t.all)
+	t.mu.Unlock()
+	for l := range all {
+		if over(l) {
+			l.end()
+		}
+	}
+}
+
+// end has the listen's writer write its result, which ends its stream.
+func (l *listen) end() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.signal()
 }
 
 // count is the number of open listens (tests).

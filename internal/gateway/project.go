@@ -65,6 +65,7 @@ func newProject(g *Gateway, key types.NamespacedName, incarnation uint64, only s
 			resources: map[string]projected{}, templates: map[string]projected{}},
 	}
 	p.grants.p = p
+	p.sessions.principals = &principals{}
 	impl := &mcp.Implementation{Name: "projectmcp", Title: "projectmcp " + key.String(), Version: "v1alpha1"}
 	p.serverInfo, _ = json.Marshal(impl) // strings only: cannot fail
 	p.paths = paths.New(seam{p}, paths.Options{Key: key, ServerInfo: p.serverInfo, Log: g.opts.Log, Clock: g.opts.Clock,
@@ -104,6 +105,15 @@ func newProject(g *Gateway, key types.NamespacedName, incarnation uint64, only s
 		Stateless: true, MaxRequestBodyBytes: g.opts.MaxBodyBytes, PropagateRequestCancellation: true,
 	})
 	return p
+}
+
+// newView makes a per-server endpoint of the project endpoint p, for server. Its sessions count
+// toward their principals' bound together with every other endpoint's of the project.
+func (p *project) newView(server string) *project {
+	v := newProject(p.g, p.key, p.incarnation, server)
+	v.sessions.principals = p.sessions.principals
+	v.parent = p
+	return v
 }
 
 // serveHTTP routes 2026-07-28 requests to the stateless handler and everything else

@@ -41,7 +41,10 @@ var errNotOwner = errors.New("session not found")
 type sessions struct {
 	mu      sync.Mutex
 	records map[string]*session
-	held    map[string]int // principal → sessions it owns
+	// principals counts each principal's sessions on every endpoint of the project together
+	// (the project endpoint's table and its per-server endpoints' share one), so that opening
+	// sessions on each endpoint does not multiply an identity's bound.
+	principals *principals
 
 	// The project's log level (notify.go): a session has set one (leveled); relevel's
 	// goroutine runs (leveling) and the levels changed since it last applied them (levelStale).
@@ -76,8 +79,9 @@ type session struct {
 	grantsFor *paths.Routes
 	grantsAt  time.Time
 
-	subs  map[string]string             // subscribed URI → server (pendingSubscription while under way)
-	calls map[string]context.CancelFunc // forwarded calls in flight, by JSON-RPC id as sent (1 and "1" differ)
+	subs   map[string]string             // subscribed URI → server (pendingSubscription while under way)
+	subsOf string                        // the principal whose share subs count toward
+	calls  map[string]context.CancelFunc // forwarded calls in flight, by JSON-RPC id as sent (1 and "1" differ)
 }
 
 // activity is a stateful session's request count and when its last request ended.
@@ -111,7 +115,8 @@ func (t *sessions) tidy(ref string, r *session) {
 }
 
 // own records that the session ref belongs to principal. It refuses (with the reason) a
-// session another principal owns, and a new one past max sessions of principal's.
+// session another principal owns, and a new one past max sessions of principal's on every
+// endpoint of the project together.
 func (t *sessions) own(ref, principal string, max int, project string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -121,16 +126,13 @@ func (t *sessions) own(ref, principal string, max int, project string) error {
 		return nil
 	case r.owned:
 		return errNotOwner
-	case t.held[principal] >= max:
+	}
+	if n, ok := t.shared().take(principal, ref, max); !ok {
 		t.tidy(ref, r)
 		return fmt.Errorf("this identity holds %d sessions of projectmcp %s, the most one identity may (--max-sessions-per-principal); end one first",
-			t.held[principal], project)
+			n, project)
 	}
 	r.owner, r.owned = principal, true
-	if t.held == nil {
-		t.held = map[string]int{}
-	}
-	t.held[principal]++
 	return nil
 }
 
@@ -142,12 +144,138 @@ func (t *sessions) disown(ref string) {
 	if r == nil || !r.owned {
 		return
 	}
-	if t.held[r.owner]--; t.held[r.owner] <= 0 {
-		delete(t.held, r.owner)
-	}
+	t.shared().give(r.owner, ref)
 	r.owner, r.owned = "", false
 	r.who, r.grants, r.grantsFor, r.grantsAt = access.Identity{}, nil, nil, time.Time{}
 	t.tidy(ref, r)
+}
+
+// shared is the principals' table, made for a table that shares none; t.mu is held.
+func (t *sessions) shared() *principals {
+	if t.principals == nil {
+		t.principals = &principals{}
+	}
+	return t.principals
+}
+
+// principals are the sessions each principal owns on a project's endpoints, under a lock of its
+// own that is taken with a session table's held and takes no other (a leaf).
+type principals struct {
+	mu sync.Mutex
+	// refs: principal → session ref → the endpoints that own it. A stateless session used
+	// on several endpoints has one ref on each (its name is the project's), and is one session.
+	refs map[string]map[string]int
+	// subs: principal → the resource subscriptions its sessions hold, on every endpoint.
+	subs map[string]int
+	// listens: principal → its sessions' open listens, and session ref → its own.
+	listens, sessionListens map[string]int
+}
+
+// take counts ref among principal's sessions; false (with how many it holds) when it is a new
+// one past max.
+func (o *principals) take(principal, ref string, max int) (int, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	held := o.refs[principal]
+	if held[ref] == 0 && len(held) >= max {
+		return len(held), false
+	}
+	if held == nil {
+		if o.refs == nil {
+			o.refs = map[string]map[string]int{}
+		}
+		held = map[string]int{}
+		o.refs[principal] = held
+	}
+	held[ref]++
+	return len(held), true
+}
+
+// give takes back one endpoint's ownership of ref.
+func (o *principals) give(principal, ref string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	held := o.refs[principal]
+	if held[ref] == 0 {
+		return // never taken
+	}
+	if held[ref]--; held[ref] <= 0 {
+		delete(held, ref)
+	}
+	if len(held) == 0 {
+		delete(o.refs, principal)
+	}
+}
+
+// subscribe counts one more subscription of principal's sessions; false (with how many they
+// hold) past whose.
+func (o *principals) subscribe(principal string, whose int) (int, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := o.subs[principal]
+	if n >= whose {
+		return n, false
+	}
+	if o.subs == nil {
+		o.subs = map[string]int{}
+	}
+	o.subs[principal] = n + 1
+	return n + 1, true
+}
+
+// unsubscribe counts n fewer subscriptions of principal's sessions.
+func (o *principals) unsubscribe(principal string, n int) {
+	if n == 0 {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if left := o.subs[principal] - n; left > 0 {
+		o.subs[principal] = left
+	} else {
+		delete(o.subs, principal)
+	}
+}
+
+// listen counts one more open listen of ref's, principal's session; an error naming the bound
+// when the session holds perSession or its principal's sessions perPrincipal.
+func (o *principals) listen(principal, ref string, perSession, perPrincipal int) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.sessionListens[ref] >= perSession:
+		return fmt.Errorf("this session has %d listens open, the most one session may; end one first", o.sessionListens[ref])
+	case o.listens[principal] >= perPrincipal:
+		return fmt.Errorf("this identity's sessions have %d listens open, the most one identity may (--max-sessions-per-principal); end one first", o.listens[principal])
+	}
+	if o.listens == nil {
+		o.listens, o.sessionListens = map[string]int{}, map[string]int{}
+	}
+	o.listens[principal]++
+	o.sessionListens[ref]++
+	return nil
+}
+
+// unlisten counts a listen listen counted that has ended.
+func (o *principals) unlisten(principal, ref string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.sessionListens[ref] == 0 {
+		return // never counted
+	}
+	if o.listens[principal]--; o.listens[principal] <= 0 {
+		delete(o.listens, principal)
+	}
+	if o.sessionListens[ref]--; o.sessionListens[ref] <= 0 {
+		delete(o.sessionListens, ref)
+	}
+}
+
+// count is how many sessions principal holds.
+func (o *principals) count(principal string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.refs[principal])
 }
 
 // foreign reports whether a session is owned by a principal other than principal. An unknown
@@ -196,6 +324,25 @@ func (t *sessions) statefuls() map[string]*mcp.ServerSession {
 		}
 	}
 	return out
+}
+
+// served are the mounted stateful sessions, by ref, each with the identity it is served as.
+func (t *sessions) served() map[string]servedSession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]servedSession{}
+	for ref, r := range t.records {
+		if r.ss != nil && r.owned {
+			out[ref] = servedSession{r.ss, r.who}
+		}
+	}
+	return out
+}
+
+// servedSession is a stateful session and who it is served as.
+type servedSession struct {
+	ss  *mcp.ServerSession
+	who access.Identity
 }
 
 // counts are the mounted stateful sessions and the stateless ones.
@@ -407,25 +554,42 @@ func (t *sessions) releveled() bool {
 	return true
 }
 
-// claim makes ref's subscription entry for uri, pending; false when it has one already (nil
-// error) or holds max (the error names the bound).
-func (t *sessions) claim(ref, uri string, max int) (bool, error) {
+// claim makes ref's subscription entry for uri, pending, on principal's share; false when it
+// has one already (nil error), or when the session holds max or its principal's sessions
+// whose together (the error names the bound).
+func (t *sessions) claim(ref, principal, uri string, max, whose int) (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.record(ref)
 	if _, ok := r.subs[uri]; ok {
 		return false, nil
 	}
+	if len(r.subs) == 0 {
+		r.subsOf = principal
+	}
 	if n := len(r.subs); n >= max {
 		t.tidy(ref, r)
 		return false, fmt.Errorf(
 			"this session holds %d resource subscriptions, the most one session may (--max-subscriptions-per-session); unsubscribe one first", n)
+	}
+	if n, ok := t.shared().subscribe(r.subsOf, whose); !ok {
+		t.tidy(ref, r)
+		return false, fmt.Errorf(
+			"this identity's sessions hold %d resource subscriptions, the most one identity may (%d times --max-subscriptions-per-session); unsubscribe one first", n, subscriptionsPerPrincipal)
 	}
 	if r.subs == nil {
 		r.subs = map[string]string{}
 	}
 	r.subs[uri] = pendingSubscription
 	return true, nil
+}
+
+// unsub takes r's subscription to uri out, and off its principal's share; t.mu is held.
+func (t *sessions) unsub(r *session, uri string) {
+	if _, ok := r.subs[uri]; ok {
+		delete(r.subs, uri)
+		t.shared().unsubscribe(r.subsOf, 1)
+	}
 }
 
 // settle ends a claim: the subscription is server's when the upstream subscribe succeeded
@@ -441,7 +605,7 @@ func (t *sessions) settle(ref, uri, server string, ok bool) (still bool) {
 		if ok {
 			r.subs[uri] = server
 		} else {
-			delete(r.subs, uri)
+			t.unsub(r, uri)
 			t.tidy(ref, r)
 		}
 	}
@@ -457,7 +621,7 @@ func (t *sessions) unsubscribe(ref, uri string) (server string, ok bool) {
 		return "", false
 	}
 	server, ok = r.subs[uri]
-	delete(r.subs, uri)
+	t.unsub(r, uri)
 	t.tidy(ref, r)
 	return server, ok
 }
@@ -467,6 +631,7 @@ func (t *sessions) dropSubscriptions(ref string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r := t.records[ref]; r != nil {
+		t.shared().unsubscribe(r.subsOf, len(r.subs))
 		r.subs = nil
 		t.tidy(ref, r)
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -77,17 +78,8 @@ func TestSessionsPerPrincipalBound(t *testing.T) {
 		srv.CloseClientConnections()
 		srv.Close()
 	}()
-	// Each session has connections of its own: a gateway served by httptest (not by Serve)
-	// closes a taken stream's connection when the stream ends, and a new session reusing it
-	// from a shared pool could find it reset.
 	connect := func(token, version string) (*mcp.ClientSession, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		t.Cleanup(tr.CloseIdleConnections)
-		hc := &http.Client{Transport: bearerOn{token: token, next: tr}}
-		return mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
-			&mcp.StreamableClientTransport{Endpoint: srv.URL + Path(key), HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		return connectAs(t, srv.URL+Path(key), token, "", version)
 	}
 	var held []*mcp.ClientSession
 	for range 2 {
@@ -112,6 +104,97 @@ func TestSessionsPerPrincipalBound(t *testing.T) {
 	}
 	_ = again.Close()
 	_ = held[1].Close()
+}
+
+// One identity's sessions on every endpoint of a project count toward one bound: with a bound
+// of 2 per principal, two sessions on the project endpoint leave none for the per-server ones,
+// and the project's bound (6, as many as 2 on each of its 3 endpoints) still admits another
+// identity. Before the endpoints shared the count, the first identity held 6 sessions and the
+// second was refused with "too many sessions".
+func TestSessionsPerPrincipalBoundIsPerProject(t *testing.T) {
+	reg := registry.New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	defer reg.Shutdown()
+	key := types.NamespacedName{Namespace: "ns", Name: "shop"}
+	reg.SetDesired(key, registry.Desired{Servers: []string{"a", "b"}})
+	reg.LimitSessions(6)
+	g := New(Options{Registry: reg, Auth: tokenIsPrincipal{}, MaxSessionsPerPrincipal: 2})
+	srv := httptest.NewServer(g)
+	defer func() {
+		g.shutdown()
+		srv.CloseClientConnections()
+		srv.Close()
+	}()
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			var held []*mcp.ClientSession
+			defer func() {
+				for _, cs := range held {
+					_ = cs.Close()
+				}
+			}()
+			refused := 0
+			for e, path := range []string{Path(key), ServerPath(key, "a"), ServerPath(key, "b")} {
+				for i := range 2 {
+					// A stateless session's name is the project's: one name on two endpoints is one session.
+					cs, err := connectAs(t, srv.URL+path, "mallory", fmt.Sprintf("s%d-%d", e, i), version)
+					if err != nil {
+						if !strings.Contains(err.Error(), "--max-sessions-per-principal") {
+							t.Fatalf("a session past the bound on %s: %v, want a refusal naming the bound", path, err)
+						}
+						refused++
+						continue
+					}
+					held = append(held, cs)
+				}
+			}
+			if len(held) != 2 || refused != 4 {
+				t.Fatalf("one identity holds %d sessions over the project's 3 endpoints (%d refused), want 2 (--max-sessions-per-principal=2)", len(held), refused)
+			}
+			victim, err := connectAs(t, srv.URL+ServerPath(key, "b"), "alice", "s0", version)
+			if err != nil {
+				t.Fatalf("another identity must still get in: %v", err)
+			}
+			_ = victim.Close()
+		})
+	}
+}
+
+// connectAs opens a session of endpoint as the principal token names (a stateless one named
+// session, mounted by a first request). Each session has connections of its own: a gateway
+// served by httptest (not by Serve) closes a taken stream's connection when the stream ends,
+// and a new session reusing it from a shared pool could find it reset.
+func connectAs(t *testing.T, endpoint, token, session, version string) (*mcp.ClientSession, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	var next http.RoundTripper = tr
+	if session != "" {
+		next = sessionOn{session: session, next: tr}
+	}
+	hc := &http.Client{Transport: bearerOn{token: token, next: next}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		_ = cs.Close()
+		return nil, err
+	}
+	return cs, nil
+}
+
+// sessionOn names each request's stateless session, on next.
+type sessionOn struct {
+	session string
+	next    http.RoundTripper
+}
+
+func (s sessionOn) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set(SessionHeader, s.session)
+	return s.next.RoundTrip(req)
 }
 
 // bearerOn sends each request with the token, on next.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,10 +83,10 @@ func TestSessionTableRecords(t *testing.T) {
 	if l := tab.level(); l != "debug" {
 		t.Errorf("level %q, want debug", l)
 	}
-	if ok, err := tab.claim("s", "file:///a", 1); !ok || err != nil {
+	if ok, err := tab.claim("s", "alice", "file:///a", 1, 4); !ok || err != nil {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
-	if ok, err := tab.claim("s", "file:///b", 1); ok || err == nil {
+	if ok, err := tab.claim("s", "alice", "file:///b", 1, 4); ok || err == nil {
 		t.Error("a claim past the bound succeeded")
 	}
 	if !tab.settle("s", "file:///a", "srv", true) {
@@ -177,5 +178,94 @@ func TestSessionTableGrants(t *testing.T) {
 	tab.disown("a")
 	if holders, _ := tab.holders("db", now, time.Minute); len(holders) != 0 {
 		t.Errorf("a released session still holds db: %v", holders)
+	}
+}
+
+// The principals' table counts sessions, not endpoints: a session owned on two endpoints is
+// one of its principal's, a new one past the bound is refused, and the count falls only when
+// the last endpoint gives a session back.
+func TestPrincipalsCountSessions(t *testing.T) {
+	shared := &principals{}
+	project, view := sessions{principals: shared}, sessions{principals: shared}
+	for _, step := range []struct {
+		name      string
+		tab       *sessions
+		ref       string
+		principal string
+		ok        bool
+	}{
+		{"a first session", &project, "a", "alice", true},
+		{"the same session on a per-server endpoint", &view, "a", "alice", true},
+		{"a second session on the per-server endpoint", &view, "b", "alice", true},
+		{"a third, on the project endpoint", &project, "c", "alice", false},
+		{"another identity", &view, "c", "bob", true},
+	} {
+		if err := step.tab.own(step.ref, step.principal, 2, "ns/p"); (err == nil) != step.ok {
+			t.Fatalf("%s: %v, want ok=%v", step.name, err, step.ok)
+		}
+	}
+	if n := shared.count("alice"); n != 2 {
+		t.Fatalf("alice holds %d sessions, want 2", n)
+	}
+	view.disown("a")
+	if n := shared.count("alice"); n != 2 {
+		t.Fatalf("a session still owned on the project endpoint counts: alice holds %d, want 2", n)
+	}
+	project.disown("a")
+	view.disown("b")
+	if n := shared.count("alice"); n != 0 || len(shared.refs) != 1 {
+		t.Fatalf("alice holds %d sessions, %d principals counted; want 0 and bob alone", n, len(shared.refs))
+	}
+}
+
+// An identity's sessions share one bound on their subscriptions, on every endpoint of the
+// project: new sessions do not bring new shares. A subscription that goes, by unsubscribe, a
+// failed upstream subscribe or the session's release, gives its place back.
+func TestSubscriptionsPerPrincipal(t *testing.T) {
+	shared := &principals{}
+	project, view := sessions{principals: shared}, sessions{principals: shared}
+	claim := func(tab *sessions, ref, principal, uri string) error {
+		_, err := tab.claim(ref, principal, uri, 2, 3)
+		return err
+	}
+	for _, step := range []struct {
+		tab                 *sessions
+		ref, principal, uri string
+		refused             string
+	}{
+		{&project, "s1", "mallory", "file:///1", ""},
+		{&project, "s1", "mallory", "file:///2", ""},
+		{&project, "s1", "mallory", "file:///3", "--max-subscriptions-per-session"},
+		{&view, "s2", "mallory", "file:///1", ""},
+		{&view, "s3", "mallory", "file:///1", "this identity's sessions hold 3"},
+		{&view, "s4", "alice", "file:///1", ""},
+	} {
+		err := claim(step.tab, step.ref, step.principal, step.uri)
+		if step.refused == "" && err != nil || step.refused != "" && (err == nil || !strings.Contains(err.Error(), step.refused)) {
+			t.Fatalf("%s's session %s subscribing to %s: %v, want refused=%q", step.principal, step.ref, step.uri, err, step.refused)
+		}
+	}
+	project.settle("s1", "file:///1", "a", true)
+	project.settle("s1", "file:///2", "a", false) // the upstream subscribe failed
+	view.unsubscribe("s2", "file:///1")
+	if err := claim(&view, "s3", "mallory", "file:///1"); err != nil {
+		t.Fatalf("places given back: %v", err)
+	}
+	project.dropSubscriptions("s1")
+	view.dropSubscriptions("s3")
+	view.dropSubscriptions("s4")
+	if len(shared.subs) != 0 {
+		t.Fatalf("subscriptions still counted: %v", shared.subs)
+	}
+}
+
+// Giving back what was never taken changes nothing and does not panic.
+func TestPrincipalsGiveBackUntaken(t *testing.T) {
+	var o principals
+	o.give("alice", "a")
+	o.unlisten("alice", "a")
+	o.unsubscribe("alice", 1)
+	if _, ok := o.take("alice", "a", 1); !ok || o.count("alice") != 1 {
+		t.Fatal("the table is not as new")
 	}
 }

@@ -33,6 +33,11 @@ type subscriptions struct {
 // DefaultMaxSubscriptionsPerSession is the default of Options.MaxSubscriptionsPerSession.
 const DefaultMaxSubscriptionsPerSession = 100
 
+// subscriptionsPerPrincipal is how many sessions' worth of subscriptions one identity's
+// sessions hold together: sessions cost nothing to open, so a bound per session alone bounds
+// nothing an identity holds on the shared connections.
+const subscriptionsPerPrincipal = 4
+
 // subscribe subscribes a session to a URI. The session's entry is claimed before the upstream
 // subscribe, so two concurrent subscribes of one session to one URI subscribe the connection
 // once (a second reference would never be dropped); a failed subscribe takes the entry out,
@@ -51,7 +56,7 @@ func (s *subscriptions) subscribeAs(ctx context.Context, o paths.Origin, uri str
 		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no server of this project lists the resource %q", uri)} //nolint:staticcheck // see above
 	}
 	id := o.Session()
-	if claimed, err := s.claim(id, uri); !claimed {
+	if claimed, err := s.claim(id, o.Who().Principal, uri); !claimed {
 		return err
 	}
 	subscribed, err := s.paths.Subscribe(ctx, o, server, uri)
@@ -69,10 +74,10 @@ func (s *subscriptions) subscribeAs(ctx context.Context, o paths.Origin, uri str
 // dropping it unsubscribes nothing (subscribe gives the reference back).
 const pendingSubscription = ""
 
-// claim makes the session's entry for uri; false when it has one already (nil
-// error) or is at its bound (the error names it).
-func (s *subscriptions) claim(id, uri string) (bool, error) {
-	claimed, err := s.sessions.claim(id, uri, s.max)
+// claim makes the session's entry for uri, on principal's share; false when it has one already
+// (nil error) or is at its bound or its principal's (the error names it).
+func (s *subscriptions) claim(id, principal, uri string) (bool, error) {
+	claimed, err := s.sessions.claim(id, principal, uri, s.max, subscriptionsPerPrincipal*s.max)
 	if err != nil {
 		return false, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	}

@@ -58,6 +58,7 @@ func TestFaults(t *testing.T) {
 	s.rbacLogs(t)
 	s.tokenRead(t)
 	s.batchSession(t)
+	s.crowdAll(t)
 	s.hugeHeaders(t)
 	s.randomPaths(t)
 	s.revokedSpender(t)

@@ -185,7 +185,7 @@ func (s *suite) slowLogReader(t *testing.T) {
 func (s *suite) batchSession(t *testing.T) {
 	s.fault(t, row{fault: "a batch session keeps 1000 calls in flight",
 		sees:       "the batch session's calls beyond its share wait in its own line; an interactive session on the same server (24 workers) gets its calls answered as fast as alone",
-		guaranteed: "a session has at most --max-calls-per-session (16) requests in flight on a connection, the connection --max-calls-per-server (256); freed slots go round the waiting sessions",
+		guaranteed: "a session has at most --max-calls-per-session (16) requests in flight on a connection, the connection --max-calls-per-server (256); freed slots go round the waiting principals, then their sessions",
 	}, func(t *testing.T, r *row) {
 		key := s.project(t, "batch", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{s.stdio("w", "--workers", "24")}}, true)
 		interactive, batch := s.mustConnect(t, key, "2025-11-25", nil), s.mustConnect(t, key, "2025-11-25", nil)

@@ -116,7 +116,7 @@ func dispatch[T any](ctx context.Context, p *Paths, o Origin, server string, do 
 	if o.caller != nil {
 		ctx = conn.WithCaller(ctx, o.caller)
 	}
-	ctx = conn.WithSession(ctx, o.session) // the session's turn on the shared connection (conn's fair queue)
+	ctx = conn.WithSession(ctx, o.session, o.who.Principal) // the session's turn on the shared connection (conn's fair queue)
 	for attempt := 0; ; attempt++ {
 		c := p.ep.Await(ctx, o.session, server)
 		if c == nil && p.ep.Moved() {

@@ -42,7 +42,9 @@ import (
 //     carrying the server's requests and a requestState naming the pending call; the upstream
 //     call goes on waiting. The state is unguessable, issued to one session of one project for
 //     one tool, good for one answer, and lapses after InputTimeout; a project holds at most
-//     MaxAwaitingInput such calls (past it the server's request gets an error at once).
+//     MaxAwaitingInput such calls (past it the server's request gets an error at once), an
+//     identity at most MaxAwaitingInputPerPrincipal of them whatever its sessions, and a
+//     session at most MaxAwaitingInputPerSession.
 //   - The session's next call with inputResponses and that state answers the server's
 //     requests, and the gateway waits for the upstream result again in that request (the
 //     server may ask once more: another round).
@@ -70,6 +72,10 @@ func isInputStateJSON(state json.RawMessage) bool {
 const (
 	DefaultMaxAwaitingInput           = 100
 	DefaultMaxAwaitingInputPerSession = 10
+	// DefaultMaxAwaitingInputPerPrincipal is a quarter of the project's places: sessions cost
+	// nothing to open, so a share per session alone lets one identity with ten of them take
+	// every place.
+	DefaultMaxAwaitingInputPerPrincipal = 25
 )
 
 // inputs are a project's calls waiting for their sessions' input.
@@ -80,6 +86,7 @@ type inputs struct {
 	timeout time.Duration
 	max     int
 	each    int // per session
+	whose   int // per principal, all its sessions together
 
 	mu     sync.Mutex
 	parked map[string]*pendingCall // by the requestState the session was given
@@ -90,15 +97,25 @@ func newInputs(p *Paths) *inputs {
 	sum := sha256.Sum256([]byte(p.key.String()))
 	return &inputs{
 		tag: hex.EncodeToString(sum[:4]), epoch: func() int64 { e, _ := p.ep.Claim(); return e }, log: p.opts.Log, timeout: p.opts.InputTimeout,
-		max: p.opts.MaxAwaitingInput, each: p.opts.MaxAwaitingInputPerSession,
+		max: p.opts.MaxAwaitingInput, each: p.opts.MaxAwaitingInputPerSession, whose: perPrincipal(p.opts.MaxAwaitingInputPerPrincipal),
 		parked: map[string]*pendingCall{},
 	}
+}
+
+// perPrincipal is the per-principal share of the places, DefaultMaxAwaitingInputPerPrincipal
+// when not set.
+func perPrincipal(n int) int {
+	if n <= 0 {
+		return DefaultMaxAwaitingInputPerPrincipal
+	}
+	return n
 }
 
 // pendingCall is one stateless session's call running upstream, and the session as the server
 // sees it: the conn.Caller its requests go to.
 type pendingCall struct {
 	session, call string         // the session, and what it called (callOf)
+	principal     string         // whose session it is, for its share of the places (never shown)
 	asks          chan *inputAsk // the server's requests, taken by the round waiting
 	done          chan struct{}  // closed when the upstream call has ended (res, err)
 	res           any
@@ -206,7 +223,7 @@ func resultAs[T any](res any) (T, error) {
 // the server answers, when it is abandoned (pendingCall.abandon), or at the gateway's call
 // timeout (forward).
 func (in *inputs) start(ctx context.Context, o Origin, caps *mcp.ClientCapabilities, run func(context.Context, Origin) (any, error)) *pendingCall {
-	pc := &pendingCall{session: o.session, call: callOf(o), caps: caps,
+	pc := &pendingCall{session: o.session, principal: o.who.Principal, call: callOf(o), caps: caps,
 		asks: make(chan *inputAsk), done: make(chan struct{}), gone: make(chan struct{})}
 	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	pc.cancel = cancel
@@ -260,15 +277,34 @@ func (in *inputs) wait(ctx context.Context, pc *pendingCall) (*inputRound, error
 	}
 }
 
-// heldBy counts the calls of session waiting for its input; in.mu is held.
-func (in *inputs) heldBy(session string) int {
-	n := 0
-	for _, pc := range in.parked {
-		if pc.session == session {
-			n++
+// heldBy counts the calls waiting for input of pc's session, and of every session of its
+// principal; in.mu is held.
+func (in *inputs) heldBy(pc *pendingCall) (session, principal int) {
+	for _, other := range in.parked {
+		if other.principal == pc.principal {
+			principal++
+			if other.session == pc.session {
+				session++
+			}
 		}
 	}
-	return n
+	return session, principal
+}
+
+// refusal is why a call may not wait for its session's input (nil: it may): the project's
+// places are taken, its principal's share or its session's is.
+func (in *inputs) refusal(pc *pendingCall) error {
+	if len(in.parked) >= in.max {
+		return fmt.Errorf("%d calls of this project already wait for their sessions' input (the gateway's bound); try again later", in.max)
+	}
+	session, principal := in.heldBy(pc)
+	if in.whose > 0 && principal >= in.whose {
+		return fmt.Errorf("%d calls of this identity's sessions already wait for their input, its share of the project's places; answer one first", principal)
+	}
+	if session >= in.each {
+		return fmt.Errorf("%d calls of this session already wait for its input, its share of the project's places; answer one first", session)
+	}
+	return nil
 }
 
 // park keeps a call whose server asks for input until its session calls again, under a new
@@ -279,15 +315,9 @@ func (in *inputs) park(pc *pendingCall, asks []*inputAsk) (*inputRound, error) {
 	if in.closed {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "projectmcp: the project's endpoint is closing"}
 	}
-	if len(in.parked) >= in.max {
+	if err := in.refusal(pc); err != nil {
 		metrics.InputRounds.WithLabelValues("refused").Inc()
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
-			"projectmcp: %d calls of this project already wait for their sessions' input (the gateway's bound); try again later", in.max)}
-	}
-	if n := in.heldBy(pc.session); n >= in.each {
-		metrics.InputRounds.WithLabelValues("refused").Inc()
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
-			"projectmcp: %d calls of this session already wait for its input, its share of the project's places; answer one first", n)}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "projectmcp: " + err.Error()}
 	}
 	var random [24]byte
 	_, _ = rand.Read(random[:]) // never fails (crypto/rand)

@@ -9,6 +9,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/httpserve"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 	"github.com/dsh-dev/projectmcp/internal/revision"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -22,6 +23,12 @@ type Listen struct {
 	Origin        Origin
 	ClientInfo    json.RawMessage
 	Notifications mcp.NotificationSubscriptions
+}
+
+// RefuseListen answers a listen the endpoint refuses (past a bound) with a JSON-RPC error
+// saying why, as the SDK answers a request it refuses.
+func RefuseListen(w http.ResponseWriter, l Listen, msg string) {
+	writeError(w, nil, l.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg}, true)
 }
 
 // listRequest is what is read of a subscriptions/listen.

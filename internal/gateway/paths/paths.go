@@ -64,9 +64,10 @@ type Options struct {
 	// CallTimeout bounds one forwarded request (0: none).
 	CallTimeout time.Duration
 	// InputTimeout bounds how long a stateless session's call waits for the session's input;
-	// MaxAwaitingInput and MaxAwaitingInputPerSession bound how many wait.
-	InputTimeout                                 time.Duration
-	MaxAwaitingInput, MaxAwaitingInputPerSession int
+	// MaxAwaitingInput, MaxAwaitingInputPerPrincipal (0: its default) and
+	// MaxAwaitingInputPerSession bound how many wait.
+	InputTimeout                                                               time.Duration
+	MaxAwaitingInput, MaxAwaitingInputPerPrincipal, MaxAwaitingInputPerSession int
 	// Audit, when not nil, records every forwarded request; AuditArguments adds arguments.
 	Audit          *audit.Log
 	AuditArguments bool

@@ -1,0 +1,48 @@
+package access
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// Revoked tells from the verdicts held, with no review: a token allowed is not revoked, one
+// whose last verdict refused the project is, and one the auth no longer holds a verdict on
+// tells nothing (false).
+func TestKubernetesAuthRevoked(t *testing.T) {
+	var revoked atomic.Bool
+	cs, accesses := revocableClient(&revoked)
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := &KubernetesAuth{Client: cs, Clock: clk}
+	ctx := context.Background()
+	shop := types.NamespacedName{Namespace: "ns", Name: "shop"}
+	principal, status, _ := a.Authorize(ctx, bearerRequest("mallory"), shop)
+	if status != 0 {
+		t.Fatalf("before the revocation: %d", status)
+	}
+	who := NewIdentity(principal, bearerRequest("mallory"))
+	if a.Revoked(who, shop) || a.Revoked(Identity{Principal: principal}, shop) {
+		t.Fatal("an allowed identity, or one without a token, is revoked")
+	}
+	revoked.Store(true)
+	clk.Step(31 * time.Second) // past the verdict's TTL: the next request reviews it again
+	if _, status, _ := a.Authorize(ctx, bearerRequest("mallory"), shop); status != http.StatusForbidden {
+		t.Fatalf("after the revocation: %d, want 403", status)
+	}
+	before := accesses.Load()
+	if !a.Revoked(who, shop) {
+		t.Fatal("an identity whose last verdict refused the project is not revoked")
+	}
+	if accesses.Load() != before {
+		t.Fatal("Revoked made a review")
+	}
+	clk.Step(time.Hour) // the verdict has gone from the cache
+	if a.Revoked(who, shop) {
+		t.Fatal("a verdict no longer held counts as a refusal")
+	}
+}
