@@ -64,6 +64,64 @@ func TestParseValid(t *testing.T) {
 	}
 }
 
+// TestParseClientKeys reads the keys Claude Code's and VS Code's entries have beyond the
+// server's definition, each into its meaning in the spec.
+func TestParseClientKeys(t *testing.T) {
+	src := `{"mcpServers": {
+  "remote": {
+    "type": "http", "url": "https://mcp.example.com/mcp",
+    "headersHelper": "./bin/mcp-headers --server remote",
+    "oauth": {"clientId": "abc", "callbackPort": 8123, "authServerMetadataUrl": "https://auth.example.com/.well-known/oauth-authorization-server", "scopes": "read write"},
+    "timeout": 90000, "request_timeout_ms": 60000, "alwaysLoad": true
+  },
+  "local": {
+    "command": "npx", "args": ["-y", "pkg"],
+    "sandboxEnabled": true,
+    "sandbox": {"filesystem": {"allowWrite": ["${workspaceFolder}"], "denyRead": ["~/.ssh"]}, "network": {"allowedDomains": ["api.github.com"]}},
+    "dev": {"watch": "src/**/*.ts", "debug": {"type": "node"}},
+    "timeout": 5000
+  },
+  "scoped": {"url": "https://h/mcp", "oauth": {"scopes": ["a", "b"]}}
+}}`
+	got, err := Parse(file, []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []v1alpha1.MCPServer{
+		{
+			Name:    "local",
+			Stdio:   &v1alpha1.StdioServer{Command: "npx", Args: []string{"-y", "pkg"}},
+			Timeout: &metav1.Duration{Duration: 5 * time.Second},
+			Sandbox: &v1alpha1.Sandbox{
+				Enabled:    true,
+				Filesystem: &v1alpha1.SandboxFilesystem{AllowWrite: []string{"${workspaceFolder}"}, DenyRead: []string{"~/.ssh"}},
+				Network:    &v1alpha1.SandboxNetwork{AllowedDomains: []string{"api.github.com"}},
+			},
+		},
+		{
+			Name: "remote",
+			HTTP: &v1alpha1.HTTPServer{
+				URL: "https://mcp.example.com/mcp", Transport: v1alpha1.TransportStreamableHTTP,
+				HeadersHelper: "./bin/mcp-headers --server remote",
+				OAuth: &v1alpha1.OAuthClient{
+					ClientID: "abc", CallbackPort: 8123,
+					AuthServerMetadataURL: "https://auth.example.com/.well-known/oauth-authorization-server",
+					Scopes:                []string{"read", "write"},
+				},
+			},
+			Timeout:    &metav1.Duration{Duration: time.Minute}, // the shorter of the two
+			AlwaysLoad: true,
+		},
+		{Name: "scoped", HTTP: &v1alpha1.HTTPServer{
+			URL: "https://h/mcp", Transport: v1alpha1.TransportStreamableHTTP,
+			OAuth: &v1alpha1.OAuthClient{Scopes: []string{"a", "b"}},
+		}},
+	}
+	if d := cmp.Diff(want, got.Servers); d != "" {
+		t.Fatalf("servers mismatch (-want +got):\n%s", d)
+	}
+}
+
 func TestParseDeterministic(t *testing.T) {
 	a := `{"mcpServers": {"b": {"command": "x", "env": {"B": "1", "A": "2"}}, "a": {"url": "http://h/"}}}`
 	b := `{"mcpServers": {"a": {"url": "http://h/"}, "b": {"env": {"A": "2", "B": "1"}, "command": "x"}}}`
@@ -124,6 +182,16 @@ func TestParseErrors(t *testing.T) {
 		{"stdio with url", `{"mcpServers": {"a": {"type": "stdio", "url": "http://h"}}}`, `"url"`, `server "a" has type "stdio" but sets "url"`},
 		{"headers on stdio", `{"mcpServers": {"a": {"command": "x", "headers": {}}}}`, `"headers"`, `"headers" does not apply to server "a", whose type is "stdio"`},
 		{"args on http", `{"mcpServers": {"a": {"url": "http://h", "args": []}}}`, `"args"`, `"args" does not apply to server "a", whose type is "http"`},
+		{"ws type", `{"mcpServers": {"a": {"type": "ws", "url": "ws://h/mcp"}}}`, `"ws"`, `server "a" has type "ws" (WebSocket), which is not an MCP transport of the specification`},
+		{"envFile", `{"mcpServers": {"a": {"command": "x", "envFile": ".env"}}}`, `"envFile"`, `"envFile" in server "a" is not carried: the controller reads no file of the project for values; list each variable in "env" as ${NAME}`},
+		{"headersHelper on stdio", `{"mcpServers": {"a": {"command": "x", "headersHelper": "h"}}}`, `"headersHelper"`, `"headersHelper" does not apply to server "a", whose type is "stdio"`},
+		{"sandbox on http", `{"mcpServers": {"a": {"url": "http://h", "sandboxEnabled": true}}}`, `"sandboxEnabled"`, `"sandboxEnabled" does not apply to server "a", whose type is "http"`},
+		{"timeout zero", `{"mcpServers": {"a": {"command": "x", "timeout": 0}}}`, `0}`, `"timeout" in server "a" must be greater than 0`},
+		{"timeout fraction", `{"mcpServers": {"a": {"command": "x", "request_timeout_ms": 1.5}}}`, `1.5`, `"request_timeout_ms" in server "a" must be a whole number of milliseconds`},
+		{"alwaysLoad string", `{"mcpServers": {"a": {"command": "x", "alwaysLoad": "yes"}}}`, `"yes"`, `"alwaysLoad" in server "a" must be a boolean`},
+		{"oauth key typo", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"clientID": "c"}}}}`, `"clientID"`, `unknown key "clientID" in "oauth" in server "a"; did you mean "clientId"?`},
+		{"oauth port", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"callbackPort": 70000}}}}`, `70000`, `"callbackPort" in "oauth" in server "a" must be a port, 1 to 65535`},
+		{"sandbox key typo", `{"mcpServers": {"a": {"command": "x", "sandbox": {"network": {"allowDomains": []}}}}}`, `"allowDomains"`, `did you mean "allowedDomains"?`},
 		{"url not http", `{"mcpServers": {"a": {"url": "ftp://h/x"}}}`, `"ftp`, `"url" in server "a" must start with http:// or https://`},
 		{"url relative", `{"mcpServers": {"a": {"url": "/mcp"}}}`, `"/mcp"`, `must start with http:// or https://`},
 		{"url unparsable", `{"mcpServers": {"a": {"url": "http://h:port/"}}}`, `"http`, `"url" in server "a" is not a valid URL: invalid port`},
