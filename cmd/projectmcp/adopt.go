@@ -252,7 +252,46 @@ func adoptEntry(plan adoptPlan, name string, src []byte, v jsonValue) (s movedSe
 		}
 	}
 	server, err := parseServer(name, value)
-	return movedServer{name: name, value: value, server: server}, notes, err
+	if err != nil {
+		return movedServer{}, nil, err
+	}
+	notes = append(notes, inputNotes(plan.format, string(src[v.start:v.end]))...)
+	notes = append(notes, carriedNotes(server)...)
+	return movedServer{name: name, value: value, server: server}, notes, nil
+}
+
+// inputNotes say which variable each of VS Code's ${input:id} became, whose value the user
+// puts in the Secret: VS Code keeps it in its own secret storage, out of reach.
+func inputNotes(format clientFormat, entry string) []string {
+	if format.name == "claude-code" {
+		return nil
+	}
+	var notes []string
+	for _, m := range clientRef.FindAllStringSubmatch(entry, -1) {
+		id, ok := strings.CutPrefix(m[1], "input:")
+		note := fmt.Sprintf("%s became ${%s}: put its value in the Secret spec.secretRef names", m[0], inputVariable(id))
+		if ok && !slices.Contains(notes, note) {
+			notes = append(notes, note)
+		}
+	}
+	return notes
+}
+
+// carriedNotes say which of a server's client keys move into the spec without the
+// controller acting on them yet, so the user knows what the agent did that the gateway does
+// not.
+func carriedNotes(s v1alpha1.MCPServer) []string {
+	var notes []string
+	if s.HTTP != nil && s.HTTP.HeadersHelper != "" {
+		notes = append(notes, "its headersHelper moves, but the controller does not run it yet: give the server its headers in \"headers\" meanwhile")
+	}
+	if s.HTTP != nil && s.HTTP.OAuth != nil {
+		notes = append(notes, "its oauth moves, but the controller does not sign in yet: the server needs a credential in \"headers\"")
+	}
+	if s.Sandbox != nil {
+		notes = append(notes, "its sandbox moves, but the controller does not enforce it yet")
+	}
+	return notes
 }
 
 // splitClientOnly takes out of an entry the keys that concern the client alone: VS Code's
@@ -444,8 +483,8 @@ func literalsRefusal(s v1alpha1.MCPServer) error {
 	if len(found) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s look like credentials written literally: write them as ${VAR} references, resolved from the Secret spec.secretRef names, "+
-		"then adopt again (--allow-literals moves them as they are)", strings.Join(found, ", "))
+	return fmt.Errorf("it holds what looks like a credential written literally (%s): write it as a ${VAR} reference, resolved from the Secret spec.secretRef names, "+
+		"then adopt again (--allow-literals moves it as it is)", strings.Join(found, ", "))
 }
 
 // dshResult is what became of one moved server in .dsh/mcp.json.

@@ -66,7 +66,7 @@ func TestAdoptLeavesWhatCannotMove(t *testing.T) {
 	for _, want := range []string{
 		dsh + `: added "memory"`,
 		client + `: left "socket": .dsh/mcp.json would refuse it: server "socket" has type "ws" (WebSocket), which is not an MCP transport`,
-		client + `: left "keyed": args[2] look like credentials written literally`,
+		client + `: left "keyed": it holds what looks like a credential written literally (args[2])`,
 		client + `: left "bad__name": .dsh/mcp.json would refuse it: server name "bad__name" contains "__"`,
 	} {
 		if !strings.Contains(stdout, want) {
