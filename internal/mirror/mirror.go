@@ -72,6 +72,10 @@ type Mirror struct {
 	// MissingGrace is how long a file that was there must stay missing before the project's
 	// servers go (default DefaultMissingGrace).
 	MissingGrace time.Duration
+	// OnRead, when set, is called with the ConfigSynced condition of every read of the file,
+	// from Run's goroutine, before it is applied: projectmcp dev prints a refused file's
+	// errors where its user looks, the moment it is read.
+	OnRead func(metav1.Condition)
 
 	seen bool // the last read found the file (Run's goroutine alone)
 }
@@ -243,6 +247,9 @@ func (m *Mirror) Sync(ctx context.Context) error {
 	spec, cond, err := m.read(ctx)
 	if err != nil {
 		return err
+	}
+	if m.OnRead != nil {
+		m.OnRead(cond)
 	}
 	if spec != nil {
 		if err := m.apply(ctx, spec); err != nil {
