@@ -627,7 +627,7 @@ func (a *adoption) planClient(format clientFormat, projectEndpoint string, beare
 		if disabled[m.name] {
 			continue
 		}
-		e := format.entry(v1alpha1.ServerEndpoint(projectEndpoint, m.name), bearer)
+		e := clientHints(format, m.server, format.entry(v1alpha1.ServerEndpoint(projectEndpoint, m.name), bearer))
 		want = append(want, wantEntry{name: m.name, entry: e, ours: func([]byte, jsonValue) string { return "moved to " + config.DefaultPath }})
 	}
 	var err error
@@ -751,4 +751,18 @@ func reportLeft(w io.Writer, a *adoption) {
 	for _, n := range a.notes {
 		fmt.Fprintf(w, "%s: note on %q: %s\n", a.client.shown, n.name, n.note)
 	}
+}
+
+// clientHints adds to a Claude Code entry the keys of the server's spec that the client acts
+// on itself: alwaysLoad (its tool search then loads the server's tools up front) and timeout
+// (how long it waits for a call). Other clients have no such keys.
+func clientHints(format clientFormat, s v1alpha1.MCPServer, e serverEntry) serverEntry {
+	if format.name != "claude-code" {
+		return e
+	}
+	e.AlwaysLoad = s.AlwaysLoad
+	if s.Timeout != nil {
+		e.Timeout = s.Timeout.Milliseconds()
+	}
+	return e
 }

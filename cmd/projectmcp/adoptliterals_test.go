@@ -117,3 +117,18 @@ func TestAdoptEnvFile(t *testing.T) {
 		}
 	}
 }
+
+// Claude Code acts on a server's alwaysLoad and timeout itself: connect writes them on that
+// server's entry, as the spec carries them, and only for Claude Code, whose keys they are.
+func TestConnectWritesClientHints(t *testing.T) {
+	kc := "--kubeconfig=" + apiServer(t).Kubeconfig
+	servedProject(t, "hinted", `{"mcpServers": {"m": {"command": "x", "alwaysLoad": true, "timeout": 5000}, "plain": {"command": "y"}}}`)
+	stdout, _ := runCode(t, exitOK, "connect", "hinted", "--client", "claude-code", "--auth", "none", kc)
+	if !strings.Contains(stdout, "/servers/m/mcp\",\n      \"alwaysLoad\": true,\n      \"timeout\": 5000\n") ||
+		!strings.Contains(stdout, "/servers/plain/mcp\"\n") {
+		t.Errorf("claude-code's entries:\n%s", stdout)
+	}
+	if stdout, _ := runCode(t, exitOK, "connect", "hinted", "--client", "vscode", "--auth", "none", kc); strings.Contains(stdout, "alwaysLoad") {
+		t.Errorf("vscode's entries carry Claude Code's keys:\n%s", stdout)
+	}
+}
