@@ -278,18 +278,12 @@ func inputNotes(format clientFormat, entry string) []string {
 }
 
 // carriedNotes say which of a server's client keys move into the spec without the
-// controller acting on them yet, so the user knows what the agent did that the gateway does
-// not.
+// controller acting on them yet (config.Unacted), so the user knows what the agent did that
+// the gateway does not.
 func carriedNotes(s v1alpha1.MCPServer) []string {
 	var notes []string
-	if s.HTTP != nil && s.HTTP.HeadersHelper != "" {
-		notes = append(notes, "its headersHelper moves, but the controller does not run it yet: give the server its headers in \"headers\" meanwhile")
-	}
-	if s.HTTP != nil && s.HTTP.OAuth != nil {
-		notes = append(notes, "its oauth moves, but the controller does not sign in yet: the server needs a credential in \"headers\"")
-	}
-	if s.Sandbox != nil {
-		notes = append(notes, "its sandbox moves, but the controller does not enforce it yet")
+	for _, n := range config.Unacted(&v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{s}}) {
+		notes = append(notes, strings.TrimPrefix(n, fmt.Sprintf("server %q: ", s.Name)))
 	}
 	return notes
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -19,7 +20,8 @@ type configReporter struct {
 	file string // the file as dev shows it
 	mu   sync.Mutex
 	w    io.Writer
-	last string // the refusal printed last, "" while the file is accepted
+	last  string // the refusal printed last, "" while the file is accepted
+	shown string // the message of the accepted file read last
 }
 
 // check reads the file once, before the control plane starts, so a refused file is named
@@ -42,11 +44,15 @@ func (r *configReporter) onRead(cond metav1.Condition) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.last != "" {
-		r.last = ""
+	if r.last != "" || (cond.Message != r.shown && !plainApplied.MatchString(cond.Message)) {
 		fmt.Fprintf(r.w, "%s: %s\n", r.file, cond.Message)
 	}
+	r.last, r.shown = "", cond.Message
 }
+
+// plainApplied matches the mirror's message of an accepted file that has nothing more to say;
+// one with more (what the controller does not act on yet) is printed each time it changes.
+var plainApplied = regexp.MustCompile(`^\S+ (applied: \d+ servers|does not exist: the project has no servers)$`)
 
 // stillInEffect ends the mirror's message of a refused file.
 const stillInEffect = " (the last valid configuration stays in effect)"

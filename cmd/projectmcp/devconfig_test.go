@@ -27,6 +27,7 @@ func TestConfigReporter(t *testing.T) {
 		return metav1.Condition{Status: metav1.ConditionFalse, Message: msg + stillInEffect}
 	}
 	applied := metav1.Condition{Status: metav1.ConditionTrue, Message: ".dsh/mcp.json applied: 1 servers"}
+	noted := metav1.Condition{Status: metav1.ConditionTrue, Message: `.dsh/mcp.json applied: 1 servers; server "a": sandbox is carried but not enforced yet`}
 	steps := []struct {
 		cond metav1.Condition
 		want string
@@ -37,6 +38,9 @@ func TestConfigReporter(t *testing.T) {
 		{refused(".dsh/mcp.json:3:5: unknown key \"comand\" in server \"a\"; did you mean \"command\"?"), ""},
 		{refused(".dsh/mcp.json:1:1: a\n.dsh/mcp.json:2:1: b"), "/p/.dsh/mcp.json is refused; nothing of it is applied until it is fixed:\n  .dsh/mcp.json:1:1: a\n  .dsh/mcp.json:2:1: b\n"},
 		{applied, "/p/.dsh/mcp.json: .dsh/mcp.json applied: 1 servers\n"},
+		{applied, ""},
+		{noted, "/p/.dsh/mcp.json: " + noted.Message + "\n"},
+		{noted, ""},
 		{applied, ""},
 	}
 	for i, s := range steps {

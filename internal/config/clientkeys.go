@@ -193,3 +193,22 @@ func (p *parser) lists(m member, in string, known []string, into map[string]*[]s
 		*target = p.stringList(f, in, maxSandboxItems, true)
 	}
 }
+
+// Unacted says, one line per server and key, what a spec carries from a client's entry that
+// the controller does not act on yet, so the user learns it where the file's state is shown
+// (the mirror's ConfigSynced condition, dev's terminal) rather than from a server that fails.
+func Unacted(spec *v1alpha1.ProjectMCPSpec) []string {
+	var out []string
+	for _, s := range spec.Servers {
+		if s.HTTP != nil && s.HTTP.HeadersHelper != "" {
+			out = append(out, fmt.Sprintf("server %q: headersHelper is carried but not run by the controller yet; its headers come from \"headers\" alone", s.Name))
+		}
+		if s.HTTP != nil && s.HTTP.OAuth != nil {
+			out = append(out, fmt.Sprintf("server %q: oauth is carried but the controller does not sign in yet; the server needs a credential in \"headers\"", s.Name))
+		}
+		if s.Sandbox != nil {
+			out = append(out, fmt.Sprintf("server %q: sandbox is carried but not enforced yet", s.Name))
+		}
+	}
+	return out
+}

@@ -416,3 +416,23 @@ func TestParseErrorsQuoteNoValues(t *testing.T) {
 		}
 	}
 }
+
+// What a spec carries and the controller does not act on yet is named per server and key.
+func TestUnacted(t *testing.T) {
+	spec, err := Parse(file, []byte(`{"mcpServers": {
+  "plain": {"url": "https://h/mcp", "alwaysLoad": true, "timeout": 1000},
+  "api": {"url": "https://h/mcp", "headersHelper": "h", "oauth": {}},
+  "box": {"command": "x", "sandbox": {}}
+}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`server "api": headersHelper is carried but not run by the controller yet; its headers come from "headers" alone`,
+		`server "api": oauth is carried but the controller does not sign in yet; the server needs a credential in "headers"`,
+		`server "box": sandbox is carried but not enforced yet`,
+	}
+	if d := cmp.Diff(want, Unacted(spec)); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}

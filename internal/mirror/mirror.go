@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -294,6 +295,9 @@ func (m *Mirror) read(ctx context.Context) (*v1alpha1.ProjectMCPSpec, metav1.Con
 	spec.Project = project
 	cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonConfigApplied
 	cond.Message = fmt.Sprintf("%s applied: %d servers", config.DefaultPath, len(spec.Servers))
+	if unacted := config.Unacted(spec); len(unacted) > 0 {
+		cond.Message = truncate(cond.Message+"; "+strings.Join(unacted, "; "), 32768)
+	}
 	return spec, cond, nil
 }
 
