@@ -17,9 +17,9 @@ import (
 // reader's errors (file, line, column, the nearest known key), and when it is applied again:
 // without it, a refused file shows only as a wait for a ProjectMCP that never comes.
 type configReporter struct {
-	file string // the file as dev shows it
-	mu   sync.Mutex
-	w    io.Writer
+	file  string // the file as dev shows it
+	mu    sync.Mutex
+	w     io.Writer
 	last  string // the refusal printed last, "" while the file is accepted
 	shown string // the message of the accepted file read last
 }
