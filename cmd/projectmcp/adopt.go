@@ -180,11 +180,25 @@ func dshReferences(format clientFormat, entry, s string) (string, error) {
 			return "${" + inputVariable(id) + "}"
 		}
 		if bad == nil {
-			bad = fmt.Errorf("it uses %s, a variable of %s that %s cannot express (only ${env:VAR} and ${input:id} move, as ${VAR})", ref, format.name, config.DefaultPath)
+			bad = fmt.Errorf("it uses %s (%s): %s has no such variable, and only ${env:VAR} and ${input:id} move (as ${VAR}); "+
+				"write the value the server should get instead", ref, clientVariable(format, inner), config.DefaultPath)
 		}
 		return ref
 	})
 	return out, bad
+}
+
+// clientVariable says what one of a client's own variables stands for, to say why it does not
+// move: the server runs under the controller, which has neither the client's folder nor its
+// user's home (in a cluster they are on another machine).
+func clientVariable(format clientFormat, name string) string {
+	switch {
+	case strings.HasPrefix(name, "workspaceFolder"):
+		return "the folder " + format.name + " has open; the controller's servers do not run in it"
+	case name == "userHome":
+		return format.name + "'s user's home; in a cluster the controller's servers have another"
+	}
+	return "a variable of " + format.name
 }
 
 // inputVariable is the variable an ${input:id} becomes: the id in capitals, with every

@@ -373,7 +373,7 @@ func TestDshReferences(t *testing.T) {
 		{"vscode", "${input:tok}", "${TOK}", ""},
 		{"vscode", "Bearer ${input:github-token}", "Bearer ${GITHUB_TOKEN}", ""},
 		{"vscode", "${input:1st}", "${_1ST}", ""},
-		{"cursor", "${workspaceFolder}/bin", "", `it uses ${workspaceFolder}, a variable of cursor`},
+		{"cursor", "${workspaceFolder}/bin", "", `it uses ${workspaceFolder} (the folder cursor has open; the controller's servers do not run in it)`},
 		{"vscode", "plain $HOME", "plain $HOME", ""},
 	} {
 		got, err := dshReferences(mustClient(t, c.client), "e", c.in)
