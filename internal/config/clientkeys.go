@@ -127,6 +127,10 @@ func (p *parser) port(m member, in string) int32 {
 
 func (p *parser) metadataURL(m member, in string) string {
 	raw := p.plainString(m, in)
+	if len(raw) > v1alpha1.MaxURLLength {
+		p.errorf(m.value.at, "%q%s is %d bytes long; the limit is %d", m.key, in, len(raw), v1alpha1.MaxURLLength)
+		return raw
+	}
 	if raw == "" || strings.Contains(raw, "${") {
 		return raw
 	}
@@ -136,14 +140,31 @@ func (p *parser) metadataURL(m member, in string) string {
 	return raw
 }
 
-// scopes reads Claude Code's scopes: one string of space-separated scopes, or a list.
+// scopes reads Claude Code's scopes: one string of space-separated scopes, or a list; at most
+// maxSandboxItems of at most maxScopeLength bytes each, as the CRD admits.
 func (p *parser) scopes(m member, in string) []string {
+	what := fmt.Sprintf("%q%s", m.key, in)
+	var scopes []string
 	if m.value.kind == kindString {
-		p.checkValue(m.value, fmt.Sprintf("%q%s", m.key, in), v1alpha1.MaxArgLength)
-		return strings.Fields(m.value.str)
+		p.checkValue(m.value, what, v1alpha1.MaxArgLength)
+		scopes = strings.Fields(m.value.str)
+		if len(scopes) > maxSandboxItems {
+			p.errorf(m.value.at, "%s has %d scopes; the limit is %d", what, len(scopes), maxSandboxItems)
+		}
+	} else {
+		scopes = p.stringList(m, in, maxSandboxItems, true)
 	}
-	return p.stringList(m, in, maxSandboxItems, true)
+	for _, s := range scopes {
+		if len(s) > maxScopeLength {
+			p.errorf(m.value.at, "%s has a scope of %d bytes; the limit is %d", what, len(s), maxScopeLength)
+			break
+		}
+	}
+	return scopes
 }
+
+// maxScopeLength is the longest OAuth scope (the CRD's items:MaxLength).
+const maxScopeLength = 256
 
 // sandbox reads VS Code's "sandboxEnabled" and "sandbox" of a stdio server.
 func (p *parser) sandbox(fields map[string]member, in string) *v1alpha1.Sandbox {

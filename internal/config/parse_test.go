@@ -191,6 +191,8 @@ func TestParseErrors(t *testing.T) {
 		{"alwaysLoad string", `{"mcpServers": {"a": {"command": "x", "alwaysLoad": "yes"}}}`, `"yes"`, `"alwaysLoad" in server "a" must be a boolean`},
 		{"oauth key typo", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"clientID": "c"}}}}`, `"clientID"`, `unknown key "clientID" in "oauth" in server "a"; did you mean "clientId"?`},
 		{"oauth port", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"callbackPort": 70000}}}}`, `70000`, `"callbackPort" in "oauth" in server "a" must be a port, 1 to 65535`},
+		{"oauth scope too long", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"scopes": "` + strings.Repeat("s", 257) + `"}}}}`, `"sss`, `"scopes" in "oauth" in server "a" has a scope of 257 bytes; the limit is 256`},
+		{"oauth metadata url too long", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"authServerMetadataUrl": "https://h/` + strings.Repeat("p", 2048) + `"}}}}`, `"https`, `the limit is 2048`},
 		{"sandbox key typo", `{"mcpServers": {"a": {"command": "x", "sandbox": {"network": {"allowDomains": []}}}}}`, `"allowDomains"`, `did you mean "allowedDomains"?`},
 		{"url not http", `{"mcpServers": {"a": {"url": "ftp://h/x"}}}`, `"ftp`, `"url" in server "a" must start with http:// or https://`},
 		{"url relative", `{"mcpServers": {"a": {"url": "/mcp"}}}`, `"/mcp"`, `must start with http:// or https://`},
@@ -353,6 +355,8 @@ func FuzzParse(f *testing.F) {
 		`{"mcpServers": {"a": {"command": "npx", "args": ["-y", "${X:-1}"], "env": {"K": "v"}}}}`,
 		`{"mcpServers": {"b": {"type": "sse", "url": "https://h/${P}", "headers": {"A": "b"}}}, "idleTimeoutMs": 0}`,
 		`{"mcpServers": {"a": {"command": "x", "tools": {"allow": ["a*"]}, "disabled": true}}, "readyTimeoutMs": 1e3}`,
+		`{"mcpServers": {"a": {"url": "https://h", "headersHelper": "h", "oauth": {"clientId": "c", "callbackPort": 1, "scopes": "a b"}, "timeout": 5, "alwaysLoad": true}}}`,
+		`{"mcpServers": {"a": {"command": "x", "sandboxEnabled": true, "sandbox": {"filesystem": {"allowWrite": ["/t"]}}, "dev": {}, "request_timeout_ms": 9}}}`,
 		`{"mcpServers": {"a": {"command": "x"}, "a": {}}}`, `[[[[[[]]]]]]`, `"\ud800\udc00"`, `{"a":1}x`,
 	} {
 		f.Add([]byte(seed))
