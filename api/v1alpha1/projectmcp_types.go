@@ -153,6 +153,72 @@ type MCPServer struct {
 	// tools filters which of the server's tools sessions see.
 	// +optional
 	Tools *ToolFilter `json:"tools,omitempty"`
+
+	// timeout is the deadline of one call to the server, as Claude Code's per-server
+	// "timeout" and "request_timeout_ms" set it. Unset means no deadline of the project's own.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$|^0$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be positive"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// alwaysLoad asks clients that defer tools (Claude Code's tool search) to load this
+	// server's tools up front, as Claude Code's per-server "alwaysLoad" does.
+	// +optional
+	AlwaysLoad bool `json:"alwaysLoad,omitempty"`
+
+	// sandbox is VS Code's sandbox of a stdio server ("sandboxEnabled" and "sandbox"),
+	// carried as written. The controller does not enforce it yet.
+	// +optional
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
+}
+
+// Sandbox is what a sandboxed stdio server may reach, in VS Code's terms.
+type Sandbox struct {
+	// enabled is VS Code's "sandboxEnabled".
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// filesystem lists the paths the server may write, and those it may not read or write.
+	// +optional
+	Filesystem *SandboxFilesystem `json:"filesystem,omitempty"`
+
+	// network lists the domains the server may, and may not, reach.
+	// +optional
+	Network *SandboxNetwork `json:"network,omitempty"`
+}
+
+// SandboxFilesystem is the filesystem part of a Sandbox.
+type SandboxFilesystem struct {
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	AllowWrite []string `json:"allowWrite,omitempty"`
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	DenyRead []string `json:"denyRead,omitempty"`
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	DenyWrite []string `json:"denyWrite,omitempty"`
+}
+
+// SandboxNetwork is the network part of a Sandbox.
+type SandboxNetwork struct {
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	AllowedDomains []string `json:"allowedDomains,omitempty"`
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	DeniedDomains []string `json:"deniedDomains,omitempty"`
 }
 
 // StdioServer is a server run as a child process of the controller, in its own process group.
@@ -216,6 +282,41 @@ type HTTPServer struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=128
 	Headers []NameValue `json:"headers,omitempty"`
+
+	// headersHelper is Claude Code's "headersHelper": a command whose output is a JSON object
+	// of headers for the server. It is carried as written; the controller does not run it yet.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	HeadersHelper string `json:"headersHelper,omitempty"`
+
+	// oauth is Claude Code's "oauth": how a client signs in to the server. It is carried as
+	// written; the controller does not sign in yet, so the server needs a credential in
+	// headers.
+	// +optional
+	OAuth *OAuthClient `json:"oauth,omitempty"`
+}
+
+// OAuthClient is a client's OAuth settings toward one remote server.
+type OAuthClient struct {
+	// clientId is a client registered with the server's authorization server.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	ClientID string `json:"clientId,omitempty"`
+	// callbackPort is the local port of the redirect the client listens on.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	CallbackPort int32 `json:"callbackPort,omitempty"`
+	// authServerMetadataUrl is the authorization server's metadata document.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	AuthServerMetadataURL string `json:"authServerMetadataUrl,omitempty"`
+	// scopes are the scopes asked for.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=256
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // NameValue is one environment variable or HTTP header. The value may hold ${VAR} references

@@ -38,10 +38,20 @@ edited in place, every comment, other entry and its formatting kept. Entries tha
 point at projectmcp are left as they are.
 
 ${VAR} references move as they are written, never expanded: the controller resolves them
-from spec.secretRef's Secret. VS Code's and Cursor's ${env:VAR} becomes ${VAR}; a
-${input:...} reference (a value VS Code prompts for) or any other of their variables cannot
-move without resolving it, and is refused naming the entry. A server .dsh/mcp.json already
-has with another definition is refused naming both files; the same definition is fine.
+from spec.secretRef's Secret. VS Code's and Cursor's ${env:VAR} becomes ${VAR}, and VS Code's
+${input:id} (a value it prompts for) becomes ${ID}, so no value is copied; their other
+variables (${workspaceFolder}, ${userHome}) cannot move without resolving them. VS Code's
+envFile becomes one ${NAME} in env per variable the file sets (the values stay in the file;
+adopt prints the kubectl line that puts them in a Secret), and its dev is dropped. The keys
+Claude Code's entries have beyond the server (timeout, request_timeout_ms, alwaysLoad,
+headersHelper, oauth) and VS Code's sandboxEnabled and sandbox move as written.
+
+One entry that cannot move never stops the others: it stays in the client's file as it is,
+and adopt says why, one line each. So does an entry whose env, headers, args or url hold a
+value that looks like a credential written literally (.dsh/mcp.json is usually committed,
+and its spec is readable by everyone with get on ProjectMCPs), unless --allow-literals; and
+a server .dsh/mcp.json already has with another definition, naming both files (the same
+definition is fine). adopt fails only when a file cannot be read or written.
 
 The entries point at the ProjectMCP's endpoint (NAME, default the folder's name, as dev and
 mirror name it), read from the cluster as connect does; while it exists without one, adopt
@@ -70,6 +80,8 @@ type adoptOptions struct {
 	insecureHTTP bool
 	// gatewayURL is the gateway the user trusts (--gateway-url), or "".
 	gatewayURL string
+	// allowLiterals moves entries holding values that look like credentials written literally.
+	allowLiterals bool
 }
 
 func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
@@ -119,6 +131,7 @@ func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&o.auth, "auth", o.auth, `"auto": ask the endpoint whether it checks bearer tokens; "none"; "bearer": add the Authorization header`)
 	fs.BoolVar(&o.insecureHTTP, insecureHTTPFlag, false, insecureHTTPUsage)
 	fs.StringVar(&o.gatewayURL, gatewayURLFlag, "", gatewayURLUsage)
+	fs.BoolVar(&o.allowLiterals, "allow-literals", false, "move entries whose env, headers, args or url hold values that look like credentials written literally (they are left otherwise)")
 	_ = cmd.RegisterFlagCompletionFunc("client", cobra.FixedCompletions([]string{"claude-code", "vscode", "cursor"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("auth", cobra.FixedCompletions([]string{"auto", "none", "bearer"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("project")
@@ -156,9 +169,10 @@ var clientRef = regexp.MustCompile(`\$\{([^}]*)\}`)
 
 // dshReferences is s with the client's references in .dsh/mcp.json's form. Claude Code's
 // ${VAR} and ${VAR:-default} are .dsh/mcp.json's own and stay as written. VS Code and Cursor
-// read the environment only as ${env:VAR}, which becomes ${VAR}; their other variables
-// (${input:id}, a secret VS Code prompts for; ${workspaceFolder}...) have no meaning in
-// .dsh/mcp.json and cannot be moved without resolving them.
+// read the environment only as ${env:VAR}, which becomes ${VAR}; VS Code's ${input:id}, a
+// secret it prompts for, becomes ${ID}, a variable of the Secret spec.secretRef names, so the
+// value is never copied. Their other variables (${workspaceFolder}, ${userHome}...) have no
+// meaning in .dsh/mcp.json and cannot be moved without resolving them.
 func dshReferences(format clientFormat, entry, s string) (string, error) {
 	if format.name == "claude-code" {
 		return s, nil
@@ -169,17 +183,44 @@ func dshReferences(format clientFormat, entry, s string) (string, error) {
 		if name, ok := strings.CutPrefix(inner, "env:"); ok {
 			return "${" + name + "}"
 		}
+		if id, ok := strings.CutPrefix(inner, "input:"); ok {
+			return "${" + inputVariable(id) + "}"
+		}
 		if bad == nil {
-			if strings.HasPrefix(inner, "input:") {
-				bad = fmt.Errorf("entry %q reads %s, a value %s prompts for: it cannot move to %s without resolving the secret; put it in the Secret spec.secretRef names and write ${VAR} in place of it",
-					entry, ref, format.name, config.DefaultPath)
-			} else {
-				bad = fmt.Errorf("entry %q uses %s, a variable of %s that %s cannot express (only ${env:VAR} moves, as ${VAR})", entry, ref, format.name, config.DefaultPath)
-			}
+			bad = fmt.Errorf("it uses %s (%s): %s has no such variable, and only ${env:VAR} and ${input:id} move (as ${VAR}); "+
+				"write the value the server should get instead", ref, clientVariable(format, inner), config.DefaultPath)
 		}
 		return ref
 	})
 	return out, bad
+}
+
+// clientVariable says what one of a client's own variables stands for, to say why it does not
+// move: the server runs under the controller, which has neither the client's folder nor its
+// user's home (in a cluster they are on another machine).
+func clientVariable(format clientFormat, name string) string {
+	switch {
+	case strings.HasPrefix(name, "workspaceFolder"):
+		return "the folder " + format.name + " has open; the controller's servers do not run in it"
+	case name == "userHome":
+		return format.name + "'s user's home; in a cluster the controller's servers have another"
+	}
+	return "a variable of " + format.name
+}
+
+// inputVariable is the variable an ${input:id} becomes: the id in capitals, with every
+// character a variable name cannot hold as '_' ("github-token" becomes GITHUB_TOKEN).
+func inputVariable(id string) string {
+	b := []byte(strings.ToUpper(id))
+	for i, c := range b {
+		if c != '_' && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 || (b[0] >= '0' && b[0] <= '9') {
+		b = append([]byte{'_'}, b...)
+	}
+	return string(b)
 }
 
 // dshValue is a JSON value of the client's file as .dsh/mcp.json holds it: objects keep their
@@ -214,13 +255,156 @@ func dshValue(format clientFormat, entry string, src []byte, v jsonValue) (any, 
 
 // directServer reads a client's entry as the server it defines, by .dsh/mcp.json's rules.
 func directServer(format clientFormat, name string, src []byte, v jsonValue) (movedServer, error) {
-	value, err := dshValue(format, name, src, v)
-	if err != nil {
-		return movedServer{}, err
-	}
-	s, err := parseServer(name, value)
-	return movedServer{name: name, value: value, server: s}, err
+	s, _, err := adoptEntry(adoptPlan{format: format}, name, src, v)
+	return s, err
 }
+
+// adoptEntry reads a client's entry as the server it defines, by .dsh/mcp.json's rules, with
+// the notes of what the entry held that does not move as written (VS Code's dev, its envFile).
+func adoptEntry(plan adoptPlan, name string, src []byte, v jsonValue) (s movedServer, notes []string, err error) {
+	own, clientOnly := splitClientOnly(v)
+	value, err := dshValue(plan.format, name, src, own)
+	if err != nil {
+		return movedServer{}, nil, err
+	}
+	if obj, ok := value.(orderedObject); ok && len(clientOnly) > 0 {
+		if value, notes, err = clientOnlyKeys(plan, obj, clientOnly); err != nil {
+			return movedServer{}, nil, err
+		}
+	}
+	server, err := parseServer(name, value)
+	if err != nil {
+		return movedServer{}, nil, err
+	}
+	notes = append(notes, inputNotes(plan.format, string(src[v.start:v.end]))...)
+	notes = append(notes, carriedNotes(server)...)
+	return movedServer{name: name, value: value, server: server}, notes, nil
+}
+
+// inputNotes say which variable each of VS Code's ${input:id} became, whose value the user
+// puts in the Secret: VS Code keeps it in its own secret storage, out of reach.
+func inputNotes(format clientFormat, entry string) []string {
+	if format.name == "claude-code" {
+		return nil
+	}
+	var notes []string
+	for _, m := range clientRef.FindAllStringSubmatch(entry, -1) {
+		id, ok := strings.CutPrefix(m[1], "input:")
+		note := fmt.Sprintf("%s became ${%s}: put its value in the Secret spec.secretRef names", m[0], inputVariable(id))
+		if ok && !slices.Contains(notes, note) {
+			notes = append(notes, note)
+		}
+	}
+	return notes
+}
+
+// carriedNotes say which of a server's client keys move into the spec without the
+// controller acting on them yet (config.Unacted), so the user knows what the agent did that
+// the gateway does not.
+func carriedNotes(s v1alpha1.MCPServer) []string {
+	var notes []string
+	for _, n := range config.Unacted(&v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{s}}) {
+		notes = append(notes, strings.TrimPrefix(n, fmt.Sprintf("server %q: ", s.Name)))
+	}
+	return notes
+}
+
+// splitClientOnly takes out of an entry the keys that concern the client alone: VS Code's
+// "dev" and "envFile", whose values are the client's and not the server's.
+func splitClientOnly(v jsonValue) (own jsonValue, clientOnly []jsonMember) {
+	if v.kind != '{' {
+		return v, nil
+	}
+	own = v
+	own.members = nil
+	for _, m := range v.members {
+		if m.key == "dev" || m.key == "envFile" {
+			clientOnly = append(clientOnly, m)
+		} else {
+			own.members = append(own.members, m)
+		}
+	}
+	return own, clientOnly
+}
+
+// clientOnlyKeys gives the client's own keys their meaning here: "dev" (VS Code's watch and
+// debug loop of a server it runs) is dropped, and "envFile" becomes one ${NAME} in "env" per
+// variable the file sets, so the values stay in the file and never reach .dsh/mcp.json or
+// the cluster.
+func clientOnlyKeys(plan adoptPlan, obj orderedObject, clientOnly []jsonMember) (orderedObject, []string, error) {
+	var notes []string
+	for _, m := range clientOnly {
+		if m.key == "dev" {
+			notes = append(notes, "its \"dev\" (VS Code's watch and debug of a server it runs) is dropped: projectmcp runs the server")
+			continue
+		}
+		if m.value.kind != '"' {
+			return nil, nil, errors.New("its envFile is not a string")
+		}
+		file, names, err := envFileNames(plan.project, m.value.str)
+		if err != nil {
+			return nil, nil, err
+		}
+		obj = withEnvReferences(obj, names)
+		notes = append(notes, fmt.Sprintf("its envFile's variables (%s) move as ${NAME} references; their values stay in %s: "+
+			"kubectl create secret generic NAME --from-env-file=%s holds them for the controller (spec.secretRef names it)",
+			strings.Join(names, ", "), file, file))
+	}
+	return obj, notes, nil
+}
+
+// withEnvReferences adds NAME: "${NAME}" to an entry's env for each name it does not set.
+func withEnvReferences(obj orderedObject, names []string) orderedObject {
+	i := slices.IndexFunc(obj, func(m member) bool { return m.key == "env" })
+	if i < 0 {
+		obj = append(obj, member{"env", orderedObject{}})
+		i = len(obj) - 1
+	}
+	env, _ := obj[i].value.(orderedObject)
+	for _, n := range names {
+		if !slices.ContainsFunc(env, func(m member) bool { return m.key == n }) {
+			env = append(env, member{n, "${" + n + "}"})
+		}
+	}
+	obj[i].value = env
+	return obj
+}
+
+// envFileNames are the variable names an env file sets, in its order, and the file as shown.
+// The file is read only inside the project folder; VS Code's ${workspaceFolder} is that folder.
+func envFileNames(project, file string) (string, []string, error) {
+	rel := strings.TrimPrefix(strings.TrimPrefix(file, "${workspaceFolder}"), "/")
+	if rel == "" || filepath.IsAbs(rel) || strings.Contains(rel, "${") || project == "" {
+		return "", nil, fmt.Errorf("its envFile %q is not a file of the project folder", file)
+	}
+	path, err := projectPath(project, rel)
+	if err != nil {
+		return "", nil, err
+	}
+	data, err := os.ReadFile(path.real)
+	if err != nil {
+		return "", nil, fmt.Errorf("its envFile cannot be read: %w", err)
+	}
+	return path.shown, parseEnvNames(string(data)), nil
+}
+
+// parseEnvNames are the names of a dotenv file's NAME=value lines (an "export " before the
+// name is allowed); comments, blank lines and lines without a valid name are skipped.
+func parseEnvNames(text string) []string {
+	var names []string
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		name, _, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		name = strings.TrimSpace(name)
+		if !ok || strings.HasPrefix(line, "#") || !envName.MatchString(name) || slices.Contains(names, name) {
+			continue
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // parseServer checks one definition by .dsh/mcp.json's reader, as the mirror will read it.
 func parseServer(name string, value any) (v1alpha1.MCPServer, error) {
@@ -235,7 +419,7 @@ func parseServer(name string, value any) (v1alpha1.MCPServer, error) {
 		for _, e := range list {
 			msgs = append(msgs, e.Msg)
 		}
-		return v1alpha1.MCPServer{}, fmt.Errorf("entry %q cannot move to %s: %s", name, config.DefaultPath, strings.Join(msgs, "; "))
+		return v1alpha1.MCPServer{}, fmt.Errorf("%s would refuse it: %s", config.DefaultPath, strings.Join(msgs, "; "))
 	}
 	if err != nil {
 		return v1alpha1.MCPServer{}, err
@@ -268,22 +452,54 @@ func clientEntries(path string, format clientFormat, src []byte) ([]jsonMember, 
 	return container.value.members, nil
 }
 
-// planMoves sorts a client's entries into the servers to move and those already at projectmcp.
-func planMoves(path string, format clientFormat, src []byte, entries []jsonMember) (moves []movedServer, left []string, err error) {
-	var errs []error
+// adoptPlan is what deciding an entry's move depends on besides the entry.
+type adoptPlan struct {
+	format  clientFormat
+	project string
+	// allowLiterals moves entries whose values look like credentials written literally.
+	allowLiterals bool
+}
+
+// leftEntry is a client entry adopt leaves in the client's file, and why.
+type leftEntry struct{ name, why string }
+
+// entryNote is something one moved entry held that did not move as written.
+type entryNote struct{ name, note string }
+
+// planMoves sorts a client's entries into the servers to move and those left in the client's
+// file, each with why: one entry that cannot move never stops the others.
+func planMoves(plan adoptPlan, src []byte, entries []jsonMember) (moves []movedServer, left []leftEntry, notes []entryNote) {
 	for _, m := range entries {
 		if pointsAtProjectmcp(m.value) {
-			left = append(left, m.key)
+			left = append(left, leftEntry{m.key, "it points at projectmcp already"})
 			continue
 		}
-		s, err := directServer(format, m.key, src, m.value)
+		s, ns, err := adoptEntry(plan, m.key, src, m.value)
+		if err == nil && !plan.allowLiterals {
+			err = literalsRefusal(s.server)
+		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+			left = append(left, leftEntry{m.key, err.Error()})
 			continue
 		}
 		moves = append(moves, s)
+		for _, n := range ns {
+			notes = append(notes, entryNote{m.key, n})
+		}
 	}
-	return moves, left, errors.Join(errs...)
+	return moves, left, notes
+}
+
+// literalsRefusal is why a server does not move while it holds values that look like
+// credentials written literally: .dsh/mcp.json is usually committed, and the mirror copies it
+// into a spec everyone with get on ProjectMCPs reads.
+func literalsRefusal(s v1alpha1.MCPServer) error {
+	found := literalSecrets(s)
+	if len(found) == 0 {
+		return nil
+	}
+	return fmt.Errorf("it holds what looks like a credential written literally (%s): write it as a ${VAR} reference, resolved from the Secret spec.secretRef names, "+
+		"then adopt again (--allow-literals moves it as it is)", strings.Join(found, ", "))
 }
 
 // dshResult is what became of one moved server in .dsh/mcp.json.
@@ -294,13 +510,14 @@ type dshResult struct {
 }
 
 // mergeDsh is .dsh/mcp.json (src, when exists) with the moved servers, or nil when nothing
-// changes. A server it has with another definition is a conflict, named with both files.
-func mergeDsh(path, clientPath string, src []byte, exists bool, moves []movedServer) ([]byte, []dshResult, error) {
+// changes. A server it has with another definition is a conflict: that entry is left in the
+// client's file, named with both files, and the others move.
+func mergeDsh(path, clientPath string, src []byte, exists bool, moves []movedServer) ([]byte, []dshResult, []leftEntry, error) {
 	have := map[string]v1alpha1.MCPServer{}
 	if exists {
 		spec, err := config.Parse(path, src)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s must be valid before servers are added to it:\n%w", path, err)
+			return nil, nil, nil, fmt.Errorf("%s must be valid before servers are added to it:\n%w", path, err)
 		}
 		for _, s := range spec.Servers {
 			have[s.Name] = s
@@ -308,7 +525,7 @@ func mergeDsh(path, clientPath string, src []byte, exists bool, moves []movedSer
 	}
 	var results []dshResult
 	var added orderedObject
-	var conflicts []error
+	var conflicts []leftEntry
 	for _, m := range moves {
 		old, ok := have[m.name]
 		switch {
@@ -318,23 +535,20 @@ func mergeDsh(path, clientPath string, src []byte, exists bool, moves []movedSer
 		case sameServer(old, m.server):
 			results = append(results, dshResult{name: m.name, outcome: "unchanged", disabled: old.Disabled})
 		default:
-			conflicts = append(conflicts, fmt.Errorf("server %q is defined differently in %s and in %s: make them the same, or rename one, then adopt again", m.name, clientPath, path))
+			conflicts = append(conflicts, leftEntry{m.name, fmt.Sprintf("server %q is defined differently in %s and in %s: make them the same, or rename one, then adopt again", m.name, clientPath, path)})
 		}
 	}
-	if err := errors.Join(conflicts...); err != nil {
-		return nil, nil, err
-	}
 	if len(added) == 0 {
-		return nil, results, nil
+		return nil, results, conflicts, nil
 	}
 	out, err := spliceDsh(src, exists, added)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if _, err := config.Parse(path, out); err != nil {
-		return nil, nil, fmt.Errorf("adding the servers would make %s invalid:\n%w", path, err)
+		return nil, nil, nil, fmt.Errorf("adding the servers would make %s invalid:\n%w", path, err)
 	}
-	return out, results, nil
+	return out, results, conflicts, nil
 }
 
 // spliceDsh adds servers to .dsh/mcp.json's "mcpServers" as text, keeping the rest as it is,
@@ -372,13 +586,15 @@ type adoption struct {
 	clientBefore, clientAfter []byte
 	dshResults                []dshResult
 	clientResults             []entryResult
-	left                      []string
+	left                      []leftEntry
+	notes                     []entryNote
 	moves                     []movedServer
 }
 
 // planAdoption reads both files and decides the .dsh/mcp.json side; the client's side needs
 // the endpoint (planClient).
-func planAdoption(project string, format clientFormat) (*adoption, error) {
+func planAdoption(plan adoptPlan) (*adoption, error) {
+	project, format := plan.project, plan.format
 	a := &adoption{}
 	var err error
 	if a.client, err = projectPath(project, format.file); err != nil {
@@ -399,15 +615,18 @@ func planAdoption(project string, format clientFormat) (*adoption, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.moves, a.left, err = planMoves(a.client.shown, format, src, entries); err != nil {
-		return nil, err
-	}
+	a.moves, a.left, a.notes = planMoves(plan, src, entries)
 	dsh, dshExists, err := readOptional(a.dsh.real)
 	if err != nil {
 		return nil, err
 	}
 	a.dshBefore = dsh
-	a.dshAfter, a.dshResults, err = mergeDsh(a.dsh.shown, a.client.shown, dsh, dshExists, a.moves)
+	var conflicts []leftEntry
+	a.dshAfter, a.dshResults, conflicts, err = mergeDsh(a.dsh.shown, a.client.shown, dsh, dshExists, a.moves)
+	for _, c := range conflicts {
+		a.moves = slices.DeleteFunc(a.moves, func(m movedServer) bool { return m.name == c.name })
+	}
+	a.left = append(a.left, conflicts...)
 	return a, err
 }
 
@@ -423,7 +642,7 @@ func (a *adoption) planClient(format clientFormat, projectEndpoint string, beare
 		if disabled[m.name] {
 			continue
 		}
-		e := format.entry(v1alpha1.ServerEndpoint(projectEndpoint, m.name), bearer)
+		e := clientHints(format, m.server, format.entry(v1alpha1.ServerEndpoint(projectEndpoint, m.name), bearer))
 		want = append(want, wantEntry{name: m.name, entry: e, ours: func([]byte, jsonValue) string { return "moved to " + config.DefaultPath }})
 	}
 	var err error
@@ -432,15 +651,15 @@ func (a *adoption) planClient(format clientFormat, projectEndpoint string, beare
 }
 
 func adopt(ctx context.Context, g *globalFlags, args []string, format clientFormat, o adoptOptions, stdout, stderr io.Writer) error {
-	a, err := planAdoption(o.project, format)
+	a, err := planAdoption(adoptPlan{format: format, project: o.project, allowLiterals: o.allowLiterals})
 	if err != nil {
 		return err
 	}
 	if len(a.moves) == 0 {
-		fmt.Fprintf(stdout, "%s defines no server directly: nothing to adopt.\n", a.client.shown)
+		reportLeft(stdout, a)
+		fmt.Fprintf(stdout, "%s defines no server that can move: nothing to adopt.\n", a.client.shown)
 		return nil
 	}
-	warnLiterals(stderr, a.moves)
 	if o.write && a.dshAfter != nil {
 		if err := writeDsh(a.dsh.real, a.dshAfter); err != nil {
 			return err
@@ -556,34 +775,33 @@ func reportAdoption(w io.Writer, a *adoption, written bool) {
 		fmt.Fprintf(w, "%s: %s %q%s\n", a.dsh.shown, r.outcome, r.name, note)
 	}
 	printResults(w, a.client.shown, a.clientResults)
-	for _, name := range a.left {
-		fmt.Fprintf(w, "%s: left %q (it points at projectmcp already)\n", a.client.shown, name)
-	}
+	reportLeft(w, a)
 	if !written {
 		fmt.Fprintln(w, "Dry run: nothing written; --write applies it.")
 	}
 }
 
-// secretish matches the env and header names whose values are usually secrets.
-var secretish = regexp.MustCompile(`(?i)token|secret|password|passwd|key|auth|cookie|credential`)
-
-// warnLiterals warns of values that look like secrets written literally: .dsh/mcp.json is
-// mirrored into the ProjectMCP's spec, where a ${VAR} reference resolved from spec.secretRef's
-// Secret belongs instead.
-func warnLiterals(w io.Writer, moves []movedServer) {
-	for _, m := range moves {
-		var vars []v1alpha1.NameValue
-		if m.server.Stdio != nil {
-			vars = m.server.Stdio.Env
-		}
-		if m.server.HTTP != nil {
-			vars = m.server.HTTP.Headers
-		}
-		for _, nv := range vars {
-			if secretish.MatchString(nv.Name) && !strings.Contains(nv.Value, "${") {
-				fmt.Fprintf(w, "Warning: %q sets %s to a literal value, which %s carries into the ProjectMCP's spec: "+
-					"a ${VAR} reference, resolved from the Secret spec.secretRef names, keeps it out.\n", m.name, nv.Name, config.DefaultPath)
-			}
-		}
+// reportLeft says, one line each, what entries stay in the client's file and why, and what
+// the moved ones held that did not move as written.
+func reportLeft(w io.Writer, a *adoption) {
+	for _, l := range a.left {
+		fmt.Fprintf(w, "%s: left %q: %s\n", a.client.shown, l.name, l.why)
 	}
+	for _, n := range a.notes {
+		fmt.Fprintf(w, "%s: note on %q: %s\n", a.client.shown, n.name, n.note)
+	}
+}
+
+// clientHints adds to a Claude Code entry the keys of the server's spec that the client acts
+// on itself: alwaysLoad (its tool search then loads the server's tools up front) and timeout
+// (how long it waits for a call). Other clients have no such keys.
+func clientHints(format clientFormat, s v1alpha1.MCPServer, e serverEntry) serverEntry {
+	if format.name != "claude-code" {
+		return e
+	}
+	e.AlwaysLoad = s.AlwaysLoad
+	if s.Timeout != nil {
+		e.Timeout = s.Timeout.Milliseconds()
+	}
+	return e
 }

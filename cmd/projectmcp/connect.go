@@ -79,6 +79,10 @@ type serverEntry struct {
 	URL           string            `json:"url"`
 	Headers       map[string]string `json:"headers,omitempty"`
 	HeadersHelper string            `json:"headersHelper,omitempty"`
+	// AlwaysLoad and Timeout (milliseconds) are Claude Code's own keys for the server behind
+	// the endpoint, as its spec carries them (clientHints).
+	AlwaysLoad bool  `json:"alwaysLoad,omitempty"`
+	Timeout    int64 `json:"timeout,omitempty"`
 }
 
 func (c clientFormat) entry(endpoint string, bearer bool) serverEntry {
@@ -514,7 +518,11 @@ func connectWants(format clientFormat, obj *v1alpha1.ProjectMCP, targets []endpo
 		if s, ok := servers[t.server]; ok {
 			direct = &s
 		}
-		out = append(out, wantEntry{name: t.name, entry: format.entry(t.url, bearer), ours: replaceableFor(format, t, direct)})
+		e := format.entry(t.url, bearer)
+		if direct != nil {
+			e = clientHints(format, *direct, e)
+		}
+		out = append(out, wantEntry{name: t.name, entry: e, ours: replaceableFor(format, t, direct)})
 	}
 	return out
 }

@@ -99,6 +99,9 @@ func dev(ctx context.Context, projectDir, dataDir string, firstRunBound time.Dur
 	if err != nil {
 		return err
 	}
+	stderr = &lockedWriter{w: stderr}
+	reporter := &configReporter{file: filepath.Join(abs, config.DefaultPath), w: stderr}
+	reporter.check()
 	keep := dataDir != ""
 	if !keep {
 		if dataDir, err = os.MkdirTemp("", "projectmcp-dev-"); err != nil {
@@ -161,7 +164,7 @@ func dev(ctx context.Context, projectDir, dataDir string, firstRunBound time.Dur
 	}
 	key := types.NamespacedName{Namespace: "default", Name: config.NameFor(filepath.Join(abs, config.DefaultPath))}
 	// The controller is this process: the folder's path in spec.project is its servers' root.
-	m := &mirror.Mirror{Client: c, Dir: abs, Key: key, Log: ctrl.Log.WithName("mirror"), PublishPath: true}
+	m := &mirror.Mirror{Client: c, Dir: abs, Key: key, Log: ctrl.Log.WithName("mirror"), PublishPath: true, OnRead: reporter.onRead}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -176,7 +179,7 @@ func dev(ctx context.Context, projectDir, dataDir string, firstRunBound time.Dur
 	// on a first run where npx downloads its packages for longer than the ready budget.
 	var firstErr error
 	waiting := 2
-	if err := awaitServing(ctx, c, gw, key, m.Path(), errs, stderr); err != nil {
+	if err := awaitServing(ctx, c, gw, key, m.Path(), reporter.isRefused, errs, stderr); err != nil {
 		firstErr = err
 		waiting--
 	} else if err := awaitFirstRun(ctx, c, key, firstRunBound, errs, stderr); err != nil {
@@ -251,9 +254,12 @@ Press Ctrl-C to stop.
 const stillStartingAfter = 10 * time.Second
 
 // awaitServing waits until the gateway serves requests and the project's ProjectMCP exists,
-// saying what it waits for once stillStartingAfter has passed. It returns the error of the
-// manager or the mirror if one stops first, and nil when ready or when ctx ends.
-func awaitServing(ctx context.Context, c client.Client, gw *gateway.Gateway, key types.NamespacedName, file string, errs <-chan error, stderr io.Writer) error {
+// saying what it waits for once stillStartingAfter has passed (refused says whether the file
+// is refused, whose errors are printed already). It returns the error of the manager or the
+// mirror if one stops first, and nil when ready or when ctx ends.
+func awaitServing(ctx context.Context, c client.Client, gw *gateway.Gateway, key types.NamespacedName, file string, refused func() bool,
+	errs <-chan error, stderr io.Writer,
+) error {
 	start, said := time.Now(), false
 	return poll(ctx, errs, func() bool {
 		select {
@@ -265,7 +271,11 @@ func awaitServing(ctx context.Context, c client.Client, gw *gateway.Gateway, key
 		}
 		if !said && time.Since(start) >= stillStartingAfter {
 			said = true
-			fmt.Fprintf(stderr, "Still starting: waiting for %s to be applied as ProjectMCP %s (run with -v to see why it is not).\n", file, key)
+			if refused() {
+				fmt.Fprintf(stderr, "Still starting: waiting for %s to be fixed (its errors are above).\n", file)
+			} else {
+				fmt.Fprintf(stderr, "Still starting: waiting for %s to be applied as ProjectMCP %s (run with -v to see why it is not).\n", file, key)
+			}
 		}
 		return false
 	})

@@ -67,11 +67,20 @@ var (
 // Known keys, for unknown-key errors and suggestions.
 var (
 	topKeys    = []string{"$schema", "mcpServers", "idleTimeoutMs", "readyTimeoutMs"}
-	serverKeys = []string{"type", "command", "args", "env", "cwd", "url", "headers", "disabled", "tools"}
-	toolsKeys  = []string{"allow", "deny"}
-	types      = []string{"stdio", "http", "sse"}
+	serverKeys = []string{
+		"type", "command", "args", "env", "cwd", "url", "headers", "disabled", "tools",
+		// the keys of Claude Code's and VS Code's entries (clientkeys.go)
+		"timeout", "request_timeout_ms", "alwaysLoad", "headersHelper", "oauth",
+		"sandboxEnabled", "sandbox", "dev", "envFile",
+	}
+	toolsKeys = []string{"allow", "deny"}
+	types     = []string{"stdio", "http", "sse"}
 	// misplaced lists, per server type, the keys that belong to the other type.
-	misplaced = map[string][]string{"stdio": {"headers"}, "http": {"args", "env", "cwd"}, "sse": {"args", "env", "cwd"}}
+	misplaced = map[string][]string{
+		"stdio": {"headers", "headersHelper", "oauth"},
+		"http":  {"args", "env", "cwd", "sandboxEnabled", "sandbox"},
+		"sse":   {"args", "env", "cwd", "sandboxEnabled", "sandbox"},
+	}
 )
 
 // Parse reads a config file's bytes into a spec. file names the file in error messages.
@@ -237,6 +246,7 @@ func (p *parser) server(m member) (v1alpha1.MCPServer, bool) {
 	if f, ok := fields["tools"]; ok {
 		s.Tools = p.toolFilter(f.value, in)
 	}
+	p.clientKeys(&s, fields, in)
 	return s, len(p.errs) == before
 }
 
@@ -272,6 +282,11 @@ func (p *parser) serverType(name string, obj *node, fields map[string]member) st
 	declared := ""
 	if t, ok := fields["type"]; ok && p.expectKind(t.value, kindString, fmt.Sprintf("\"type\" in server %q", name)) {
 		declared = t.value.str
+		if declared == "ws" {
+			p.errorf(t.value.at, "server %q has type \"ws\" (WebSocket), which is not an MCP transport of the specification: "+
+				"projectmcp reaches servers over stdio, streamable http or sse", name)
+			return ""
+		}
 		if !slices.Contains(types, declared) {
 			msg := fmt.Sprintf("unknown type %q in server %q; the types are %s", declared, name, quoteList(types))
 			if s := nearest(declared, types); s != "" {

@@ -64,6 +64,64 @@ func TestParseValid(t *testing.T) {
 	}
 }
 
+// TestParseClientKeys reads the keys Claude Code's and VS Code's entries have beyond the
+// server's definition, each into its meaning in the spec.
+func TestParseClientKeys(t *testing.T) {
+	src := `{"mcpServers": {
+  "remote": {
+    "type": "http", "url": "https://mcp.example.com/mcp",
+    "headersHelper": "./bin/mcp-headers --server remote",
+    "oauth": {"clientId": "abc", "callbackPort": 8123, "authServerMetadataUrl": "https://auth.example.com/.well-known/oauth-authorization-server", "scopes": "read write"},
+    "timeout": 90000, "request_timeout_ms": 60000, "alwaysLoad": true
+  },
+  "local": {
+    "command": "npx", "args": ["-y", "pkg"],
+    "sandboxEnabled": true,
+    "sandbox": {"filesystem": {"allowWrite": ["${workspaceFolder}"], "denyRead": ["~/.ssh"]}, "network": {"allowedDomains": ["api.github.com"]}},
+    "dev": {"watch": "src/**/*.ts", "debug": {"type": "node"}},
+    "timeout": 5000
+  },
+  "scoped": {"url": "https://h/mcp", "oauth": {"scopes": ["a", "b"]}}
+}}`
+	got, err := Parse(file, []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []v1alpha1.MCPServer{
+		{
+			Name:    "local",
+			Stdio:   &v1alpha1.StdioServer{Command: "npx", Args: []string{"-y", "pkg"}},
+			Timeout: &metav1.Duration{Duration: 5 * time.Second},
+			Sandbox: &v1alpha1.Sandbox{
+				Enabled:    true,
+				Filesystem: &v1alpha1.SandboxFilesystem{AllowWrite: []string{"${workspaceFolder}"}, DenyRead: []string{"~/.ssh"}},
+				Network:    &v1alpha1.SandboxNetwork{AllowedDomains: []string{"api.github.com"}},
+			},
+		},
+		{
+			Name: "remote",
+			HTTP: &v1alpha1.HTTPServer{
+				URL: "https://mcp.example.com/mcp", Transport: v1alpha1.TransportStreamableHTTP,
+				HeadersHelper: "./bin/mcp-headers --server remote",
+				OAuth: &v1alpha1.OAuthClient{
+					ClientID: "abc", CallbackPort: 8123,
+					AuthServerMetadataURL: "https://auth.example.com/.well-known/oauth-authorization-server",
+					Scopes:                []string{"read", "write"},
+				},
+			},
+			Timeout:    &metav1.Duration{Duration: time.Minute}, // the shorter of the two
+			AlwaysLoad: true,
+		},
+		{Name: "scoped", HTTP: &v1alpha1.HTTPServer{
+			URL: "https://h/mcp", Transport: v1alpha1.TransportStreamableHTTP,
+			OAuth: &v1alpha1.OAuthClient{Scopes: []string{"a", "b"}},
+		}},
+	}
+	if d := cmp.Diff(want, got.Servers); d != "" {
+		t.Fatalf("servers mismatch (-want +got):\n%s", d)
+	}
+}
+
 func TestParseDeterministic(t *testing.T) {
 	a := `{"mcpServers": {"b": {"command": "x", "env": {"B": "1", "A": "2"}}, "a": {"url": "http://h/"}}}`
 	b := `{"mcpServers": {"a": {"url": "http://h/"}, "b": {"env": {"A": "2", "B": "1"}, "command": "x"}}}`
@@ -124,6 +182,18 @@ func TestParseErrors(t *testing.T) {
 		{"stdio with url", `{"mcpServers": {"a": {"type": "stdio", "url": "http://h"}}}`, `"url"`, `server "a" has type "stdio" but sets "url"`},
 		{"headers on stdio", `{"mcpServers": {"a": {"command": "x", "headers": {}}}}`, `"headers"`, `"headers" does not apply to server "a", whose type is "stdio"`},
 		{"args on http", `{"mcpServers": {"a": {"url": "http://h", "args": []}}}`, `"args"`, `"args" does not apply to server "a", whose type is "http"`},
+		{"ws type", `{"mcpServers": {"a": {"type": "ws", "url": "ws://h/mcp"}}}`, `"ws"`, `server "a" has type "ws" (WebSocket), which is not an MCP transport of the specification`},
+		{"envFile", `{"mcpServers": {"a": {"command": "x", "envFile": ".env"}}}`, `"envFile"`, `"envFile" in server "a" is not carried: the controller reads no file of the project for values; list each variable in "env" as ${NAME}`},
+		{"headersHelper on stdio", `{"mcpServers": {"a": {"command": "x", "headersHelper": "h"}}}`, `"headersHelper"`, `"headersHelper" does not apply to server "a", whose type is "stdio"`},
+		{"sandbox on http", `{"mcpServers": {"a": {"url": "http://h", "sandboxEnabled": true}}}`, `"sandboxEnabled"`, `"sandboxEnabled" does not apply to server "a", whose type is "http"`},
+		{"timeout zero", `{"mcpServers": {"a": {"command": "x", "timeout": 0}}}`, `0}`, `"timeout" in server "a" must be greater than 0`},
+		{"timeout fraction", `{"mcpServers": {"a": {"command": "x", "request_timeout_ms": 1.5}}}`, `1.5`, `"request_timeout_ms" in server "a" must be a whole number of milliseconds`},
+		{"alwaysLoad string", `{"mcpServers": {"a": {"command": "x", "alwaysLoad": "yes"}}}`, `"yes"`, `"alwaysLoad" in server "a" must be a boolean`},
+		{"oauth key typo", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"clientID": "c"}}}}`, `"clientID"`, `unknown key "clientID" in "oauth" in server "a"; did you mean "clientId"?`},
+		{"oauth port", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"callbackPort": 70000}}}}`, `70000`, `"callbackPort" in "oauth" in server "a" must be a port, 1 to 65535`},
+		{"oauth scope too long", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"scopes": "` + strings.Repeat("s", 257) + `"}}}}`, `"sss`, `"scopes" in "oauth" in server "a" has a scope of 257 bytes; the limit is 256`},
+		{"oauth metadata url too long", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"authServerMetadataUrl": "https://h/` + strings.Repeat("p", 2048) + `"}}}}`, `"https`, `the limit is 2048`},
+		{"sandbox key typo", `{"mcpServers": {"a": {"command": "x", "sandbox": {"network": {"allowDomains": []}}}}}`, `"allowDomains"`, `did you mean "allowedDomains"?`},
 		{"url not http", `{"mcpServers": {"a": {"url": "ftp://h/x"}}}`, `"ftp`, `"url" in server "a" must start with http:// or https://`},
 		{"url relative", `{"mcpServers": {"a": {"url": "/mcp"}}}`, `"/mcp"`, `must start with http:// or https://`},
 		{"url unparsable", `{"mcpServers": {"a": {"url": "http://h:port/"}}}`, `"http`, `"url" in server "a" is not a valid URL: invalid port`},
@@ -285,6 +355,8 @@ func FuzzParse(f *testing.F) {
 		`{"mcpServers": {"a": {"command": "npx", "args": ["-y", "${X:-1}"], "env": {"K": "v"}}}}`,
 		`{"mcpServers": {"b": {"type": "sse", "url": "https://h/${P}", "headers": {"A": "b"}}}, "idleTimeoutMs": 0}`,
 		`{"mcpServers": {"a": {"command": "x", "tools": {"allow": ["a*"]}, "disabled": true}}, "readyTimeoutMs": 1e3}`,
+		`{"mcpServers": {"a": {"url": "https://h", "headersHelper": "h", "oauth": {"clientId": "c", "callbackPort": 1, "scopes": "a b"}, "timeout": 5, "alwaysLoad": true}}}`,
+		`{"mcpServers": {"a": {"command": "x", "sandboxEnabled": true, "sandbox": {"filesystem": {"allowWrite": ["/t"]}}, "dev": {}, "request_timeout_ms": 9}}}`,
 		`{"mcpServers": {"a": {"command": "x"}, "a": {}}}`, `[[[[[[]]]]]]`, `"\ud800\udc00"`, `{"a":1}x`,
 	} {
 		f.Add([]byte(seed))
@@ -346,5 +418,25 @@ func TestParseErrorsQuoteNoValues(t *testing.T) {
 		if msg := err.Error(); strings.Contains(msg, secret) || strings.Contains(msg, "s3cr") || !strings.Contains(msg, DefaultPath+":1:") {
 			t.Errorf("%s: %q quotes the value, or names no line", name, msg)
 		}
+	}
+}
+
+// What a spec carries and the controller does not act on yet is named per server and key.
+func TestUnacted(t *testing.T) {
+	spec, err := Parse(file, []byte(`{"mcpServers": {
+  "plain": {"url": "https://h/mcp", "alwaysLoad": true, "timeout": 1000},
+  "api": {"url": "https://h/mcp", "headersHelper": "h", "oauth": {}},
+  "box": {"command": "x", "sandbox": {}}
+}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`server "api": headersHelper is carried but not run by the controller yet; its headers come from "headers" alone`,
+		`server "api": oauth is carried but the controller does not sign in yet; the server needs a credential in "headers"`,
+		`server "box": sandbox is carried but not enforced yet`,
+	}
+	if d := cmp.Diff(want, Unacted(spec)); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
 	}
 }

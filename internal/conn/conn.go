@@ -264,6 +264,15 @@ func (c *Conn) ID() string { return c.id }
 // Server is the name of the server this connection serves.
 func (c *Conn) Server() string { return c.opts.Server.Name }
 
+// Timeout is the deadline of one request to the server that its spec sets (a client's
+// per-server "timeout"), or 0 when it sets none.
+func (c *Conn) Timeout() time.Duration {
+	if t := c.opts.Server.Timeout; t != nil {
+		return t.Duration
+	}
+	return 0
+}
+
 // Snapshot returns the current state. Tools is shared and must not be modified.
 func (c *Conn) Snapshot() Snapshot {
 	c.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -72,6 +73,10 @@ type Mirror struct {
 	// MissingGrace is how long a file that was there must stay missing before the project's
 	// servers go (default DefaultMissingGrace).
 	MissingGrace time.Duration
+	// OnRead, when set, is called with the ConfigSynced condition of every read of the file,
+	// from Run's goroutine, before it is applied: projectmcp dev prints a refused file's
+	// errors where its user looks, the moment it is read.
+	OnRead func(metav1.Condition)
 
 	seen bool // the last read found the file (Run's goroutine alone)
 }
@@ -244,6 +249,9 @@ func (m *Mirror) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if m.OnRead != nil {
+		m.OnRead(cond)
+	}
 	if spec != nil {
 		if err := m.apply(ctx, spec); err != nil {
 			return err
@@ -287,6 +295,9 @@ func (m *Mirror) read(ctx context.Context) (*v1alpha1.ProjectMCPSpec, metav1.Con
 	spec.Project = project
 	cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonConfigApplied
 	cond.Message = fmt.Sprintf("%s applied: %d servers", config.DefaultPath, len(spec.Servers))
+	if unacted := config.Unacted(spec); len(unacted) > 0 {
+		cond.Message = truncate(cond.Message+"; "+strings.Join(unacted, "; "), 32768)
+	}
 	return spec, cond, nil
 }
 

@@ -546,3 +546,41 @@ func TestMirrorMissingForAMomentKeepsTheServers(t *testing.T) {
 	}
 	waitServers(t, env.Client, key, 10*time.Second) // gone for good: no servers
 }
+
+// A client key the spec carries and the controller does not act on yet (a headersHelper, an
+// oauth, a sandbox) is named in ConfigSynced's message, with its server, and the file is
+// applied all the same.
+func TestMirrorNamesKeysNotActedOn(t *testing.T) {
+	env := shared.Get(t)
+	key := newKey(t, env)
+	dir := t.TempDir()
+	file := filepath.Join(dir, ".dsh", "mcp.json")
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := `{"mcpServers": {"api": {"url": "https://h/mcp", "headersHelper": "get-headers", "oauth": {"clientId": "c"}}, "box": {"command": "x", "sandboxEnabled": true}}}`
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var read []metav1.Condition
+	m := &Mirror{Client: env.Client, Dir: dir, Key: key, Log: logr.Discard(), OnRead: func(c metav1.Condition) { read = append(read, c) }}
+	if err := m.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cond := meta.FindStatusCondition(getProject(t, env.Client, key).Status.Conditions, v1alpha1.ConditionConfigSynced)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.ReasonConfigApplied {
+		t.Fatalf("ConfigSynced: %+v", cond)
+	}
+	for _, want := range []string{
+		`server "api": headersHelper is carried but not run by the controller yet`,
+		`server "api": oauth is carried but the controller does not sign in yet; the server needs a credential in "headers"`,
+		`server "box": sandbox is carried but not enforced yet`,
+	} {
+		if !strings.Contains(cond.Message, want) {
+			t.Errorf("ConfigSynced's message lacks %q: %s", want, cond.Message)
+		}
+	}
+	if len(read) != 1 || read[0].Message != cond.Message {
+		t.Errorf("OnRead saw %+v", read)
+	}
+}

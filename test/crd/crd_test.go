@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -452,5 +453,36 @@ func TestOwnerEpochFencesStatus(t *testing.T) {
 	}
 	if got := obj.Status.Owner; got == nil || got.Replica != "c" || got.Epoch != 1 {
 		t.Fatalf("status.owner after the writes: %+v", got)
+	}
+}
+
+// Every .dsh/mcp.json adopt makes of the corpus of agent configs (test/configs), with the keys
+// of Claude Code's and VS Code's entries, is admitted as the reader gives it, and they round-trip.
+func TestCorpusAccepted(t *testing.T) {
+	root, _ := testenv.RepoRoot()
+	files, err := filepath.Glob(filepath.Join(root, "test", "configs", "*", "*", "want.dsh.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no corpus: %v", err)
+	}
+	for i, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, err := config.Parse(path, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("corpus-%d", i), Namespace: namespace(t)}, Spec: *spec}
+		if err := env.Client.Create(context.Background(), obj); err != nil {
+			t.Fatalf("%s: the API server refused what the reader accepted: %v", path, err)
+		}
+		got := &v1alpha1.ProjectMCP{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), got); err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(spec.Servers, got.Spec.Servers); d != "" {
+			t.Errorf("%s: servers did not round-trip (-file +stored):\n%s", path, d)
+		}
 	}
 }

@@ -127,7 +127,9 @@ func dispatch[T any](ctx context.Context, p *Paths, o Origin, server string, do 
 			var zero T
 			return zero, fmt.Errorf("%w: MCP server %q is not available to this session", conn.ErrUnavailable, server)
 		}
-		res, err = do(ctx, c)
+		var serverTimedOut bool
+		res, serverTimedOut, err = withServerTimeout(ctx, c, do)
+		timedOut = timedOut || serverTimedOut
 		if attempt == 0 && errors.Is(err, conn.ErrDestroyed) {
 			continue
 		}
@@ -136,6 +138,25 @@ func dispatch[T any](ctx context.Context, p *Paths, o Origin, server string, do 
 		}
 		return res, err
 	}
+}
+
+// withServerTimeout sends one request under the server's own deadline (its spec's timeout,
+// from a client's per-server "timeout"), when it has one: a request past it is cancelled
+// upstream, as a session's cancellation is, and answered with an error naming the server and
+// the deadline. timedOut is whether the deadline ended it.
+func withServerTimeout[T any](ctx context.Context, c *conn.Conn, do func(context.Context, *conn.Conn) (T, error)) (res T, timedOut bool, err error) {
+	limit := c.Timeout()
+	if limit <= 0 {
+		res, err = do(ctx, c)
+		return res, false, err
+	}
+	bounded, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	res, err = do(bounded, c)
+	if err != nil && errors.Is(bounded.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		return res, true, fmt.Errorf("MCP server %q did not answer within %s (its timeout in the project's config)", c.Server(), limit)
+	}
+	return res, false, err
 }
 
 // outcomeOf is how a forwarded request ended, for metrics: session is the context of the
