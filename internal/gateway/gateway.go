@@ -176,6 +176,10 @@ type Gateway struct {
 	// replays bounds what every project's resumable call streams keep after their calls ended
 	// (paths: budget.go): one budget for the process, whose memory they share.
 	replays *paths.ReplayBudget
+
+	// rechecks reviews again the access of the identities holding long-lived streams, one
+	// pass at a time, apart from the run loop (revoked.go).
+	rechecks rechecker
 }
 
 // New makes a gateway and subscribes it to the registry's changes.
@@ -285,6 +289,7 @@ func (g *Gateway) Serving() <-chan struct{} { return g.serving }
 func (g *Gateway) run(ctx context.Context) {
 	sweep := g.opts.Clock.NewTicker(min(g.opts.StatelessIdle/4, g.opts.SessionTimeout/4, time.Minute))
 	defer sweep.Stop()
+	defer g.rechecks.wait()
 	for {
 		select {
 		case <-ctx.Done():
@@ -292,13 +297,15 @@ func (g *Gateway) run(ctx context.Context) {
 		case <-g.dirty:
 			g.syncPending()
 		case now := <-sweep.C():
-			for _, p := range g.all() {
+			projects := g.all()
+			for _, p := range projects {
 				p.expireStateless(now)
 				p.expireStateful(now)
 				p.reapClosed()
-				p.endRevoked(now)  // revoked.go
+				p.endRevoked()     // revoked.go
 				p.grants.regrant() // grants older than grantsFresh, in the background
 			}
+			g.recheckHolders(ctx, projects) // for the next sweep's endRevoked
 		}
 	}
 }

@@ -57,7 +57,6 @@ type listen struct {
 	id      json.RawMessage // the request's id, as the SDK writes it back
 	session string          // the session's ref
 	who     access.Identity // who opened it (its principal's share, its access; never shown)
-	began   time.Time       // when it opened: it ends SessionTimeout later (revoked.go)
 	lists   conn.Lists      // the list_changed it takes
 	uris    []string        // the resources whose updates it takes
 
@@ -95,7 +94,7 @@ func (p *project) serveListen(w http.ResponseWriter, r *http.Request, who access
 		return true
 	}
 	unlisten := sync.OnceFunc(func() { p.sessions.principals.unlisten(o.Who().Principal, id) })
-	l := &listen{id: lr.ID, session: id, who: o.Who(), began: p.g.opts.Clock.Now(), lists: listsOf(lr.Notifications),
+	l := &listen{id: lr.ID, session: id, who: o.Who(), lists: listsOf(lr.Notifications),
 		uris: lr.Notifications.ResourceSubscriptions, wake: make(chan struct{}, 1)}
 	if !p.listeners.add(l) {
 		unlisten()
@@ -430,6 +429,17 @@ func (l *listen) end() {
 }
 
 // count is the number of open listens (tests).
+// holders are the identities of the listens open now.
+func (t *listeners) holders() []access.Identity {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	who := make([]access.Identity, 0, len(t.all))
+	for l := range t.all {
+		who = append(who, l.who)
+	}
+	return who
+}
+
 func (t *listeners) count() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()

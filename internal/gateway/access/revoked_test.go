@@ -46,3 +46,35 @@ func TestKubernetesAuthRevoked(t *testing.T) {
 		t.Fatal("a verdict no longer held counts as a refusal")
 	}
 }
+
+// Recheck decides as a request would: a fresh verdict from the cache with no review, a stale
+// one by a review, so that Revoked tells of a revocation made since though no request came.
+func TestKubernetesAuthRecheck(t *testing.T) {
+	var revoked atomic.Bool
+	cs, accesses := revocableClient(&revoked)
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := &KubernetesAuth{Client: cs, Clock: clk}
+	ctx := context.Background()
+	shop := types.NamespacedName{Namespace: "ns", Name: "shop"}
+	principal, status, _ := a.Authorize(ctx, bearerRequest("mallory"), shop)
+	if status != 0 {
+		t.Fatalf("before the revocation: %d", status)
+	}
+	who := NewIdentity(principal, bearerRequest("mallory"))
+	before := accesses.Load()
+	a.Recheck(ctx, who, shop)
+	if accesses.Load() != before {
+		t.Fatal("Recheck reviewed a fresh verdict")
+	}
+	revoked.Store(true)
+	a.Recheck(ctx, who, shop)
+	if a.Revoked(who, shop) {
+		t.Fatal("a fresh verdict was overturned before its TTL")
+	}
+	clk.Step(31 * time.Second) // past the verdict's TTL
+	a.Recheck(ctx, who, shop)
+	if !a.Revoked(who, shop) {
+		t.Fatal("after a Recheck past the TTL, the revocation does not show")
+	}
+	a.Recheck(ctx, Identity{Principal: principal}, shop) // local mode's: nothing to do
+}
