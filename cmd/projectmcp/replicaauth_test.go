@@ -11,8 +11,15 @@ import (
 
 	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/internal/buckets"
+	"github.com/dsh-dev/projectmcp/internal/testenv"
 )
 
 // A proxying replica's word is believed only when its token's user is this replica's own,
@@ -139,5 +146,71 @@ func TestReplicaTrustedNeedsTheReplicasToken(t *testing.T) {
 	reviews.mu.Unlock()
 	if !trusted(request("10.0.0.7:41000", "new-token")) {
 		t.Error("a failed review was kept: the token is not believed once the API server answers")
+	}
+}
+
+// replicaNamespace holds the service accounts of TestReplicaAuthReviews.
+const replicaNamespace = "replica-auth"
+
+// saToken creates (once) a service account of replicaNamespace and returns a token of it for
+// the audiences given (none: the API server's), as the kubelet projects one.
+func saToken(t *testing.T, env *testenv.Env, name string, audiences ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: replicaNamespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: replicaNamespace}},
+	} {
+		switch err := env.Client.Create(ctx, o); {
+		case err == nil:
+			if _, ns := o.(*corev1.Namespace); !ns {
+				env.DeleteOnCleanup(t, o)
+			}
+		case !apierrors.IsAlreadyExists(err):
+			t.Fatal(err)
+		}
+	}
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(replicaNamespace).CreateToken(ctx, name, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// Against a real API server: a replica vouches for another replica's token of its own service
+// account for the replicas' audience, and for no other: another service account's, its own for
+// the API server's audience, or one the API server never issued.
+func TestReplicaAuthReviews(t *testing.T) {
+	env := apiServer(t)
+	file := filepath.Join(t.TempDir(), "replica-token")
+	if err := os.WriteFile(file, []byte(saToken(t, env, "controller", buckets.ReplicaAudience)), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := parseControllerFlags(t, "--replica-token-file", file).replicaAuthOf(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		what  string
+		token string
+		want  bool
+	}{
+		{"another replica's token of the same service account", saToken(t, env, "controller", buckets.ReplicaAudience), true},
+		{"another service account's", saToken(t, env, "intruder", buckets.ReplicaAudience), false},
+		{"the controller's token for the API server", saToken(t, env, "controller"), false},
+		{"a token the API server never issued", "not-a-token", false},
+	} {
+		if got := auth.vouched(ctx, c.token); got != c.want {
+			t.Errorf("%s: vouched %v, want %v", c.what, got, c.want)
+		}
+	}
+	if _, err := parseControllerFlags(t, "--replica-token-file", filepath.Join(t.TempDir(), "none")).replicaAuthOf(env.Config); err == nil {
+		t.Error("a token file that is not there was accepted")
 	}
 }
