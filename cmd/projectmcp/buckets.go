@@ -186,9 +186,15 @@ func serving(h *buckets.Holder) func(types.NamespacedName) (int64, bool) {
 }
 
 // front is the gateway's router among the replicas; nil when this process serves every project.
-func (f *controllerFlags) front(h *buckets.Holder) func(http.Handler) http.Handler {
+// With auth (--replica-token-file) it sends this replica's token with what it proxies, and
+// believes a proxied request's client only from a replica whose token is of its own identity.
+func (f *controllerFlags) front(h *buckets.Holder, auth *replicaAuth) func(http.Handler) http.Handler {
 	if h == nil {
 		return nil
+	}
+	var credential func() string
+	if auth != nil {
+		credential = auth.credential
 	}
 	scheme := "http"
 	if f.gatewayTLSCert != "" {
@@ -197,10 +203,17 @@ func (f *controllerFlags) front(h *buckets.Holder) func(http.Handler) http.Handl
 	return func(next http.Handler) http.Handler {
 		return &buckets.Router{Ownership: h, BucketOf: h.Pins().Of, Next: next, Identity: h.Identity(),
 			Address: h.Advertised(), Scheme: scheme, Transport: f.proxyTransport(), Wait: f.proxyWait(),
-			Trusted: func(r *http.Request) bool {
-				uid, known := peer.UID(r.Context())
-				return fromReplica(r.RemoteAddr, h.Replica, peer.Local(r.Context()), uid, known, os.Getuid())
-			}}
+			Credential: credential, Trusted: replicaTrusted(h.Replica, auth)}
+	}
+}
+
+// replicaTrusted says whether a request comes from another replica (fromReplica) and, with
+// auth, carries a token of this replica's own identity.
+func replicaTrusted(replica func(host string) bool, auth *replicaAuth) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		uid, known := peer.UID(r.Context())
+		return fromReplica(r.RemoteAddr, replica, peer.Local(r.Context()), uid, known, os.Getuid()) &&
+			(auth == nil || auth.vouched(r.Context(), r.Header.Get(buckets.HeaderReplicaToken)))
 	}
 }
 

@@ -51,54 +51,55 @@ import (
 // controllerFlags are the flags of `projectmcp controller`; `projectmcp dev` binds the same
 // definitions with its own defaults.
 type controllerFlags struct {
-	kubeconfig     string // the global --kubeconfig
-	metricsAddr    string
-	metricsSecure  bool
-	projectLabels  bool // --metrics-project-labels
-	probeAddr      string
-	pprofAddr      string
-	leaderElect    bool
-	leaderElectNS  string
-	leaseDuration  time.Duration
-	renewDeadline  time.Duration
-	retryPeriod    time.Duration
-	buckets        int
-	handoffTimeout time.Duration
-	advertise      string
-	gatewayAddr    string
-	gatewayURL     string
-	gatewayAuth    string
-	gatewayTLSCert string
-	gatewayTLSKey  string
-	audiences      []string
-	issuers        []string
-	oauthScopes    []string
-	reviewTTL      time.Duration
-	newTokenRate   float64
-	sourceRate     float64
-	localUIDs      []int
-	localAnyUID    bool
-	sessionTimeout time.Duration
-	statelessIdle  time.Duration
-	maxBodyBytes   int64
-	callTimeout    time.Duration
-	maxSessions    int
-	maxPerUser     int
-	maxSubsEach    int
-	maxToolName    int
-	auditLog       string
-	auditArgs      bool
-	rootBase       string
-	allowCommands  []string
-	allowAny       bool
-	serverEnv      []string
-	serverUID      string
-	serverGID      string
-	serverHome     string // not a flag: dev gives servers the user's own HOME
-	allowURLs      []string
-	denyURLs       []string
-	allowLoopback  bool // not a flag: dev's servers run on the same machine
-	zap            zap.Options
+	kubeconfig       string // the global --kubeconfig
+	metricsAddr      string
+	metricsSecure    bool
+	projectLabels    bool // --metrics-project-labels
+	probeAddr        string
+	pprofAddr        string
+	leaderElect      bool
+	leaderElectNS    string
+	leaseDuration    time.Duration
+	renewDeadline    time.Duration
+	retryPeriod      time.Duration
+	buckets          int
+	handoffTimeout   time.Duration
+	advertise        string
+	replicaTokenFile string
+	gatewayAddr      string
+	gatewayURL       string
+	gatewayAuth      string
+	gatewayTLSCert   string
+	gatewayTLSKey    string
+	audiences        []string
+	issuers          []string
+	oauthScopes      []string
+	reviewTTL        time.Duration
+	newTokenRate     float64
+	sourceRate       float64
+	localUIDs        []int
+	localAnyUID      bool
+	sessionTimeout   time.Duration
+	statelessIdle    time.Duration
+	maxBodyBytes     int64
+	callTimeout      time.Duration
+	maxSessions      int
+	maxPerUser       int
+	maxSubsEach      int
+	maxToolName      int
+	auditLog         string
+	auditArgs        bool
+	rootBase         string
+	allowCommands    []string
+	allowAny         bool
+	serverEnv        []string
+	serverUID        string
+	serverGID        string
+	serverHome       string // not a flag: dev gives servers the user's own HOME
+	allowURLs        []string
+	denyURLs         []string
+	allowLoopback    bool // not a flag: dev's servers run on the same machine
+	zap              zap.Options
 	// conn are the connections' settings the flags set; AllowCommands and Isolation are made
 	// from the flags above (connDefaults).
 	conn conn.Settings
@@ -150,6 +151,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.DurationVar(&f.retryPeriod, "leader-elect-retry-period", f.retryPeriod, "how often a replica renews its buckets and tries to take its share")
 	all.IntVar(&f.buckets, "buckets", f.buckets, "how many buckets the projects are spread over (every replica the same); a project's bucket is a hash of its namespace and name, or its label mcp.dsh.dev/bucket")
 	all.DurationVar(&f.handoffTimeout, "handoff-timeout", f.handoffTimeout, "bound on handing one bucket off (a rebalance, a shutdown): its calls drained, its sessions closed, its servers stopped")
+	all.StringVar(&f.replicaTokenFile, "replica-token-file", f.replicaTokenFile, "a token of the controller's service account for the audience "+buckets.ReplicaAudience+" (a projected serviceAccountToken, reread as the kubelet renews it): sent with every request proxied to another replica, which believes what such a request says of its client only from a replica whose token a TokenReview names as its own identity (unset: from any connection at a replica's address)")
 	all.StringVar(&f.advertise, "advertise-address", f.advertise, "host:port other replicas reach this one's gateway at (default: the bind address, or POD_IP and its port when it binds every address)")
 	all.DurationVar(&f.conn.ConnectTimeout, "connect-timeout", f.conn.ConnectTimeout, "bound on one connect attempt (initialize and first tools/list)")
 	all.DurationVar(&f.conn.HealthInterval, "health-interval", f.conn.HealthInterval, "how often an idle connection is probed")
@@ -483,8 +485,12 @@ func principalBound(perUser, perProject int) int {
 
 // gateway builds the per-project MCP endpoint server from the flags.
 func (f *controllerFlags) gateway(cfg *rest.Config, mgr manager.Manager, reg *registry.Registry, bound string, holder *buckets.Holder) (*gateway.Gateway, error) {
+	auth, err := f.replicaAuthOf(cfg)
+	if err != nil {
+		return nil, err
+	}
 	opts := gateway.Options{
-		Front: f.front(holder), Serving: serving(holder),
+		Front: f.front(holder, auth), Serving: serving(holder),
 		Registry: reg, BaseURL: f.gatewayURL, SessionTimeout: f.sessionTimeout,
 		StatelessIdle: f.statelessIdle, MaxBodyBytes: f.maxBodyBytes, CallTimeout: f.callTimeout, Log: ctrl.Log.WithName("gateway"),
 		MaxSessionsPerPrincipal: principalBound(f.maxPerUser, f.maxSessions), MaxSubscriptionsPerSession: f.maxSubsEach, MaxToolName: f.maxToolName,

@@ -86,7 +86,7 @@ func newDevCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	// Leader election means nothing for one local process; dev's endpoint is for this machine,
 	// so there are no tokens to review.
 	f.bind(cmd.Flags(), "leader-elect", "leader-election-namespace", "leader-elect-lease-duration",
-		"leader-elect-renew-deadline", "leader-elect-retry-period", "buckets", "handoff-timeout", "advertise-address",
+		"leader-elect-renew-deadline", "leader-elect-retry-period", "buckets", "handoff-timeout", "advertise-address", "replica-token-file",
 		"gateway-auth", "gateway-tls-cert", "gateway-tls-key",
 		"gateway-audience", "gateway-oauth-issuer", "gateway-oauth-scope", "gateway-review-ttl", "gateway-new-token-reviews", "gateway-new-token-reviews-per-source")
 	return cmd

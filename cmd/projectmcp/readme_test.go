@@ -515,7 +515,7 @@ var endpointURL = regexp.MustCompile("(https?://[^/\\s\"'`]+)?/projects/([^/\\s]
 
 // knownHeaders are the X-ProjectMCP- headers there are: the stateless session's, and those the
 // replicas add to what they proxy (internal/buckets).
-var knownHeaders = []string{gateway.SessionHeader, buckets.HeaderProxiedBy, buckets.HeaderMoved, buckets.HeaderClientAddr, buckets.HeaderClientUID}
+var knownHeaders = []string{gateway.SessionHeader, buckets.HeaderProxiedBy, buckets.HeaderMoved, buckets.HeaderClientAddr, buckets.HeaderClientUID, buckets.HeaderReplicaToken}
 
 // The endpoint URLs in the README and the pages of docs/ have the gateway's paths (the
 // project's and the per-server ones) and its default address, and every X-ProjectMCP- header is

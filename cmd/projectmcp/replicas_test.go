@@ -230,10 +230,16 @@ func TestReplicasSpreadAndMoveProjects(t *testing.T) {
 		}
 		return ns.Name
 	}
+	// The replicas vouch for themselves as the chart has them: with a token of one service
+	// account for the replicas' audience.
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "replica-token")
+	if err := os.WriteFile(tokenFile, []byte(saToken(t, env, "controller", buckets.ReplicaAudience)), 0o400); err != nil {
+		t.Fatal(err)
+	}
 	f := &bucketFleet{t: t, env: env, failures: &failedResponses{}, leaseNS: newNS("buckets-"), ns: newNS("bucketed-"), svc: newService(t),
 		args: []string{"--buckets", strconv.Itoa(fleetBuckets), "--leader-elect-lease-duration", fleetLease.String(),
-			"--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}}
-	dir := t.TempDir()
+			"--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms", "--replica-token-file", tokenFile}}
 	for k := range fleetBuckets {
 		obj := &v1alpha1.ProjectMCP{
 			ObjectMeta: metav1.ObjectMeta{Name: f.project(k).Name, Namespace: f.ns, Labels: map[string]string{buckets.LabelPin: strconv.Itoa(k)}},

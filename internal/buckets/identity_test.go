@@ -105,3 +105,55 @@ func TestRouterCarriesTheClientsIdentity(t *testing.T) {
 		t.Errorf("a client's own client headers: the gateway saw %s uid %d (known %v, headers %v)", at.remote, at.uid, at.known, at.headers)
 	}
 }
+
+// A replica sends its token with what it proxies, and the serving replica's Trusted sees it;
+// the token reaches neither the gateway nor a further replica, whoever sent it.
+func TestRouterCarriesTheReplicaToken(t *testing.T) {
+	var mu sync.Mutex
+	var tokens []string // what the owner's Trusted saw
+	at := &seen{}
+	var gatewayToken bool
+	next := at.handler()
+	owner := httptest.NewServer(&Router{Ownership: fixedOwnership{serving: map[int]bool{0: true}}, BucketOf: func(types.NamespacedName) int { return 0 },
+		Next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			gatewayToken = gatewayToken || r.Header.Get(HeaderReplicaToken) != ""
+			mu.Unlock()
+			next.ServeHTTP(w, r)
+		}),
+		Trusted: func(r *http.Request) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			tokens = append(tokens, r.Header.Get(HeaderReplicaToken))
+			return r.Header.Get(HeaderReplicaToken) == "replica-token"
+		}})
+	defer owner.Close()
+	front := httptest.NewServer(&Router{Ownership: fixedOwnership{owners: map[int]string{0: strings.TrimPrefix(owner.URL, "http://")}},
+		BucketOf: func(types.NamespacedName) int { return 0 }, Address: "front:1", Next: http.NotFoundHandler(),
+		Credential: func() string { return "replica-token" }})
+	defer front.Close()
+
+	get := func(url string, h http.Header) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url+"/projects/ns/p/mcp", nil)
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	// A client's own token header is not the replica's: the front drops it and sends its own.
+	get(front.URL, http.Header{HeaderReplicaToken: {"the client's"}})
+	get(owner.URL, http.Header{HeaderReplicaToken: {"replica-token"}, HeaderClientAddr: {"10.9.9.9:1"}})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(tokens) != 2 || tokens[0] != "replica-token" || tokens[1] != "replica-token" {
+		t.Errorf("the owner's Trusted saw tokens %q, want the front's, then the caller's own", tokens)
+	}
+	if gatewayToken {
+		t.Error("a replica token reached the gateway")
+	}
+}

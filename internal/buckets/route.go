@@ -32,6 +32,17 @@ const (
 	HeaderClientUID  = "X-ProjectMCP-Client-UID"
 )
 
+// HeaderReplicaToken carries, on a request one replica proxies to another, a token of the
+// proxying replica's own identity (Router.Credential): with it the serving replica can tell
+// another replica from any other process at a replica's address (Trusted). It never reaches
+// the gateway, nor a further replica.
+const HeaderReplicaToken = "X-ProjectMCP-Replica-Token"
+
+// ReplicaAudience is the audience of the tokens replicas vouch for themselves with
+// (HeaderReplicaToken): a token for it is of no use against the API server, nor to a
+// gateway that wants its own audiences.
+const ReplicaAudience = "projectmcp-replica"
+
 // HeaderMoved marks the local gateway's answer to a request it did nothing with because the
 // project's bucket was handed off after the Router sent the request there (a 503). The Router
 // drops that answer and sends the request on to the bucket's next holder; a client never sees
@@ -66,8 +77,12 @@ type Router struct {
 	// it is answered 503 (0: not at all).
 	Wait time.Duration
 	// Trusted says whether a request's connection is another replica's, whose HeaderClientAddr
-	// and HeaderClientUID are then believed (nil: nobody's are).
+	// and HeaderClientUID are then believed (nil: nobody's are). It sees the request's
+	// HeaderReplicaToken, which is taken off the request afterwards.
 	Trusted func(*http.Request) bool
+	// Credential is the token this replica sends with every request it proxies
+	// (HeaderReplicaToken); nil or "": none.
+	Credential func() string
 
 	once  sync.Once
 	proxy *httputil.ReverseProxy
@@ -144,7 +159,9 @@ func (rt *Router) identify(r *http.Request) *http.Request {
 	addr, uid := r.Header.Get(HeaderClientAddr), r.Header.Get(HeaderClientUID)
 	r.Header.Del(HeaderClientAddr)
 	r.Header.Del(HeaderClientUID)
-	if addr == "" || rt.Trusted == nil || !rt.Trusted(r) {
+	trusted := addr != "" && rt.Trusted != nil && rt.Trusted(r)
+	r.Header.Del(HeaderReplicaToken)
+	if !trusted {
 		return r
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -255,6 +272,11 @@ func (rt *Router) newProxy() {
 			pr.Out.Header.Set(HeaderClientAddr, pr.In.RemoteAddr) // the client's, when identify believed a replica
 			if uid, ok := peer.UID(pr.In.Context()); ok {
 				pr.Out.Header.Set(HeaderClientUID, strconv.Itoa(uid))
+			}
+			if rt.Credential != nil {
+				if token := rt.Credential(); token != "" {
+					pr.Out.Header.Set(HeaderReplicaToken, token)
+				}
 			}
 		},
 		Transport:     transport,

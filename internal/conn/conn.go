@@ -392,10 +392,11 @@ func (c *Conn) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) {
 }
 
 // Subscribe subscribes the connection to a resource's updates, once for any number of
-// sessions: the first subscriber sends resources/subscribe, later ones only count.
+// sessions: the first subscriber sends resources/subscribe, later ones only count. Past
+// MaxSubscriptions URIs another URI is refused (an invalid request naming the bound).
 func (c *Conn) Subscribe(ctx context.Context, uri string) error {
-	if !c.subs.add(uri) {
-		return nil
+	if first, err := c.subs.add(uri); !first {
+		return err
 	}
 	_, err := roundTrip(c, ctx, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
 		return struct{}{}, s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})

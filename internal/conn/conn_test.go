@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -562,6 +563,29 @@ func TestCommandAllowlistAfterExpansion(t *testing.T) {
 	if s := waitPhase(t, p, v1alpha1.PhaseFailed); !strings.Contains(s.LastError, "LD_PRELOAD") {
 		t.Fatalf("LD_PRELOAD must be refused with an allowlist: %+v", s)
 	}
+}
+
+// With an allowlist, a variable that would have the allowed command run or fetch other code
+// fails the server at once (permanent), its lastError naming the variable and why; one that
+// does not passes.
+func TestAllowlistRefusesVariables(t *testing.T) {
+	for name, why := range map[string]string{
+		"GIT_SSH_COMMAND":     "git runs the commands",
+		"npm_config_registry": "fetch code from another index",
+		"PIP_INDEX_URL":       "fetch code from another index",
+		"PATH":                "chooses the program",
+	} {
+		srv := stdioServer("a")
+		srv.Stdio.Env = append(srv.Stdio.Env, v1alpha1.NameValue{Name: name, Value: "x"})
+		c := start(t, Options{Server: srv, Settings: Settings{AllowCommands: []string{os.Args[0]}}})
+		s := waitPhase(t, c, v1alpha1.PhaseFailed)
+		if !s.Permanent || !strings.Contains(s.LastError, fmt.Sprintf("%q is not allowed with --allow-command", name)) || !strings.Contains(s.LastError, why) {
+			t.Errorf("%s: want a permanent refusal naming it and why, got %+v", name, s)
+		}
+	}
+	srv := stdioServer("b")
+	srv.Stdio.Env = append(srv.Stdio.Env, v1alpha1.NameValue{Name: "GITHUB_TOKEN", Value: "x"})
+	waitPhase(t, start(t, Options{Server: srv, Settings: Settings{AllowCommands: []string{os.Args[0]}}}), v1alpha1.PhaseReady)
 }
 
 // A server listing more than the bound is refused with a clear error, not kept in memory.

@@ -331,8 +331,8 @@ func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint,
 			return nil, &invalidConfigError{msg: fmt.Sprintf("command %q is not allowed here: it matches no --allow-command pattern of the controller", s.Command)}
 		}
 		for _, kv := range s.Env {
-			if policy.LoaderVariable(kv.Name) {
-				return nil, &invalidConfigError{msg: fmt.Sprintf("environment variable %q is not allowed with --allow-command: it makes the server's runtime load code the allowlist did not check", kv.Name)}
+			if why := policy.RefusedVariable(kv.Name); why != "" {
+				return nil, &invalidConfigError{msg: fmt.Sprintf("environment variable %q is not allowed with --allow-command: %s", kv.Name, why)}
 			}
 		}
 	}

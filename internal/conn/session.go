@@ -80,8 +80,12 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 			err = context.DeadlineExceeded
 		}
 		if err == nil {
-			c.subs.restore(ctx, session)
 			c.setReady(session, up, cat, ep.pid())
+			// Ready first: the subscriptions come back in the background, and end before the
+			// session is closed.
+			rctx, stop := context.WithCancel(ctx)
+			restored := c.subs.restore(rctx, session)
+			defer func() { stop(); restored() }()
 			c.counts.metrics.Connected("ok", time.Since(start))
 			span.End()
 			defer func() { // the session has ended: no request is to find it

@@ -2,14 +2,19 @@ package conn
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/dsh-dev/projectmcp/internal/revision"
 	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/dsh-dev/projectmcp/internal/revision"
 )
 
 // subscriptions are what the project's sessions asked of the server for the connection as a
@@ -22,6 +27,11 @@ type subscriptions struct {
 	log     logr.Logger
 	secrets *scrubber
 	chores  chan struct{} // a slot per background request in flight (chore)
+	max     int           // URIs subscribed at most (MaxSubscriptions)
+
+	// restoring counts the URIs a restore has still to re-subscribe (or give up on): zero once
+	// every restore has ended.
+	restoring atomic.Int64
 
 	mu    sync.Mutex
 	level mcp.LoggingLevel // what sessions asked for (SetLogLevel)
@@ -32,9 +42,20 @@ type subscriptions struct {
 // them holds at most this many goroutines, each until ConnectTimeout.
 const maxChores = 4
 
+// maxRestoring bounds the subscribes a restore has in flight at once: a server that answers
+// none of them holds at most this many, each until ConnectTimeout.
+const maxRestoring = 8
+
+// MaxSubscriptions bounds the resource URIs one connection keeps subscribed on its server for
+// all the project's sessions together: each costs the server a subscription, and every new
+// session of the connection a subscribe to restore it. Past it a subscribe to another URI fails
+// with an error naming the bound; the per-session bound (gateway) stops one session alone from
+// reaching it.
+const MaxSubscriptions = 1000
+
 func newSubscriptions(ctx context.Context, o *Options, secrets *scrubber) *subscriptions {
 	s := &subscriptions{ctx: ctx, timeout: o.ConnectTimeout, log: o.Log, secrets: secrets, chores: make(chan struct{}, maxChores),
-		level: o.LogLevel, uris: maps.Clone(o.Subscriptions)}
+		max: MaxSubscriptions, level: o.LogLevel, uris: maps.Clone(o.Subscriptions)}
 	if s.uris == nil {
 		s.uris = map[string]int{}
 	}
@@ -55,12 +76,30 @@ func (s *subscriptions) logLevel() mcp.LoggingLevel {
 	return s.level
 }
 
-// add counts one more subscriber of uri; first when there was none.
-func (s *subscriptions) add(uri string) (first bool) {
+// add counts one more subscriber of uri; first when there was none. A URI not yet subscribed
+// is refused once max are (tooManySubscriptions).
+func (s *subscriptions) add(uri string) (first bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.uris[uri] == 0 && len(s.uris) >= s.max {
+		return false, tooManySubscriptions(s.max)
+	}
 	s.uris[uri]++
-	return s.uris[uri] == 1
+	return s.uris[uri] == 1, nil
+}
+
+// tooManySubscriptions is the error of a subscribe past the bound: invalid request, as the
+// gateway's per-session bound answers, so that a session sees the bound named.
+func tooManySubscriptions(max int) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf(
+		"the server's connection already holds %d subscribed resources for this project's sessions, the most it keeps; unsubscribe one first", max)}
+}
+
+// holds reports whether uri is subscribed.
+func (s *subscriptions) holds(uri string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.uris[uri] > 0
 }
 
 // any reports whether any URI is subscribed.
@@ -101,20 +140,49 @@ func (s *subscriptions) taken() (map[string]int, mcp.LoggingLevel) {
 	return maps.Clone(s.uris), s.level
 }
 
-// restore re-applies the log level and the subscriptions on a new session.
-func (s *subscriptions) restore(ctx context.Context, session *mcp.ClientSession) {
+// restore re-applies the log level and the subscriptions on a new session, in the background,
+// and returns a wait for its end. The session is Ready meanwhile: a server slow to answer
+// subscribes delays no call, and an update of a URI not yet re-subscribed is lost. At most
+// maxRestoring requests are in flight, each within ConnectTimeout, and all end with ctx (the
+// session's). A URI unsubscribed meanwhile is left out.
+func (s *subscriptions) restore(ctx context.Context, session *mcp.ClientSession) (wait func()) {
 	s.mu.Lock()
-	level, uris := s.level, slices.Collect(maps.Keys(s.uris))
+	uris := slices.Collect(maps.Keys(s.uris))
 	s.mu.Unlock()
-	if level != "" {
-		s.applyLevel(ctx, session, level)
-	}
-	for _, uri := range uris {
-		sctx, cancel := context.WithTimeout(ctx, s.timeout)
-		if err := session.Subscribe(sctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-			s.log.V(1).Info("Re-subscribing a resource failed", "uri", uri, "error", s.secrets.scrub(err.Error()))
+	s.restoring.Add(int64(len(uris)))
+	var g errgroup.Group
+	g.SetLimit(maxRestoring)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.Go(func() error {
+			if level := s.logLevel(); level != "" { // the level now: a session may have set it since
+				s.applyLevel(ctx, session, level)
+			}
+			return nil
+		})
+		for _, uri := range uris {
+			g.Go(func() error {
+				defer s.restoring.Add(-1)
+				s.resubscribe(ctx, session, uri)
+				return nil
+			})
 		}
-		cancel()
+		_ = g.Wait()
+	}()
+	return func() { <-done }
+}
+
+// resubscribe sends one restore's resources/subscribe, unless the URI was unsubscribed since
+// or the session ended.
+func (s *subscriptions) resubscribe(ctx context.Context, session *mcp.ClientSession, uri string) {
+	if ctx.Err() != nil || !s.holds(uri) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := session.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		s.log.V(1).Info("Re-subscribing a resource failed", "uri", uri, "error", s.secrets.scrub(err.Error()))
 	}
 }
 

@@ -1,6 +1,9 @@
 package policy
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // '*' matches any run of characters and '?' any one; nothing else is special.
 func TestGlob(t *testing.T) {
@@ -19,8 +22,7 @@ func TestGlob(t *testing.T) {
 	}
 }
 
-// The allowlist checks the command as it will run: a clean path, '*' within one segment; and
-// refuses variables that make a runtime load other code.
+// The allowlist checks the command as it will run: a clean path, '*' within one segment.
 func TestCommandAllowed(t *testing.T) {
 	patterns := []string{"/opt/mcp/*", "npx", "/usr/bin/node"}
 	for command, want := range map[string]bool{
@@ -32,9 +34,40 @@ func TestCommandAllowed(t *testing.T) {
 			t.Errorf("CommandAllowed(%q) = %v, want %v", command, got, want)
 		}
 	}
-	for name, want := range map[string]bool{"LD_PRELOAD": true, "DYLD_INSERT_LIBRARIES": true, "NODE_OPTIONS": true, "PYTHONPATH": true, "API_TOKEN": false, "PATH": false} {
-		if LoaderVariable(name) != want {
-			t.Errorf("LoaderVariable(%q) != %v", name, want)
+}
+
+// With an allowlist, a variable that runs or fetches code the allowlist never saw is refused,
+// saying why; names compare without case (npm reads npm_config_* in either); a server's own
+// settings and credentials pass.
+func TestRefusedVariable(t *testing.T) {
+	cases := []struct {
+		name string
+		why  string // a part of the reason; "" for a name that passes
+	}{
+		{"LD_PRELOAD", "load code"}, {"DYLD_INSERT_LIBRARIES", "load code"}, {"NODE_OPTIONS", "load code"},
+		{"PYTHONPATH", "load code"}, {"BASH_ENV", "load code"}, {"ENV", "load code"}, {"PROMPT_COMMAND", "load code"},
+		{"BASH_FUNC_node%%", "load code"}, {"SHELLOPTS", "load code"}, {"PS4", "load code"}, {"OPENSSL_CONF", "load code"},
+		{"PATH", "program that runs"}, {"path", "program that runs"}, {"SHELL", "program that runs"},
+		{"VIRTUAL_ENV", "program that runs"}, {"GOTOOLCHAIN", "program that runs"}, {"RUSTC_WRAPPER", "program that runs"},
+		{"GIT_SSH_COMMAND", "git runs"}, {"GIT_CONFIG_COUNT", "git runs"}, {"GIT_CONFIG_KEY_0", "git runs"},
+		{"GIT_ASKPASS", "git runs"}, {"git_exec_path", "git runs"},
+		{"npm_config_registry", "another index"}, {"NPM_CONFIG_REGISTRY", "another index"},
+		{"Npm_Config_Script_Shell", "another index"}, {"npm_config_userconfig", "another index"},
+		{"PIP_INDEX_URL", "another index"}, {"PIP_EXTRA_INDEX_URL", "another index"}, {"PIP_CONFIG_FILE", "another index"},
+		{"UV_INDEX_URL", "another index"}, {"UV_EXTRA_INDEX_URL", "another index"}, {"UV_DEFAULT_INDEX", "another index"},
+		{"YARN_NPM_REGISTRY_SERVER", "another index"}, {"GOPROXY", "another index"}, {"GOFLAGS", "another index"},
+		{"CARGO_HOME", "another index"}, {"COREPACK_NPM_REGISTRY", "another index"},
+		{"NODE_EXTRA_CA_CERTS", "certificates"}, {"NODE_TLS_REJECT_UNAUTHORIZED", "certificates"},
+		{"SSL_CERT_FILE", "certificates"}, {"REQUESTS_CA_BUNDLE", "certificates"},
+		{"HOME", "HOME"}, {"XDG_CONFIG_HOME", "HOME"}, {"XDG_CACHE_HOME", "HOME"},
+		{"API_TOKEN", ""}, {"GITHUB_TOKEN", ""}, {"DATABASE_URL", ""}, {"LANG", ""}, {"TMPDIR", ""},
+		{"NPM_TOKEN", ""}, {"HTTPS_PROXY", ""}, {"PIPELINE", ""}, {"UVICORN_PORT", ""}, {"GITHUB_HOST", ""},
+		{"ENVIRONMENT", ""}, {"CCACHE", ""}, {"PATHS", ""}, {"MY_PATH", ""},
+	}
+	for _, c := range cases {
+		got := RefusedVariable(c.name)
+		if (got == "") != (c.why == "") || !strings.Contains(got, c.why) {
+			t.Errorf("RefusedVariable(%q) = %q, want a reason with %q", c.name, got, c.why)
 		}
 	}
 }

@@ -394,8 +394,12 @@ func checkToken(pod corev1.PodSpec, c *corev1.Container) []string {
 	var token, ca, namespace bool
 	for _, src := range vol.Projected.Sources {
 		switch {
-		case src.ServiceAccountToken != nil:
-			token = src.ServiceAccountToken.Path == "token" && src.ServiceAccountToken.Audience == ""
+		case src.ServiceAccountToken != nil && src.ServiceAccountToken.Path == "token":
+			token = src.ServiceAccountToken.Audience == ""
+		case src.ServiceAccountToken != nil && src.ServiceAccountToken.Audience == "":
+			// Another token (the replicas' own, --replica-token-file) is for another audience:
+			// one the API server takes is the controller's token under another name.
+			problems = append(problems, fmt.Sprintf("volume %q: token %q is for the API server's audience", vol.Name, src.ServiceAccountToken.Path))
 		case src.ConfigMap != nil:
 			ca = src.ConfigMap.Name == "kube-root-ca.crt" && len(src.ConfigMap.Items) == 1 && src.ConfigMap.Items[0].Path == "ca.crt"
 		case src.DownwardAPI != nil:
