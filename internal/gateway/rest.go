@@ -15,7 +15,7 @@ import (
 // projected names. connect writes such an entry beside the per-server ones, naming the servers
 // that have an entry of their own, so that a server added to the config later is offered at
 // once (its tools arrive by list_changed) without the agent's file being written again.
-const ExceptParam = "except"
+const ExceptParam = v1alpha1.ExceptParam
 
 // maxRests bounds the except-endpoints one project keeps: each is an MCP server with its own
 // sessions and catalog, and any caller may name a new set. Past it, one without sessions gives
