@@ -408,9 +408,12 @@ func TestConnectMovesAnAddedServer(t *testing.T) {
 	client := filepath.Join(project, ".mcp.json")
 	env := apiServer(t)
 	kc := "--kubeconfig=" + env.Kubeconfig
-	stdout, _ := runCode(t, exitOK, "connect", "--project", project, "--auth", "none", "--write", kc)
+	stdout, stderr := runCode(t, exitOK, "connect", "--project", project, "--auth", "none", "--write", kc)
 	if want := client + `: created "projectmcp" (` + endpoint + "?except=a)\n"; !strings.HasSuffix(stdout, want) {
 		t.Fatalf("first connect printed %q, want it to end in %q", stdout, want)
+	}
+	if want := `"projectmcp" is the project's endpoint without the servers that have an entry here`; !strings.Contains(stderr, want) {
+		t.Errorf("connect does not say what the extra entry is: stderr lacks %q:\n%s", want, stderr)
 	}
 	ctx := context.Background()
 	obj := &v1alpha1.ProjectMCP{}

@@ -357,6 +357,11 @@ func connect(ctx context.Context, g *globalFlags, key types.NamespacedName, form
 		}
 		printResults(stdout, f.shown, results)
 	}
+	if !o.aggregate {
+		fmt.Fprintf(stderr, "%q is the project's endpoint without the servers that have an entry here: a server added to %s later "+
+			"is offered through it at once (mcp__%s__<server>__<tool> in Claude Code), until connect --write gives it its own entry.\n",
+			o.entry, config.DefaultPath, o.entry)
+	}
 	switch {
 	case bearer && format.helper != "":
 		fmt.Fprintf(stderr, "The gateway checks a Kubernetes bearer token: %s at connect and after a 401, "+
