@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,18 @@ const (
 // URL is a contract: clients store it.
 func ServerEndpoint(projectEndpoint, server string) string {
 	return strings.TrimSuffix(projectEndpoint, "/mcp") + "/servers/" + server + "/mcp"
+}
+
+// ExceptParam is the project endpoint's query parameter naming the servers it leaves out.
+const ExceptParam = "except"
+
+// ExceptEndpoint is the URL of the project endpoint that serves every server of the project
+// but those named, under projected names: the entry beside the per-server ones, through which
+// a server that has no entry of its own yet is offered. The names are sorted, so one set has
+// one URL.
+func ExceptEndpoint(projectEndpoint string, servers []string) string {
+	names := slices.Sorted(slices.Values(servers))
+	return projectEndpoint + "?" + ExceptParam + "=" + strings.Join(slices.Compact(names), ",")
 }
 
 // ServerNamePattern is what a server name may contain: it becomes the prefix of every projected

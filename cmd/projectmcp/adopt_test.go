@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
@@ -267,15 +268,17 @@ func TestAdoptThenConnect(t *testing.T) {
 	}
 	endpoint := servedProject(t, "later", readFile(t, filepath.Join(project, ".dsh", "mcp.json")))
 	stdout, _ = runCode(t, exitOK, "connect", "--project", project, "--auth", "none", "--write", kc)
-	if want := client + `: replaced "memory" (` + v1alpha1.ServerEndpoint(endpoint, "memory") + "): it was the same server, defined directly\n"; stdout != want {
+	if want := client + `: replaced "memory" (` + v1alpha1.ServerEndpoint(endpoint, "memory") + "): it was the same server, defined directly\n" +
+		client + `: added "projectmcp" (` + endpoint + "?except=memory)\n"; stdout != want {
 		t.Fatalf("connect printed %q, want %q", stdout, want)
 	}
 }
 
 // connect --write's replace rules on a real file: the same server defined directly, and an
 // entry of an earlier connect through another address, give way; another entry stays; a
-// disabled server gets none; an entry of a server's name that is something else is refused,
-// naming it and the file, until --force.
+// disabled server gets none; the entry for the rest leaves out the servers with one of their
+// own; an entry of a server's name that is something else is refused, naming it and the file,
+// until --force.
 func TestConnectReplaceRules(t *testing.T) {
 	dshText := `{"mcpServers": {
 		"memory": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]},
@@ -313,14 +316,18 @@ func TestConnectReplaceRules(t *testing.T) {
             "type": "http",
             "url": "` + v1alpha1.ServerEndpoint(endpoint, "docs") + `"
         },
-        "mine": {"command": "./tool"}
+        "mine": {"command": "./tool"},
+        "projectmcp": {
+            "type": "http",
+            "url": "` + endpoint + `?except=docs,memory"
+        }
     }
 }
 `
 	if d := cmp.Diff(want, readFile(t, client)); d != "" {
 		t.Fatalf("(-want +got):\n%s", d)
 	}
-	if stdout, _ := runCode(t, exitOK, "connect", "--project", project, "--auth", "none", "--write", kc); strings.Count(stdout, "unchanged") != 2 {
+	if stdout, _ := runCode(t, exitOK, "connect", "--project", project, "--auth", "none", "--write", kc); strings.Count(stdout, "unchanged") != 3 {
 		t.Errorf("again: %s", stdout)
 	}
 
@@ -398,6 +405,43 @@ func TestLineDiff(t *testing.T) {
 	} {
 		if got := lineDiff("f", []byte(c.before), []byte(c.after)); got != c.want {
 			t.Errorf("%s:\n%s\nwant:\n%s", name, got, c.want)
+		}
+	}
+}
+
+// connect --write after a server was added: the new server gets its own entry, and the entry
+// for the rest, written before with the old list, gives way to one that leaves it out too, so
+// no tool is offered twice.
+func TestConnectMovesAnAddedServer(t *testing.T) {
+	endpoint := servedProject(t, "moves", `{"mcpServers": {"a": {"command": "npx"}}}`)
+	project := filepath.Join(t.TempDir(), "moves")
+	client := filepath.Join(project, ".mcp.json")
+	env := apiServer(t)
+	kc := "--kubeconfig=" + env.Kubeconfig
+	stdout, stderr := runCode(t, exitOK, "connect", "--project", project, "--auth", "none", "--write", kc)
+	if want := client + `: created "projectmcp" (` + endpoint + "?except=a)\n"; !strings.HasSuffix(stdout, want) {
+		t.Fatalf("first connect printed %q, want it to end in %q", stdout, want)
+	}
+	if want := `"projectmcp" is the project's endpoint without the servers that have an entry here`; !strings.Contains(stderr, want) {
+		t.Errorf("connect does not say what the extra entry is: stderr lacks %q:\n%s", want, stderr)
+	}
+	ctx := context.Background()
+	obj := &v1alpha1.ProjectMCP{}
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "moves"}, obj); err != nil {
+		t.Fatal(err)
+	}
+	obj.Spec.Servers = append(obj.Spec.Servers, v1alpha1.MCPServer{Name: "b", Stdio: &v1alpha1.StdioServer{Command: "npx"}})
+	if err := env.Client.Update(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _ = runCode(t, exitOK, "connect", "--project", project, "--auth", "none", "--write", kc)
+	for _, want := range []string{
+		client + `: unchanged "a" (` + v1alpha1.ServerEndpoint(endpoint, "a") + ")\n",
+		client + `: added "b" (` + v1alpha1.ServerEndpoint(endpoint, "b") + ")\n",
+		client + `: replaced "projectmcp" (` + endpoint + "?except=a,b): it pointed at the same projectmcp endpoint\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("second connect lacks %q:\n%s", want, stdout)
 		}
 	}
 }

@@ -211,7 +211,8 @@ func TestConnectWriteStaysInTheProject(t *testing.T) {
 	cursor := filepath.Join(project, ".cursor", "mcp.json")
 	symlink(t, filepath.Join("..", "config", "mcp.json"), cursor)
 	stdout, _ := runCode(t, exitOK, "connect", "--project", project, "--client", "cursor", "--auth", "none", "--write", kc)
-	if want := cursor + `: added "memory" (` + v1alpha1.ServerEndpoint(endpoint, "memory") + ")\n"; stdout != want {
+	if want := cursor + `: added "memory" (` + v1alpha1.ServerEndpoint(endpoint, "memory") + ")\n" +
+		cursor + `: added "projectmcp" (` + endpoint + "?except=memory)\n"; stdout != want {
 		t.Errorf("stdout %q, want %q", stdout, want)
 	}
 	info, err := os.Lstat(cursor)

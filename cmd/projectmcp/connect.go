@@ -226,9 +226,12 @@ file holds them; with --write, merges them into that file in the project folder:
 There is one entry per enabled server, named as the server is in .dsh/mcp.json and pointing
 at that server's own endpoint (status.servers[].endpoint), which serves its tools under
 their own names: the agent names them as with a direct config (mcp__memory__read_graph in
-Claude Code), so permission rules and hooks keep matching. --aggregate writes one entry
-instead (--entry, default "projectmcp") at the project's endpoint, whose tools are named
-<server>__<tool>.
+Claude Code), so permission rules and hooks keep matching. One more entry (--entry, default
+"projectmcp") points at the project's endpoint with ?except= naming those servers: it
+serves the servers added to .dsh/mcp.json since, under <server>__<tool>, in the session
+already running (mcp__projectmcp__<server>__<tool>); the next connect --write gives each
+its own entry and leaves it out of that one. --aggregate writes the one entry at the
+project's endpoint instead, whose tools are all named <server>__<tool>.
 
 The endpoints come from the ProjectMCP's status, so this works against any cluster the
 kubeconfig reaches. NAME defaults to the project folder's name, as dev and mirror name it.
@@ -299,8 +302,6 @@ func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 				return usageErrorf("--client %s has no config file to write: it prints the entry only", o.client)
 			case o.force && !o.write:
 				return usageErrorf("--force replaces an entry with --write only")
-			case cmd.Flags().Changed("entry") && !o.aggregate:
-				return usageErrorf("--entry names the one entry of --aggregate; without it the entries are named as the servers")
 			case !slices.Contains([]string{"auto", "none", "bearer"}, o.auth):
 				return usageErrorf("--auth must be auto, none or bearer, not %q", o.auth)
 			}
@@ -320,7 +321,7 @@ func newConnectCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	fs.BoolVar(&o.force, "force", false, "with --write: replace an entry of the same name that differs, whatever it is")
 	fs.BoolVar(&o.aggregate, "aggregate", false, "one entry (--entry) at the project's endpoint, tools named <server>__<tool>, in place of one entry per server")
 	fs.StringVar(&o.project, "project", o.project, "project folder: where --write writes, and whose name NAME defaults to")
-	fs.StringVar(&o.entry, "entry", o.entry, "with --aggregate: name of the entry in the client's config")
+	fs.StringVar(&o.entry, "entry", o.entry, "name of the entry at the project's endpoint: the one entry of --aggregate, or else the one for the servers without an entry of their own")
 	fs.DurationVar(&o.wait, "wait", o.wait, "how long to wait for the ProjectMCP's status.endpoint when it exists without one yet (its first reconcile writes it)")
 	fs.StringVar(&o.auth, "auth", o.auth, `"auto": ask the endpoint whether it checks bearer tokens; "none"; "bearer": add the Authorization header`)
 	fs.BoolVar(&o.insecureHTTP, insecureHTTPFlag, false, insecureHTTPUsage)
@@ -392,6 +393,11 @@ func connect(ctx context.Context, g *globalFlags, key types.NamespacedName, form
 		}
 		printResults(stdout, f.shown, results)
 	}
+	if !o.aggregate {
+		fmt.Fprintf(stderr, "%q is the project's endpoint without the servers that have an entry here: a server added to %s later "+
+			"is offered through it at once (mcp__%s__<server>__<tool> in Claude Code), until connect --write gives it its own entry.\n",
+			o.entry, config.DefaultPath, o.entry)
+	}
 	switch {
 	case bearer && format.helper != "":
 		fmt.Fprintf(stderr, "The gateway checks a Kubernetes bearer token: %s at connect and after a 401, "+
@@ -426,13 +432,37 @@ const projectEndpointField = "status.endpoint"
 
 // connectEntries is what connect points an agent at: one entry per enabled server, named as
 // the server and pointing at its own endpoint, so that the agent names the tools as it would
-// with a direct config (mcp__<server>__<tool> in Claude Code); or with aggregate one entry,
-// named entry, at the project's endpoint. A server's endpoint is its status's, or else the
+// with a direct config (mcp__<server>__<tool> in Claude Code), and one more, named entry, at
+// the project's endpoint leaving those servers out; or with aggregate the one entry, named
+// entry, at the project's endpoint. A server's endpoint is its status's, or else the
 // contract's URL under the project's (a server added a moment ago has no status yet).
+//
+// The entry for the rest is how a server added to the config after connect wrote the file
+// is offered at once, in the session already running (its tools come by list_changed, named
+// <server>__<tool>): the agent reads its entries when it starts, so a per-server entry alone
+// would reach it only after another connect --write and a restart. It leaves out the servers
+// that have their own entry now, so no tool is offered twice; the next connect --write gives
+// a new server its own entry and moves it into that list.
 func connectEntries(key types.NamespacedName, obj *v1alpha1.ProjectMCP, aggregate bool, entry string) ([]endpointEntry, error) {
 	if aggregate {
 		return []endpointEntry{{name: entry, url: obj.Status.Endpoint, field: projectEndpointField}}, nil
 	}
+	out, err := serverEntries(key, obj)
+	if err != nil {
+		return nil, err
+	}
+	own := make([]string, 0, len(out))
+	for _, e := range out {
+		if e.name == entry {
+			return nil, fmt.Errorf("projectmcp %s has a server named %q, the name of the entry for the servers without one of their own: give that entry another name with --entry", key, entry)
+		}
+		own = append(own, e.name)
+	}
+	return append(out, endpointEntry{name: entry, url: v1alpha1.ExceptEndpoint(obj.Status.Endpoint, own)}), nil
+}
+
+// serverEntries are the entries of the enabled servers, one each, in the spec's order.
+func serverEntries(key types.NamespacedName, obj *v1alpha1.ProjectMCP) ([]endpointEntry, error) {
 	own := map[string]string{}
 	for _, s := range obj.Status.Servers {
 		own[s.Name] = s.Endpoint

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,7 +45,6 @@ func TestConnectUsageErrors(t *testing.T) {
 	for args, want := range map[string]string{
 		"connect --client json --write":           "--client json has no config file to write",
 		"connect --force":                         "--force replaces an entry with --write only",
-		"connect --entry x":                       "--entry names the one entry of --aggregate",
 		"adopt --client json":                     "--client json has no config file to adopt from",
 		"adopt --endpoint http://h/x":             "--endpoint must be a project's endpoint",
 		"adopt --auth maybe":                      `--auth must be auto, none or bearer, not "maybe"`,
@@ -257,4 +258,49 @@ func serviceAccountToken(t *testing.T, ns, sa, project string) string {
 		t.Fatal(err)
 	}
 	return tr.Status.Token
+}
+
+// The entries connect writes: one per enabled server at its own endpoint, and one for the
+// rest at the project's endpoint leaving those servers out; with aggregate the one entry.
+func TestConnectEntries(t *testing.T) {
+	key := types.NamespacedName{Namespace: "default", Name: "shop"}
+	const endpoint = "http://127.0.0.1:8484/projects/default/shop/mcp"
+	project := func(names ...string) *v1alpha1.ProjectMCP {
+		obj := &v1alpha1.ProjectMCP{Status: v1alpha1.ProjectMCPStatus{Endpoint: endpoint}}
+		for _, n := range names {
+			obj.Spec.Servers = append(obj.Spec.Servers, v1alpha1.MCPServer{Name: n, Disabled: n == "off"})
+		}
+		return obj
+	}
+	own := func(n string) string { return n + "=" + v1alpha1.ServerEndpoint(endpoint, n) }
+	for _, tc := range []struct {
+		name      string
+		obj       *v1alpha1.ProjectMCP
+		aggregate bool
+		entry     string
+		want      []string
+		err       string
+	}{
+		{"per server and the rest", project("memory", "off", "docs"), false, "projectmcp",
+			[]string{own("memory"), own("docs"), "projectmcp=" + endpoint + "?except=docs,memory"}, ""},
+		{"the rest named by --entry", project("a"), false, "more", []string{own("a"), "more=" + endpoint + "?except=a"}, ""},
+		{"aggregate", project("a", "b"), true, "projectmcp", []string{"projectmcp=" + endpoint}, ""},
+		{"a server of the entry's name", project("projectmcp"), false, "projectmcp", nil, `a server named "projectmcp"`},
+		{"no enabled server", project("off"), false, "projectmcp", nil, "no enabled server"},
+	} {
+		got, err := connectEntries(key, tc.obj, tc.aggregate, tc.entry)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		var names []string
+		for _, e := range got {
+			names = append(names, e.name+"="+e.url)
+		}
+		if err != nil || !slices.Equal(names, tc.want) {
+			t.Errorf("%s: %v %v, want %v", tc.name, names, err, tc.want)
+		}
+	}
 }

@@ -229,7 +229,7 @@ func printDevReady(ctx context.Context, w io.Writer, c client.Client, key types.
   endpoint:   %s
 
 `, project, file, kubeconfig, kubeconfig, obj.Status.Endpoint)
-	targets, err := connectEntries(key, obj, false, "")
+	targets, err := connectEntries(key, obj, false, defaultEntryName)
 	if err != nil {
 		fmt.Fprintf(w, "No server of %s is enabled yet: once one is, \"%s --write\" adds its entry to the\nproject's .mcp.json.\n\nPress Ctrl-C to stop.\n", file, connect)
 		return nil //nolint:nilerr // connectEntries fails only when no server is enabled, which dev reports and waits out
@@ -239,9 +239,11 @@ func printDevReady(ctx context.Context, w io.Writer, c client.Client, key types.
 		return err
 	}
 	fmt.Fprintf(w, `Connect an agent: "%s --write" adds one entry per server, named
-as in .dsh/mcp.json, so the agent names the tools as with a direct config (mcp__<server>__<tool>);
-an entry that defines the same server directly gives way to it ("projectmcp adopt" moves such
-entries into .dsh/mcp.json), and --aggregate writes one "projectmcp" entry instead. These
+as in .dsh/mcp.json, so the agent names the tools as with a direct config (mcp__<server>__<tool>),
+and a "projectmcp" entry that serves the servers added since, in the session already running
+(mcp__projectmcp__<server>__<tool>, until connect --write gives them their own); an entry that
+defines the same server directly gives way to it ("projectmcp adopt" moves such entries into
+.dsh/mcp.json), and --aggregate writes the one "projectmcp" entry instead. These
 entries go into the project's .mcp.json (Claude Code; --client vscode or cursor for theirs):
 %s
 

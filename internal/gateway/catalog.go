@@ -56,9 +56,20 @@ func (a projected) same(b projected) bool {
 // project's connections (registry.ServerState.Offered: a Ready or Disconnected server's, the
 // previous connection's during a swap, none from a Failed one). Only differences are applied,
 // so sessions get one list_changed per real change.
-// observe is what the endpoint serves of the project: every server, or its one.
+// observe is what the endpoint serves of the project: every server, every one but those an
+// except-endpoint leaves out, or its one.
 func (p *project) observe() registry.Observation {
 	obs := p.g.opts.Registry.ObserveServers(p.key)
+	if p.except != nil {
+		kept := make(map[string]registry.ServerState, len(obs.Servers))
+		for name, st := range obs.Servers {
+			if !p.except[name] {
+				kept[name] = st
+			}
+		}
+		obs.Servers = kept
+		return obs
+	}
 	if p.only == "" {
 		return obs
 	}

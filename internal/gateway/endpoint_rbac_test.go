@@ -116,6 +116,13 @@ func TestGatewayToolRBAC(t *testing.T) {
 						checkCall(t, s, server+"__"+tool, slices.Contains(id.tools, server+"__"+tool))
 					}
 				}
+				// The endpoint for the rest (without a): b's items, the same decisions under the
+				// projected names.
+				rest := rbacSession(t, project+"?"+gateway.ExceptParam+"=a", id.token, revision)
+				checkItems(t, rest, ofServer(id, "b"), []serverNames{{"b__", "fixture://b"}})
+				for _, tool := range probes {
+					checkCall(t, rest, "b__"+tool, slices.Contains(id.tools, "b__"+tool))
+				}
 				// Each server's endpoint: the same decisions under the server's own names, for
 				// an identity granted something of the server; one granted nothing of it is
 				// refused the session.
@@ -333,6 +340,28 @@ func onServer(id *rbacIdentity, server string) *rbacIdentity {
 		}
 	}
 	return view
+}
+
+// ofServer is what id must see of server alone under the projected names, as the project
+// endpoint leaving the other servers out lists them.
+func ofServer(id *rbacIdentity, server string) *rbacIdentity {
+	of := &rbacIdentity{name: id.name, tools: []string{}, prompts: []string{}, resources: []string{}}
+	for _, name := range id.tools {
+		if strings.HasPrefix(name, server+"__") {
+			of.tools = append(of.tools, name)
+		}
+	}
+	for _, name := range id.prompts {
+		if strings.HasPrefix(name, server+"__") {
+			of.prompts = append(of.prompts, name)
+		}
+	}
+	for _, uri := range id.resources {
+		if strings.HasPrefix(uri, "fixture://"+server+"/") {
+			of.resources = append(of.resources, uri)
+		}
+	}
+	return of
 }
 
 // checkItems checks that s lists exactly the identity's tools, prompts and resources, and may

@@ -21,6 +21,7 @@
 // said:
 //   - Gateway.mu: the projects served, the keys pending a sync, closed. The registry calls
 //     markDirty with its own lock held, so g.mu is never held while calling the registry.
+//     rest (rest.go) counts an except-endpoint's sessions under it (sessions.mu inside g.mu).
 //   - Gateway.confirmMu: makes a confirmation of a missing project a get-or-add (await.go).
 //   - catalog.mu (a project's): one sync at a time, and the four projected sets; held through
 //     a mount's whole projection. Requests read the published paths.Routes and raw items
@@ -344,7 +345,7 @@ func (g *Gateway) syncPending() {
 	}
 }
 
-// all returns every endpoint: the projects' and their per-server ones.
+// all returns every endpoint: the projects', their per-server ones and their except-endpoints.
 func (g *Gateway) all() []*project {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -354,16 +355,22 @@ func (g *Gateway) all() []*project {
 		for _, v := range p.views {
 			projects = append(projects, v)
 		}
+		for _, v := range p.rests {
+			projects = append(projects, v)
+		}
 	}
 	return projects
 }
 
-// viewsOf returns a project endpoint's per-server endpoints.
+// viewsOf returns a project endpoint's per-server endpoints and its except-endpoints.
 func (g *Gateway) viewsOf(p *project) []*project {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	views := make([]*project, 0, len(p.views))
+	views := make([]*project, 0, len(p.views)+len(p.rests))
 	for _, v := range p.views {
+		views = append(views, v)
+	}
+	for _, v := range p.rests {
 		views = append(views, v)
 	}
 	return views
@@ -469,6 +476,8 @@ func (g *Gateway) serveProject(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("ProjectMCP %s has no server %q", key, server), http.StatusNotFound)
 			return
 		}
+	} else if p = g.restOf(w, r, p); p == nil {
+		return
 	}
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(unwrapped(w), r.Body, g.opts.MaxBodyBytes)

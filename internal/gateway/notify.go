@@ -36,17 +36,24 @@ import (
 func (g *Gateway) notice(key types.NamespacedName, server string, n conn.Notice) {
 	g.mu.Lock()
 	p := g.projects[key]
-	var view *project
+	var views []*project
 	if p != nil {
-		view = p.views[server]
+		if v := p.views[server]; v != nil {
+			views = append(views, v)
+		}
+		for _, v := range p.rests {
+			if !v.excepts(server) {
+				views = append(views, v)
+			}
+		}
 	}
 	g.mu.Unlock()
 	if p == nil {
 		return
 	}
 	p.deliver(server, n)
-	if view != nil {
-		view.deliver(server, n)
+	for _, v := range views {
+		v.deliver(server, n)
 	}
 }
 

@@ -37,6 +37,10 @@ type project struct {
 	// a per-server endpoint's project endpoint (nil for that one).
 	views  map[string]*project
 	parent *project
+	// rests are the project endpoint's except-endpoints, by their canonical except list
+	// (under g.mu; rest.go); except is the set such an endpoint leaves out (nil for the others).
+	rests  map[string]*project
+	except map[string]bool
 	server *mcp.Server
 	// serverInfo is the endpoint's implementation, as a 2026-07-28 result's _meta names it.
 	serverInfo json.RawMessage
@@ -60,7 +64,7 @@ type project struct {
 
 func newProject(g *Gateway, key types.NamespacedName, incarnation uint64, only string) *project {
 	p := &project{
-		g: g, key: key, incarnation: incarnation, only: only, views: map[string]*project{},
+		g: g, key: key, incarnation: incarnation, only: only, views: map[string]*project{}, rests: map[string]*project{},
 		cat: catalog{tools: map[string]projected{}, prompts: map[string]projected{},
 			resources: map[string]projected{}, templates: map[string]projected{}},
 	}
