@@ -97,8 +97,8 @@ func (g *Gateway) rest(p *project, canon string, set map[string]bool) *project {
 			evicted = g.idleRestLocked(p)
 		}
 		if len(p.rests) < maxRests {
-			v = newProject(g, p.key, p.incarnation, "")
-			v.parent, v.except = p, set
+			v = p.newView("")
+			v.except = set
 			p.rests[canon] = v
 			created = true
 		}
