@@ -32,6 +32,12 @@ permission rules and hooks keep matching.
   vscode       .vscode/mcp.json   "servers"
   cursor       .cursor/mcp.json   "mcpServers"
 
+--scope local or user (with claude-code) adopts from Claude Code's other scopes, kept in
+~/.claude.json: "local" is projects[<the project folder>].mcpServers, "user" the top-level
+mcpServers. The moved servers' entries go into the project's .mcp.json, pointing at their
+endpoints, and are removed from ~/.claude.json; every other key of that file stays as it is.
+Each report line names the file and scope the entry came from.
+
 Without --write it writes nothing and prints the change of both files as a diff. --write
 applies it: .dsh/mcp.json is created, or the servers are added to it; the client's file is
 edited in place, every comment, other entry and its formatting kept. Entries that already
@@ -82,10 +88,12 @@ type adoptOptions struct {
 	gatewayURL string
 	// allowLiterals moves entries holding values that look like credentials written literally.
 	allowLiterals bool
+	// scope is the Claude Code scope whose servers move: project, local or user.
+	scope string
 }
 
 func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
-	o := adoptOptions{client: "claude-code", project: ".", auth: "auto", wait: defaultEndpointWait}
+	o := adoptOptions{client: "claude-code", project: ".", auth: "auto", wait: defaultEndpointWait, scope: "project"}
 	cmd := &cobra.Command{
 		Use:   "adopt [NAME]",
 		Short: "Move an agent config's servers into .dsh/mcp.json, keeping their entry names",
@@ -107,6 +115,10 @@ func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 				return err
 			case format.file == "":
 				return usageErrorf("--client %s has no config file to adopt from", o.client)
+			case !slices.Contains(adoptScopes, o.scope):
+				return usageErrorf("--scope must be project, local or user, not %q", o.scope)
+			case o.scope != "project" && format.name != "claude-code":
+				return usageErrorf("--scope %s is Claude Code's: it goes with --client claude-code", o.scope)
 			case !slices.Contains([]string{"auto", "none", "bearer"}, o.auth):
 				return usageErrorf("--auth must be auto, none or bearer, not %q", o.auth)
 			case o.endpoint != "" && !isProjectEndpoint(o.endpoint):
@@ -131,8 +143,10 @@ func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&o.auth, "auth", o.auth, `"auto": ask the endpoint whether it checks bearer tokens; "none"; "bearer": add the Authorization header`)
 	fs.BoolVar(&o.insecureHTTP, insecureHTTPFlag, false, insecureHTTPUsage)
 	fs.StringVar(&o.gatewayURL, gatewayURLFlag, "", gatewayURLUsage)
+	fs.StringVar(&o.scope, "scope", o.scope, `Claude Code's scope to adopt: "project" (.mcp.json), "local" (~/.claude.json's entry for the project folder) or "user" (~/.claude.json's own)`)
 	fs.BoolVar(&o.allowLiterals, "allow-literals", false, "move entries whose env, headers, args or url hold values that look like credentials written literally (they are left otherwise)")
 	_ = cmd.RegisterFlagCompletionFunc("client", cobra.FixedCompletions([]string{"claude-code", "vscode", "cursor"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("scope", cobra.FixedCompletions(adoptScopes, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("auth", cobra.FixedCompletions([]string{"auto", "none", "bearer"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("project")
 	return cmd
@@ -458,7 +472,12 @@ type adoptPlan struct {
 	project string
 	// allowLiterals moves entries whose values look like credentials written literally.
 	allowLiterals bool
+	// scope is Claude Code's scope the entries are taken from (adoptScopes).
+	scope string
 }
+
+// scoped is whether the entries come from ~/.claude.json rather than the project's file.
+func (p adoptPlan) scoped() bool { return p.scope != "" && p.scope != "project" }
 
 // leftEntry is a client entry adopt leaves in the client's file, and why.
 type leftEntry struct{ name, why string }
@@ -589,13 +608,27 @@ type adoption struct {
 	left                      []leftEntry
 	notes                     []entryNote
 	moves                     []movedServer
+	// The local and user scopes' entries come from ~/.claude.json (source), whose moved
+	// entries are removed once the project's .mcp.json points at their endpoints.
+	plan                      adoptPlan
+	source                    projectFile
+	sourceBefore, sourceAfter []byte
+	clientExists              bool
+}
+
+// from names where the entries come from, with their scope when it is not the project's.
+func (a *adoption) from() string {
+	if !a.plan.scoped() {
+		return a.client.shown
+	}
+	return fmt.Sprintf("%s (%s scope)", a.source.shown, a.plan.scope)
 }
 
 // planAdoption reads both files and decides the .dsh/mcp.json side; the client's side needs
 // the endpoint (planClient).
 func planAdoption(plan adoptPlan) (*adoption, error) {
 	project, format := plan.project, plan.format
-	a := &adoption{}
+	a := &adoption{plan: plan}
 	var err error
 	if a.client, err = projectPath(project, format.file); err != nil {
 		return nil, err
@@ -603,31 +636,76 @@ func planAdoption(plan adoptPlan) (*adoption, error) {
 	if a.dsh, err = projectPath(project, config.DefaultPath); err != nil {
 		return nil, err
 	}
-	src, ok, err := readOptional(a.client.real)
-	switch {
-	case err != nil:
-		return nil, err
-	case !ok:
-		return nil, fmt.Errorf("%s does not exist: nothing to adopt (--client picks another client's file, --project another folder)", a.client.shown)
-	}
-	a.clientBefore = src
-	entries, err := clientEntries(a.client.shown, format, src)
+	src, entries, err := a.readEntries()
 	if err != nil {
 		return nil, err
 	}
 	a.moves, a.left, a.notes = planMoves(plan, src, entries)
+	if plan.scoped() {
+		clashes, err := scopeClashes(a.client.shown, format, a.clientBefore, a.moves)
+		if err != nil {
+			return nil, err
+		}
+		a.dropMoves(clashes)
+	}
 	dsh, dshExists, err := readOptional(a.dsh.real)
 	if err != nil {
 		return nil, err
 	}
 	a.dshBefore = dsh
 	var conflicts []leftEntry
-	a.dshAfter, a.dshResults, conflicts, err = mergeDsh(a.dsh.shown, a.client.shown, dsh, dshExists, a.moves)
-	for _, c := range conflicts {
-		a.moves = slices.DeleteFunc(a.moves, func(m movedServer) bool { return m.name == c.name })
-	}
-	a.left = append(a.left, conflicts...)
+	a.dshAfter, a.dshResults, conflicts, err = mergeDsh(a.dsh.shown, a.from(), dsh, dshExists, a.moves)
+	a.dropMoves(conflicts)
 	return a, err
+}
+
+// dropMoves leaves the entries named in the file they come from, each with why.
+func (a *adoption) dropMoves(left []leftEntry) {
+	for _, l := range left {
+		a.moves = slices.DeleteFunc(a.moves, func(m movedServer) bool { return m.name == l.name })
+	}
+	a.left = append(a.left, left...)
+}
+
+// readEntries reads the file the entries come from and returns it with its entries: the
+// project's client file, or ~/.claude.json's part of the scope adopted (the project's
+// .mcp.json is then read too, as the file the moved entries are pointed from).
+func (a *adoption) readEntries() ([]byte, []jsonMember, error) {
+	if !a.plan.scoped() {
+		src, err := readSource(a.client, "--client picks another client's file, --project another folder")
+		if err != nil {
+			return nil, nil, err
+		}
+		a.clientBefore, a.clientExists = src, true
+		entries, err := clientEntries(a.client.shown, a.plan.format, src)
+		return src, entries, err
+	}
+	var err error
+	if a.clientBefore, a.clientExists, err = readOptional(a.client.real); err != nil {
+		return nil, nil, err
+	}
+	if a.source, err = scopedSource(); err != nil {
+		return nil, nil, err
+	}
+	src, err := readSource(a.source, "Claude Code keeps its local and user scopes there")
+	if err != nil {
+		return nil, nil, err
+	}
+	a.sourceBefore = src
+	entries, err := scopeEntries(a.source.shown, src, a.plan.scope, a.plan.project)
+	return src, entries, err
+}
+
+// readSource reads the file entries are adopted from; its absence is an error saying hint.
+func readSource(f projectFile, hint string) ([]byte, error) {
+	src, ok, err := readOptional(f.real)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, fmt.Errorf("%s does not exist: nothing to adopt (%s)", f.shown, hint)
+	}
+	return src, nil
 }
 
 // planClient decides the client's side: each moved server's entry points at its endpoint
@@ -638,26 +716,46 @@ func (a *adoption) planClient(format clientFormat, projectEndpoint string, beare
 		disabled[r.name] = r.disabled
 	}
 	var want []wantEntry
+	var pointed []string
 	for _, m := range a.moves {
 		if disabled[m.name] {
 			continue
 		}
 		e := clientHints(format, m.server, format.entry(v1alpha1.ServerEndpoint(projectEndpoint, m.name), bearer))
-		want = append(want, wantEntry{name: m.name, entry: e, ours: func([]byte, jsonValue) string { return "moved to " + config.DefaultPath }})
+		want = append(want, wantEntry{name: m.name, entry: e, ours: a.givesWay})
+		pointed = append(pointed, m.name)
 	}
 	var err error
-	a.clientAfter, a.clientResults, err = mergeClientConfig(a.client.shown, a.clientBefore, true, format, want, bearer, false)
+	a.clientAfter, a.clientResults, err = mergeClientConfig(a.client.shown, a.clientBefore, a.clientExists, format, want, bearer, false)
+	if err != nil || !a.plan.scoped() {
+		return err
+	}
+	a.sourceAfter, err = removeEntries(a.source.shown, a.sourceBefore, a.plan.scope, a.plan.project, pointed)
 	return err
 }
 
+// givesWay says why the client file's entry of a moved server's name may be replaced by one
+// pointing at its endpoint: in the project scope it is the entry moved; adopting another
+// scope, the project's file only has one of that name pointing at projectmcp already
+// (scopeClashes left the others).
+func (a *adoption) givesWay(src []byte, old jsonValue) string {
+	if !a.plan.scoped() {
+		return "moved to " + config.DefaultPath
+	}
+	if pointsAtProjectmcp(old) {
+		return "it pointed at projectmcp"
+	}
+	return ""
+}
+
 func adopt(ctx context.Context, g *globalFlags, args []string, format clientFormat, o adoptOptions, stdout, stderr io.Writer) error {
-	a, err := planAdoption(adoptPlan{format: format, project: o.project, allowLiterals: o.allowLiterals})
+	a, err := planAdoption(adoptPlan{format: format, project: o.project, allowLiterals: o.allowLiterals, scope: o.scope})
 	if err != nil {
 		return err
 	}
 	if len(a.moves) == 0 {
 		reportLeft(stdout, a)
-		fmt.Fprintf(stdout, "%s defines no server that can move: nothing to adopt.\n", a.client.shown)
+		fmt.Fprintf(stdout, "%s defines no server that can move: nothing to adopt.\n", a.from())
 		return nil
 	}
 	if o.write && a.dshAfter != nil {
@@ -679,17 +777,34 @@ func adopt(ctx context.Context, g *globalFlags, args []string, format clientForm
 	}
 	if !o.write {
 		printAdoptionDiff(stdout, a)
-	} else if a.clientAfter != nil {
-		if err := writeFileAtomic(a.client.real, a.clientAfter, fileMode(a.client.real)); err != nil {
-			return err
-		}
+	} else if err := a.writeClient(); err != nil {
+		return err
 	}
 	reportAdoption(stdout, a, o.write)
 	if endpoint == "" {
 		fmt.Fprintf(stdout, "%s left as it is: %s. Once the project is served (projectmcp dev, or mirror and a controller), "+
-			"\"projectmcp connect --write\" points its entries at their endpoints.\n", a.client.shown, why)
+			"\"projectmcp connect --write\" points its entries at their endpoints.\n", a.from(), why)
 	}
 	return nil
+}
+
+// writeClient writes the client's file, then removes the moved entries from ~/.claude.json:
+// cut off in between, the agent has a server twice, never none.
+func (a *adoption) writeClient() error {
+	if a.clientAfter != nil {
+		if !a.clientExists {
+			if err := makeDir(filepath.Dir(a.client.real)); err != nil {
+				return err
+			}
+		}
+		if err := writeFileAtomic(a.client.real, a.clientAfter, fileMode(a.client.real)); err != nil {
+			return err
+		}
+	}
+	if a.sourceAfter == nil {
+		return nil
+	}
+	return writeFileAtomic(a.source.real, a.sourceAfter, fileMode(a.source.real))
 }
 
 // adoptEndpoint is the project's endpoint, or "" and why there is none. Without a cluster to
@@ -760,6 +875,9 @@ func printAdoptionDiff(w io.Writer, a *adoption) {
 	if a.clientAfter != nil {
 		fmt.Fprint(w, lineDiff(a.client.shown, a.clientBefore, a.clientAfter))
 	}
+	if a.sourceAfter != nil {
+		fmt.Fprint(w, lineDiff(a.source.shown, a.sourceBefore, a.sourceAfter))
+	}
 }
 
 // reportAdoption says, one line per entry, what adopt did (or, in a dry run, would do).
@@ -775,6 +893,11 @@ func reportAdoption(w io.Writer, a *adoption, written bool) {
 		fmt.Fprintf(w, "%s: %s %q%s\n", a.dsh.shown, r.outcome, r.name, note)
 	}
 	printResults(w, a.client.shown, a.clientResults)
+	if a.sourceAfter != nil {
+		for _, r := range a.clientResults {
+			fmt.Fprintf(w, "%s: removed %q: moved to %s, its entry in %s points at it\n", a.from(), r.name, config.DefaultPath, a.client.shown)
+		}
+	}
 	reportLeft(w, a)
 	if !written {
 		fmt.Fprintln(w, "Dry run: nothing written; --write applies it.")
@@ -785,10 +908,10 @@ func reportAdoption(w io.Writer, a *adoption, written bool) {
 // the moved ones held that did not move as written.
 func reportLeft(w io.Writer, a *adoption) {
 	for _, l := range a.left {
-		fmt.Fprintf(w, "%s: left %q: %s\n", a.client.shown, l.name, l.why)
+		fmt.Fprintf(w, "%s: left %q: %s\n", a.from(), l.name, l.why)
 	}
 	for _, n := range a.notes {
-		fmt.Fprintf(w, "%s: note on %q: %s\n", a.client.shown, n.name, n.note)
+		fmt.Fprintf(w, "%s: note on %q: %s\n", a.from(), n.name, n.note)
 	}
 }
 
