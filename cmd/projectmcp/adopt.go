@@ -45,8 +45,11 @@ point at projectmcp are left as they are.
 
 ${VAR} references move as they are written, never expanded: the controller resolves them
 from spec.secretRef's Secret. VS Code's and Cursor's ${env:VAR} becomes ${VAR}, and VS Code's
-${input:id} (a value it prompts for) becomes ${ID}, so no value is copied; their other
-variables (${workspaceFolder}, ${userHome}) cannot move without resolving them. VS Code's
+${input:id} (a value it prompts for) becomes ${ID}, so no value is copied. ${workspaceFolder}
+becomes ${PROJECT_DIR}, the project folder, and ${userHome} ${USER_HOME}, your home: both
+take their values where .dsh/mcp.json is read (a mirror for a cluster refuses ${USER_HOME},
+its servers running on another machine). Their other variables cannot move without
+resolving them. VS Code's
 envFile becomes one ${NAME} in env per variable the file sets (the values stay in the file;
 adopt prints the kubectl line that puts them in a Secret), and its dev is dropped. The keys
 Claude Code's entries have beyond the server (timeout, request_timeout_ms, alwaysLoad,
@@ -185,8 +188,10 @@ var clientRef = regexp.MustCompile(`\$\{([^}]*)\}`)
 // ${VAR} and ${VAR:-default} are .dsh/mcp.json's own and stay as written. VS Code and Cursor
 // read the environment only as ${env:VAR}, which becomes ${VAR}; VS Code's ${input:id}, a
 // secret it prompts for, becomes ${ID}, a variable of the Secret spec.secretRef names, so the
-// value is never copied. Their other variables (${workspaceFolder}, ${userHome}...) have no
-// meaning in .dsh/mcp.json and cannot be moved without resolving them.
+// value is never copied. ${workspaceFolder} (the folder open, the project's) and ${userHome}
+// become the variables .dsh/mcp.json gives those meanings (placeVariables). Their other
+// variables (${workspaceFolderBasename}, ${file}...) have no meaning in .dsh/mcp.json and
+// cannot be moved without resolving them.
 func dshReferences(format clientFormat, entry, s string) (string, error) {
 	if format.name == "claude-code" {
 		return s, nil
@@ -200,8 +205,11 @@ func dshReferences(format clientFormat, entry, s string) (string, error) {
 		if id, ok := strings.CutPrefix(inner, "input:"); ok {
 			return "${" + inputVariable(id) + "}"
 		}
+		if v, ok := placeVariables[inner]; ok {
+			return "${" + v + "}"
+		}
 		if bad == nil {
-			bad = fmt.Errorf("it uses %s (%s): %s has no such variable, and only ${env:VAR} and ${input:id} move (as ${VAR}); "+
+			bad = fmt.Errorf("it uses %s (%s): %s has no such variable, and only ${env:VAR}, ${input:id}, ${workspaceFolder} and ${userHome} move; "+
 				"write the value the server should get instead", ref, clientVariable(format, inner), config.DefaultPath)
 		}
 		return ref
@@ -209,15 +217,18 @@ func dshReferences(format clientFormat, entry, s string) (string, error) {
 	return out, bad
 }
 
+// placeVariables are the variables of VS Code and Cursor that .dsh/mcp.json has with the same
+// meaning, given by where the file is read (config.ExpandPlace).
+var placeVariables = map[string]string{
+	"workspaceFolder": config.ProjectDirVar,
+	"userHome":        config.UserHomeVar,
+}
+
 // clientVariable says what one of a client's own variables stands for, to say why it does not
-// move: the server runs under the controller, which has neither the client's folder nor its
-// user's home (in a cluster they are on another machine).
+// move.
 func clientVariable(format clientFormat, name string) string {
-	switch {
-	case strings.HasPrefix(name, "workspaceFolder"):
-		return "the folder " + format.name + " has open; the controller's servers do not run in it"
-	case name == "userHome":
-		return format.name + "'s user's home; in a cluster the controller's servers have another"
+	if strings.HasPrefix(name, "workspaceFolder") {
+		return "a part of the folder " + format.name + " has open; " + config.DefaultPath + " has ${" + config.ProjectDirVar + "} for the folder itself"
 	}
 	return "a variable of " + format.name
 }
@@ -290,26 +301,54 @@ func adoptEntry(plan adoptPlan, name string, src []byte, v jsonValue) (s movedSe
 	if err != nil {
 		return movedServer{}, nil, err
 	}
-	notes = append(notes, inputNotes(plan.format, string(src[v.start:v.end]))...)
+	notes = append(notes, referenceNotes(plan.format, movedText(src, own))...)
 	notes = append(notes, carriedNotes(server)...)
 	return movedServer{name: name, value: value, server: server}, notes, nil
 }
 
-// inputNotes say which variable each of VS Code's ${input:id} became, whose value the user
-// puts in the Secret: VS Code keeps it in its own secret storage, out of reach.
-func inputNotes(format clientFormat, entry string) []string {
+// movedText is the text of what moves of an entry: its members but the client's own ones.
+func movedText(src []byte, own jsonValue) string {
+	if own.kind != '{' {
+		return string(src[own.start:own.end])
+	}
+	var b strings.Builder
+	for _, m := range own.members {
+		b.Write(src[m.value.start:m.value.end])
+	}
+	return b.String()
+}
+
+// referenceNotes say which variable each of VS Code's ${input:id} became, whose value the
+// user puts in the Secret (VS Code keeps it in its own secret storage, out of reach), and
+// which each ${workspaceFolder} and ${userHome} became, and where those have a value.
+func referenceNotes(format clientFormat, entry string) []string {
 	if format.name == "claude-code" {
 		return nil
 	}
 	var notes []string
 	for _, m := range clientRef.FindAllStringSubmatch(entry, -1) {
-		id, ok := strings.CutPrefix(m[1], "input:")
-		note := fmt.Sprintf("%s became ${%s}: put its value in the Secret spec.secretRef names", m[0], inputVariable(id))
-		if ok && !slices.Contains(notes, note) {
+		note := referenceNote(m[0], m[1])
+		if note != "" && !slices.Contains(notes, note) {
 			notes = append(notes, note)
 		}
 	}
 	return notes
+}
+
+// referenceNote is the note on one client reference ref (inner: what is between its braces),
+// or "".
+func referenceNote(ref, inner string) string {
+	if id, ok := strings.CutPrefix(inner, "input:"); ok {
+		return fmt.Sprintf("%s became ${%s}: put its value in the Secret spec.secretRef names", ref, inputVariable(id))
+	}
+	switch placeVariables[inner] {
+	case config.ProjectDirVar:
+		return fmt.Sprintf("%s became ${%s}: the project folder (spec.project)", ref, config.ProjectDirVar)
+	case config.UserHomeVar:
+		return fmt.Sprintf("%s became ${%s}: your home under projectmcp dev; a mirror for a cluster refuses it, as its servers run on another machine",
+			ref, config.UserHomeVar)
+	}
+	return ""
 }
 
 // carriedNotes say which of a server's client keys move into the spec without the
