@@ -35,8 +35,10 @@ permission rules and hooks keep matching.
 --scope local or user (with claude-code) adopts from Claude Code's other scopes, kept in
 ~/.claude.json: "local" is projects[<the project folder>].mcpServers, "user" the top-level
 mcpServers. The moved servers' entries go into the project's .mcp.json, pointing at their
-endpoints, and are removed from ~/.claude.json; every other key of that file stays as it is.
-Each report line names the file and scope the entry came from.
+endpoints. Claude Code prefers a local entry to the project's, so the local ones are removed
+from ~/.claude.json, every other byte of it kept; the user scope's stay, as your other
+folders use them, and the project's entry comes first. Each report line names the file and
+scope the entry came from.
 
 Without --write it writes nothing and prints the change of both files as a diff. --write
 applies it: .dsh/mcp.json is created, or the servers are added to it; the client's file is
@@ -766,7 +768,7 @@ func (a *adoption) planClient(format clientFormat, projectEndpoint string, beare
 	}
 	var err error
 	a.clientAfter, a.clientResults, err = mergeClientConfig(a.client.shown, a.clientBefore, a.clientExists, format, want, bearer, false)
-	if err != nil || !a.plan.scoped() {
+	if err != nil || a.plan.scope != "local" {
 		return err
 	}
 	a.sourceAfter, err = removeEntries(a.source.shown, a.sourceBefore, a.plan.scope, a.plan.project, pointed)
@@ -932,14 +934,24 @@ func reportAdoption(w io.Writer, a *adoption, written bool) {
 		fmt.Fprintf(w, "%s: %s %q%s\n", a.dsh.shown, r.outcome, r.name, note)
 	}
 	printResults(w, a.client.shown, a.clientResults)
-	if a.sourceAfter != nil {
-		for _, r := range a.clientResults {
-			fmt.Fprintf(w, "%s: removed %q: moved to %s, its entry in %s points at it\n", a.from(), r.name, config.DefaultPath, a.client.shown)
-		}
-	}
+	reportSource(w, a)
 	reportLeft(w, a)
 	if !written {
 		fmt.Fprintln(w, "Dry run: nothing written; --write applies it.")
+	}
+}
+
+// reportSource says, one line per moved entry of ~/.claude.json, what became of it there. The
+// local scope's entry is removed: Claude Code prefers it to the project's .mcp.json. The user
+// scope's stays: every other folder still uses it, and here the project's entry comes first.
+func reportSource(w io.Writer, a *adoption) {
+	for _, r := range a.clientResults {
+		switch {
+		case a.plan.scope == "local" && a.sourceAfter != nil:
+			fmt.Fprintf(w, "%s: removed %q: moved to %s, its entry in %s points at it\n", a.from(), r.name, config.DefaultPath, a.client.shown)
+		case a.plan.scope == "user":
+			fmt.Fprintf(w, "%s: kept %q: your other folders use it; in this one the entry in %s comes first\n", a.from(), r.name, a.client.shown)
+		}
 	}
 }
 
