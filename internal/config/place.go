@@ -103,7 +103,7 @@ func placeValue(name string, place Place) (value string, ours bool, err error) {
 	case name == ProjectDirVar && place.ProjectDir != "":
 		return place.ProjectDir, true, nil
 	case name == ProjectDirVar:
-		return "", true, fmt.Errorf("refers to ${%s}, the project folder, which the controller is not told (spec.project is empty; projectmcp mirror --publish-project-path fills it in)", ProjectDirVar)
+		return "", true, fmt.Errorf("refers to ${%s}, the project folder, which the controller is not told (spec.project is empty: render's --project or mirror's --publish-project-path sets it)", ProjectDirVar)
 	case name == UserHomeVar && place.UserHome != "":
 		return place.UserHome, true, nil
 	case name == UserHomeVar:
