@@ -32,6 +32,14 @@ permission rules and hooks keep matching.
   vscode       .vscode/mcp.json   "servers"
   cursor       .cursor/mcp.json   "mcpServers"
 
+--scope local or user (with claude-code) adopts from Claude Code's other scopes, kept in
+~/.claude.json: "local" is projects[<the project folder>].mcpServers, "user" the top-level
+mcpServers. The moved servers' entries go into the project's .mcp.json, pointing at their
+endpoints. Claude Code prefers a local entry to the project's, so the local ones are removed
+from ~/.claude.json, every other byte of it kept; the user scope's stay, as your other
+folders use them, and the project's entry comes first. Each report line names the file and
+scope the entry came from.
+
 Without --write it writes nothing and prints the change of both files as a diff. --write
 applies it: .dsh/mcp.json is created, or the servers are added to it; the client's file is
 edited in place, every comment, other entry and its formatting kept. Entries that already
@@ -39,8 +47,11 @@ point at projectmcp are left as they are.
 
 ${VAR} references move as they are written, never expanded: the controller resolves them
 from spec.secretRef's Secret. VS Code's and Cursor's ${env:VAR} becomes ${VAR}, and VS Code's
-${input:id} (a value it prompts for) becomes ${ID}, so no value is copied; their other
-variables (${workspaceFolder}, ${userHome}) cannot move without resolving them. VS Code's
+${input:id} (a value it prompts for) becomes ${ID}, so no value is copied. ${workspaceFolder}
+becomes ${PROJECT_DIR}, the project folder, and ${userHome} ${USER_HOME}, your home: both
+take their values where .dsh/mcp.json is read (a mirror for a cluster refuses ${USER_HOME},
+its servers running on another machine). Their other variables cannot move without
+resolving them. VS Code's
 envFile becomes one ${NAME} in env per variable the file sets (the values stay in the file;
 adopt prints the kubectl line that puts them in a Secret), and its dev is dropped. The keys
 Claude Code's entries have beyond the server (timeout, request_timeout_ms, alwaysLoad,
@@ -82,10 +93,12 @@ type adoptOptions struct {
 	gatewayURL string
 	// allowLiterals moves entries holding values that look like credentials written literally.
 	allowLiterals bool
+	// scope is the Claude Code scope whose servers move: project, local or user.
+	scope string
 }
 
 func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
-	o := adoptOptions{client: "claude-code", project: ".", auth: "auto", wait: defaultEndpointWait}
+	o := adoptOptions{client: "claude-code", project: ".", auth: "auto", wait: defaultEndpointWait, scope: "project"}
 	cmd := &cobra.Command{
 		Use:   "adopt [NAME]",
 		Short: "Move an agent config's servers into .dsh/mcp.json, keeping their entry names",
@@ -107,6 +120,10 @@ func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 				return err
 			case format.file == "":
 				return usageErrorf("--client %s has no config file to adopt from", o.client)
+			case !slices.Contains(adoptScopes, o.scope):
+				return usageErrorf("--scope must be project, local or user, not %q", o.scope)
+			case o.scope != "project" && format.name != "claude-code":
+				return usageErrorf("--scope %s is Claude Code's: it goes with --client claude-code", o.scope)
 			case !slices.Contains([]string{"auto", "none", "bearer"}, o.auth):
 				return usageErrorf("--auth must be auto, none or bearer, not %q", o.auth)
 			case o.endpoint != "" && !isProjectEndpoint(o.endpoint):
@@ -131,8 +148,10 @@ func newAdoptCmd(g *globalFlags, stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&o.auth, "auth", o.auth, `"auto": ask the endpoint whether it checks bearer tokens; "none"; "bearer": add the Authorization header`)
 	fs.BoolVar(&o.insecureHTTP, insecureHTTPFlag, false, insecureHTTPUsage)
 	fs.StringVar(&o.gatewayURL, gatewayURLFlag, "", gatewayURLUsage)
+	fs.StringVar(&o.scope, "scope", o.scope, `Claude Code's scope to adopt: "project" (.mcp.json), "local" (~/.claude.json's entry for the project folder) or "user" (~/.claude.json's own)`)
 	fs.BoolVar(&o.allowLiterals, "allow-literals", false, "move entries whose env, headers, args or url hold values that look like credentials written literally (they are left otherwise)")
 	_ = cmd.RegisterFlagCompletionFunc("client", cobra.FixedCompletions([]string{"claude-code", "vscode", "cursor"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("scope", cobra.FixedCompletions(adoptScopes, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("auth", cobra.FixedCompletions([]string{"auto", "none", "bearer"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("project")
 	return cmd
@@ -171,8 +190,10 @@ var clientRef = regexp.MustCompile(`\$\{([^}]*)\}`)
 // ${VAR} and ${VAR:-default} are .dsh/mcp.json's own and stay as written. VS Code and Cursor
 // read the environment only as ${env:VAR}, which becomes ${VAR}; VS Code's ${input:id}, a
 // secret it prompts for, becomes ${ID}, a variable of the Secret spec.secretRef names, so the
-// value is never copied. Their other variables (${workspaceFolder}, ${userHome}...) have no
-// meaning in .dsh/mcp.json and cannot be moved without resolving them.
+// value is never copied. ${workspaceFolder} (the folder open, the project's) and ${userHome}
+// become the variables .dsh/mcp.json gives those meanings (placeVariables). Their other
+// variables (${workspaceFolderBasename}, ${file}...) have no meaning in .dsh/mcp.json and
+// cannot be moved without resolving them.
 func dshReferences(format clientFormat, entry, s string) (string, error) {
 	if format.name == "claude-code" {
 		return s, nil
@@ -186,8 +207,11 @@ func dshReferences(format clientFormat, entry, s string) (string, error) {
 		if id, ok := strings.CutPrefix(inner, "input:"); ok {
 			return "${" + inputVariable(id) + "}"
 		}
+		if v, ok := placeVariables[inner]; ok {
+			return "${" + v + "}"
+		}
 		if bad == nil {
-			bad = fmt.Errorf("it uses %s (%s): %s has no such variable, and only ${env:VAR} and ${input:id} move (as ${VAR}); "+
+			bad = fmt.Errorf("it uses %s (%s): %s has no such variable, and only ${env:VAR}, ${input:id}, ${workspaceFolder} and ${userHome} move; "+
 				"write the value the server should get instead", ref, clientVariable(format, inner), config.DefaultPath)
 		}
 		return ref
@@ -195,15 +219,18 @@ func dshReferences(format clientFormat, entry, s string) (string, error) {
 	return out, bad
 }
 
+// placeVariables are the variables of VS Code and Cursor that .dsh/mcp.json has with the same
+// meaning, given by where the file is read (config.ExpandPlace).
+var placeVariables = map[string]string{
+	"workspaceFolder": config.ProjectDirVar,
+	"userHome":        config.UserHomeVar,
+}
+
 // clientVariable says what one of a client's own variables stands for, to say why it does not
-// move: the server runs under the controller, which has neither the client's folder nor its
-// user's home (in a cluster they are on another machine).
+// move.
 func clientVariable(format clientFormat, name string) string {
-	switch {
-	case strings.HasPrefix(name, "workspaceFolder"):
-		return "the folder " + format.name + " has open; the controller's servers do not run in it"
-	case name == "userHome":
-		return format.name + "'s user's home; in a cluster the controller's servers have another"
+	if strings.HasPrefix(name, "workspaceFolder") {
+		return "a part of the folder " + format.name + " has open; " + config.DefaultPath + " has ${" + config.ProjectDirVar + "} for the folder itself"
 	}
 	return "a variable of " + format.name
 }
@@ -276,26 +303,54 @@ func adoptEntry(plan adoptPlan, name string, src []byte, v jsonValue) (s movedSe
 	if err != nil {
 		return movedServer{}, nil, err
 	}
-	notes = append(notes, inputNotes(plan.format, string(src[v.start:v.end]))...)
+	notes = append(notes, referenceNotes(plan.format, movedText(src, own))...)
 	notes = append(notes, carriedNotes(server)...)
 	return movedServer{name: name, value: value, server: server}, notes, nil
 }
 
-// inputNotes say which variable each of VS Code's ${input:id} became, whose value the user
-// puts in the Secret: VS Code keeps it in its own secret storage, out of reach.
-func inputNotes(format clientFormat, entry string) []string {
+// movedText is the text of what moves of an entry: its members but the client's own ones.
+func movedText(src []byte, own jsonValue) string {
+	if own.kind != '{' {
+		return string(src[own.start:own.end])
+	}
+	var b strings.Builder
+	for _, m := range own.members {
+		b.Write(src[m.value.start:m.value.end])
+	}
+	return b.String()
+}
+
+// referenceNotes say which variable each of VS Code's ${input:id} became, whose value the
+// user puts in the Secret (VS Code keeps it in its own secret storage, out of reach), and
+// which each ${workspaceFolder} and ${userHome} became, and where those have a value.
+func referenceNotes(format clientFormat, entry string) []string {
 	if format.name == "claude-code" {
 		return nil
 	}
 	var notes []string
 	for _, m := range clientRef.FindAllStringSubmatch(entry, -1) {
-		id, ok := strings.CutPrefix(m[1], "input:")
-		note := fmt.Sprintf("%s became ${%s}: put its value in the Secret spec.secretRef names", m[0], inputVariable(id))
-		if ok && !slices.Contains(notes, note) {
+		note := referenceNote(m[0], m[1])
+		if note != "" && !slices.Contains(notes, note) {
 			notes = append(notes, note)
 		}
 	}
 	return notes
+}
+
+// referenceNote is the note on one client reference ref (inner: what is between its braces),
+// or "".
+func referenceNote(ref, inner string) string {
+	if id, ok := strings.CutPrefix(inner, "input:"); ok {
+		return fmt.Sprintf("%s became ${%s}: put its value in the Secret spec.secretRef names", ref, inputVariable(id))
+	}
+	switch placeVariables[inner] {
+	case config.ProjectDirVar:
+		return fmt.Sprintf("%s became ${%s}: the project folder (spec.project)", ref, config.ProjectDirVar)
+	case config.UserHomeVar:
+		return fmt.Sprintf("%s became ${%s}: your home under projectmcp dev; a mirror for a cluster refuses it, as its servers run on another machine",
+			ref, config.UserHomeVar)
+	}
+	return ""
 }
 
 // carriedNotes say which of a server's client keys move into the spec without the
@@ -458,7 +513,12 @@ type adoptPlan struct {
 	project string
 	// allowLiterals moves entries whose values look like credentials written literally.
 	allowLiterals bool
+	// scope is Claude Code's scope the entries are taken from (adoptScopes).
+	scope string
 }
+
+// scoped is whether the entries come from ~/.claude.json rather than the project's file.
+func (p adoptPlan) scoped() bool { return p.scope != "" && p.scope != "project" }
 
 // leftEntry is a client entry adopt leaves in the client's file, and why.
 type leftEntry struct{ name, why string }
@@ -589,13 +649,27 @@ type adoption struct {
 	left                      []leftEntry
 	notes                     []entryNote
 	moves                     []movedServer
+	// The local and user scopes' entries come from ~/.claude.json (source), whose moved
+	// entries are removed once the project's .mcp.json points at their endpoints.
+	plan                      adoptPlan
+	source                    projectFile
+	sourceBefore, sourceAfter []byte
+	clientExists              bool
+}
+
+// from names where the entries come from, with their scope when it is not the project's.
+func (a *adoption) from() string {
+	if !a.plan.scoped() {
+		return a.client.shown
+	}
+	return fmt.Sprintf("%s (%s scope)", a.source.shown, a.plan.scope)
 }
 
 // planAdoption reads both files and decides the .dsh/mcp.json side; the client's side needs
 // the endpoint (planClient).
 func planAdoption(plan adoptPlan) (*adoption, error) {
 	project, format := plan.project, plan.format
-	a := &adoption{}
+	a := &adoption{plan: plan}
 	var err error
 	if a.client, err = projectPath(project, format.file); err != nil {
 		return nil, err
@@ -603,31 +677,76 @@ func planAdoption(plan adoptPlan) (*adoption, error) {
 	if a.dsh, err = projectPath(project, config.DefaultPath); err != nil {
 		return nil, err
 	}
-	src, ok, err := readOptional(a.client.real)
-	switch {
-	case err != nil:
-		return nil, err
-	case !ok:
-		return nil, fmt.Errorf("%s does not exist: nothing to adopt (--client picks another client's file, --project another folder)", a.client.shown)
-	}
-	a.clientBefore = src
-	entries, err := clientEntries(a.client.shown, format, src)
+	src, entries, err := a.readEntries()
 	if err != nil {
 		return nil, err
 	}
 	a.moves, a.left, a.notes = planMoves(plan, src, entries)
+	if plan.scoped() {
+		clashes, err := scopeClashes(a.client.shown, format, a.clientBefore, a.moves)
+		if err != nil {
+			return nil, err
+		}
+		a.dropMoves(clashes)
+	}
 	dsh, dshExists, err := readOptional(a.dsh.real)
 	if err != nil {
 		return nil, err
 	}
 	a.dshBefore = dsh
 	var conflicts []leftEntry
-	a.dshAfter, a.dshResults, conflicts, err = mergeDsh(a.dsh.shown, a.client.shown, dsh, dshExists, a.moves)
-	for _, c := range conflicts {
-		a.moves = slices.DeleteFunc(a.moves, func(m movedServer) bool { return m.name == c.name })
-	}
-	a.left = append(a.left, conflicts...)
+	a.dshAfter, a.dshResults, conflicts, err = mergeDsh(a.dsh.shown, a.from(), dsh, dshExists, a.moves)
+	a.dropMoves(conflicts)
 	return a, err
+}
+
+// dropMoves leaves the entries named in the file they come from, each with why.
+func (a *adoption) dropMoves(left []leftEntry) {
+	for _, l := range left {
+		a.moves = slices.DeleteFunc(a.moves, func(m movedServer) bool { return m.name == l.name })
+	}
+	a.left = append(a.left, left...)
+}
+
+// readEntries reads the file the entries come from and returns it with its entries: the
+// project's client file, or ~/.claude.json's part of the scope adopted (the project's
+// .mcp.json is then read too, as the file the moved entries are pointed from).
+func (a *adoption) readEntries() ([]byte, []jsonMember, error) {
+	if !a.plan.scoped() {
+		src, err := readSource(a.client, "--client picks another client's file, --project another folder")
+		if err != nil {
+			return nil, nil, err
+		}
+		a.clientBefore, a.clientExists = src, true
+		entries, err := clientEntries(a.client.shown, a.plan.format, src)
+		return src, entries, err
+	}
+	var err error
+	if a.clientBefore, a.clientExists, err = readOptional(a.client.real); err != nil {
+		return nil, nil, err
+	}
+	if a.source, err = scopedSource(); err != nil {
+		return nil, nil, err
+	}
+	src, err := readSource(a.source, "Claude Code keeps its local and user scopes there")
+	if err != nil {
+		return nil, nil, err
+	}
+	a.sourceBefore = src
+	entries, err := scopeEntries(a.source.shown, src, a.plan.scope, a.plan.project)
+	return src, entries, err
+}
+
+// readSource reads the file entries are adopted from; its absence is an error saying hint.
+func readSource(f projectFile, hint string) ([]byte, error) {
+	src, ok, err := readOptional(f.real)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, fmt.Errorf("%s does not exist: nothing to adopt (%s)", f.shown, hint)
+	}
+	return src, nil
 }
 
 // planClient decides the client's side: each moved server's entry points at its endpoint
@@ -638,26 +757,46 @@ func (a *adoption) planClient(format clientFormat, projectEndpoint string, beare
 		disabled[r.name] = r.disabled
 	}
 	var want []wantEntry
+	var pointed []string
 	for _, m := range a.moves {
 		if disabled[m.name] {
 			continue
 		}
 		e := clientHints(format, m.server, format.entry(v1alpha1.ServerEndpoint(projectEndpoint, m.name), bearer))
-		want = append(want, wantEntry{name: m.name, entry: e, ours: func([]byte, jsonValue) string { return "moved to " + config.DefaultPath }})
+		want = append(want, wantEntry{name: m.name, entry: e, ours: a.givesWay})
+		pointed = append(pointed, m.name)
 	}
 	var err error
-	a.clientAfter, a.clientResults, err = mergeClientConfig(a.client.shown, a.clientBefore, true, format, want, bearer, false)
+	a.clientAfter, a.clientResults, err = mergeClientConfig(a.client.shown, a.clientBefore, a.clientExists, format, want, bearer, false)
+	if err != nil || a.plan.scope != "local" {
+		return err
+	}
+	a.sourceAfter, err = removeEntries(a.source.shown, a.sourceBefore, a.plan.scope, a.plan.project, pointed)
 	return err
 }
 
+// givesWay says why the client file's entry of a moved server's name may be replaced by one
+// pointing at its endpoint: in the project scope it is the entry moved; adopting another
+// scope, the project's file only has one of that name pointing at projectmcp already
+// (scopeClashes left the others).
+func (a *adoption) givesWay(src []byte, old jsonValue) string {
+	if !a.plan.scoped() {
+		return "moved to " + config.DefaultPath
+	}
+	if pointsAtProjectmcp(old) {
+		return "it pointed at projectmcp"
+	}
+	return ""
+}
+
 func adopt(ctx context.Context, g *globalFlags, args []string, format clientFormat, o adoptOptions, stdout, stderr io.Writer) error {
-	a, err := planAdoption(adoptPlan{format: format, project: o.project, allowLiterals: o.allowLiterals})
+	a, err := planAdoption(adoptPlan{format: format, project: o.project, allowLiterals: o.allowLiterals, scope: o.scope})
 	if err != nil {
 		return err
 	}
 	if len(a.moves) == 0 {
 		reportLeft(stdout, a)
-		fmt.Fprintf(stdout, "%s defines no server that can move: nothing to adopt.\n", a.client.shown)
+		fmt.Fprintf(stdout, "%s defines no server that can move: nothing to adopt.\n", a.from())
 		return nil
 	}
 	if o.write && a.dshAfter != nil {
@@ -679,17 +818,34 @@ func adopt(ctx context.Context, g *globalFlags, args []string, format clientForm
 	}
 	if !o.write {
 		printAdoptionDiff(stdout, a)
-	} else if a.clientAfter != nil {
-		if err := writeFileAtomic(a.client.real, a.clientAfter, fileMode(a.client.real)); err != nil {
-			return err
-		}
+	} else if err := a.writeClient(); err != nil {
+		return err
 	}
 	reportAdoption(stdout, a, o.write)
 	if endpoint == "" {
 		fmt.Fprintf(stdout, "%s left as it is: %s. Once the project is served (projectmcp dev, or mirror and a controller), "+
-			"\"projectmcp connect --write\" points its entries at their endpoints.\n", a.client.shown, why)
+			"\"projectmcp connect --write\" points its entries at their endpoints.\n", a.from(), why)
 	}
 	return nil
+}
+
+// writeClient writes the client's file, then removes the moved entries from ~/.claude.json:
+// cut off in between, the agent has a server twice, never none.
+func (a *adoption) writeClient() error {
+	if a.clientAfter != nil {
+		if !a.clientExists {
+			if err := makeDir(filepath.Dir(a.client.real)); err != nil {
+				return err
+			}
+		}
+		if err := writeFileAtomic(a.client.real, a.clientAfter, fileMode(a.client.real)); err != nil {
+			return err
+		}
+	}
+	if a.sourceAfter == nil {
+		return nil
+	}
+	return writeFileAtomic(a.source.real, a.sourceAfter, fileMode(a.source.real))
 }
 
 // adoptEndpoint is the project's endpoint, or "" and why there is none. Without a cluster to
@@ -760,6 +916,9 @@ func printAdoptionDiff(w io.Writer, a *adoption) {
 	if a.clientAfter != nil {
 		fmt.Fprint(w, lineDiff(a.client.shown, a.clientBefore, a.clientAfter))
 	}
+	if a.sourceAfter != nil {
+		fmt.Fprint(w, lineDiff(a.source.shown, a.sourceBefore, a.sourceAfter))
+	}
 }
 
 // reportAdoption says, one line per entry, what adopt did (or, in a dry run, would do).
@@ -775,9 +934,24 @@ func reportAdoption(w io.Writer, a *adoption, written bool) {
 		fmt.Fprintf(w, "%s: %s %q%s\n", a.dsh.shown, r.outcome, r.name, note)
 	}
 	printResults(w, a.client.shown, a.clientResults)
+	reportSource(w, a)
 	reportLeft(w, a)
 	if !written {
 		fmt.Fprintln(w, "Dry run: nothing written; --write applies it.")
+	}
+}
+
+// reportSource says, one line per moved entry of ~/.claude.json, what became of it there. The
+// local scope's entry is removed: Claude Code prefers it to the project's .mcp.json. The user
+// scope's stays: every other folder still uses it, and here the project's entry comes first.
+func reportSource(w io.Writer, a *adoption) {
+	for _, r := range a.clientResults {
+		switch {
+		case a.plan.scope == "local" && a.sourceAfter != nil:
+			fmt.Fprintf(w, "%s: removed %q: moved to %s, its entry in %s points at it\n", a.from(), r.name, config.DefaultPath, a.client.shown)
+		case a.plan.scope == "user":
+			fmt.Fprintf(w, "%s: kept %q: your other folders use it; in this one the entry in %s comes first\n", a.from(), r.name, a.client.shown)
+		}
 	}
 }
 
@@ -785,10 +959,10 @@ func reportAdoption(w io.Writer, a *adoption, written bool) {
 // the moved ones held that did not move as written.
 func reportLeft(w io.Writer, a *adoption) {
 	for _, l := range a.left {
-		fmt.Fprintf(w, "%s: left %q: %s\n", a.client.shown, l.name, l.why)
+		fmt.Fprintf(w, "%s: left %q: %s\n", a.from(), l.name, l.why)
 	}
 	for _, n := range a.notes {
-		fmt.Fprintf(w, "%s: note on %q: %s\n", a.client.shown, n.name, n.note)
+		fmt.Fprintf(w, "%s: note on %q: %s\n", a.from(), n.name, n.note)
 	}
 }
 

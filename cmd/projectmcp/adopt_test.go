@@ -380,7 +380,12 @@ func TestDshReferences(t *testing.T) {
 		{"vscode", "${input:tok}", "${TOK}", ""},
 		{"vscode", "Bearer ${input:github-token}", "Bearer ${GITHUB_TOKEN}", ""},
 		{"vscode", "${input:1st}", "${_1ST}", ""},
-		{"cursor", "${workspaceFolder}/bin", "", `it uses ${workspaceFolder} (the folder cursor has open; the controller's servers do not run in it)`},
+		{"cursor", "${workspaceFolder}/bin", "${PROJECT_DIR}/bin", ""},
+		{"vscode", "--root=${workspaceFolder}", "--root=${PROJECT_DIR}", ""},
+		{"cursor", "${userHome}/notes", "${USER_HOME}/notes", ""},
+		{"claude-code", "${userHome}", "${userHome}", ""}, // Claude Code has no such variable: an environment variable's name
+		{"vscode", "${workspaceFolderBasename}", "", `it uses ${workspaceFolderBasename} (a part of the folder vscode has open; .dsh/mcp.json has ${PROJECT_DIR} for the folder itself)`},
+		{"vscode", "${file}", "", `it uses ${file} (a variable of vscode)`},
 		{"vscode", "plain $HOME", "plain $HOME", ""},
 	} {
 		got, err := dshReferences(mustClient(t, c.client), "e", c.in)

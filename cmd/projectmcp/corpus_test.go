@@ -26,7 +26,8 @@ func TestAdoptCorpus(t *testing.T) {
 			if err := os.CopyFS(project, os.DirFS(c.dir)); err != nil {
 				t.Fatal(err)
 			}
-			stdout, _ := runCode(t, exitOK, "adopt", "--project", project, "--client", c.client,
+			home := corpusHome(t, c, project)
+			stdout, _ := runCode(t, exitOK, "adopt", "--project", project, "--client", c.client, "--scope", c.scope,
 				"--endpoint", "http://127.0.0.1:8484/projects/default/corpus/mcp", "--auth", "none", "--write")
 			dsh, err := os.ReadFile(filepath.Join(project, config.DefaultPath))
 			switch {
@@ -39,28 +40,60 @@ func TestAdoptCorpus(t *testing.T) {
 				}
 			}
 			report := strings.ReplaceAll(stdout, project, "$PROJECT")
+			if home != "" {
+				report = strings.ReplaceAll(report, home, "$HOME")
+			}
 			checkGolden(t, filepath.Join(c.dir, "want.report"), []byte(report), true)
 			checkGolden(t, filepath.Join(c.dir, "want.dsh.json"), dsh, dsh != nil)
-			checkGolden(t, filepath.Join(c.dir, "want.client.json"), []byte(readFile(t, filepath.Join(project, c.file))), true)
+			client, err := os.ReadFile(filepath.Join(project, c.file))
+			checkGolden(t, filepath.Join(c.dir, "want.client.json"), client, err == nil)
+			if c.scope != "project" {
+				after := strings.ReplaceAll(readFile(t, filepath.Join(home, claudeUserFile)), project, "$PROJECT")
+				checkGolden(t, filepath.Join(c.dir, "want.claude.json"), []byte(after), true)
+			}
 		})
 	}
 }
 
-type corpusCase struct{ name, dir, client, file string }
+// corpusHome makes the HOME a case of the local or user scope adopts from: the case's
+// home/.claude.json, with $PROJECT standing for the project folder (Claude Code files a
+// folder's local scope under its absolute path). It returns the HOME, or "" for the project
+// scope.
+func corpusHome(t *testing.T, c corpusCase, project string) string {
+	t.Helper()
+	if c.scope == "project" {
+		return ""
+	}
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	src := readFile(t, filepath.Join(c.dir, "home", claudeUserFile))
+	writeFile(t, filepath.Join(home, claudeUserFile), strings.ReplaceAll(src, "$PROJECT", project))
+	return home
+}
+
+// corpusCase is one folder of the corpus; scope is Claude Code's scope it adopts from.
+type corpusCase struct{ name, dir, client, file, scope string }
+
+// corpusScopes are the corpus's folders of Claude Code's scopes kept in ~/.claude.json.
+var corpusScopes = map[string]string{"claude-code-local": "local", "claude-code-user": "user"}
 
 // corpusCases are the corpus's folders: test/configs/<client>/<case>.
 func corpusCases(t *testing.T) []corpusCase {
 	t.Helper()
 	var cases []corpusCase
-	for _, client := range []string{"claude-code", "vscode", "cursor"} {
+	for _, folder := range []string{"claude-code", "vscode", "cursor", "claude-code-local", "claude-code-user"} {
+		client, scope := folder, "project"
+		if s, ok := corpusScopes[folder]; ok {
+			client, scope = "claude-code", s
+		}
 		format := mustClient(t, client)
-		dirs, err := os.ReadDir(filepath.Join(corpusDir, client))
+		dirs, err := os.ReadDir(filepath.Join(corpusDir, folder))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, d := range dirs {
-			dir := filepath.Join(corpusDir, client, d.Name())
-			cases = append(cases, corpusCase{name: client + "/" + d.Name(), dir: dir, client: client, file: format.file})
+			dir := filepath.Join(corpusDir, folder, d.Name())
+			cases = append(cases, corpusCase{name: folder + "/" + d.Name(), dir: dir, client: client, file: format.file, scope: scope})
 		}
 	}
 	if len(cases) == 0 {

@@ -50,6 +50,11 @@ func render(path, name, namespace, project string, stdout io.Writer) error {
 		return fmt.Errorf("invalid config:\n%v", err)
 	}
 	spec.Project = project
+	// A rendered object is for a cluster, whose servers run on another machine: the project
+	// folder is spec.project, and there is no user's home.
+	if err := config.ExpandPlace(spec, config.Place{ProjectDir: project}); err != nil {
+		return fmt.Errorf("invalid config:\n%v", err)
+	}
 	if name == "" {
 		name = config.NameFor(path)
 	}

@@ -98,3 +98,24 @@ func TestRenderBadInput(t *testing.T) {
 		})
 	}
 }
+
+// A rendered object is for a cluster: ${PROJECT_DIR} becomes --project (spec.project), and a
+// file naming ${USER_HOME}, which no server there has, is refused naming the server and field.
+func TestRenderPlaceVariables(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mcp.json")
+	writeFile(t, file, `{"mcpServers": {"fs": {"command": "fs-server", "args": ["${PROJECT_DIR}/docs"]}}}`)
+	stdout, _ := runCode(t, 0, "render", file, "--project", "/srv/shop")
+	if !strings.Contains(stdout, "- /srv/shop/docs\n") {
+		t.Errorf("${PROJECT_DIR} is not spec.project:\n%s", stdout)
+	}
+	_, stderr := runCode(t, 1, "render", file)
+	if !strings.Contains(stderr, `server "fs": its args[0] refers to ${PROJECT_DIR}, the project folder`) {
+		t.Errorf("without --project: %s", stderr)
+	}
+	writeFile(t, file, `{"mcpServers": {"notes": {"command": "notes", "args": ["${USER_HOME}/notes"]}}}`)
+	_, stderr = runCode(t, 1, "render", file, "--project", "/srv/shop")
+	if !strings.Contains(stderr, `server "notes": its args[0] refers to ${USER_HOME}, the user's home, which only projectmcp dev's servers have`) {
+		t.Errorf("${USER_HOME}: %s", stderr)
+	}
+}

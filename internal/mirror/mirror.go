@@ -293,12 +293,28 @@ func (m *Mirror) read(ctx context.Context) (*v1alpha1.ProjectMCPSpec, metav1.Con
 		return nil, cond, nil //nolint:nilerr // an invalid configuration is reported in the condition; the mirror goes on
 	}
 	spec.Project = project
+	if err := config.ExpandPlace(spec, m.place(project)); err != nil {
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonConfigInvalid
+		cond.Message = truncate(err.Error()+" (the last valid configuration stays in effect)", 32768)
+		return nil, cond, nil //nolint:nilerr // as for a file the reader refuses
+	}
 	cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonConfigApplied
 	cond.Message = fmt.Sprintf("%s applied: %d servers", config.DefaultPath, len(spec.Servers))
 	if unacted := config.Unacted(spec); len(unacted) > 0 {
 		cond.Message = truncate(cond.Message+"; "+strings.Join(unacted, "; "), 32768)
 	}
 	return spec, cond, nil
+}
+
+// place is where the project's servers run, for config.ExpandPlace: the project folder is
+// spec.project; the user's home is known only to a controller on this machine (PublishPath),
+// whose servers run as this user.
+func (m *Mirror) place(project string) config.Place {
+	p := config.Place{ProjectDir: project}
+	if m.PublishPath {
+		p.UserHome, _ = os.UserHomeDir()
+	}
+	return p
 }
 
 // readAgain reads the file once more after the grace, for a file that was there a moment ago.

@@ -584,3 +584,65 @@ func TestMirrorNamesKeysNotActedOn(t *testing.T) {
 		t.Errorf("OnRead saw %+v", read)
 	}
 }
+
+// ${PROJECT_DIR} and ${USER_HOME} take the folder and the user's home when the controller is
+// on this machine (PublishPath, as projectmcp dev runs it); for any other controller the
+// file naming them is refused, the condition naming the server, the field and the variable,
+// never a path of this machine.
+func TestMirrorExpandsPlaceVariables(t *testing.T) {
+	env := shared.Get(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	dir := t.TempDir()
+	file := filepath.Join(dir, ".dsh", "mcp.json")
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := `{"mcpServers": {"fs": {"command": "fs-server", "args": ["${PROJECT_DIR}", "${USER_HOME}/notes", "${TOKEN}"]}}}`
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	t.Run("local", func(t *testing.T) {
+		key := placeKey(t, env, "place-local")
+		if err := (&Mirror{Client: env.Client, Dir: dir, Key: key, Log: logr.Discard(), PublishPath: true}).Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		obj := getProject(t, env.Client, key)
+		want := []string{dir, home + "/notes", "${TOKEN}"}
+		if len(obj.Spec.Servers) != 1 || !slices.Equal(obj.Spec.Servers[0].Stdio.Args, want) {
+			t.Fatalf("spec.servers %+v, want args %q", obj.Spec.Servers, want)
+		}
+	})
+	t.Run("remote", func(t *testing.T) { mirrorRefusesPlace(t, env, dir, home) })
+}
+
+// mirrorRefusesPlace checks the place variables refused by a mirror for another machine.
+func mirrorRefusesPlace(t *testing.T, env *testenv.Env, dir, home string) {
+	var read []metav1.Condition
+	m := &Mirror{Client: env.Client, Dir: dir, Key: placeKey(t, env, "place-remote"), Log: logr.Discard(),
+		OnRead: func(c metav1.Condition) { read = append(read, c) }}
+	if err := m.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(read) != 1 || read[0].Status != metav1.ConditionFalse || read[0].Reason != v1alpha1.ReasonConfigInvalid {
+		t.Fatalf("ConfigSynced: %+v", read)
+	}
+	msg := read[0].Message
+	for _, w := range []string{`server "fs": its args[0] refers to ${PROJECT_DIR}`, `server "fs": its args[1] refers to ${USER_HOME}`} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("ConfigSynced's message lacks %q: %s", w, msg)
+		}
+	}
+	if strings.Contains(msg, dir) || strings.Contains(msg, home) {
+		t.Errorf("the condition names a path of this machine: %s", msg)
+	}
+}
+
+// placeKey is a new object's key, removed when the test ends.
+func placeKey(t *testing.T, env *testenv.Env, name string) types.NamespacedName {
+	key := types.NamespacedName{Namespace: "default", Name: name}
+	env.DeleteOnCleanup(t, &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}})
+	return key
+}
