@@ -531,11 +531,15 @@ func TestReadmeEndpointAndHeader(t *testing.T) {
 	addr := controllerFlagSet(t, false).Lookup("gateway-bind-address").DefValue
 	for _, p := range pages {
 		for _, m := range endpointURL.FindAllStringSubmatch(p.text, -1) {
-			path := strings.TrimPrefix(m[0], m[1])
+			// The project endpoint may carry the except-list of the entry for the rest.
+			path, query, _ := strings.Cut(strings.TrimPrefix(m[0], m[1]), "?")
 			key := types.NamespacedName{Namespace: m[2], Name: m[3]}
-			want := gateway.Path(key)
+			want, takes := gateway.Path(key), "except="
 			if server, ok := strings.CutPrefix(m[4], "servers/"); ok { // a per-server endpoint
-				want = gateway.ServerPath(key, strings.TrimSuffix(server, "/mcp"))
+				want, takes = gateway.ServerPath(key, strings.TrimSuffix(server, "/mcp")), "?" // none
+			}
+			if query != "" && !strings.HasPrefix(query, takes) {
+				t.Errorf("%s shows the endpoint %s; the only query an endpoint takes is the project's except=", p.name, m[0])
 			}
 			if path != want {
 				t.Errorf("%s shows the endpoint %s; the gateway serves %s", p.name, m[0], want)
