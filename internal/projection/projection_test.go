@@ -247,3 +247,52 @@ func TestResources(t *testing.T) {
 		t.Errorf("notes: %+v", notes)
 	}
 }
+
+// Claude Code keeps 2 KB of a tool's description and of a server's instructions: a text over it
+// gets a note naming the server, the tool and its size, and is still served whole.
+func TestClientTextLimit(t *testing.T) {
+	described := func(name, desc string) *mcp.Tool {
+		return &mcp.Tool{Name: name, Description: desc, InputSchema: object}
+	}
+	cases := map[string]struct {
+		text string
+		note string // "" for none
+	}{
+		"empty":                     {text: ""},
+		"at the limit":              {text: strings.Repeat("a", 2048)},
+		"one byte over":             {text: strings.Repeat("a", 2049), note: "of 2049 bytes, over the 2048 (2 KB) Claude Code keeps"},
+		"far over":                  {text: strings.Repeat("a", 100_000), note: "of 100000 bytes"},
+		"multi-byte counts bytes":   {text: strings.Repeat("é", 1025), note: "of 2050 bytes"},
+		"multi-byte within the cap": {text: strings.Repeat("é", 1024)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, notes := Project(map[string][]*mcp.Tool{"docs": {described("search", tc.text), described("fetch", "short")}}, toolname.DefaultBudget)
+			if len(got) != 2 || got["docs__search"].Tool.Description != tc.text {
+				t.Fatalf("the tool must be served whole whatever its description: %d tools", len(got))
+			}
+			want := 0
+			if tc.note != "" {
+				want = 1
+			}
+			if len(notes) != want {
+				t.Fatalf("notes %+v, want %d", notes, want)
+			}
+			if want == 1 {
+				n := notes[0]
+				if n.Server != "docs" || !strings.HasPrefix(n.Message, `tool "search": a description `+tc.note) ||
+					!strings.Contains(n.Message, "Claude Code cuts the rest (served whole here)") {
+					t.Errorf("note %+v", n)
+				}
+			}
+
+			note, ok := InstructionsNote("docs", tc.text)
+			if ok != (tc.note != "") {
+				t.Fatalf("instructions note %+v, %v", note, ok)
+			}
+			if ok && (note.Server != "docs" || !strings.HasPrefix(note.Message, "instructions "+tc.note)) {
+				t.Errorf("instructions note %+v", note)
+			}
+		})
+	}
+}
