@@ -28,7 +28,8 @@ import (
 const devLong = `Runs everything locally for a project folder until Ctrl-C: a control plane (a real
 kube-apiserver and etcd), the ProjectMCP CRD, the controller with its gateway, and the mirror
 of the folder's .dsh/mcp.json. While the servers start it prints one line per change of a
-server's state (starting, ready with its tool count, failed with the reason). Once every
+server's state (starting, ready with its tool count and what its status notes, such as a
+tool description or instructions over the 2 KB Claude Code keeps, failed with the reason). Once every
 enabled server's first connect has ended, or --first-run-timeout has passed, and
 "projectmcp connect --write" would succeed, it prints the kubeconfig, the endpoint and the
 entry that command adds to the agent's config. Ctrl-C (SIGINT) or SIGTERM stops every server process and the control plane,

@@ -48,7 +48,8 @@ func TestDevEndToEnd(t *testing.T) {
 	// a answers its first initialize after 7 s, past the 5 s ready budget, as an npx server
 	// does on a first run while npx downloads its package.
 	slow := server("a")
-	slow["args"] = []string{"--name", "a", "--init-delay", "7s"}
+	// Its tool verbose has a description over the 2 KB Claude Code keeps, which dev says.
+	slow["args"] = []string{"--name", "a", "--init-delay", "7s", "--description-bytes", "3000"}
 	write(map[string]any{"a": slow})
 
 	dev := startShell(t, sh, "", readmeDevLine)
@@ -59,6 +60,9 @@ func TestDevEndToEnd(t *testing.T) {
 	ready := regexp.MustCompile(`a: ready, [1-9][0-9]* tools\n`).FindStringIndex(before)
 	if starting < 0 || ready == nil || ready[0] < starting || strings.Count(before, "a: starting\n") != 1 {
 		t.Fatalf("dev must say \"a: starting\" once, then \"a: ready, N tools\", before the endpoint:\n%s", before)
+	}
+	if want := `a: tool "verbose": a description of 3000 bytes, over the 2048 (2 KB) Claude Code keeps`; !strings.Contains(before, want) {
+		t.Fatalf("dev must warn of the description Claude Code cuts, before the endpoint (%q):\n%s", want, before)
 	}
 	var kubeconfig, endpoint string
 	for _, line := range strings.Split(dev.out.String(), "\n") {

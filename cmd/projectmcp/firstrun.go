@@ -46,16 +46,27 @@ func serverLine(spec v1alpha1.MCPServer, st *v1alpha1.ServerStatus) string {
 		}
 		return name + ": starting"
 	case v1alpha1.PhaseReady:
-		if st.ToolCount == 1 {
-			return name + ": ready, 1 tool"
-		}
-		return fmt.Sprintf("%s: ready, %d tools", name, st.ToolCount)
+		return readyLine(name, st)
 	case v1alpha1.PhaseDisconnected:
 		return fmt.Sprintf("%s: disconnected, retrying: %s", name, dash(st.LastError))
 	case v1alpha1.PhaseFailed:
 		return fmt.Sprintf("%s: failed: %s", name, dash(st.LastError))
 	}
 	return fmt.Sprintf("%s: %s", name, strings.ToLower(string(st.Phase)))
+}
+
+// readyLine says a server is ready with its tool count and, on a line of its own, its status
+// message: what status notes of it, such as a tool left out, or a description or instructions
+// Claude Code cuts, is said when the server comes up rather than when it bites.
+func readyLine(name string, st *v1alpha1.ServerStatus) string {
+	line := fmt.Sprintf("%s: ready, %d tools", name, st.ToolCount)
+	if st.ToolCount == 1 {
+		line = name + ": ready, 1 tool"
+	}
+	if st.Message != "" {
+		line += "\n" + name + ": " + st.Message
+	}
+	return line
 }
 
 // packageRunner is the package runner a stdio server starts through, or "".

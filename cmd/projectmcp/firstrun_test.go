@@ -44,6 +44,18 @@ func TestReadFirstRun(t *testing.T) {
 		lines:   map[string]string{"memory": "memory: ready, 9 tools", "web": "web: failed: connection refused"},
 		done:    true,
 	}, {
+		name: "a ready server's notes on a line of their own", generation: 1, observed: 1, endpoint: "http://e",
+		servers: []v1alpha1.MCPServer{local, web},
+		status: []v1alpha1.ServerStatus{
+			{Name: "local", Phase: v1alpha1.PhaseReady, ToolCount: 1, Message: `tool "x": a description of 3000 bytes, over the 2048 (2 KB) Claude Code keeps`},
+			{Name: "web", Phase: v1alpha1.PhaseFailed, LastError: "refused", Message: "not shown"},
+		},
+		lines: map[string]string{
+			"local": "local: ready, 1 tool\nlocal: tool \"x\": a description of 3000 bytes, over the 2048 (2 KB) Claude Code keeps",
+			"web":   "web: failed: refused",
+		},
+		done: true,
+	}, {
 		name: "retrying", generation: 1, observed: 1, endpoint: "http://e",
 		servers:  []v1alpha1.MCPServer{web, local},
 		status:   []v1alpha1.ServerStatus{status("web", v1alpha1.PhaseConnecting, 0, 2, "connection refused"), status("local", v1alpha1.PhaseDisconnected, 3, 0, "")},
