@@ -118,7 +118,7 @@ func TestProject(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, notes := Project(tc.offered, tc.budget)
+			got, notes := Project(tc.offered, tc.budget, nil)
 			limit := tc.budget
 			if limit == 0 {
 				limit = toolname.DefaultBudget
@@ -148,7 +148,7 @@ func TestProject(t *testing.T) {
 					t.Errorf("note %d is %q, want it to contain %q", i, msgs[i], frag)
 				}
 			}
-			again, againNotes := Project(tc.offered, tc.budget)
+			again, againNotes := Project(tc.offered, tc.budget, nil)
 			if d := cmp.Diff(got, again); d != "" || !slices.Equal(notes, againNotes) {
 				t.Fatalf("not a pure function:\n%s", d)
 			}
@@ -159,7 +159,7 @@ func TestProject(t *testing.T) {
 // The upstream's tool is copied, never modified.
 func TestProjectLeavesInputAlone(t *testing.T) {
 	in := tool("x y", object)
-	got, _ := Project(map[string][]*mcp.Tool{"a": {in}}, toolname.DefaultBudget)
+	got, _ := Project(map[string][]*mcp.Tool{"a": {in}}, toolname.DefaultBudget, nil)
 	if in.Name != "x y" || in.Meta == nil {
 		t.Fatalf("the input was modified: %+v", in)
 	}
@@ -178,7 +178,7 @@ func TestNameDoesNotDependOnOtherServers(t *testing.T) {
 		"gh":    tools("search", strings.Repeat("z", 130)),
 		"other": tools("c", "x_y"),
 	}
-	full, notes := Project(all, toolname.DefaultBudget)
+	full, notes := Project(all, toolname.DefaultBudget, nil)
 	if len(notes) != 0 {
 		t.Fatalf("no collisions expected: %v", notes)
 	}
@@ -190,7 +190,7 @@ func TestNameDoesNotDependOnOtherServers(t *testing.T) {
 				subset[n] = all[n]
 			}
 		}
-		got, _ := Project(subset, toolname.DefaultBudget)
+		got, _ := Project(subset, toolname.DefaultBudget, nil)
 		want := 0
 		for _, n := range names {
 			want += len(subset[n])
@@ -267,7 +267,7 @@ func TestClientTextLimit(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, notes := Project(map[string][]*mcp.Tool{"docs": {described("search", tc.text), described("fetch", "short")}}, toolname.DefaultBudget)
+			got, notes := Project(map[string][]*mcp.Tool{"docs": {described("search", tc.text), described("fetch", "short")}}, toolname.DefaultBudget, nil)
 			if len(got) != 2 || got["docs__search"].Tool.Description != tc.text {
 				t.Fatalf("the tool must be served whole whatever its description: %d tools", len(got))
 			}
@@ -292,6 +292,49 @@ func TestClientTextLimit(t *testing.T) {
 			}
 			if ok && (note.Server != "docs" || !strings.HasPrefix(note.Message, "instructions "+tc.note)) {
 				t.Errorf("instructions note %+v", note)
+			}
+		})
+	}
+}
+
+// A server's alwaysLoad marks each of its tools with _meta["anthropic/alwaysLoad"]: true, beside
+// the tool's own _meta, and leaves the other servers' tools and the upstream's maps alone.
+func TestProjectHints(t *testing.T) {
+	bare := &mcp.Tool{Name: "bare", InputSchema: object}
+	cases := map[string]struct {
+		hints map[string]Hints
+		want  map[string]mcp.Meta // projected name -> its _meta
+	}{
+		"no hints": {
+			want: map[string]mcp.Meta{"a__t": {"upstream": true}, "a__bare": nil, "b__t": {"upstream": true}},
+		},
+		"alwaysLoad on one server": {
+			hints: map[string]Hints{"a": {AlwaysLoad: true}},
+			want: map[string]mcp.Meta{"a__t": {"upstream": true, MetaAlwaysLoad: true}, "a__bare": {MetaAlwaysLoad: true},
+				"b__t": {"upstream": true}},
+		},
+		"alwaysLoad false is no hint": {
+			hints: map[string]Hints{"a": {}, "b": {AlwaysLoad: false}},
+			want:  map[string]mcp.Meta{"a__t": {"upstream": true}, "a__bare": nil, "b__t": {"upstream": true}},
+		},
+		"a hint for a server that offers nothing": {
+			hints: map[string]Hints{"gone": {AlwaysLoad: true}, "b": {AlwaysLoad: true}},
+			want:  map[string]mcp.Meta{"a__t": {"upstream": true}, "a__bare": nil, "b__t": {"upstream": true, MetaAlwaysLoad: true}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			offered := map[string][]*mcp.Tool{"a": {tool("t", object), bare}, "b": tools("t")}
+			got, _ := Project(offered, toolname.DefaultBudget, tc.hints)
+			have := map[string]mcp.Meta{}
+			for n, w := range got {
+				have[n] = w.Tool.Meta
+			}
+			if d := cmp.Diff(tc.want, have); d != "" {
+				t.Errorf("_meta (-want +got):\n%s", d)
+			}
+			if offered["a"][0].Meta[MetaAlwaysLoad] != nil || bare.Meta != nil {
+				t.Fatal("the upstream's tools were modified")
 			}
 		})
 	}
