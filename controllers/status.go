@@ -40,7 +40,8 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 	}
 	counts := map[v1alpha1.ServerPhase]int{}
 	enabled, dead := 0, 0 // dead: Ready but offering nothing for longer than conn.DeadAfter
-	tools, notes := projection.Project(obs.Tools(), maxToolName, nil) // hints change no name and no note
+	// No hints: they change no name and no note.
+	tools, notes := projection.Project(obs.Tools(), maxToolName, nil)
 	_, promptNotes := projection.Prompts(obs.Prompts(), maxToolName)
 	_, _, resourceNotes := projection.Resources(obs.Resources())
 	notes = append(append(notes, promptNotes...), resourceNotes...)
