@@ -134,7 +134,11 @@ func TestDevEndToEnd(t *testing.T) {
 			t.Fatalf("kubectl get projectmcp: %v\n%s", err, out)
 		}
 	}
-	write(map[string]any{"a": server("a"), "b": server("b")})
+	// b's instructions are over the 2 KB Claude Code keeps: dev says so as b comes up, though
+	// the first run is over.
+	b := server("b")
+	b["args"] = []string{"--name", "b", "--instructions-bytes", "3000"}
+	write(map[string]any{"a": server("a"), "b": b})
 	for !slices.Contains(names(), "b__echo") {
 		select {
 		case <-changed:
@@ -142,6 +146,7 @@ func TestDevEndToEnd(t *testing.T) {
 			t.Fatalf("the edit did not reach the session: %v", names())
 		}
 	}
+	dev.waitFor(t, 30*time.Second, "b: instructions of 3000 bytes, over the 2048 (2 KB) Claude Code keeps")
 	_ = session.Close()
 
 	// Ctrl-C in the terminal ends everything dev started (apiserver, etcd, the MCP servers),

@@ -97,3 +97,36 @@ func TestReadFirstRun(t *testing.T) {
 		})
 	}
 }
+
+// Once dev runs, it says a Ready server's status message when it changes, once, and again
+// when it comes back after it went.
+func TestNewNotes(t *testing.T) {
+	said := map[string]string{}
+	for i, step := range []struct {
+		now  map[string]string
+		want []string
+	}{
+		{map[string]string{"a": "long"}, []string{"a: long"}},
+		{map[string]string{"a": "long"}, nil},
+		{map[string]string{"a": "long", "b": "cut"}, []string{"b: cut"}},
+		{map[string]string{"b": "cut, longer", "c": "x"}, []string{"b: cut, longer", "c: x"}},
+		{map[string]string{}, nil},
+		{map[string]string{"a": "long"}, []string{"a: long"}},
+	} {
+		if got := newNotes(said, step.now); !slices.Equal(got, step.want) {
+			t.Fatalf("step %d: %q, want %q", i, got, step.want)
+		}
+	}
+	obj := &v1alpha1.ProjectMCP{Status: v1alpha1.ProjectMCPStatus{Servers: []v1alpha1.ServerStatus{
+		{Name: "a", Phase: v1alpha1.PhaseReady, Message: "long"},
+		{Name: "b", Phase: v1alpha1.PhaseFailed, Message: "not ready"},
+		{Name: "c", Phase: v1alpha1.PhaseReady},
+	}}}
+	if got := readyNotes(obj); !maps.Equal(got, map[string]string{"a": "long"}) {
+		t.Errorf("readyNotes %q", got)
+	}
+	obj.Generation = 2
+	if got := readyNotes(obj); len(got) != 0 {
+		t.Errorf("status of an older generation: %q", got)
+	}
+}
