@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +69,41 @@ func TestServerBoundsReachStatus(t *testing.T) {
 				t.Fatalf("%s: %s after an answer over the bound: %q", version, tool, got)
 			}
 		}
+	}
+}
+
+// Claude Code keeps 2 KB of a tool's description and of a server's instructions: the server's
+// status message says which of its texts go past, naming the tool and the size, while the tool
+// is listed and its description served whole.
+func TestClientTextLimitReachesStatus(t *testing.T) {
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "texts", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		harness.FixtureServer(t, "wordy", "--description-bytes", "3000", "--instructions-bytes", "5000"),
+		harness.FixtureServer(t, "terse"),
+	}})
+	obj := harness.WaitStatus(t, key, 60*time.Second, "wordy and terse Ready", func(o *v1alpha1.ProjectMCP) bool {
+		return harness.PhaseIs("wordy", v1alpha1.PhaseReady)(o) && harness.PhaseIs("terse", v1alpha1.PhaseReady)(o)
+	})
+	wordy, _ := harness.ServerStatusOf(obj, "wordy")
+	for _, want := range []string{
+		`tool "verbose": a description of 3000 bytes, over the 2048 (2 KB) Claude Code keeps`,
+		"instructions of 5000 bytes, over the 2048 (2 KB) Claude Code keeps",
+	} {
+		if !strings.Contains(wordy.Message, want) {
+			t.Errorf("wordy's status message must say %q: %q", want, wordy.Message)
+		}
+	}
+	if terse, _ := harness.ServerStatusOf(obj, "terse"); strings.Contains(terse.Message, "Claude Code") {
+		t.Errorf("terse's texts are short: %q", terse.Message)
+	}
+
+	ag := harness.ConnectAgent(t, key, "", nil)
+	res, err := ag.Session.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(res.Tools, func(tool *mcp.Tool) bool { return tool.Name == "wordy__verbose" })
+	if i < 0 || len(res.Tools[i].Description) != 3000 {
+		t.Fatalf("wordy__verbose must be served with its whole description (index %d)", i)
 	}
 }

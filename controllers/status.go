@@ -40,7 +40,8 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 	}
 	counts := map[v1alpha1.ServerPhase]int{}
 	enabled, dead := 0, 0 // dead: Ready but offering nothing for longer than conn.DeadAfter
-	tools, notes := projection.Project(obs.Tools(), maxToolName)
+	// No hints: they change no name and no note.
+	tools, notes := projection.Project(obs.Tools(), maxToolName, nil)
 	_, promptNotes := projection.Prompts(obs.Prompts(), maxToolName)
 	_, _, resourceNotes := projection.Resources(obs.Resources())
 	notes = append(append(notes, promptNotes...), resourceNotes...)
@@ -88,7 +89,7 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 }
 
 // serverStatus is one server's status from its observed state and the projected names of its
-// tools (as sessions see them), with notes about skipped tools.
+// tools (as sessions see them), with notes about skipped tools and texts Claude Code cuts.
 func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState, names, notes []string, now time.Time) v1alpha1.ServerStatus {
 	ss := v1alpha1.ServerStatus{Name: srv.Name, ConfigHash: ConfigHash(srv), Sessions: int32(o.Refs)}
 	if rb := o.LastRebuild; !rb.At.IsZero() {
@@ -113,6 +114,9 @@ func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState, names, notes [
 	sort.Strings(names)
 	ss.ToolCount = int32(len(names))
 	ss.Tools = names[:min(len(names), v1alpha1.MaxStatusTools)]
+	if n, ok := projection.InstructionsNote(srv.Name, c.Instructions); ok {
+		notes = append(notes, n.Message) // Claude Code cuts them: say so before it bites
+	}
 	notes = append(notes, c.Notes...) // tools left out for a bound
 	switch hidden := c.RawToolCount - c.OmittedTools; {
 	case c.Phase == v1alpha1.PhaseReady && c.Dead(now):

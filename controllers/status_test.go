@@ -104,6 +104,19 @@ func TestBuildStatus(t *testing.T) {
 			want: want{ready: "True", degraded: "False", reason: v1alpha1.ReasonAllServersReady, readyServers: "2/2", tools: 1,
 				message: map[string]string{"a": `"wide"`, "b": `"huge"; the tools filter hides the other 2 tools`}},
 		},
+		"texts Claude Code cuts are named, and the server stays healthy": {
+			servers: []v1alpha1.MCPServer{srv("a"), srv("b")},
+			obs: map[string]registry.ServerState{
+				"a": {HasConn: true, Conn: conn.Snapshot{ID: "c1", Phase: v1alpha1.PhaseReady, RawToolCount: 1, Instructions: strings.Repeat("i", 2049),
+					Tools:      []*mcp.Tool{{Name: "long", Description: strings.Repeat("d", 4096), InputSchema: map[string]any{"type": "object"}}},
+					ReadySince: now.Add(-time.Minute), EverReady: true}},
+				"b": {HasConn: true, Conn: conn.Snapshot{ID: "c2", Phase: v1alpha1.PhaseReady, RawToolCount: 1, Instructions: strings.Repeat("i", 2048),
+					Tools: echo, ReadySince: now.Add(-time.Minute), EverReady: true}},
+			},
+			want: want{ready: "True", degraded: "False", reason: v1alpha1.ReasonAllServersReady, readyServers: "2/2", tools: 2,
+				message: map[string]string{"a": `tool "long": a description of 4096 bytes, over the 2048 (2 KB) Claude Code keeps: ` +
+					`Claude Code cuts the rest (served whole here); instructions of 2049 bytes`}},
+		},
 		"disabled and idle servers": {
 			servers: []v1alpha1.MCPServer{srv("a"), {Name: "off", Disabled: true, Stdio: &v1alpha1.StdioServer{Command: "x"}}},
 			obs:     map[string]registry.ServerState{"a": {Reclaimed: true}},

@@ -28,7 +28,9 @@ import (
 const devLong = `Runs everything locally for a project folder until Ctrl-C: a control plane (a real
 kube-apiserver and etcd), the ProjectMCP CRD, the controller with its gateway, and the mirror
 of the folder's .dsh/mcp.json. While the servers start it prints one line per change of a
-server's state (starting, ready with its tool count, failed with the reason). Once every
+server's state (starting, ready with its tool count and what its status notes, such as a
+tool description or instructions over the 2 KB Claude Code keeps, failed with the reason), and
+later the notes of a server that comes up, such as one added to the file. Once every
 enabled server's first connect has ended, or --first-run-timeout has passed, and
 "projectmcp connect --write" would succeed, it prints the kubeconfig, the endpoint and the
 entry that command adds to the agent's config. Ctrl-C (SIGINT) or SIGTERM stops every server process and the control plane,
@@ -192,11 +194,11 @@ func dev(ctx context.Context, projectDir, dataDir string, firstRunBound time.Dur
 		}
 	}
 
-	// Run until Ctrl-C or until the manager or the mirror fails; then stop both and wait.
+	// Run until Ctrl-C or until the manager or the mirror fails, saying the notes of servers
+	// that come up later; then stop both and wait.
 	if firstErr == nil {
-		select {
-		case <-ctx.Done():
-		case firstErr = <-errs:
+		var took bool
+		if took, firstErr = watchNotes(ctx, c, key, errs, stderr); took {
 			waiting--
 		}
 	}

@@ -48,7 +48,8 @@ func TestDevEndToEnd(t *testing.T) {
 	// a answers its first initialize after 7 s, past the 5 s ready budget, as an npx server
 	// does on a first run while npx downloads its package.
 	slow := server("a")
-	slow["args"] = []string{"--name", "a", "--init-delay", "7s"}
+	// Its tool verbose has a description over the 2 KB Claude Code keeps, which dev says.
+	slow["args"] = []string{"--name", "a", "--init-delay", "7s", "--description-bytes", "3000"}
 	write(map[string]any{"a": slow})
 
 	dev := startShell(t, sh, "", readmeDevLine)
@@ -59,6 +60,9 @@ func TestDevEndToEnd(t *testing.T) {
 	ready := regexp.MustCompile(`a: ready, [1-9][0-9]* tools\n`).FindStringIndex(before)
 	if starting < 0 || ready == nil || ready[0] < starting || strings.Count(before, "a: starting\n") != 1 {
 		t.Fatalf("dev must say \"a: starting\" once, then \"a: ready, N tools\", before the endpoint:\n%s", before)
+	}
+	if want := `a: tool "verbose": a description of 3000 bytes, over the 2048 (2 KB) Claude Code keeps`; !strings.Contains(before, want) {
+		t.Fatalf("dev must warn of the description Claude Code cuts, before the endpoint (%q):\n%s", want, before)
 	}
 	var kubeconfig, endpoint string
 	for _, line := range strings.Split(dev.out.String(), "\n") {
@@ -130,7 +134,11 @@ func TestDevEndToEnd(t *testing.T) {
 			t.Fatalf("kubectl get projectmcp: %v\n%s", err, out)
 		}
 	}
-	write(map[string]any{"a": server("a"), "b": server("b")})
+	// b's instructions are over the 2 KB Claude Code keeps: dev says so as b comes up, though
+	// the first run is over.
+	b := server("b")
+	b["args"] = []string{"--name", "b", "--instructions-bytes", "3000"}
+	write(map[string]any{"a": server("a"), "b": b})
 	for !slices.Contains(names(), "b__echo") {
 		select {
 		case <-changed:
@@ -138,6 +146,7 @@ func TestDevEndToEnd(t *testing.T) {
 			t.Fatalf("the edit did not reach the session: %v", names())
 		}
 	}
+	dev.waitFor(t, 30*time.Second, "b: instructions of 3000 bytes, over the 2048 (2 KB) Claude Code keeps")
 	_ = session.Close()
 
 	// Ctrl-C in the terminal ends everything dev started (apiserver, etcd, the MCP servers),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -46,16 +47,27 @@ func serverLine(spec v1alpha1.MCPServer, st *v1alpha1.ServerStatus) string {
 		}
 		return name + ": starting"
 	case v1alpha1.PhaseReady:
-		if st.ToolCount == 1 {
-			return name + ": ready, 1 tool"
-		}
-		return fmt.Sprintf("%s: ready, %d tools", name, st.ToolCount)
+		return readyLine(name, st)
 	case v1alpha1.PhaseDisconnected:
 		return fmt.Sprintf("%s: disconnected, retrying: %s", name, dash(st.LastError))
 	case v1alpha1.PhaseFailed:
 		return fmt.Sprintf("%s: failed: %s", name, dash(st.LastError))
 	}
 	return fmt.Sprintf("%s: %s", name, strings.ToLower(string(st.Phase)))
+}
+
+// readyLine says a server is ready with its tool count and, on a line of its own, its status
+// message: what status notes of it, such as a tool left out, or a description or instructions
+// Claude Code cuts, is said when the server comes up rather than when it bites.
+func readyLine(name string, st *v1alpha1.ServerStatus) string {
+	line := fmt.Sprintf("%s: ready, %d tools", name, st.ToolCount)
+	if st.ToolCount == 1 {
+		line = name + ": ready, 1 tool"
+	}
+	if st.Message != "" {
+		line += "\n" + name + ": " + st.Message
+	}
+	return line
 }
 
 // packageRunner is the package runner a stdio server starts through, or "".
@@ -142,6 +154,69 @@ func awaitFirstRun(ctx context.Context, c client.Client, key types.NamespacedNam
 		}
 		return false
 	})
+}
+
+// notesEvery is how often dev reads the ProjectMCP, once it runs, for notes to say.
+const notesEvery = time.Second
+
+// readyNotes are the status messages of the enabled servers that are Ready, by server name:
+// what dev says of a server as it comes up (readyLine), a server added or rebuilt later
+// included.
+func readyNotes(obj *v1alpha1.ProjectMCP) map[string]string {
+	notes := map[string]string{}
+	if obj.Status.ObservedGeneration != obj.Generation {
+		return notes // of an older spec: the next status says the current one's
+	}
+	for _, st := range obj.Status.Servers {
+		if st.Phase == v1alpha1.PhaseReady && st.Message != "" {
+			notes[st.Name] = st.Message
+		}
+	}
+	return notes
+}
+
+// newNotes are the lines to print for the notes in now that were not in said (in server-name
+// order), and said updated: a note said once is not said again while it stands.
+func newNotes(said, now map[string]string) []string {
+	var lines []string
+	for _, name := range slices.Sorted(maps.Keys(now)) {
+		if said[name] != now[name] {
+			lines = append(lines, name+": "+now[name])
+		}
+	}
+	clear(said)
+	maps.Copy(said, now)
+	return lines
+}
+
+// watchNotes prints each Ready server's status message when it changes, until ctx ends (false,
+// nil) or the manager or the mirror stops (true, its error): a server added to the file after
+// the first run, whose description Claude Code would cut, is said too. The notes standing when
+// it starts were said with the ready lines.
+func watchNotes(ctx context.Context, c client.Client, key types.NamespacedName, errs <-chan error, stderr io.Writer) (took bool, err error) {
+	said := map[string]string{}
+	obj := &v1alpha1.ProjectMCP{}
+	if err := c.Get(ctx, key, obj); err == nil {
+		said = readyNotes(obj)
+	}
+	tick := time.NewTicker(notesEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case err := <-errs:
+			return true, err
+		case <-tick.C:
+		}
+		obj := &v1alpha1.ProjectMCP{}
+		if err := c.Get(ctx, key, obj); err != nil {
+			continue
+		}
+		for _, line := range newNotes(said, readyNotes(obj)) {
+			fmt.Fprintln(stderr, line)
+		}
+	}
 }
 
 // poll calls step now and every pollEvery until it reports done or ctx ends (nil), or the

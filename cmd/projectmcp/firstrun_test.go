@@ -44,6 +44,18 @@ func TestReadFirstRun(t *testing.T) {
 		lines:   map[string]string{"memory": "memory: ready, 9 tools", "web": "web: failed: connection refused"},
 		done:    true,
 	}, {
+		name: "a ready server's notes on a line of their own", generation: 1, observed: 1, endpoint: "http://e",
+		servers: []v1alpha1.MCPServer{local, web},
+		status: []v1alpha1.ServerStatus{
+			{Name: "local", Phase: v1alpha1.PhaseReady, ToolCount: 1, Message: `tool "x": a description of 3000 bytes, over the 2048 (2 KB) Claude Code keeps`},
+			{Name: "web", Phase: v1alpha1.PhaseFailed, LastError: "refused", Message: "not shown"},
+		},
+		lines: map[string]string{
+			"local": "local: ready, 1 tool\nlocal: tool \"x\": a description of 3000 bytes, over the 2048 (2 KB) Claude Code keeps",
+			"web":   "web: failed: refused",
+		},
+		done: true,
+	}, {
 		name: "retrying", generation: 1, observed: 1, endpoint: "http://e",
 		servers:  []v1alpha1.MCPServer{web, local},
 		status:   []v1alpha1.ServerStatus{status("web", v1alpha1.PhaseConnecting, 0, 2, "connection refused"), status("local", v1alpha1.PhaseDisconnected, 3, 0, "")},
@@ -83,5 +95,38 @@ func TestReadFirstRun(t *testing.T) {
 				t.Errorf("done %v, want %v", r.done(), tc.done)
 			}
 		})
+	}
+}
+
+// Once dev runs, it says a Ready server's status message when it changes, once, and again
+// when it comes back after it went.
+func TestNewNotes(t *testing.T) {
+	said := map[string]string{}
+	for i, step := range []struct {
+		now  map[string]string
+		want []string
+	}{
+		{map[string]string{"a": "long"}, []string{"a: long"}},
+		{map[string]string{"a": "long"}, nil},
+		{map[string]string{"a": "long", "b": "cut"}, []string{"b: cut"}},
+		{map[string]string{"b": "cut, longer", "c": "x"}, []string{"b: cut, longer", "c: x"}},
+		{map[string]string{}, nil},
+		{map[string]string{"a": "long"}, []string{"a: long"}},
+	} {
+		if got := newNotes(said, step.now); !slices.Equal(got, step.want) {
+			t.Fatalf("step %d: %q, want %q", i, got, step.want)
+		}
+	}
+	obj := &v1alpha1.ProjectMCP{Status: v1alpha1.ProjectMCPStatus{Servers: []v1alpha1.ServerStatus{
+		{Name: "a", Phase: v1alpha1.PhaseReady, Message: "long"},
+		{Name: "b", Phase: v1alpha1.PhaseFailed, Message: "not ready"},
+		{Name: "c", Phase: v1alpha1.PhaseReady},
+	}}}
+	if got := readyNotes(obj); !maps.Equal(got, map[string]string{"a": "long"}) {
+		t.Errorf("readyNotes %q", got)
+	}
+	obj.Generation = 2
+	if got := readyNotes(obj); len(got) != 0 {
+		t.Errorf("status of an older generation: %q", got)
 	}
 }

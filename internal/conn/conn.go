@@ -158,6 +158,8 @@ type Snapshot struct {
 	// Capabilities and Instructions are what the server declared at initialize.
 	Capabilities *mcp.ServerCapabilities
 	Instructions string
+	// AlwaysLoad is the spec's alwaysLoad: this connection's tools are listed marked so.
+	AlwaysLoad bool
 	// ReadySince is when the current session became Ready (zero when not Ready).
 	ReadySince time.Time
 	// EverReady is true once any session of this connection has been Ready.
@@ -279,6 +281,7 @@ func (c *Conn) Snapshot() Snapshot {
 	s := c.state
 	c.mu.Unlock()
 	s.Waiting, s.Waited = c.flight.fair.Depth()
+	s.AlwaysLoad = c.opts.Server.AlwaysLoad
 	return s
 }
 

@@ -139,7 +139,11 @@ func (p *project) sync() {
 	rawOf := func(kind conn.Kind, server, key string) *conn.RawItem {
 		return obs.Servers[server].RawItem(kind, key)
 	}
-	tools, _ := projection.Project(obs.Tools(), p.g.opts.MaxToolName)
+	hints := map[string]projection.Hints{}
+	for name, st := range obs.Servers {
+		hints[name] = projection.Hints{AlwaysLoad: st.AlwaysLoad()}
+	}
+	tools, _ := projection.Project(obs.Tools(), p.g.opts.MaxToolName, hints)
 	prompts, _ := projection.Prompts(obs.Prompts(), p.g.opts.MaxToolName)
 	resources, templates, _ := projection.Resources(obs.Resources())
 	if p.only != "" {
@@ -162,6 +166,9 @@ func (p *project) sync() {
 	note := func(item any, kind conn.Kind, server, key string) { pending[item] = rawOf(kind, server, key) }
 	for _, t := range tools {
 		note(t.Tool, conn.KindTool, t.Server, t.Raw)
+		if hints[t.Server].AlwaysLoad {
+			pending[t.Tool] = withAlwaysLoad(pending[t.Tool])
+		}
 	}
 	for _, pr := range prompts {
 		note(pr.Prompt, conn.KindPrompt, pr.Server, pr.Raw)

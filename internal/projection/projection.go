@@ -26,29 +26,69 @@ type Tool struct {
 	Tool *mcp.Tool
 }
 
-// Note is something about a server's tools that status should say: a skipped tool and why.
+// Note is something about a server's tools that status should say: a skipped tool and why, or
+// a text the client cuts.
 type Note struct {
 	Server, Message string
 }
 
+// ClientTextLimit is how many bytes of a tool's description, and of a server's instructions,
+// Claude Code keeps: it cuts what goes past. Counting bytes rather than characters errs toward
+// saying so: a text within the limit in bytes is within it in characters too.
+const ClientTextLimit = 2048
+
+// cutNote says that Claude Code cuts a text of size bytes (what names the text, e.g. `tool
+// "x": a description`), and that the gateway still serves it whole.
+func cutNote(what string, size int) string {
+	return fmt.Sprintf("%s of %d bytes, over the %d (2 KB) Claude Code keeps: Claude Code cuts the rest (served whole here)", what, size, ClientTextLimit)
+}
+
+// InstructionsNote is the note on a server's instructions that Claude Code cuts, if they are
+// over ClientTextLimit.
+func InstructionsNote(server, instructions string) (Note, bool) {
+	if len(instructions) <= ClientTextLimit {
+		return Note{}, false
+	}
+	return Note{server, cutNote("instructions", len(instructions))}, true
+}
+
+// Hints are what a server's spec says of its tools to the clients that list them.
+type Hints struct {
+	// AlwaysLoad marks each tool with MetaAlwaysLoad (the spec's alwaysLoad).
+	AlwaysLoad bool
+}
+
+// MetaAlwaysLoad is the _meta key that asks Claude Code to load a tool up front rather than
+// defer it behind its tool search.
+const MetaAlwaysLoad = "anthropic/alwaysLoad"
+
 // Project computes the projected tool set: offered maps each server name to the tools it offers
-// now (see registry.ServerState.Offered) and budget bounds a name's length (toolname.Project's
-// budget, --max-tool-name); the result maps projected names to tools.
+// now (see registry.ServerState.Offered), budget bounds a name's length (toolname.Project's
+// budget, --max-tool-name) and hints are each server's (a server without an entry has none);
+// the result maps projected names to tools.
 //
 // Names are toolname.Project(server, raw, budget), so a tool's name never depends on what else is
 // offered. Consequently a true collision, two tools projecting to the same name, is not
 // resolved by renaming one (a rename would depend on the set and could change under a session):
 // the later of the two in (server, raw) order is skipped, and a note names both. Tools whose
 // input schema is not a JSON object are skipped with a note too. The same input always gives
-// the same output.
-func Project(offered map[string][]*mcp.Tool, budget int) (map[string]Tool, []Note) {
+// the same output. A description over ClientTextLimit gets a note too; the tool is served
+// whole.
+func Project(offered map[string][]*mcp.Tool, budget int, hints map[string]Hints) (map[string]Tool, []Note) {
 	named, notes := project(offered, budget, "tool", func(t *mcp.Tool) string { return t.Name }, func(t *mcp.Tool) error {
 		return checkSchema(t.InputSchema)
-	})
+	}, longDescription)
 	tools := make(map[string]Tool, len(named))
 	for name, n := range named {
 		out := *n.item
 		out.Name = name
+		if hints[n.server].AlwaysLoad {
+			out.Meta = maps.Clone(out.Meta) // the upstream's map is shared: never written
+			if out.Meta == nil {
+				out.Meta = mcp.Meta{}
+			}
+			out.Meta[MetaAlwaysLoad] = true
+		}
 		tools[name] = Tool{Server: n.server, Raw: n.raw, Tool: &out}
 	}
 	return tools, notes
@@ -66,7 +106,7 @@ type Prompt struct {
 // (toolname.Project) within the same budget, and a true collision skipped with a note, never
 // renamed.
 func Prompts(offered map[string][]*mcp.Prompt, budget int) (map[string]Prompt, []Note) {
-	named, notes := project(offered, budget, "prompt", func(p *mcp.Prompt) string { return p.Name }, nil)
+	named, notes := project(offered, budget, "prompt", func(p *mcp.Prompt) string { return p.Name }, nil, nil)
 	prompts := make(map[string]Prompt, len(named))
 	for name, n := range named {
 		out := *n.item
@@ -81,10 +121,19 @@ type named[T any] struct {
 	item        T
 }
 
+// longDescription is the note on a tool whose description Claude Code cuts, or "".
+func longDescription(t *mcp.Tool) string {
+	if len(t.Description) <= ClientTextLimit {
+		return ""
+	}
+	return cutNote(fmt.Sprintf("tool %q: a description", t.Name), len(t.Description))
+}
+
 // project names the items of every server (kind is "tool" or "prompt", for notes): servers in
 // name order, each server's items in raw-name order, items that fail check skipped, and the
-// later of two items that project to the same name skipped.
-func project[T any](offered map[string][]T, budget int, kind string, rawName func(T) string, check func(T) error) (map[string]named[T], []Note) {
+// later of two items that project to the same name skipped. warn (when not nil) says what
+// there is to say of an item that is kept ("" for nothing).
+func project[T any](offered map[string][]T, budget int, kind string, rawName func(T) string, check func(T) error, warn func(T) string) (map[string]named[T], []Note) {
 	out := map[string]named[T]{}
 	var notes []Note
 	for _, server := range slices.Sorted(maps.Keys(offered)) {
@@ -106,6 +155,11 @@ func project[T any](offered map[string][]T, budget int, kind string, rawName fun
 				continue
 			}
 			out[name] = named[T]{server: server, raw: raw, item: v}
+			if warn != nil {
+				if msg := warn(v); msg != "" {
+					notes = append(notes, Note{server, msg})
+				}
+			}
 		}
 	}
 	return out, notes

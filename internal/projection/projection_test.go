@@ -118,7 +118,7 @@ func TestProject(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, notes := Project(tc.offered, tc.budget)
+			got, notes := Project(tc.offered, tc.budget, nil)
 			limit := tc.budget
 			if limit == 0 {
 				limit = toolname.DefaultBudget
@@ -148,7 +148,7 @@ func TestProject(t *testing.T) {
 					t.Errorf("note %d is %q, want it to contain %q", i, msgs[i], frag)
 				}
 			}
-			again, againNotes := Project(tc.offered, tc.budget)
+			again, againNotes := Project(tc.offered, tc.budget, nil)
 			if d := cmp.Diff(got, again); d != "" || !slices.Equal(notes, againNotes) {
 				t.Fatalf("not a pure function:\n%s", d)
 			}
@@ -159,7 +159,7 @@ func TestProject(t *testing.T) {
 // The upstream's tool is copied, never modified.
 func TestProjectLeavesInputAlone(t *testing.T) {
 	in := tool("x y", object)
-	got, _ := Project(map[string][]*mcp.Tool{"a": {in}}, toolname.DefaultBudget)
+	got, _ := Project(map[string][]*mcp.Tool{"a": {in}}, toolname.DefaultBudget, nil)
 	if in.Name != "x y" || in.Meta == nil {
 		t.Fatalf("the input was modified: %+v", in)
 	}
@@ -178,7 +178,7 @@ func TestNameDoesNotDependOnOtherServers(t *testing.T) {
 		"gh":    tools("search", strings.Repeat("z", 130)),
 		"other": tools("c", "x_y"),
 	}
-	full, notes := Project(all, toolname.DefaultBudget)
+	full, notes := Project(all, toolname.DefaultBudget, nil)
 	if len(notes) != 0 {
 		t.Fatalf("no collisions expected: %v", notes)
 	}
@@ -190,7 +190,7 @@ func TestNameDoesNotDependOnOtherServers(t *testing.T) {
 				subset[n] = all[n]
 			}
 		}
-		got, _ := Project(subset, toolname.DefaultBudget)
+		got, _ := Project(subset, toolname.DefaultBudget, nil)
 		want := 0
 		for _, n := range names {
 			want += len(subset[n])
@@ -245,5 +245,97 @@ func TestResources(t *testing.T) {
 	}
 	if len(notes) != 2 || notes[0].Server != "b" || !strings.Contains(notes[0].Message, `"a"`) {
 		t.Errorf("notes: %+v", notes)
+	}
+}
+
+// Claude Code keeps 2 KB of a tool's description and of a server's instructions: a text over it
+// gets a note naming the server, the tool and its size, and is still served whole.
+func TestClientTextLimit(t *testing.T) {
+	described := func(name, desc string) *mcp.Tool {
+		return &mcp.Tool{Name: name, Description: desc, InputSchema: object}
+	}
+	cases := map[string]struct {
+		text string
+		note string // "" for none
+	}{
+		"empty":                     {text: ""},
+		"at the limit":              {text: strings.Repeat("a", 2048)},
+		"one byte over":             {text: strings.Repeat("a", 2049), note: "of 2049 bytes, over the 2048 (2 KB) Claude Code keeps"},
+		"far over":                  {text: strings.Repeat("a", 100_000), note: "of 100000 bytes"},
+		"multi-byte counts bytes":   {text: strings.Repeat("é", 1025), note: "of 2050 bytes"},
+		"multi-byte within the cap": {text: strings.Repeat("é", 1024)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, notes := Project(map[string][]*mcp.Tool{"docs": {described("search", tc.text), described("fetch", "short")}}, toolname.DefaultBudget, nil)
+			if len(got) != 2 || got["docs__search"].Tool.Description != tc.text {
+				t.Fatalf("the tool must be served whole whatever its description: %d tools", len(got))
+			}
+			want := 0
+			if tc.note != "" {
+				want = 1
+			}
+			if len(notes) != want {
+				t.Fatalf("notes %+v, want %d", notes, want)
+			}
+			if want == 1 {
+				n := notes[0]
+				if n.Server != "docs" || !strings.HasPrefix(n.Message, `tool "search": a description `+tc.note) ||
+					!strings.Contains(n.Message, "Claude Code cuts the rest (served whole here)") {
+					t.Errorf("note %+v", n)
+				}
+			}
+
+			note, ok := InstructionsNote("docs", tc.text)
+			if ok != (tc.note != "") {
+				t.Fatalf("instructions note %+v, %v", note, ok)
+			}
+			if ok && (note.Server != "docs" || !strings.HasPrefix(note.Message, "instructions "+tc.note)) {
+				t.Errorf("instructions note %+v", note)
+			}
+		})
+	}
+}
+
+// A server's alwaysLoad marks each of its tools with _meta["anthropic/alwaysLoad"]: true, beside
+// the tool's own _meta, and leaves the other servers' tools and the upstream's maps alone.
+func TestProjectHints(t *testing.T) {
+	bare := &mcp.Tool{Name: "bare", InputSchema: object}
+	cases := map[string]struct {
+		hints map[string]Hints
+		want  map[string]mcp.Meta // projected name -> its _meta
+	}{
+		"no hints": {
+			want: map[string]mcp.Meta{"a__t": {"upstream": true}, "a__bare": nil, "b__t": {"upstream": true}},
+		},
+		"alwaysLoad on one server": {
+			hints: map[string]Hints{"a": {AlwaysLoad: true}},
+			want: map[string]mcp.Meta{"a__t": {"upstream": true, MetaAlwaysLoad: true}, "a__bare": {MetaAlwaysLoad: true},
+				"b__t": {"upstream": true}},
+		},
+		"alwaysLoad false is no hint": {
+			hints: map[string]Hints{"a": {}, "b": {AlwaysLoad: false}},
+			want:  map[string]mcp.Meta{"a__t": {"upstream": true}, "a__bare": nil, "b__t": {"upstream": true}},
+		},
+		"a hint for a server that offers nothing": {
+			hints: map[string]Hints{"gone": {AlwaysLoad: true}, "b": {AlwaysLoad: true}},
+			want:  map[string]mcp.Meta{"a__t": {"upstream": true}, "a__bare": nil, "b__t": {"upstream": true, MetaAlwaysLoad: true}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			offered := map[string][]*mcp.Tool{"a": {tool("t", object), bare}, "b": tools("t")}
+			got, _ := Project(offered, toolname.DefaultBudget, tc.hints)
+			have := map[string]mcp.Meta{}
+			for n, w := range got {
+				have[n] = w.Tool.Meta
+			}
+			if d := cmp.Diff(tc.want, have); d != "" {
+				t.Errorf("_meta (-want +got):\n%s", d)
+			}
+			if offered["a"][0].Meta[MetaAlwaysLoad] != nil || bare.Meta != nil {
+				t.Fatal("the upstream's tools were modified")
+			}
+		})
 	}
 }

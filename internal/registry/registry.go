@@ -875,6 +875,13 @@ func (s ServerState) RawItem(kind conn.Kind, key string) *conn.RawItem {
 	return nil
 }
 
+// AlwaysLoad is the alwaysLoad of the connection whose tools are offered (see Offered): during a
+// swap the tools keep the mark they had, like their names.
+func (s ServerState) AlwaysLoad() bool {
+	o := s.offering()
+	return o != nil && o.AlwaysLoad
+}
+
 // offering is the state whose lists sessions see, or nil.
 func (s ServerState) offering() *conn.Snapshot {
 	switch {
