@@ -213,6 +213,19 @@ func TestReadmeExamples(t *testing.T) {
 		t.Fatalf("%s: exit %d after Ctrl-C, want 0", mirrorLine, code)
 	}
 
+	// A file of the corpus (test/configs), as teams commit them, adopts whole with the README's
+	// adopt line: exit 0, each entry's line as the corpus has it (run in the folder, adopt names
+	// the files relative to it).
+	mixed := filepath.Join(corpusDir, "claude-code", "mixed")
+	writeFile(t, filepath.Join(sh.home, "src", "corpus", ".mcp.json"), readFile(t, filepath.Join(mixed, ".mcp.json")))
+	adoptLine := example("projectmcp adopt --write").line + " --endpoint http://127.0.0.1:8484/projects/default/corpus/mcp --auth none"
+	code, out := sh.run(t, "src/corpus", adoptLine)
+	for _, want := range strings.Split(strings.TrimSpace(readFile(t, filepath.Join(mixed, "want.report"))), "\n") {
+		if want = strings.TrimPrefix(want, "$PROJECT/"); code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("%s on the corpus's mixed file: exit %d, want 0 and the line %q:\n%s", adoptLine, code, want, out)
+		}
+	}
+
 	// Lines that run to their end: where, and a line their output must have. A console block's
 	// first output line must be the command's first line too.
 	// shop's agent config defines its servers directly, as .dsh/mcp.json does: adopt points
