@@ -177,7 +177,7 @@ func (l launcher) remote(ctx context.Context, x *expander, h *v1alpha1.HTTPServe
 		}
 	}
 	if h.HeadersHelper != "" { // run at every connect: a reconnect after a 401 or 403 gets fresh headers
-		helped, err := l.helperHeaders(ctx, x, h.HeadersHelper, raw)
+		helped, err := l.helperHeaders(ctx, h.HeadersHelper, h.URL)
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/dsh-dev/projectmcp/internal/config"
 	"github.com/dsh-dev/projectmcp/internal/policy"
 	"github.com/dsh-dev/projectmcp/internal/spawn"
 )
@@ -38,39 +39,29 @@ const (
 // helperHeaders runs the server's headersHelper, as Claude Code does at connect, and returns
 // the headers it printed. It runs under the rules of a stdio server's command: its first word
 // must match an --allow-command pattern when the controller has any, its environment is
-// the isolation's (with Claude Code's two variables naming the server), and it runs as the
-// servers' user in a HOME of its own. The line is split into words as a shell would split it,
-// without running a shell (a helper that needs one says `sh -c '...'`, and sh must then be
-// allowed). The values it prints are secrets: they join the connection's scrubber and appear
-// in no error.
-func (l launcher) helperHeaders(ctx context.Context, x *expander, line, url string) (http.Header, error) {
+// the isolation's (with Claude Code's two variables naming the server: its name, and its URL
+// as written), and it runs as the servers' user in a HOME of its own. The line is split into
+// words as a shell would split it, without running a shell (a helper that needs one says
+// `sh -c '...'`, and sh must then be allowed). It takes no ${VAR} reference: a command line is
+// readable by every user of the machine, and a Secret's consent names where its values may go,
+// never a helper. The values it prints are secrets: they join the connection's scrubber and
+// appear in no error.
+func (l launcher) helperHeaders(ctx context.Context, line, url string) (http.Header, error) {
 	words, err := splitWords(line)
 	if err != nil {
 		return nil, &invalidConfigError{msg: "headersHelper: " + err.Error()}
 	}
-	for i, w := range words {
-		words[i] = x.expand(w)
-	}
-	if x.err != nil {
-		return nil, x.err
+	if names, _ := config.References(line); len(names) > 0 {
+		return nil, &invalidConfigError{msg: fmt.Sprintf("headersHelper: it refers to ${%s}, and a helper's command line takes no ${VAR} reference (every user of the machine can read a command line); have the helper read its credential itself", names[0])}
 	}
 	if allow := l.opts.AllowCommands; allow != nil && !policy.CommandAllowed(allow, words[0]) {
-		return nil, &invalidConfigError{msg: fmt.Sprintf("headersHelper: command %q is not allowed here: it matches no --allow-command pattern of the controller", firstWord(line))}
+		return nil, &invalidConfigError{msg: fmt.Sprintf("headersHelper: command %q is not allowed here: it matches no --allow-command pattern of the controller", words[0])}
 	}
-	l.secrets.add(x.values)
 	out, err := l.runHelper(ctx, words, url)
 	if err != nil {
 		return nil, err
 	}
 	return parseHelperOutput(out, l.secrets)
-}
-
-// firstWord is the command of a helper's line as written (before expansion), for errors.
-func firstWord(line string) string {
-	if w, err := splitWords(line); err == nil {
-		return w[0]
-	}
-	return line
 }
 
 // runHelper runs a headersHelper's words and returns its stdout; a helper that fails, prints
@@ -229,7 +220,8 @@ func mergeHeaders(base, helper http.Header) {
 // blanks separate words, single quotes keep everything literally, double quotes keep all but
 // a backslash before $, `, ", \ or a newline, and a backslash outside quotes keeps the next
 // character. What only a shell would do (pipes, redirections, substitutions, globs, $VAR
-// without braces) is refused rather than passed on as words; ${VAR} stays for the expander.
+// without braces) is refused rather than passed on as words; a ${VAR} is left as written
+// (helperHeaders refuses it).
 func splitWords(line string) ([]string, error) {
 	var words []string
 	var word strings.Builder

@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,7 +25,7 @@ func TestSplitWords(t *testing.T) {
 		{"projectmcp token --audience projectmcp", []string{"projectmcp", "token", "--audience", "projectmcp"}, ""},
 		{`  ./bin/h  'a b'  "c \"d\" \x"  e\ f `, []string{"./bin/h", "a b", `c "d" \x`, "e f"}, ""},
 		{`sh -c 'vault read -field=token x | jq .'`, []string{"sh", "-c", "vault read -field=token x | jq ."}, ""},
-		{"h --url ${URL}", []string{"h", "--url", "${URL}"}, ""},
+		{"h --url ${URL}", []string{"h", "--url", "${URL}"}, ""}, // refused by helperHeaders, naming it
 		{`h ''`, []string{"h", ""}, ""},
 		{"h | jq", nil, `"|" needs a shell`},
 		{"h $TOKEN", nil, `"$" needs a shell`},
@@ -52,10 +53,10 @@ func TestSplitWords(t *testing.T) {
 func TestLastLine(t *testing.T) {
 	long := strings.Repeat("x", helperLineBytes+10)
 	cases := map[string]string{
-		"":                             "",
-		"one\ntwo\n\n":                 "two",
+		"":                               "",
+		"one\ntwo\n\n":                   "two",
 		"a\r\nfailed: \x1b[31mno\x1b[0m": "failed: [31mno[0m",
-		long:                           long[:helperLineBytes] + "...",
+		long:                             long[:helperLineBytes] + "...",
 	}
 	for in, want := range cases {
 		if got := lastLine([]byte(in)); got != want {
@@ -198,20 +199,39 @@ func TestHeadersHelperFailureNamesItsStderr(t *testing.T) {
 	}
 }
 
-// Under an allowlist, a helper is a command like a stdio server's: one no pattern allows is
-// refused, named, and never run.
-func TestHeadersHelperUnderAllowlist(t *testing.T) {
-	dir := t.TempDir()
-	helper := writeHelper(t, dir, fmt.Sprintf("touch %s/ran\necho '{}'\n", dir))
-	c := start(t, Options{Settings: Settings{AllowCommands: []string{"/opt/mcp/*"}},
-		Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: "http://127.0.0.1:1/mcp", HeadersHelper: helper + " --flag"}}})
-	s := waitFor(t, c, "the connect to fail", func(s Snapshot) bool { return s.LastError != "" })
-	want := fmt.Sprintf("headersHelper: command %q is not allowed here", helper)
-	if !strings.Contains(s.LastError, want) {
-		t.Fatalf("last error %q; want it to say %q", s.LastError, want)
+// A helper is refused, named and never run when no --allow-command pattern allows its command
+// (as a stdio server's would be), or when its line refers to a variable (a command line is
+// readable by every user, and a Secret's consent names no helper).
+func TestHeadersHelperRefused(t *testing.T) {
+	cases := map[string]struct {
+		allow      []string
+		args, want string
+	}{
+		"not allowed":                   {[]string{"/opt/mcp/*"}, " --flag", "headersHelper: command %q is not allowed here"},
+		"a variable":                    {nil, " --token ${TOKEN}", "headersHelper: it refers to ${TOKEN}, and a helper's command line takes no ${VAR} reference"},
+		"a variable under an allowlist": {[]string{"/opt/mcp/*"}, " ${TOKEN}", "takes no ${VAR} reference"},
 	}
-	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
-		t.Fatal("the refused helper ran")
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			helper := writeHelper(t, dir, fmt.Sprintf("touch %s/ran\necho '{}'\n", dir))
+			vars := func(context.Context) (map[string]string, error) {
+				return map[string]string{"TOKEN": "secret-value"}, nil
+			}
+			c := start(t, Options{Settings: Settings{AllowCommands: tc.allow}, Variables: vars,
+				Server: v1alpha1.MCPServer{Name: "r", HTTP: &v1alpha1.HTTPServer{URL: "http://127.0.0.1:1/mcp", HeadersHelper: helper + tc.args}}})
+			s := waitFor(t, c, "the connect to fail", func(s Snapshot) bool { return s.LastError != "" })
+			want := tc.want
+			if strings.Contains(want, "%q") {
+				want = fmt.Sprintf(want, helper)
+			}
+			if !strings.Contains(s.LastError, want) || strings.Contains(s.LastError, "secret-value") {
+				t.Fatalf("last error %q; want it to say %q", s.LastError, want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+				t.Fatal("the refused helper ran")
+			}
+		})
 	}
 }
 
