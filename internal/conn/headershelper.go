@@ -78,7 +78,8 @@ func (l launcher) runHelper(ctx context.Context, words []string, url string) ([]
 		"CLAUDE_CODE_MCP_SERVER_NAME=" + l.opts.Server.Name,
 		"CLAUDE_CODE_MCP_SERVER_URL=" + url,
 	})
-	cmd.Dir = home
+	// No Dir: the helper starts where a stdio server without cwd does (the controller's working
+	// directory; under dev, where dev was started, as Claude Code runs it from where it was).
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
