@@ -247,3 +247,33 @@ func TestHeadersHelperBounded(t *testing.T) {
 		t.Fatalf("last error %q", s.LastError)
 	}
 }
+
+// On the legacy SSE transport too, a server's refusal of a request ends the session (the SDK
+// closes the connection on a failed write), and the helper's next token connects it again.
+func TestHeadersHelperAfterARefusalOverSSE(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("secret-token-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	helper := writeHelper(t, dir, fmt.Sprintf(`n=$(( $(cat %[1]s/count 2>/dev/null || echo 0) + 1 ))
+echo $n > %[1]s/count
+printf '{"Authorization": "Bearer secret-token-%%d"}' $n
+`, dir))
+	url := fixture.StartHTTP(t, "--sse", "--bearer-file", tokens) + "/sse"
+	c := start(t, Options{Settings: Settings{HealthInterval: time.Hour, RelistInterval: time.Hour}, Server: v1alpha1.MCPServer{Name: "r",
+		HTTP: &v1alpha1.HTTPServer{URL: url, Transport: v1alpha1.TransportSSE, HeadersHelper: helper}}})
+	first := waitPhase(t, c, v1alpha1.PhaseReady)
+	if err := os.WriteFile(tokens, []byte("secret-token-2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Call(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "refused"}}, nil); err == nil {
+		t.Fatal("a call with a revoked token succeeded")
+	}
+	waitFor(t, c, "ready again", func(s Snapshot) bool {
+		return s.Phase == v1alpha1.PhaseReady && s.ReadySince.After(first.ReadySince)
+	})
+	if got := call(t, c, "echo", map[string]any{"text": "two"}); got != "two" {
+		t.Fatalf("echo after the refusal = %q", got)
+	}
+}
