@@ -297,7 +297,11 @@ type HTTPServer struct {
 	Headers []NameValue `json:"headers,omitempty"`
 
 	// headersHelper is Claude Code's "headersHelper": a command whose output is a JSON object
-	// of headers for the server. It is carried as written; the controller does not run it yet.
+	// of headers for the server, run by the controller at every connect (so again after the
+	// server answers 401 or 403) under the rules of a stdio server's command: --allow-command,
+	// the servers' environment and user. Its line is split into words as a shell would, without
+	// a shell (write sh -c '...' for one), and takes no ${VAR} reference. Its headers win over
+	// those of headers; a helper that fails fails the connect with its stderr's last line.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	HeadersHelper string `json:"headersHelper,omitempty"`

@@ -432,7 +432,6 @@ func TestUnacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		`server "api": headersHelper is carried but not run by the controller yet; its headers come from "headers" alone`,
 		`server "api": oauth is carried but the controller does not sign in yet; the server needs a credential in "headers"`,
 		`server "box": sandbox is carried but not enforced yet`,
 	}

@@ -48,6 +48,9 @@ type endpoint struct {
 	// transport).
 	carrier *httpcarrier.Carrier
 	headers http.Header
+	// serverRefused hears a server's 401 or 403 to a forwarded request (remote only): the
+	// session then ends and the next connect runs the headersHelper again.
+	serverRefused func(error)
 }
 
 // refusal is the first request refused on the way to the server, or nil.
@@ -134,8 +137,8 @@ type launcher struct {
 // open expands the server's configuration and prepares its transport; for stdio it starts the
 // process.
 func (l launcher) open(ctx context.Context) (*endpoint, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.opts.ConnectTimeout)
-	vars, err := l.opts.Variables(ctx)
+	vctx, cancel := context.WithTimeout(ctx, l.opts.ConnectTimeout)
+	vars, err := l.opts.Variables(vctx)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("reading variables: %w", err)
@@ -146,12 +149,12 @@ func (l launcher) open(ctx context.Context) (*endpoint, error) {
 	case srv.Stdio != nil:
 		return l.startProcess(x, srv.Stdio)
 	case srv.HTTP != nil:
-		return l.remote(x, srv.HTTP)
+		return l.remote(ctx, x, srv.HTTP)
 	}
 	return nil, &invalidConfigError{msg: "server has neither stdio nor http"}
 }
 
-func (l launcher) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
+func (l launcher) remote(ctx context.Context, x *expander, h *v1alpha1.HTTPServer) (*endpoint, error) {
 	raw := x.expand(h.URL)
 	headers := http.Header{}
 	for _, kv := range h.Headers {
@@ -172,6 +175,13 @@ func (l launcher) remote(x *expander, h *v1alpha1.HTTPServer) (*endpoint, error)
 		if r, err = egress.Check(u, fmt.Sprintf("url %q", h.URL)); err != nil {
 			return nil, &invalidConfigError{msg: err.Error()}
 		}
+	}
+	if h.HeadersHelper != "" { // run at every connect: a reconnect after a 401 or 403 gets fresh headers
+		helped, err := l.helperHeaders(ctx, h.HeadersHelper, h.URL)
+		if err != nil {
+			return nil, err
+		}
+		mergeHeaders(headers, helped)
 	}
 	l.noteProxy(u)
 	base, pool, release := sharedTransport(r)

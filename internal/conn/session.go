@@ -55,8 +55,9 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 	// transport lives only as long as the context given to Connect.
 	timedOut := make(chan struct{})
 	timer := time.AfterFunc(c.opts.ConnectTimeout, func() { close(timedOut); cancel() })
-	up, transport := newUpstream(ep.transport, ep, resp, &c.opts)
 	end := sessionend.New()
+	ep.serverRefused = end.Refuse
+	up, transport := newUpstream(ep.transport, ep, resp, &c.opts)
 	transport = end.Watch(transport)
 	_, span := tracing.Tracer().Start(ctx, "projectmcp.connect", trace.WithAttributes(
 		attribute.String("projectmcp.project", c.opts.Project), attribute.String("projectmcp.server", c.opts.Server.Name),

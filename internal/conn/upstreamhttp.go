@@ -39,6 +39,8 @@ type httpUpstream struct {
 	// (nil: every request goes through http)
 	carrier *httpcarrier.Carrier
 	headers http.Header
+	// serverRefused is told of a 401 or 403 to a forwarded request (nil: nobody listens)
+	serverRefused func(error)
 	// redirected: the server redirected a request sent on the carrier; every request goes
 	// through http
 	redirected atomic.Bool
@@ -136,14 +138,11 @@ func (u *httpUpstream) post(ctx context.Context, id, method string, params json.
 	case resp.StatusCode == http.StatusNotFound && u.sessionID() != "":
 		return nil, fmt.Errorf("sending %q: the server no longer knows the session: %w", method, mcp.ErrSessionMissing)
 	case resp.StatusCode < 200 || resp.StatusCode >= 300:
-		// A JSON-RPC error in the body is the server's answer; any other body is not
-		// repeated (it may be anything, and errors reach status and the agent).
-		if ct == "application/json" {
-			if r, err := readResponse(io.LimitReader(resp.Body, bound.ErrorBodyBytes), id, u.limit()); err == nil && r.Error != nil {
-				return nil, r.Error
-			}
+		err := u.failed(resp, ct, id, method)
+		if refusedStatus(resp.StatusCode) && u.serverRefused != nil {
+			u.serverRefused(err)
 		}
-		return nil, fmt.Errorf("sending %q: the server answered HTTP %d (%s)", method, resp.StatusCode, orNone(ct))
+		return nil, err
 	case ct == "application/json":
 		r, err := readResponse(io.LimitReader(resp.Body, u.limit()+1), id, u.limit())
 		if err != nil {
@@ -201,6 +200,24 @@ func (u *httpUpstream) request(ctx context.Context, body []byte, method string, 
 		}
 	}
 	return req, nil
+}
+
+// failed is the error of a forwarded request the server answered with a status other than
+// 2xx. A JSON-RPC error in the body is the server's answer; any other body is not repeated
+// (it may be anything, and errors reach status and the agent).
+func (u *httpUpstream) failed(resp *http.Response, ct, id, method string) error {
+	if ct == "application/json" {
+		if r, err := readResponse(io.LimitReader(resp.Body, bound.ErrorBodyBytes), id, u.limit()); err == nil && r.Error != nil {
+			return r.Error
+		}
+	}
+	return fmt.Errorf("sending %q: the server answered HTTP %d (%s)", method, resp.StatusCode, orNone(ct))
+}
+
+// refusedStatus reports whether a server's answer refuses the session's credentials: the
+// connection is then made again, with its variables read and its headersHelper run again.
+func refusedStatus(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
 }
 
 // redirect reports whether an HTTP status is a redirect the HTTP client follows.

@@ -54,6 +54,11 @@ func (e *End) Refusal() error { return e.refusal }
 
 func (e *End) close() { e.once.Do(func() { close(e.done) }) }
 
+// Refuse tells that the server refused a request the session sent outside the SDK (a
+// forwarded call): as for the SDK's own (endWatch.Authorize), the supervisor connects again,
+// with fresh credentials. The first refusal is the one kept.
+func (e *End) Refuse(err error) { e.refuse(err) }
+
 func (e *End) refuse(err error) {
 	e.refuseOnce.Do(func() {
 		e.refusal = err
