@@ -195,8 +195,19 @@ type MCPServer struct {
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
 }
 
-// MaxToolHintMeta is the most _meta entries one tool hint adds.
-const MaxToolHintMeta = 32
+// Limits of toolHints, as the CRD's markers below repeat them.
+const (
+	// MaxToolHints is the most toolHints entries of one server.
+	MaxToolHints = 64
+	// MaxToolHintGlob is the longest glob of one entry.
+	MaxToolHintGlob = 128
+	// MaxToolHintMeta is the most _meta entries one entry adds.
+	MaxToolHintMeta = 32
+	// MaxToolHintDescription is the longest description one entry sets.
+	MaxToolHintDescription = 16384
+	// MaxToolHintTitle is the longest annotations title one entry sets.
+	MaxToolHintTitle = 256
+)
 
 // ToolHint is what clients are told of the tools whose names (the server's own) match Tools.
 type ToolHint struct {
