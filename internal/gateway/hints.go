@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 	"github.com/dsh-dev/projectmcp/internal/projection"
@@ -17,28 +16,7 @@ import (
 
 // hintsOf is what a server's spec says of its tools, in the projection's terms.
 func hintsOf(st registry.ServerState) projection.Hints {
-	return projection.Hints{AlwaysLoad: st.AlwaysLoad(), Tools: toolHints(st.ToolHints())}
-}
-
-// toolHints are the spec's toolHints in the projection's terms; the annotations become their
-// JSON members, so that the typed and the raw form of a tool get the same keys.
-func toolHints(spec []v1alpha1.ToolHint) []projection.ToolHint {
-	out := make([]projection.ToolHint, 0, len(spec))
-	for _, h := range spec {
-		th := projection.ToolHint{Tools: h.Tools, Description: h.Description}
-		for k, v := range h.Meta {
-			if th.Meta == nil {
-				th.Meta = map[string]json.RawMessage{}
-			}
-			th.Meta[k] = json.RawMessage(v.Raw)
-		}
-		if h.Annotations != nil {
-			b, _ := json.Marshal(h.Annotations) // a struct of strings and bools always encodes
-			_ = json.Unmarshal(b, &th.Annotations)
-		}
-		out = append(out, th)
-	}
-	return out
+	return projection.SpecHints(st.AlwaysLoad(), st.ToolHints())
 }
 
 // withEdit is a tool's raw form (as its server listed it) with the edit the projection makes

@@ -6,6 +6,8 @@ import (
 	"path"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
 
 // Hints are what a server's spec says of its tools to the clients that list them.
@@ -24,6 +26,27 @@ type ToolHint struct {
 	Description *string
 	// Annotations are keyed as in mcp.ToolAnnotations' JSON form.
 	Annotations map[string]json.RawMessage
+}
+
+// SpecHints are the hints of a server whose spec says alwaysLoad and toolHints; the
+// annotations become their JSON members, so that a tool's typed and raw forms get the same keys.
+func SpecHints(alwaysLoad bool, spec []v1alpha1.ToolHint) Hints {
+	h := Hints{AlwaysLoad: alwaysLoad}
+	for _, sh := range spec {
+		th := ToolHint{Tools: sh.Tools, Description: sh.Description}
+		for k, v := range sh.Meta {
+			if th.Meta == nil {
+				th.Meta = map[string]json.RawMessage{}
+			}
+			th.Meta[k] = json.RawMessage(v.Raw)
+		}
+		if sh.Annotations != nil {
+			b, _ := json.Marshal(sh.Annotations) // a struct of strings and bools always encodes
+			_ = json.Unmarshal(b, &th.Annotations)
+		}
+		h.Tools = append(h.Tools, th)
+	}
+	return h
 }
 
 // MetaAlwaysLoad is the _meta key that asks Claude Code to load a tool up front rather than
@@ -77,9 +100,38 @@ func merged(base, over map[string]json.RawMessage) map[string]json.RawMessage {
 	return out
 }
 
-// Apply is a copy of t with the edit made; t and the maps it points to are never written
-// (the upstream's tools are shared). A value that does not decode leaves that key as it was.
+// hinted is offered with each server's hints made to its tools, before anything is checked
+// or noted of them (a hinted description is the one Claude Code cuts). The lists and tools
+// that change are new: the upstream's are shared and never written.
+func hinted(offered map[string][]*mcp.Tool, hints map[string]Hints) map[string][]*mcp.Tool {
+	if len(hints) == 0 {
+		return offered
+	}
+	out := make(map[string][]*mcp.Tool, len(offered))
+	for server, list := range offered {
+		h, ok := hints[server]
+		if !ok {
+			out[server] = list
+			continue
+		}
+		edited := make([]*mcp.Tool, len(list))
+		for i, t := range list {
+			if t != nil { // project leaves nil out
+				edited[i] = h.EditOf(t.Name).Apply(t)
+			}
+		}
+		out[server] = edited
+	}
+	return out
+}
+
+// Apply is t with the edit made: t itself when the edit is empty, else a copy; t and the maps
+// it points to are never written (the upstream's tools are shared). A value that does not
+// decode leaves that key as it was.
 func (e Edit) Apply(t *mcp.Tool) *mcp.Tool {
+	if e.Empty() {
+		return t
+	}
 	out := *t
 	if len(e.Meta) > 0 {
 		out.Meta = maps.Clone(out.Meta)

@@ -2,6 +2,7 @@ package projection
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -94,5 +95,23 @@ func TestProjectToolHints(t *testing.T) {
 				t.Errorf("the upstream's tools were modified (-before +after):\n%s", d)
 			}
 		})
+	}
+}
+
+// The note on a description Claude Code cuts is about the description served: a hint's, when
+// one replaces the server's.
+func TestToolHintDescriptionNote(t *testing.T) {
+	long := strings.Repeat("d", ClientTextLimit+1)
+	offered := map[string][]*mcp.Tool{"a": {
+		{Name: "short", Description: "s", InputSchema: object},
+		{Name: "long", Description: long, InputSchema: object},
+	}}
+	hints := map[string]Hints{"a": {Tools: []ToolHint{
+		{Tools: "short", Description: &long},
+		{Tools: "long", Description: str("now short")},
+	}}}
+	_, notes := Project(offered, toolname.DefaultBudget, hints)
+	if len(notes) != 1 || !strings.Contains(notes[0].Message, `tool "short"`) {
+		t.Fatalf("want one note, on short's hinted description: %+v", notes)
 	}
 }

@@ -65,14 +65,14 @@ func InstructionsNote(server, instructions string) (Note, bool) {
 // the same output. A description over ClientTextLimit gets a note too; the tool is served
 // whole.
 func Project(offered map[string][]*mcp.Tool, budget int, hints map[string]Hints) (map[string]Tool, []Note) {
-	named, notes := project(offered, budget, "tool", func(t *mcp.Tool) string { return t.Name }, func(t *mcp.Tool) error {
+	named, notes := project(hinted(offered, hints), budget, "tool", func(t *mcp.Tool) string { return t.Name }, func(t *mcp.Tool) error {
 		return checkSchema(t.InputSchema)
 	}, longDescription)
 	tools := make(map[string]Tool, len(named))
 	for name, n := range named {
-		out := hints[n.server].EditOf(n.raw).Apply(n.item)
+		out := *n.item
 		out.Name = name
-		tools[name] = Tool{Server: n.server, Raw: n.raw, Tool: out}
+		tools[name] = Tool{Server: n.server, Raw: n.raw, Tool: &out}
 	}
 	return tools, notes
 }
