@@ -53,8 +53,8 @@ func TestParseToolHintsErrors(t *testing.T) {
 			`unknown key "readonlyHint" in "annotations" in "toolHints[1]" in server "fs"; did you mean "readOnlyHint"?`},
 		{"annotation not a bool", hints(`[{"tools": "*", "annotations": {"openWorldHint": "no"}}]`), `"no"`,
 			`"openWorldHint" in "annotations" in "toolHints[0]" in server "fs" must be a boolean, not a string`},
-		{"unknown key", hints(`[{"tools": "*", "descripton": "d"}]`), `"descripton"`,
-			`unknown key "descripton" in "toolHints[0]" in server "fs"; did you mean "description"?`},
+		{"unknown key", hints(`[{"tools": "*", "descriptio": "d"}]`), `"descriptio"`,
+			`unknown key "descriptio" in "toolHints[0]" in server "fs"; did you mean "description"?`},
 		{"description not a string", hints(`[{"tools": "*", "description": 1}]`), `1}`,
 			`"description" in "toolHints[0]" in server "fs" must be a string, not a number`},
 	}

@@ -2,8 +2,10 @@ package projection
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"path"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -84,6 +86,20 @@ func (h Hints) EditOf(tool string) Edit {
 		}
 	}
 	return e
+}
+
+// globNotes say which tool hints match nothing because their glob is malformed (the file's
+// reader refuses them; a resource written by hand may have them), server by server.
+func globNotes(hints map[string]Hints) []Note {
+	var notes []Note
+	for _, server := range slices.Sorted(maps.Keys(hints)) {
+		for _, th := range hints[server].Tools {
+			if _, err := path.Match(th.Tools, ""); err != nil {
+				notes = append(notes, Note{server, fmt.Sprintf("toolHints %q is not a glob (%v): it matches no tool", th.Tools, err)})
+			}
+		}
+	}
+	return notes
 }
 
 // merged is base with over's entries set, as a new map when over has any (base is never

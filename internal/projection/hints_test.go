@@ -115,3 +115,17 @@ func TestToolHintDescriptionNote(t *testing.T) {
 		t.Fatalf("want one note, on short's hinted description: %+v", notes)
 	}
 }
+
+// A tool hint whose glob is malformed matches nothing, and a note on its server says so.
+func TestToolHintBadGlobNote(t *testing.T) {
+	offered := map[string][]*mcp.Tool{"a": tools("t")}
+	hints := map[string]Hints{"a": {Tools: []ToolHint{{Tools: "t[", Description: str("x")}, {Tools: "t*"}}}}
+	got, notes := Project(offered, toolname.DefaultBudget, hints)
+	want := []Note{{"a", `toolHints "t[" is not a glob (syntax error in pattern): it matches no tool`}}
+	if d := cmp.Diff(want, notes); d != "" {
+		t.Errorf("notes (-want +got):\n%s", d)
+	}
+	if got["a__t"].Tool.Description != "d t" {
+		t.Errorf("a malformed glob matched: %q", got["a__t"].Tool.Description)
+	}
+}

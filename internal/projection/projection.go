@@ -68,6 +68,7 @@ func Project(offered map[string][]*mcp.Tool, budget int, hints map[string]Hints)
 	named, notes := project(hinted(offered, hints), budget, "tool", func(t *mcp.Tool) string { return t.Name }, func(t *mcp.Tool) error {
 		return checkSchema(t.InputSchema)
 	}, longDescription)
+	notes = append(notes, globNotes(hints)...)
 	tools := make(map[string]Tool, len(named))
 	for name, n := range named {
 		out := *n.item
