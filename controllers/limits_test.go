@@ -74,16 +74,24 @@ func TestServerBoundsReachStatus(t *testing.T) {
 
 // Claude Code keeps 2 KB of a tool's description and of a server's instructions: the server's
 // status message says which of its texts go past, naming the tool and the size, while the tool
-// is listed and its description served whole.
+// is listed and its description served whole. A description a tool hint sets is the one
+// measured.
 func TestClientTextLimitReachesStatus(t *testing.T) {
 	ns := harness.NewNamespace(t)
+	hinted := harness.FixtureServer(t, "hinted")
+	long := strings.Repeat("h", 2500)
+	hinted.ToolHints = []v1alpha1.ToolHint{{Tools: "echo", Description: &long}}
 	key := harness.Create(t, ns, "texts", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
 		harness.FixtureServer(t, "wordy", "--description-bytes", "3000", "--instructions-bytes", "5000"),
-		harness.FixtureServer(t, "terse"),
+		harness.FixtureServer(t, "terse"), hinted,
 	}})
-	obj := harness.WaitStatus(t, key, 60*time.Second, "wordy and terse Ready", func(o *v1alpha1.ProjectMCP) bool {
-		return harness.PhaseIs("wordy", v1alpha1.PhaseReady)(o) && harness.PhaseIs("terse", v1alpha1.PhaseReady)(o)
+	obj := harness.WaitStatus(t, key, 60*time.Second, "wordy, terse and hinted Ready", func(o *v1alpha1.ProjectMCP) bool {
+		return harness.PhaseIs("wordy", v1alpha1.PhaseReady)(o) && harness.PhaseIs("terse", v1alpha1.PhaseReady)(o) &&
+			harness.PhaseIs("hinted", v1alpha1.PhaseReady)(o)
 	})
+	if h, _ := harness.ServerStatusOf(obj, "hinted"); !strings.Contains(h.Message, `tool "echo": a description of 2500 bytes`) {
+		t.Errorf("hinted's status message must note echo's hinted description: %q", h.Message)
+	}
 	wordy, _ := harness.ServerStatusOf(obj, "wordy")
 	for _, want := range []string{
 		`tool "verbose": a description of 3000 bytes, over the 2048 (2 KB) Claude Code keeps`,

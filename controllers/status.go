@@ -40,8 +40,12 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 	}
 	counts := map[v1alpha1.ServerPhase]int{}
 	enabled, dead := 0, 0 // dead: Ready but offering nothing for longer than conn.DeadAfter
-	// No hints: they change no name and no note.
-	tools, notes := projection.Project(obs.Tools(), maxToolName, nil)
+	// Hints change no name, but a hinted description is the one a note is about.
+	hints := map[string]projection.Hints{}
+	for name, s := range obs.Servers {
+		hints[name] = projection.SpecHints(s.AlwaysLoad(), s.ToolHints())
+	}
+	tools, notes := projection.Project(obs.Tools(), maxToolName, hints)
 	_, promptNotes := projection.Prompts(obs.Prompts(), maxToolName)
 	_, _, resourceNotes := projection.Resources(obs.Resources())
 	notes = append(append(notes, promptNotes...), resourceNotes...)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -180,10 +181,72 @@ type MCPServer struct {
 	// +optional
 	AlwaysLoad bool `json:"alwaysLoad,omitempty"`
 
+	// toolHints are what clients are told of some of the server's tools beyond what the server
+	// says: _meta entries, a description, annotations. Each entry applies to the tools its glob
+	// matches; later entries override earlier ones per key.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	ToolHints []ToolHint `json:"toolHints,omitempty"`
+
 	// sandbox is VS Code's sandbox of a stdio server ("sandboxEnabled" and "sandbox"),
 	// carried as written. The controller does not enforce it yet.
 	// +optional
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
+}
+
+// Limits of toolHints, as the CRD's markers below repeat them.
+const (
+	// MaxToolHints is the most toolHints entries of one server.
+	MaxToolHints = 64
+	// MaxToolHintGlob is the longest glob of one entry.
+	MaxToolHintGlob = 128
+	// MaxToolHintMeta is the most _meta entries one entry adds.
+	MaxToolHintMeta = 32
+	// MaxToolHintDescription is the longest description one entry sets.
+	MaxToolHintDescription = 16384
+	// MaxToolHintTitle is the longest annotations title one entry sets.
+	MaxToolHintTitle = 256
+)
+
+// ToolHint is what clients are told of the tools whose names (the server's own) match Tools.
+type ToolHint struct {
+	// tools is a glob over the server's own tool names, as Go's path.Match reads it
+	// ("*" matches every tool).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Tools string `json:"tools"`
+
+	// meta entries are added to each matched tool's _meta (e.g. "anthropic/alwaysLoad",
+	// "anthropic/maxResultSizeChars"), replacing the server's value of the same key.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Meta map[string]apiextensionsv1.JSON `json:"meta,omitempty"`
+
+	// description replaces each matched tool's description.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16384
+	Description *string `json:"description,omitempty"`
+
+	// annotations override each matched tool's annotations, key by key.
+	// +optional
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
+}
+
+// ToolAnnotations are the MCP tool annotations a hint may override; an unset one keeps the
+// server's.
+type ToolAnnotations struct {
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Title *string `json:"title,omitempty"`
+	// +optional
+	ReadOnlyHint *bool `json:"readOnlyHint,omitempty"`
+	// +optional
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+	// +optional
+	IdempotentHint *bool `json:"idempotentHint,omitempty"`
+	// +optional
+	OpenWorldHint *bool `json:"openWorldHint,omitempty"`
 }
 
 // Sandbox is what a sandboxed stdio server may reach, in VS Code's terms.

@@ -72,6 +72,8 @@ var (
 		// the keys of Claude Code's and VS Code's entries (clientkeys.go)
 		"timeout", "request_timeout_ms", "alwaysLoad", "headersHelper", "oauth",
 		"sandboxEnabled", "sandbox", "dev", "envFile",
+		// what clients are told of the server's tools (toolhints.go)
+		"toolHints",
 	}
 	toolsKeys = []string{"allow", "deny"}
 	types     = []string{"stdio", "http", "sse"}
@@ -247,6 +249,9 @@ func (p *parser) server(m member) (v1alpha1.MCPServer, bool) {
 		s.Tools = p.toolFilter(f.value, in)
 	}
 	p.clientKeys(&s, fields, in)
+	if f, ok := fields["toolHints"]; ok {
+		s.ToolHints = p.toolHints(f, in)
+	}
 	return s, len(p.errs) == before
 }
 

@@ -160,6 +160,9 @@ type Snapshot struct {
 	Instructions string
 	// AlwaysLoad is the spec's alwaysLoad: this connection's tools are listed marked so.
 	AlwaysLoad bool
+	// ToolHints are the spec's toolHints, edits to this connection's tools as they are listed;
+	// shared, like Tools.
+	ToolHints []v1alpha1.ToolHint
 	// ReadySince is when the current session became Ready (zero when not Ready).
 	ReadySince time.Time
 	// EverReady is true once any session of this connection has been Ready.
@@ -282,6 +285,7 @@ func (c *Conn) Snapshot() Snapshot {
 	c.mu.Unlock()
 	s.Waiting, s.Waited = c.flight.fair.Depth()
 	s.AlwaysLoad = c.opts.Server.AlwaysLoad
+	s.ToolHints = c.opts.Server.ToolHints
 	return s
 }
 

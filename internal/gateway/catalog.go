@@ -141,7 +141,7 @@ func (p *project) sync() {
 	}
 	hints := map[string]projection.Hints{}
 	for name, st := range obs.Servers {
-		hints[name] = projection.Hints{AlwaysLoad: st.AlwaysLoad()}
+		hints[name] = hintsOf(st)
 	}
 	tools, _ := projection.Project(obs.Tools(), p.g.opts.MaxToolName, hints)
 	prompts, _ := projection.Prompts(obs.Prompts(), p.g.opts.MaxToolName)
@@ -166,9 +166,7 @@ func (p *project) sync() {
 	note := func(item any, kind conn.Kind, server, key string) { pending[item] = rawOf(kind, server, key) }
 	for _, t := range tools {
 		note(t.Tool, conn.KindTool, t.Server, t.Raw)
-		if hints[t.Server].AlwaysLoad {
-			pending[t.Tool] = withAlwaysLoad(pending[t.Tool])
-		}
+		pending[t.Tool] = withEdit(pending[t.Tool], hints[t.Server].EditOf(t.Raw))
 	}
 	for _, pr := range prompts {
 		note(pr.Prompt, conn.KindPrompt, pr.Server, pr.Raw)

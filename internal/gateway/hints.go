@@ -5,34 +5,84 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
+	"slices"
 
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/jsonrpcwire"
 	"github.com/dsh-dev/projectmcp/internal/projection"
+	"github.com/dsh-dev/projectmcp/internal/registry"
 )
 
-// withAlwaysLoad is a tool's raw form (as its server listed it) with the mark the projection
-// gives the tools of a server whose spec says alwaysLoad, so that the raw item and the typed one
-// agree. nil (the typed item is served) when the server's members cannot be edited.
-func withAlwaysLoad(raw *conn.RawItem) *conn.RawItem {
-	if raw == nil {
-		return nil
+// hintsOf is what a server's spec says of its tools, in the projection's terms.
+func hintsOf(st registry.ServerState) projection.Hints {
+	return projection.SpecHints(st.AlwaysLoad(), st.ToolHints())
+}
+
+// withEdit is a tool's raw form (as its server listed it) with the edit the projection makes
+// to its typed form, so that the raw item and the typed one agree. nil (the typed item is
+// served) when the server's members cannot be edited.
+func withEdit(raw *conn.RawItem, e projection.Edit) *conn.RawItem {
+	if raw == nil || e.Empty() {
+		return raw
 	}
-	members, err := setMeta(raw.Members, projection.MetaAlwaysLoad, json.RawMessage("true"))
+	members, err := editMembers(raw.Members, e)
 	if err != nil {
 		return nil
 	}
 	return &conn.RawItem{Members: members, Newest: raw.Newest}
 }
 
-// setMeta sets key to value in the _meta object among an object's members (written without
-// the braces), adding _meta when there is none and replacing one that is not an object. The
-// other members keep their order and their values' bytes.
-func setMeta(members []byte, key string, value json.RawMessage) ([]byte, error) {
+// editMembers makes the edit to a tool's members, keys in sorted order so that the same
+// edit always gives the same bytes.
+func editMembers(members []byte, e projection.Edit) ([]byte, error) {
+	var err error
+	for _, k := range slices.Sorted(maps.Keys(e.Meta)) {
+		if members, err = setNested(members, "_meta", k, e.Meta[k]); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Annotations)) {
+		if members, err = setNested(members, "annotations", k, e.Annotations[k]); err != nil {
+			return nil, err
+		}
+	}
+	if e.Description != nil {
+		v, _ := json.Marshal(*e.Description) // a string always encodes
+		return setTop(members, "description", v)
+	}
+	return members, nil
+}
+
+// setTop sets key to value among an object's members (written without the braces): in its
+// place when the key is there, last when not. The other members keep their order and bytes.
+func setTop(members []byte, key string, value json.RawMessage) ([]byte, error) {
 	var out []byte
 	found := false
 	err := eachMember(members, func(k string, v json.RawMessage) error {
-		if k == "_meta" {
+		if k == key {
+			found, v = true, value
+		}
+		out = jsonrpcwire.AppendMember(out, k, v)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		out = jsonrpcwire.AppendMember(out, key, value)
+	}
+	return out, nil
+}
+
+// setNested sets key to value in the object outer among an object's members (written without
+// the braces), adding outer when there is none and replacing one that is not an object. The
+// other members keep their order and their values' bytes.
+func setNested(members []byte, outer, key string, value json.RawMessage) ([]byte, error) {
+	var out []byte
+	found := false
+	err := eachMember(members, func(k string, v json.RawMessage) error {
+		if k == outer {
 			found = true
 			inner, err := setMember(v, key, value)
 			if err != nil {
@@ -47,8 +97,8 @@ func setMeta(members []byte, key string, value json.RawMessage) ([]byte, error) 
 		return nil, err
 	}
 	if !found {
-		meta := append(append([]byte{'{'}, jsonrpcwire.AppendMember(nil, key, value)...), '}')
-		out = jsonrpcwire.AppendMember(out, "_meta", meta)
+		obj := append(append([]byte{'{'}, jsonrpcwire.AppendMember(nil, key, value)...), '}')
+		out = jsonrpcwire.AppendMember(out, outer, obj)
 	}
 	return out, nil
 }

@@ -52,16 +52,6 @@ func InstructionsNote(server, instructions string) (Note, bool) {
 	return Note{server, cutNote("instructions", len(instructions))}, true
 }
 
-// Hints are what a server's spec says of its tools to the clients that list them.
-type Hints struct {
-	// AlwaysLoad marks each tool with MetaAlwaysLoad (the spec's alwaysLoad).
-	AlwaysLoad bool
-}
-
-// MetaAlwaysLoad is the _meta key that asks Claude Code to load a tool up front rather than
-// defer it behind its tool search.
-const MetaAlwaysLoad = "anthropic/alwaysLoad"
-
 // Project computes the projected tool set: offered maps each server name to the tools it offers
 // now (see registry.ServerState.Offered), budget bounds a name's length (toolname.Project's
 // budget, --max-tool-name) and hints are each server's (a server without an entry has none);
@@ -75,20 +65,14 @@ const MetaAlwaysLoad = "anthropic/alwaysLoad"
 // the same output. A description over ClientTextLimit gets a note too; the tool is served
 // whole.
 func Project(offered map[string][]*mcp.Tool, budget int, hints map[string]Hints) (map[string]Tool, []Note) {
-	named, notes := project(offered, budget, "tool", func(t *mcp.Tool) string { return t.Name }, func(t *mcp.Tool) error {
+	named, notes := project(hinted(offered, hints), budget, "tool", func(t *mcp.Tool) string { return t.Name }, func(t *mcp.Tool) error {
 		return checkSchema(t.InputSchema)
 	}, longDescription)
+	notes = append(notes, globNotes(hints)...)
 	tools := make(map[string]Tool, len(named))
 	for name, n := range named {
 		out := *n.item
 		out.Name = name
-		if hints[n.server].AlwaysLoad {
-			out.Meta = maps.Clone(out.Meta) // the upstream's map is shared: never written
-			if out.Meta == nil {
-				out.Meta = mcp.Meta{}
-			}
-			out.Meta[MetaAlwaysLoad] = true
-		}
 		tools[name] = Tool{Server: n.server, Raw: n.raw, Tool: &out}
 	}
 	return tools, notes

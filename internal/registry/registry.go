@@ -882,6 +882,14 @@ func (s ServerState) AlwaysLoad() bool {
 	return o != nil && o.AlwaysLoad
 }
 
+// ToolHints are the toolHints of the connection whose tools are offered, as AlwaysLoad.
+func (s ServerState) ToolHints() []v1alpha1.ToolHint {
+	if o := s.offering(); o != nil {
+		return o.ToolHints
+	}
+	return nil
+}
+
 // offering is the state whose lists sessions see, or nil.
 func (s ServerState) offering() *conn.Snapshot {
 	switch {
