@@ -26,12 +26,7 @@ func TestGatewayAlwaysLoadMarksTools(t *testing.T) {
 	ns := harness.NewNamespace(t)
 	a := harness.FixtureServer(t, "a", "--future-fields", "--protocol", "2025-11-25")
 	a.AlwaysLoad = true
-	key := harness.Create(t, ns, "always", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
-		a, harness.FixtureServer(t, "b", "--future-fields", "--protocol", "2026-07-28")}})
-	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready with server endpoints", func(o *v1alpha1.ProjectMCP) bool {
-		return harness.IsReady(o) && o.Status.Endpoint != "" && len(o.Status.Servers) == 2 && o.Status.Servers[0].Endpoint != ""
-	})
-	own := v1alpha1.ServerEndpoint(obj.Status.Endpoint, "a")
+	obj, own := beside(t, ns, "always", a)
 	for _, revision := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(revision, func(t *testing.T) {
 			project := listedTools(t, obj.Status.Endpoint, revision)
@@ -76,6 +71,18 @@ func TestGatewayAlwaysLoadMarksTools(t *testing.T) {
 
 // listedTools are the tools of a tools/list through endpoint, as JSON objects by name, read off
 // the wire (the SDK's types would drop the fields they do not model).
+// beside makes project name of server a and a server b of the newest revision, both with fields
+// no SDK type models, and returns it once Ready with its server endpoints, and a's endpoint.
+func beside(t *testing.T, ns, name string, a v1alpha1.MCPServer) (*v1alpha1.ProjectMCP, string) {
+	t.Helper()
+	key := harness.Create(t, ns, name, v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		a, harness.FixtureServer(t, "b", "--future-fields", "--protocol", "2026-07-28")}})
+	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready with server endpoints", func(o *v1alpha1.ProjectMCP) bool {
+		return harness.IsReady(o) && o.Status.Endpoint != "" && len(o.Status.Servers) == 2 && o.Status.Servers[0].Endpoint != ""
+	})
+	return obj, v1alpha1.ServerEndpoint(obj.Status.Endpoint, "a")
+}
+
 func listedTools(t *testing.T, endpoint, revision string) map[string]map[string]any {
 	t.Helper()
 	version, header := revision, http.Header(nil)

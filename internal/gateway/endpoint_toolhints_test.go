@@ -5,7 +5,6 @@ import (
 	"maps"
 	"strings"
 	"testing"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -27,12 +26,7 @@ func TestGatewayToolHintsShowOnBothEndpoints(t *testing.T) {
 		{Tools: "f*", Description: &hinted, Annotations: &v1alpha1.ToolAnnotations{Title: &title, ReadOnlyHint: &yes},
 			Meta: map[string]apiextensionsv1.JSON{"anthropic/maxResultSizeChars": {Raw: []byte("500000")}}},
 	}
-	key := harness.Create(t, ns, "hinted", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
-		a, harness.FixtureServer(t, "b", "--future-fields", "--protocol", "2026-07-28")}})
-	obj := harness.WaitStatus(t, key, 30*time.Second, "Ready with server endpoints", func(o *v1alpha1.ProjectMCP) bool {
-		return harness.IsReady(o) && o.Status.Endpoint != "" && len(o.Status.Servers) == 2 && o.Status.Servers[0].Endpoint != ""
-	})
-	own := v1alpha1.ServerEndpoint(obj.Status.Endpoint, "a")
+	obj, own := beside(t, ns, "hinted", a)
 	for _, revision := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(revision, func(t *testing.T) {
 			project := listedTools(t, obj.Status.Endpoint, revision)
