@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -15,17 +16,8 @@ import (
 // whose last verdict refused the project is, and one the auth no longer holds a verdict on
 // tells nothing (false).
 func TestKubernetesAuthRevoked(t *testing.T) {
-	var revoked atomic.Bool
-	cs, accesses := revocableClient(&revoked)
-	clk := clocktesting.NewFakeClock(time.Now())
-	a := &KubernetesAuth{Client: cs, Clock: clk}
-	ctx := context.Background()
-	shop := types.NamespacedName{Namespace: "ns", Name: "shop"}
-	principal, status, _ := a.Authorize(ctx, bearerRequest("mallory"), shop)
-	if status != 0 {
-		t.Fatalf("before the revocation: %d", status)
-	}
-	who := NewIdentity(principal, bearerRequest("mallory"))
+	r := allowedMallory(t)
+	a, clk, accesses, revoked, ctx, shop, principal, who := r.a, r.clk, r.accesses, r.revoked, r.ctx, r.shop, r.principal, r.who
 	if a.Revoked(who, shop) || a.Revoked(Identity{Principal: principal}, shop) {
 		t.Fatal("an allowed identity, or one without a token, is revoked")
 	}
@@ -50,17 +42,8 @@ func TestKubernetesAuthRevoked(t *testing.T) {
 // Recheck decides as a request would: a fresh verdict from the cache with no review, a stale
 // one by a review, so that Revoked tells of a revocation made since though no request came.
 func TestKubernetesAuthRecheck(t *testing.T) {
-	var revoked atomic.Bool
-	cs, accesses := revocableClient(&revoked)
-	clk := clocktesting.NewFakeClock(time.Now())
-	a := &KubernetesAuth{Client: cs, Clock: clk}
-	ctx := context.Background()
-	shop := types.NamespacedName{Namespace: "ns", Name: "shop"}
-	principal, status, _ := a.Authorize(ctx, bearerRequest("mallory"), shop)
-	if status != 0 {
-		t.Fatalf("before the revocation: %d", status)
-	}
-	who := NewIdentity(principal, bearerRequest("mallory"))
+	r := allowedMallory(t)
+	a, clk, accesses, revoked, ctx, shop, principal, who := r.a, r.clk, r.accesses, r.revoked, r.ctx, r.shop, r.principal, r.who
 	before := accesses.Load()
 	a.Recheck(ctx, who, shop)
 	if accesses.Load() != before {
@@ -77,4 +60,32 @@ func TestKubernetesAuthRecheck(t *testing.T) {
 		t.Fatal("after a Recheck past the TTL, the revocation does not show")
 	}
 	a.Recheck(ctx, Identity{Principal: principal}, shop) // local mode's: nothing to do
+}
+
+// mallory is an identity allowed on shop by a KubernetesAuth whose reviews can be turned to
+// refusals (revoked), on a fake clock.
+type mallory struct {
+	a         *KubernetesAuth
+	clk       *clocktesting.FakeClock
+	accesses  *atomic.Int32
+	revoked   *atomic.Bool
+	ctx       context.Context
+	shop      types.NamespacedName
+	principal string
+	who       Identity
+}
+
+func allowedMallory(t *testing.T) mallory {
+	t.Helper()
+	m := mallory{revoked: &atomic.Bool{}, clk: clocktesting.NewFakeClock(time.Now()), ctx: context.Background(),
+		shop: types.NamespacedName{Namespace: "ns", Name: "shop"}}
+	var cs *fake.Clientset
+	cs, m.accesses = revocableClient(m.revoked)
+	m.a = &KubernetesAuth{Client: cs, Clock: m.clk}
+	principal, status, _ := m.a.Authorize(m.ctx, bearerRequest("mallory"), m.shop)
+	if status != 0 {
+		t.Fatalf("before the revocation: %d", status)
+	}
+	m.principal, m.who = principal, NewIdentity(principal, bearerRequest("mallory"))
+	return m
 }
