@@ -76,13 +76,12 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 
 const tokenReviewsPath = "/apis/authentication.k8s.io/v1/tokenreviews"
 
-// serviceAccountToken creates (once) a ServiceAccount of authNamespace allowed to use every
+// agentToken creates (once) a ServiceAccount of authNamespace allowed to use every
 // ProjectMCP there and returns a token for it, for the audiences given (none: the API
 // server's), as `kubectl create token [--audience]` does.
 func agentToken(t *testing.T, env *testenv.Env, audiences ...string) string {
 	t.Helper()
-	ctx := context.Background()
-	for _, o := range []client.Object{
+	createOnce(t, env,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: authNamespace}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: authNamespace}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: authNamespace}, Rules: []rbacv1.PolicyRule{{
@@ -90,8 +89,16 @@ func agentToken(t *testing.T, env *testenv.Env, audiences ...string) string {
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: authNamespace},
 			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "agent"},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "agent", Namespace: authNamespace}}},
-	} {
-		switch err := env.Client.Create(ctx, o); {
+	)
+	return saTokenFor(t, env, authNamespace, "agent", audiences...)
+}
+
+// createOnce creates the objects that do not exist yet, deleting them (namespaces excepted) when
+// the test ends.
+func createOnce(t *testing.T, env *testenv.Env, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		switch err := env.Client.Create(context.Background(), o); {
 		case err == nil:
 			if _, ns := o.(*corev1.Namespace); !ns {
 				env.DeleteOnCleanup(t, o)
@@ -100,11 +107,17 @@ func agentToken(t *testing.T, env *testenv.Env, audiences ...string) string {
 			t.Fatal(err)
 		}
 	}
+}
+
+// saTokenFor is a token of the ServiceAccount namespace/name for the audiences given (none: the
+// API server's), valid an hour, as the kubelet projects one or `kubectl create token` makes one.
+func saTokenFor(t *testing.T, env *testenv.Env, namespace, name string, audiences ...string) string {
+	t.Helper()
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(authNamespace).CreateToken(ctx, "agent", &authnv1.TokenRequest{
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name, &authnv1.TokenRequest{
 		Spec: authnv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -12,11 +12,7 @@ import (
 	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsh-dev/projectmcp/internal/buckets"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
@@ -156,30 +152,10 @@ const replicaNamespace = "replica-auth"
 // the audiences given (none: the API server's), as the kubelet projects one.
 func saToken(t *testing.T, env *testenv.Env, name string, audiences ...string) string {
 	t.Helper()
-	ctx := context.Background()
-	for _, o := range []client.Object{
+	createOnce(t, env,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: replicaNamespace}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: replicaNamespace}},
-	} {
-		switch err := env.Client.Create(ctx, o); {
-		case err == nil:
-			if _, ns := o.(*corev1.Namespace); !ns {
-				env.DeleteOnCleanup(t, o)
-			}
-		case !apierrors.IsAlreadyExists(err):
-			t.Fatal(err)
-		}
-	}
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := cs.CoreV1().ServiceAccounts(replicaNamespace).CreateToken(ctx, name, &authnv1.TokenRequest{
-		Spec: authnv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: replicaNamespace}})
+	return saTokenFor(t, env, replicaNamespace, name, audiences...)
 }
 
 // Against a real API server: a replica vouches for another replica's token of its own service
