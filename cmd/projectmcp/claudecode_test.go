@@ -411,12 +411,24 @@ func TestClaudeCodeSeesAServerAddedMidSession(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			tool := "mcp__" + m.added + "b__echo"
-			// The promise is for the model requests after the client has been told: a turn
-			// sent before the gateway's list_changed reached Claude Code may start without it.
+			// The promise is for the model requests after the client has been told and has
+			// listed the tools again: Claude Code refreshes them in the background after the
+			// gateway's list_changed and logs nothing when done, so a turn sent meanwhile may
+			// start without the new tool. Turns are sent (the model answers "no tool" to one
+			// without it, calling nothing) until one offers it, within the session.
 			m.session.awaitLog(t, fmt.Sprintf("MCP server %q: Received tools/list_changed", strings.TrimSuffix(m.added, "__")))
-			m.session.turn(t, "call "+tool+" with two")
-			if requests := m.world.model.Requests(); !requests[len(requests)-1].Offers(tool) {
-				t.Errorf("%s is not offered in the next turn", tool)
+			offered := func() bool {
+				requests := m.world.model.Requests()
+				return requests[len(requests)-1].Offers(tool)
+			}
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				m.session.turn(t, "call "+tool+" with two")
+				if offered() || time.Now().After(deadline) {
+					break
+				}
+			}
+			if !offered() {
+				t.Errorf("%s is not offered in the session's turns after the refresh", tool)
 			}
 			if got := toolResults(m.world.model); len(got) != 2 || !echoResult(got[1], "two") {
 				t.Errorf("the next turn's results: %q, want b's echo", got)
