@@ -15,6 +15,10 @@ const (
 	// .dsh/mcp.json, False (with the file's line and column) when the file is invalid and the
 	// last good spec is kept.
 	ConditionConfigSynced = "ConfigSynced"
+	// ConditionSharedStatefulServer is True when a server known to keep state per client
+	// (docs/sharing.md) is set to share project and more than one session is bound to it: the
+	// sessions drive one server-side state. The message names the servers.
+	ConditionSharedStatefulServer = "SharedStatefulServer"
 )
 
 // Condition reasons of ProjectMCP. Reasons are CamelCase as metav1.Condition requires.

@@ -189,11 +189,36 @@ type MCPServer struct {
 	// +listType=atomic
 	ToolHints []ToolHint `json:"toolHints,omitempty"`
 
+	// share is how many connections the server gets and who shares each: project (one for
+	// every session of the project), principal (one per authenticated principal; per uid in
+	// local mode), session (one per session, made at its mount and ended with it) or worktree
+	// (local mode only: one per working tree, keyed by the session's first root). Unset means
+	// session for the servers known to keep state per client (docs/sharing.md) and project for
+	// every other.
+	// +optional
+	// +kubebuilder:validation:Enum=project;principal;session;worktree
+	Share Share `json:"share,omitempty"`
+
 	// sandbox is VS Code's sandbox of a stdio server ("sandboxEnabled" and "sandbox"),
 	// carried as written. The controller does not enforce it yet.
 	// +optional
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
 }
+
+// Share is a server's sharing scope: whose sessions share one of its connections.
+type Share string
+
+// The sharing scopes, from the widest to the narrowest.
+const (
+	// ShareProject: one connection for every session of the project.
+	ShareProject Share = "project"
+	// SharePrincipal: one connection per authenticated principal.
+	SharePrincipal Share = "principal"
+	// ShareSession: one connection per session.
+	ShareSession Share = "session"
+	// ShareWorktree: one connection per working tree (the session's first root); local mode only.
+	ShareWorktree Share = "worktree"
+)
 
 // Limits of toolHints, as the CRD's markers below repeat them.
 const (
@@ -537,6 +562,10 @@ type ProjectMCPStatus struct {
 	// +optional
 	SessionCount int32 `json:"sessionCount"`
 
+	// connectionCount is the number of live connections of all the project's servers.
+	// +optional
+	ConnectionCount int32 `json:"connectionCount,omitempty"`
+
 	// sessions lists the newest session bindings (at most 20; sessionCount has the total).
 	// +optional
 	// +listType=atomic
@@ -605,6 +634,15 @@ type ServerStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	Tools []string `json:"tools,omitempty"`
+
+	// share is the server's sharing scope in force: spec's share, or the default chosen for it.
+	// +optional
+	Share Share `json:"share,omitempty"`
+
+	// connections is the number of live connections the server has (one at most under share
+	// project; one per principal, session or working tree otherwise).
+	// +optional
+	Connections int32 `json:"connections,omitempty"`
 
 	// sessions is the number of session slots bound to the connection.
 	// +optional
@@ -718,6 +756,7 @@ type SlotBinding struct {
 // +kubebuilder:printcolumn:name="Sessions",type=integer,JSONPath=`.status.sessionCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
+// +kubebuilder:printcolumn:name="Connections",type=integer,JSONPath=`.status.connectionCount`,priority=1
 // +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.status.owner.replica`,priority=1
 type ProjectMCP struct {
 	metav1.TypeMeta   `json:",inline"`
