@@ -183,12 +183,16 @@ bench:
 ## config edits timed to list_changed while 200 sessions call tools; prints memory, goroutines,
 ## rates and latencies per size and their growth; then SCALE_REPLICAS projects × 3 HTTP servers
 ## spread over three controller processes (bucket Leases), 10 sessions a project, calls through
-## the serving replica beside calls through another. About 25 minutes with the defaults on two
-## cores; a quick check: make bench-scale SCALE=10 SCALE_STDIO=10 SCALE_REPLICAS=30. Not part
-## of test.
+## the serving replica beside calls through another; then SCALE_SHARE sessions on one project
+## whose stdio server is share: session (a process each): mounts, memory per session and its
+## connection, session end to process exit. About 30 minutes with the defaults on two cores; a
+## quick check: make bench-scale SCALE=10 SCALE_STDIO=10 SCALE_REPLICAS=30 SCALE_SHARE=50. Not
+## part of test.
 SCALE ?= 10,100,1000
 SCALE_STDIO ?= 100
 SCALE_REPLICAS ?= 3000
+SCALE_SHARE ?= 1000
 bench-scale:
 	assets=$$($(ENVTEST_ASSETS)); export KUBEBUILDER_ASSETS="$$assets"; \
-	SCALE=$(SCALE) SCALE_STDIO=$(SCALE_STDIO) SCALE_REPLICAS=$(SCALE_REPLICAS) $(GO) test ./test/scale -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 150m
+	SCALE=$(SCALE) SCALE_STDIO=$(SCALE_STDIO) SCALE_REPLICAS=$(SCALE_REPLICAS) SCALE_SHARE=$(SCALE_SHARE) \
+		$(GO) test ./test/scale -run '^$$' -bench '^BenchmarkScale(Share)?$$' -benchtime 1x -timeout 180m

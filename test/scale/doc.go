@@ -5,7 +5,10 @@
 // the sessions' list_changed and tool calls from 200 concurrent sessions. It reports the
 // controller's memory, goroutines, rates and latencies at each size and how they grow. The
 // replicas stage runs three controller processes sharing the projects by bucket Leases, its
-// sessions held by worker processes of the benchmark's own binary (replicas_test.go).
+// sessions held by worker processes of the benchmark's own binary (replicas_test.go). The share
+// stage (BenchmarkScaleShare) mounts many sessions on one share: session stdio server, a
+// process each, and times their mounts and each session's end to its process's exit
+// (share_test.go).
 //
 // It is a benchmark, never run by `go test ./...` (make test): a full run takes about half an
 // hour on two cores.
