@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/testenv"
 	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
@@ -77,4 +79,43 @@ func TestWorktreeRefusedForRemoteSessions(t *testing.T) {
 		return s.Phase == v1alpha1.PhaseFailed && strings.Contains(s.LastError, `server "build": share "worktree" is for projectmcp dev alone`) &&
 			harness.PhaseIs("ok", v1alpha1.PhaseReady)(o)
 	})
+}
+
+// thought is what the npm server-sequential-thinking answers a thought with.
+type thought struct {
+	ThoughtHistoryLength int `json:"thoughtHistoryLength"`
+}
+
+// think sends one first thought through a session and returns the length of the history the
+// server holds after it.
+func think(t *testing.T, ag *harness.Agent, text string) int {
+	t.Helper()
+	res := ag.Call(t, "think__sequentialthinking", map[string]any{"thought": text, "nextThoughtNeeded": true, "thoughtNumber": 1, "totalThoughts": 2})
+	var got thought
+	if err := json.Unmarshal([]byte(harness.Text(res)), &got); err != nil {
+		t.Fatalf("sequentialthinking answered %q: %v", harness.Text(res), err)
+	}
+	return got.ThoughtHistoryLength
+}
+
+// The problem a sharing scope solves, shown with a real stateful server: the npm
+// server-sequential-thinking shared per project is one process, one client of it, so two
+// sessions' thoughts land in one history (the second session's first thought finds the
+// first's there), and status warns that the server is shared.
+func TestSequentialThinkingSharedPerProject(t *testing.T) {
+	srv := v1alpha1.MCPServer{Name: "think", Share: v1alpha1.ShareProject, Stdio: testenv.SequentialThinking(t)}
+	ns := harness.NewNamespace(t)
+	key := harness.Create(t, ns, "thinking", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
+	harness.WaitStatus(t, key, time.Minute, "think Ready", harness.PhaseIs("think", v1alpha1.PhaseReady))
+
+	alice := harness.ConnectAgent(t, key, "2025-11-25", nil)
+	bob := harness.ConnectAgent(t, key, "2025-11-25", nil)
+	if n := think(t, alice, "alice's first thought"); n != 1 {
+		t.Fatalf("alice's first thought: a history of %d, want 1", n)
+	}
+	if n := think(t, bob, "bob's first thought"); n != 2 {
+		t.Fatalf("bob's first thought: a history of %d, want 2 (alice's thought and his, one process)", n)
+	}
+	harness.WaitStatus(t, key, 30*time.Second, "SharedStatefulServer True naming think",
+		sharedStatefulIs(metav1.ConditionTrue, `server "think" (server-sequential-thinking) is shared by 2 sessions`))
 }

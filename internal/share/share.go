@@ -122,10 +122,11 @@ func KnownStateful(s v1alpha1.MCPServer) (string, bool) {
 	return "", false
 }
 
-// pkg matches an npm package word, with or without a version (@playwright/mcp@latest).
+// pkg matches an npm package word, with or without a version (@playwright/mcp@latest), or a
+// path into the package as installed (node node_modules/@playwright/mcp/cli.js).
 func pkg(name string) func(string) bool {
 	return func(w string) bool {
-		return w == name || strings.HasPrefix(w, name+"@")
+		return w == name || strings.HasPrefix(w, name+"@") || strings.Contains(w, "node_modules/"+name+"/")
 	}
 }
 

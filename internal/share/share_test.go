@@ -30,6 +30,8 @@ func TestEffective(t *testing.T) {
 		{"chrome devtools", stdio("npx", "chrome-devtools-mcp@latest", "--headless"), v1alpha1.ShareSession, true},
 		{"a look-alike of chrome devtools", stdio("npx", "chrome-devtools-mcp-proxy"), v1alpha1.ShareProject, false},
 		{"executeautomation playwright", stdio("npx", "-y", "@executeautomation/playwright-mcp-server"), v1alpha1.ShareSession, true},
+		{"installed package run by node", stdio("/usr/bin/node", "/src/node_modules/@modelcontextprotocol/server-sequential-thinking/dist/index.js"), v1alpha1.ShareSession, true},
+		{"a look-alike installed package", stdio("node", "/src/node_modules/@playwright/mcp-extra/cli.js"), v1alpha1.ShareProject, false},
 		{"a package named in a flag's value", stdio("node", "server.js", "--name", "@playwright/mcp"), v1alpha1.ShareSession, true},
 		{"explicit project wins", explicit, v1alpha1.ShareProject, false},
 		{"http server", v1alpha1.MCPServer{Name: "h", HTTP: &v1alpha1.HTTPServer{URL: "https://x"}}, v1alpha1.ShareProject, false},
