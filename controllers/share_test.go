@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/testenv"
@@ -98,23 +99,28 @@ func think(t *testing.T, ag *harness.Agent, text string) int {
 	return got.ThoughtHistoryLength
 }
 
+// thinkingSessions serves the npm server-sequential-thinking under a scope to two sessions,
+// each sending its first thought, alice's first: it returns the length of the history each
+// thought found, and the project. Two sessions on one process give 1 and 2; a scope that gives
+// each session its own process, 1 and 1.
+func thinkingSessions(t *testing.T, scope v1alpha1.Share) (alice, bob int, key types.NamespacedName) {
+	t.Helper()
+	srv := v1alpha1.MCPServer{Name: "think", Share: scope, Stdio: testenv.SequentialThinking(t)}
+	key = harness.Create(t, harness.NewNamespace(t), "thinking", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
+	harness.WaitStatus(t, key, time.Minute, "think Ready", harness.PhaseIs("think", v1alpha1.PhaseReady))
+	a := harness.ConnectAgent(t, key, "2025-11-25", nil)
+	b := harness.ConnectAgent(t, key, "2025-11-25", nil)
+	return think(t, a, "alice's first thought"), think(t, b, "bob's first thought"), key
+}
+
 // The problem a sharing scope solves, shown with a real stateful server: the npm
 // server-sequential-thinking shared per project is one process, one client of it, so two
-// sessions' thoughts land in one history (the second session's first thought finds the
-// first's there), and status warns that the server is shared.
+// sessions' thoughts land in one history (bob's first thought finds alice's there), and
+// status warns that the server is shared.
 func TestSequentialThinkingSharedPerProject(t *testing.T) {
-	srv := v1alpha1.MCPServer{Name: "think", Share: v1alpha1.ShareProject, Stdio: testenv.SequentialThinking(t)}
-	ns := harness.NewNamespace(t)
-	key := harness.Create(t, ns, "thinking", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
-	harness.WaitStatus(t, key, time.Minute, "think Ready", harness.PhaseIs("think", v1alpha1.PhaseReady))
-
-	alice := harness.ConnectAgent(t, key, "2025-11-25", nil)
-	bob := harness.ConnectAgent(t, key, "2025-11-25", nil)
-	if n := think(t, alice, "alice's first thought"); n != 1 {
-		t.Fatalf("alice's first thought: a history of %d, want 1", n)
-	}
-	if n := think(t, bob, "bob's first thought"); n != 2 {
-		t.Fatalf("bob's first thought: a history of %d, want 2 (alice's thought and his, one process)", n)
+	alice, bob, key := thinkingSessions(t, v1alpha1.ShareProject)
+	if alice != 1 || bob != 2 {
+		t.Fatalf("histories of %d and %d, want 1 and 2: alice's thought and bob's in one process", alice, bob)
 	}
 	harness.WaitStatus(t, key, 30*time.Second, "SharedStatefulServer True naming think",
 		sharedStatefulIs(metav1.ConditionTrue, `server "think" (server-sequential-thinking) is shared by 2 sessions`))
