@@ -28,3 +28,17 @@ func TestSharingTableIsTheCodes(t *testing.T) {
 		}
 	}
 }
+
+// A controller whose gateway checks bearer tokens serves sessions of other machines, so it
+// refuses share "worktree"; one serving loopback callers (local mode, projectmcp dev's) keeps it.
+func TestGatewayAuthDecidesRemoteSessions(t *testing.T) {
+	for auth, remote := range map[string]bool{"local": false, "kubernetes": true} {
+		d, err := parseControllerFlags(t, "--gateway-auth", auth).connDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.RemoteSessions != remote {
+			t.Errorf("--gateway-auth %s: RemoteSessions %v, want %v", auth, d.RemoteSessions, remote)
+		}
+	}
+}
