@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/config"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 )
@@ -45,6 +46,10 @@ type ConnDefaults struct {
 	// ProjectRootBase confines the project's root a 2025-11-25 server is given (spec.project)
 	// to this directory; a project outside it gives its servers no roots. "" allows any.
 	ProjectRootBase string
+	// RemoteSessions is true when sessions come from other machines (--gateway-auth
+	// kubernetes): their folders are not this machine's, so a server shared per worktree is
+	// refused (config.WorktreeRefusal).
+	RemoteSessions bool
 }
 
 // Reconciler makes the registry's connections match each ProjectMCP's spec. It is the only
@@ -325,8 +330,23 @@ func (r *Reconciler) connOptions(obj *v1alpha1.ProjectMCP, srv v1alpha1.MCPServe
 		Settings: r.Conn.Settings,
 	}
 	opts.Variables = r.variablesFunc(obj, srv)
+	if err := config.WorktreeRefusal(srv, !r.Conn.RemoteSessions); err != nil {
+		opts.Variables = refused(err)
+	}
 	return opts
 }
+
+// refused is the Variables of a server the controller will not start: every connect attempt
+// fails at once, for good, and the server's status says why (a spec written without the
+// mirror, which refuses the same file, reaches this).
+func refused(err error) func(context.Context) (map[string]string, error) {
+	return func(context.Context) (map[string]string, error) { return nil, &specRefusal{err} }
+}
+
+// specRefusal is a permanent failure: retrying cannot heal a spec the controller refuses.
+type specRefusal struct{ error }
+
+func (specRefusal) Permanent() bool { return true }
 
 // projectRoots is what a server's roots/list gets when no session is involved: the project's
 // folder, when spec.project names a local absolute path.

@@ -89,6 +89,7 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 		st.Sessions = append(st.Sessions, b)
 	}
 	setConditions(&st, obj.Generation, counts, enabled, dead, now)
+	meta.SetStatusCondition(&st.Conditions, sharedStateful(obj.Spec.Servers, boundSessions(obs), obj.Generation, now))
 	return st
 }
 
@@ -182,7 +183,7 @@ func nextDeadline(obs registry.Observation, now time.Time) time.Duration {
 
 // reconcilerConditions are the condition types the reconciler owns; status.conditions merges
 // by type, and every other type is another writer's.
-var reconcilerConditions = []string{v1alpha1.ConditionReady, v1alpha1.ConditionDegraded}
+var reconcilerConditions = []string{v1alpha1.ConditionReady, v1alpha1.ConditionDegraded, v1alpha1.ConditionSharedStatefulServer}
 
 // ownConditions are the reconciler's conditions among cs, in their order.
 func ownConditions(cs []metav1.Condition) []metav1.Condition {

@@ -175,7 +175,7 @@ func TestBuildStatusKeepsAndRecords(t *testing.T) {
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); c == nil || !c.LastTransitionTime.Equal(&earlier) {
 		t.Errorf("an unchanged Ready keeps its transition time: %+v", c)
 	}
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionConfigSynced); c != nil || len(st.Conditions) != 2 {
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionConfigSynced); c != nil || len(st.Conditions) != 3 {
 		t.Errorf("the mirror's condition is not the reconciler's to apply: %+v", st.Conditions)
 	}
 	if rb := s.LastRebuild; rb == nil || rb.Reason != v1alpha1.RebuildReasonDeadAtMount || rb.Connection != "c2" || rb.Message != "failed: boom" {

@@ -46,6 +46,11 @@ const (
 	ReasonConfigInvalid = "ConfigInvalid"
 	// ReasonConfigMissing: the project's .dsh/mcp.json does not exist; its servers are retired.
 	ReasonConfigMissing = "ConfigMissing"
+	// ReasonStatefulServerShared: SharedStatefulServer=True, some server known to keep state
+	// per client is set to share project and has more than one session bound.
+	ReasonStatefulServerShared = "StatefulServerShared"
+	// ReasonNoStatefulServerShared: SharedStatefulServer=False.
+	ReasonNoStatefulServerShared = "NoStatefulServerShared"
 )
 
 // Event reasons: one per reconcile action and connection outcome.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/config"
+	"github.com/dsh-dev/projectmcp/internal/share"
 )
 
 const adoptLong = `Moves the MCP servers an agent's project config file defines directly (a stdio command with
@@ -55,7 +56,10 @@ resolving them. VS Code's
 envFile becomes one ${NAME} in env per variable the file sets (the values stay in the file;
 adopt prints the kubectl line that puts them in a Secret), and its dev is dropped. The keys
 Claude Code's entries have beyond the server (timeout, request_timeout_ms, alwaysLoad,
-headersHelper, oauth) and VS Code's sandboxEnabled and sandbox move as written.
+headersHelper, oauth) and VS Code's sandboxEnabled and sandbox move as written. A server
+known to keep state per client (a browser, Serena, sequential-thinking, filesystem) gets
+"share": "session" written, so each session has a connection of its own, and a note says
+why; an entry's own share is kept.
 
 One entry that cannot move never stops the others: it stays in the client's file as it is,
 and adopt says why, one line each. So does an entry whose env, headers, args or url hold a
@@ -303,9 +307,28 @@ func adoptEntry(plan adoptPlan, name string, src []byte, v jsonValue) (s movedSe
 	if err != nil {
 		return movedServer{}, nil, err
 	}
+	if obj, ok := value.(orderedObject); ok {
+		var note string
+		if value, note = chooseShare(obj, &server); note != "" {
+			notes = append(notes, note)
+		}
+	}
 	notes = append(notes, referenceNotes(plan.format, movedText(src, own))...)
 	notes = append(notes, carriedNotes(server)...)
 	return movedServer{name: name, value: value, server: server}, notes, nil
+}
+
+// chooseShare writes the sharing scope projectmcp would choose for a server whose entry sets
+// none, when that is not the default project (a server the stateful table knows), so that
+// .dsh/mcp.json declares it; the note says why. An entry's own share is kept as written.
+func chooseShare(obj orderedObject, s *v1alpha1.MCPServer) (orderedObject, string) {
+	scope, why := share.Effective(*s)
+	if s.Share != "" || scope == v1alpha1.ShareProject {
+		return obj, ""
+	}
+	s.Share = scope
+	return append(obj, member{"share", string(scope)}),
+		fmt.Sprintf("\"share\": %q written: %s, so each session gets a connection of its own (\"share\": \"project\" shares one)", scope, why)
 }
 
 // movedText is the text of what moves of an entry: its members but the client's own ones.

@@ -434,7 +434,7 @@ func (f *controllerFlags) connDefaults() (controllers.ConnDefaults, error) {
 	}
 	settings := f.conn
 	settings.AllowCommands, settings.Isolation = f.commandAllowlist(), isolation
-	return controllers.ConnDefaults{Settings: settings, ProjectRootBase: f.rootBase}, err
+	return controllers.ConnDefaults{Settings: settings, ProjectRootBase: f.rootBase, RemoteSessions: f.gatewayAuth != "local"}, err
 }
 
 // checkBounds refuses negative bounds (0 means the default).

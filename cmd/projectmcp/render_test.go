@@ -100,7 +100,8 @@ func TestRenderBadInput(t *testing.T) {
 }
 
 // A rendered object is for a cluster: ${PROJECT_DIR} becomes --project (spec.project), and a
-// file naming ${USER_HOME}, which no server there has, is refused naming the server and field.
+// file naming ${USER_HOME}, which no server there has, is refused naming the server and field,
+// as is a server shared per worktree (the sessions' folders are on other machines).
 func TestRenderPlaceVariables(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "mcp.json")
@@ -117,5 +118,10 @@ func TestRenderPlaceVariables(t *testing.T) {
 	_, stderr = runCode(t, 1, "render", file, "--project", "/srv/shop")
 	if !strings.Contains(stderr, `server "notes": its args[0] refers to ${USER_HOME}, the user's home, which only projectmcp dev's servers have`) {
 		t.Errorf("${USER_HOME}: %s", stderr)
+	}
+	writeFile(t, file, `{"mcpServers": {"build": {"command": "make-mcp", "share": "worktree"}, "pw": {"command": "pw", "share": "session"}}}`)
+	_, stderr = runCode(t, 1, "render", file, "--project", "/srv/shop")
+	if !strings.Contains(stderr, `server "build": share "worktree" is for projectmcp dev alone`) {
+		t.Errorf("share worktree: %s", stderr)
 	}
 }

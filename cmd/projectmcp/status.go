@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,8 +46,8 @@ func printStatus(w io.Writer, obj *v1alpha1.ProjectMCP) {
 	if o := st.Owner; o != nil {
 		fmt.Fprintf(w, "  served by: %s (bucket %d, epoch %d)\n", shown(o.Replica), o.Bucket, o.Epoch)
 	}
-	for _, t := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionDegraded, v1alpha1.ConditionConfigSynced} {
-		if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
+	for _, t := range statusConditions {
+		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && !quiet(c) {
 			fmt.Fprintf(w, "  %s: %s (%s) %s\n", t, c.Status, shown(c.Reason), shown(c.Message))
 		}
 	}
@@ -65,6 +66,14 @@ func printStatus(w io.Writer, obj *v1alpha1.ProjectMCP) {
 		}
 		fmt.Fprintf(w, "  %s  %s  since %s  %s\n", shown(s.ID), dash(shown(s.Client)), s.BoundAt.Format("15:04:05"), strings.Join(slots, " "))
 	}
+}
+
+// statusConditions are the conditions status prints, in this order.
+var statusConditions = []string{v1alpha1.ConditionReady, v1alpha1.ConditionDegraded, v1alpha1.ConditionConfigSynced, v1alpha1.ConditionSharedStatefulServer}
+
+// quiet is a warning that does not warn: SharedStatefulServer is printed only while True.
+func quiet(c *metav1.Condition) bool {
+	return c.Type == v1alpha1.ConditionSharedStatefulServer && c.Status != metav1.ConditionTrue
 }
 
 func dash(s string) string {

@@ -61,3 +61,21 @@ func TestStatusPrintsNoControlCharacters(t *testing.T) {
 		t.Errorf("the client's name is not shown escaped:\n%s", out.String())
 	}
 }
+
+// status prints SharedStatefulServer while it warns, and not while it is False.
+func TestStatusPrintsSharedStatefulWarning(t *testing.T) {
+	printed := func(s metav1.ConditionStatus) string {
+		obj := &v1alpha1.ProjectMCP{Status: v1alpha1.ProjectMCPStatus{Conditions: []metav1.Condition{
+			{Type: v1alpha1.ConditionSharedStatefulServer, Status: s, Reason: "R", Message: `server "pw" (@playwright/mcp) is shared by 2 sessions`},
+		}}}
+		var out bytes.Buffer
+		printStatus(&out, obj)
+		return out.String()
+	}
+	if out := printed(metav1.ConditionTrue); !strings.Contains(out, `SharedStatefulServer: True (R) server "pw" (@playwright/mcp) is shared by 2 sessions`) {
+		t.Errorf("the warning is not printed:\n%s", out)
+	}
+	if out := printed(metav1.ConditionFalse); strings.Contains(out, "SharedStatefulServer") {
+		t.Errorf("a False SharedStatefulServer is printed:\n%s", out)
+	}
+}

@@ -74,6 +74,8 @@ var (
 		"sandboxEnabled", "sandbox", "dev", "envFile",
 		// what clients are told of the server's tools (toolhints.go)
 		"toolHints",
+		// whose sessions share a connection (share.go)
+		"share",
 	}
 	toolsKeys = []string{"allow", "deny"}
 	types     = []string{"stdio", "http", "sse"}
@@ -251,6 +253,9 @@ func (p *parser) server(m member) (v1alpha1.MCPServer, bool) {
 	p.clientKeys(&s, fields, in)
 	if f, ok := fields["toolHints"]; ok {
 		s.ToolHints = p.toolHints(f, in)
+	}
+	if f, ok := fields["share"]; ok {
+		s.Share = p.share(f, name)
 	}
 	return s, len(p.errs) == before
 }

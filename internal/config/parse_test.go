@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -357,6 +358,7 @@ func FuzzParse(f *testing.F) {
 		`{"mcpServers": {"a": {"command": "x", "tools": {"allow": ["a*"]}, "disabled": true}}, "readyTimeoutMs": 1e3}`,
 		`{"mcpServers": {"a": {"url": "https://h", "headersHelper": "h", "oauth": {"clientId": "c", "callbackPort": 1, "scopes": "a b"}, "timeout": 5, "alwaysLoad": true}}}`,
 		`{"mcpServers": {"a": {"command": "x", "sandboxEnabled": true, "sandbox": {"filesystem": {"allowWrite": ["/t"]}}, "dev": {}, "request_timeout_ms": 9}}}`,
+		`{"mcpServers": {"a": {"command": "x", "share": "session"}, "b": {"url": "https://h", "share": "principal"}}}`,
 		`{"mcpServers": {"a": {"command": "x"}, "a": {}}}`, `[[[[[[]]]]]]`, `"\ud800\udc00"`, `{"a":1}x`,
 	} {
 		f.Add([]byte(seed))
@@ -378,7 +380,8 @@ func FuzzParse(f *testing.F) {
 		}
 		for i, s := range spec.Servers {
 			if !serverNameRE.MatchString(s.Name) || strings.Contains(s.Name, "__") || strings.HasPrefix(s.Name, "_") ||
-				strings.HasSuffix(s.Name, "_") || (s.Stdio == nil) == (s.HTTP == nil) {
+				strings.HasSuffix(s.Name, "_") || (s.Stdio == nil) == (s.HTTP == nil) ||
+				(s.Share != "" && !slices.Contains(shares, string(s.Share))) {
 				t.Fatalf("accepted an invalid server %+v", s)
 			}
 			if i > 0 && spec.Servers[i-1].Name >= s.Name {

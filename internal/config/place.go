@@ -19,21 +19,29 @@ const (
 )
 
 // Place is where a .dsh/mcp.json is read and its servers run: the values of ProjectDirVar and
-// UserHomeVar, "" for a variable that has none there.
+// UserHomeVar, "" for a variable that has none there, and whether the servers run on the
+// machine of the sessions' folders.
 type Place struct {
 	ProjectDir string
 	UserHome   string
+	// Local is true when the servers run on this machine, beside the folders the sessions
+	// work in (projectmcp dev): only there does share "worktree" mean anything.
+	Local bool
 }
 
 // ExpandPlace replaces the references to ProjectDirVar and UserHomeVar in every value of the
 // spec's servers with the place's values, leaving every other reference for the controller to
 // resolve from the Secret. A reference to one the place has no value for is an error naming
 // the server and the field (never a value), so the file is refused rather than the server
-// started without it.
+// started without it. So is a server shared per worktree where the servers do not run beside
+// the sessions' folders.
 func ExpandPlace(spec *v1alpha1.ProjectMCPSpec, place Place) error {
 	var errs []error
 	for i := range spec.Servers {
 		s := &spec.Servers[i]
+		if err := WorktreeRefusal(*s, place.Local); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", DefaultPath, err))
+		}
 		for _, f := range placeFields(s) {
 			out, err := expandPlace(*f.value, place)
 			if err != nil {
@@ -110,4 +118,16 @@ func placeValue(name string, place Place) (value string, ours bool, err error) {
 		return "", true, fmt.Errorf("refers to ${%s}, the user's home, which only projectmcp dev's servers have: in a cluster they run on another machine", UserHomeVar)
 	}
 	return "", false, nil
+}
+
+// WorktreeRefusal is why a server cannot be shared per worktree away from the sessions'
+// machine (local false): its connections are keyed by a session's folder, a path on the
+// machine the session runs on, and a server started elsewhere can neither tell two such
+// folders apart nor start in one. nil when the server may run as it says.
+func WorktreeRefusal(s v1alpha1.MCPServer, local bool) error {
+	if local || s.Share != v1alpha1.ShareWorktree {
+		return nil
+	}
+	return fmt.Errorf("server %q: share %q is for projectmcp dev alone, whose servers run beside the sessions' folders; "+
+		"in a cluster they run on another machine: choose %q or %q", s.Name, v1alpha1.ShareWorktree, v1alpha1.ShareSession, v1alpha1.SharePrincipal)
 }

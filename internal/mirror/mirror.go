@@ -308,9 +308,9 @@ func (m *Mirror) read(ctx context.Context) (*v1alpha1.ProjectMCPSpec, metav1.Con
 
 // place is where the project's servers run, for config.ExpandPlace: the project folder is
 // spec.project; the user's home is known only to a controller on this machine (PublishPath),
-// whose servers run as this user.
+// whose servers run as this user beside the sessions' folders.
 func (m *Mirror) place(project string) config.Place {
-	p := config.Place{ProjectDir: project}
+	p := config.Place{ProjectDir: project, Local: m.PublishPath}
 	if m.PublishPath {
 		p.UserHome, _ = os.UserHomeDir()
 	}

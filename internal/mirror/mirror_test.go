@@ -648,3 +648,48 @@ func placeKey(t *testing.T, env *testenv.Env, name string) types.NamespacedName 
 	env.DeleteOnCleanup(t, &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}})
 	return key
 }
+
+// share "worktree" keys connections by the sessions' folders: a mirror for projectmcp dev
+// applies it, and one for another machine refuses the file naming the server, its last good
+// spec staying in effect.
+func TestMirrorRefusesWorktreeForAnotherMachine(t *testing.T) {
+	env := shared.Get(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, ".dsh", "mcp.json")
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(share string) {
+		src := `{"mcpServers": {"build": {"command": "make-mcp", "share": "` + share + `"}}}`
+		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	write("worktree")
+	local := placeKey(t, env, "worktree-local")
+	if err := (&Mirror{Client: env.Client, Dir: dir, Key: local, Log: logr.Discard(), PublishPath: true}).Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := getProject(t, env.Client, local).Spec.Servers; len(s) != 1 || s[0].Share != v1alpha1.ShareWorktree {
+		t.Fatalf("dev's mirror: spec.servers %+v, want build shared per worktree", s)
+	}
+
+	var read []metav1.Condition
+	remote := &Mirror{Client: env.Client, Dir: dir, Key: placeKey(t, env, "worktree-remote"), Log: logr.Discard(),
+		OnRead: func(c metav1.Condition) { read = append(read, c) }}
+	write("session")
+	if err := remote.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	write("worktree")
+	if err := remote.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(read) != 2 || read[1].Status != metav1.ConditionFalse || !strings.Contains(read[1].Message, `server "build": share "worktree" is for projectmcp dev alone`) {
+		t.Fatalf("ConfigSynced: %+v", read)
+	}
+	if s := getProject(t, env.Client, remote.Key).Spec.Servers; len(s) != 1 || s[0].Share != v1alpha1.ShareSession {
+		t.Fatalf("the last good spec is not kept: %+v", s)
+	}
+}

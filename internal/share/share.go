@@ -71,15 +71,39 @@ func Effective(s v1alpha1.MCPServer) (v1alpha1.Share, string) {
 
 // stateful are the servers known to keep state per client, by the package or program that
 // names them in a stdio command line. Each keeps, per process, what one client's session
-// builds up; shared, one session's state is another's.
+// builds up; shared, one session's state is another's. why says what that state is, as
+// docs/sharing.md's table says it.
 var stateful = []struct {
 	name  string // as docs and conditions name it
+	why   string
 	match func(word string) bool
 }{
-	{"@playwright/mcp", pkg("@playwright/mcp")},                                             // one browser: tabs, cookies, storage
-	{"serena", program("serena", "serena-mcp-server")},                                      // activate_project is global
-	{"server-sequential-thinking", pkg("@modelcontextprotocol/server-sequential-thinking")}, // one thought history
-	{"server-filesystem", pkg("@modelcontextprotocol/server-filesystem")},                   // allowed directories set by roots
+	{"@playwright/mcp", "one browser: its tabs, cookies and storage are every session's",
+		pkg("@playwright/mcp")},
+	{"serena", "activate_project is global: one session switches another's project",
+		program("serena", "serena-mcp-server")},
+	{"server-sequential-thinking", "one thought history and one set of branches: sessions' thoughts interleave",
+		pkg("@modelcontextprotocol/server-sequential-thinking")},
+	{"server-filesystem", "its allowed directories are its client's roots, which one connection cannot hold per session",
+		pkg("@modelcontextprotocol/server-filesystem")},
+	{"server-puppeteer", "one browser and one page: a session navigates the page another reads",
+		pkg("@modelcontextprotocol/server-puppeteer")},
+	{"chrome-devtools-mcp", "one Chrome and one selected page for every session",
+		pkg("chrome-devtools-mcp")},
+	{"@executeautomation/playwright-mcp-server", "one browser and page per process, as @playwright/mcp",
+		pkg("@executeautomation/playwright-mcp-server")},
+}
+
+// Entry is one server of the stateful table: its name and the state it keeps per client.
+type Entry struct{ Name, Why string }
+
+// Table is the stateful table, in its order, for the documentation and its test.
+func Table() []Entry {
+	out := make([]Entry, len(stateful))
+	for i, e := range stateful {
+		out[i] = Entry{Name: e.name, Why: e.why}
+	}
+	return out
 }
 
 // KnownStateful names the stateful-table entry a stdio server's command line matches.
@@ -98,10 +122,11 @@ func KnownStateful(s v1alpha1.MCPServer) (string, bool) {
 	return "", false
 }
 
-// pkg matches an npm package word, with or without a version (@playwright/mcp@latest).
+// pkg matches an npm package word, with or without a version (@playwright/mcp@latest), or a
+// path into the package as installed (node node_modules/@playwright/mcp/cli.js).
 func pkg(name string) func(string) bool {
 	return func(w string) bool {
-		return w == name || strings.HasPrefix(w, name+"@")
+		return w == name || strings.HasPrefix(w, name+"@") || strings.Contains(w, "node_modules/"+name+"/")
 	}
 }
 

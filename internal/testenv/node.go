@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 )
 
 // NodeScripts returns node and the folder of the npm scripts (test/node), with their
@@ -48,7 +50,20 @@ func NodeScripts(t testing.TB) (node, dir string) {
 
 // nodePackages are the packages of test/node/package.json the tests use.
 var nodePackages = []string{"@modelcontextprotocol/sdk", "@modelcontextprotocol/conformance",
-	"@modelcontextprotocol/server-everything", "glob", "@anthropic-ai/claude-code"}
+	"@modelcontextprotocol/server-everything", "@modelcontextprotocol/server-sequential-thinking", "glob", "@anthropic-ai/claude-code"}
+
+// SequentialThinking is the npm @modelcontextprotocol/server-sequential-thinking as a stdio
+// server, installed from test/node's lock file and run by node as the tests run
+// server-everything: a real third-party server whose one process keeps one thought history
+// and one set of branches for all its clients, which makes the sharing scope visible
+// (docs/sharing.md). Its thoughts are not echoed to stderr. It skips without node and npm.
+func SequentialThinking(t testing.TB) *v1alpha1.StdioServer {
+	t.Helper()
+	node, dir := NodeScripts(t)
+	script := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-sequential-thinking", "dist", "index.js")
+	return &v1alpha1.StdioServer{Command: node, Args: []string{script},
+		Env: []v1alpha1.NameValue{{Name: "DISABLE_THOUGHT_LOGGING", Value: "true"}}}
+}
 
 // lockFile takes an exclusive flock on path, waiting for another process that holds it; the
 // kernel drops it when that process exits, however it exits.
