@@ -122,6 +122,8 @@ type incoming struct {
 	// declared: a bridged request's client capabilities, as the session declares them (bridge.go)
 	declared mcp.ClientCapabilities
 	binding  stateBinding
+	// task: the tool runs only as a task, which the gateway runs for the session (taskbridge.go)
+	task bool
 	// answer: the session's answer to a request of the gateway's, by its id; cancel: the call
 	// a notifications/cancelled names.
 	answerID string
@@ -267,6 +269,7 @@ func (p *Paths) read(r *http.Request, ref string, who access.Identity) *incoming
 	}
 	if c := p.ep.Lookup(in.caller.id, in.target.server); c != nil {
 		f.takes = c.Takes(in.caller.rev)
+		in.task = in.row.tool && c.TaskSupport(in.target.raw) == conn.TaskRequired
 		if f.bridged = f.stateless && errors.Is(f.takes, conn.ErrOtherRevision) && c.Takes(conn.AcceptsStatefulOnly) == nil; f.bridged {
 			in.caller.rev = conn.AcceptsStatefulOnly // the request as the server's revision has it (bridge.go)
 			// The capabilities the session declares decide what the server may ask it; ones
@@ -393,7 +396,7 @@ func (p *Paths) forwardCall(w http.ResponseWriter, r *http.Request, in *incoming
 	ctx, note := withStateNote(ctx) // a bridged round's state, which is not sealed
 
 	o := Origin{method: "tools/call", session: fc.id, caller: fc.caller, name: in.name, raw: t.raw, meta: meta.trace(), caps: fc.caps,
-		who: in.who, header: r.Header, traced: true, item: t.item, args: in.args}
+		who: in.who, header: r.Header, traced: true, item: t.item, args: in.args, task: in.task}
 	logs := fc.stateless && meta.LogLevel != ""
 	send := func(ctx context.Context, put func(relayed)) (conn.RawResult, error) {
 		if logs {
@@ -406,6 +409,9 @@ func (p *Paths) forwardCall(w http.ResponseWriter, r *http.Request, in *incoming
 		call := func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
 			if t.item.Unlisted && !c.Offers(t.raw) {
 				return nil, &withheldTool{in.name} // as if it did not exist
+			}
+			if c.TaskSupport(t.raw) == conn.TaskRequired { // a session of the forward path declares no Tasks
+				return callAsTask(ctx, c, members, progressTo(put, len(token) > 0), fc.rev, p.taskLimit(o))
 			}
 			return c.Forward(ctx, "tools/call", members, progressTo(put, len(token) > 0), fc.rev)
 		}
