@@ -209,3 +209,64 @@ func recordingProxy(t *testing.T, target string) (string, *methodsSeen) {
 	})
 	return "http://" + l.Addr().String() + u.Path, seen
 }
+
+// A session that starts a task itself (the npm SDK client, SEP-1686) gets it carried through
+// a per-server endpoint: the task under an id of the gateway's, its status and result by that
+// id (the result's related-task naming it too), and its cancel. The id is useless to another
+// session and refused once altered, with the error a server gives for a task it does not know.
+func TestTaskCarriedNodeClient(t *testing.T) {
+	node, dir := testenv.NodeScripts(t)
+	endpoints := everythingProject(t, startEverythingHTTP(t, node, dir))
+
+	cmd := exec.Command(node, filepath.Join(dir, "tasks-carried.mjs"), endpoints.server, researchTool)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tasks-carried.mjs: %v\n%s\n%s", err, out, stderr.String())
+	}
+	type rpcError struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	var got struct {
+		TaskID   string `json:"taskId"`
+		Statuses []struct {
+			TaskID, Status, Message string
+		} `json:"statuses"`
+		Report  string `json:"report"`
+		Related *struct {
+			TaskID string `json:"taskId"`
+		} `json:"related"`
+		Foreign, Altered *rpcError
+		Cancelled        struct {
+			Same   bool   `json:"same"`
+			Status string `json:"status"`
+		} `json:"cancelled"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("tasks-carried.mjs printed %q: %v", out, err)
+	}
+	if !strings.HasPrefix(got.TaskID, "projectmcp-task.") {
+		t.Errorf("the session must get the task under an id of the gateway's: %q", got.TaskID)
+	}
+	if n := len(got.Statuses); n == 0 || got.Statuses[n-1].Status != "completed" {
+		t.Errorf("tasks/get must follow the task to its end: %+v", got.Statuses)
+	}
+	for _, s := range got.Statuses {
+		if s.TaskID != got.TaskID {
+			t.Errorf("tasks/get names the task %q, not the session's id", s.TaskID)
+		}
+	}
+	if !strings.Contains(got.Report, "# Research Report: kelp") || got.Related == nil || got.Related.TaskID != got.TaskID {
+		t.Errorf("tasks/result must answer the task's result, naming the session's id: %s", out)
+	}
+	for what, e := range map[string]*rpcError{"another session": got.Foreign, "an altered id": got.Altered} {
+		if e == nil || e.Code != -32602 || !strings.Contains(e.Message, "Task not found") {
+			t.Errorf("%s's tasks/get must be refused as an unknown task: %+v", what, e)
+		}
+	}
+	if !got.Cancelled.Same || got.Cancelled.Status != "cancelled" {
+		t.Errorf("tasks/cancel must cancel the session's task: %+v", got.Cancelled)
+	}
+}
