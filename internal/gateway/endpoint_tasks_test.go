@@ -270,3 +270,49 @@ func TestTaskCarriedNodeClient(t *testing.T) {
 		t.Errorf("tasks/cancel must cancel the session's task: %+v", got.Cancelled)
 	}
 }
+
+// A session that goes away while the gateway runs a task for its call (a Go SDK client closes
+// its session at the task's first progress) has the task cancelled upstream.
+func TestTaskBridgedSessionGoesAway(t *testing.T) {
+	node, dir := testenv.NodeScripts(t)
+	upstream, seen := recordingProxy(t, startEverythingHTTP(t, node, dir))
+	endpoints := everythingProject(t, upstream)
+
+	progressed := make(chan struct{})
+	var once sync.Once
+	client := mcp.NewClient(&mcp.Implementation{Name: "go-leaves", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { once.Do(func() { close(progressed) }) },
+	})
+	s := harness.MustDial(t, client, endpoints.server, revision.Stateful.String(), nil)
+	called := make(chan error, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: researchTool, Arguments: map[string]any{"topic": "left behind"}}
+		params.SetProgressToken("leaving")
+		_, err := s.CallTool(context.Background(), params)
+		called <- err
+	}()
+	select {
+	case <-progressed:
+	case err := <-called:
+		t.Fatalf("the call ended before its first progress: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no progress within 30s")
+	}
+	// The session ends as a client's DELETE ends it (the SDK's Close waits for the call first).
+	req, err := http.NewRequest(http.MethodDelete, endpoints.server, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Mcp-Session-Id", s.ID())
+	req.Header.Set("Mcp-Protocol-Version", revision.Stateful.String())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %s", resp.Status)
+	}
+	testutil.Eventually(t, 20*time.Second, "the server sees tasks/cancel", func() bool { return seen.has("tasks/cancel") })
+	<-called
+}
