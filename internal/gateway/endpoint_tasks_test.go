@@ -178,6 +178,12 @@ func (m *methodsSeen) all() []string {
 // recordingProxy is a plain reverse proxy to target (testutil.BareProxy) on loopback that notes
 // the method of every request POSTed through it; it returns target's URL through the proxy.
 func recordingProxy(t *testing.T, target string) (string, *methodsSeen) {
+	return refusingProxy(t, target, func(string) bool { return false })
+}
+
+// refusingProxy is recordingProxy answering 503 to the requests whose method refuse names,
+// which it does not pass on.
+func refusingProxy(t *testing.T, target string, refuse func(method string) bool) (string, *methodsSeen) {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
@@ -197,6 +203,10 @@ func recordingProxy(t *testing.T, target string) (string, *methodsSeen) {
 			}
 			if json.Unmarshal(body, &msg) == nil && msg.Method != "" {
 				seen.add(msg.Method)
+				if refuse(msg.Method) {
+					http.Error(w, "refused by the test", http.StatusServiceUnavailable)
+					return
+				}
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
@@ -315,4 +325,26 @@ func TestTaskBridgedSessionGoesAway(t *testing.T) {
 	}
 	testutil.Eventually(t, 20*time.Second, "the server sees tasks/cancel", func() bool { return seen.has("tasks/cancel") })
 	<-called
+}
+
+// A server that stops answering for the task the gateway runs (its tasks/get fails) ends the
+// call with an error naming the server, and the task is cancelled, though the task's result
+// would have come: the call waits for a task only while the server answers for it.
+func TestTaskBridgedPollFails(t *testing.T) {
+	node, dir := testenv.NodeScripts(t)
+	upstream, seen := refusingProxy(t, startEverythingHTTP(t, node, dir), func(m string) bool { return m == "tasks/get" })
+	endpoints := everythingProject(t, upstream)
+
+	s := harness.MustDial(t, mcp.NewClient(&mcp.Implementation{Name: "go-polls", Version: "1"}, nil), endpoints.server, revision.Stateful.String(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: researchTool, Arguments: map[string]any{"topic": "silence"}})
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case !res.IsError || !strings.Contains(harness.Text(res), `"everything"`) || strings.Contains(harness.Text(res), "Research Report"):
+		t.Fatalf("the call must fail naming the server: %s", harness.Text(res))
+	}
+	t.Logf("the call's error: %s", harness.Text(res))
+	testutil.Eventually(t, 20*time.Second, "the server sees tasks/cancel", func() bool { return seen.has("tasks/cancel") })
 }
