@@ -324,7 +324,7 @@ func TestTaskBridgedSessionGoesAway(t *testing.T) {
 		t.Fatalf("DELETE: %s", resp.Status)
 	}
 	testutil.Eventually(t, 20*time.Second, "the server sees tasks/cancel", func() bool { return seen.has("tasks/cancel") })
-	<-called
+	t.Logf("the call of the session that ended: %v", <-called)
 }
 
 // A server that stops answering for the task the gateway runs (its tasks/get fails) ends the
