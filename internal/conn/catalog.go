@@ -94,7 +94,7 @@ func intern(cat catalog) *catalog {
 	fmt.Fprintf(h, "\n%v", cat.hints)
 	for kind, raws := range cat.raw {
 		for _, key := range slices.Sorted(maps.Keys(raws)) {
-			fmt.Fprintf(h, "\n%d %q %t ", kind, key, raws[key].Newest)
+			fmt.Fprintf(h, "\n%d %q %t %q ", kind, key, raws[key].Newest, raws[key].TaskSupport)
 			h.Write(raws[key].Members)
 		}
 	}

@@ -57,6 +57,9 @@ type RawItem struct {
 	// Newest: the server speaks 2026-07-28 (a session of the other revision gets the typed
 	// item, as it does for the results of requests).
 	Newest bool
+	// TaskSupport is a tool's execution.taskSupport as a 2025-11-25 server listed it
+	// (tasks.go): TaskRequired or TaskOptional, "" otherwise.
+	TaskSupport string
 }
 
 // RawItem is the item of a kind listed under key (a tool's or prompt's name, a resource's
@@ -268,7 +271,7 @@ func decodeItems[T any](l *listedItems, kind Kind, cat *catalog) ([]*T, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s failed: %v", listMethods[kind], err)
 		}
-		raws[key] = &RawItem{Members: members, Newest: l.newest}
+		raws[key] = &RawItem{Members: members, Newest: l.newest, TaskSupport: taskSupportOf(kind, it.raw, l.newest)}
 	}
 	for key := range twice {
 		delete(raws, key)

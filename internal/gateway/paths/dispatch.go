@@ -102,7 +102,7 @@ func dispatch[T any](ctx context.Context, p *Paths, o Origin, server string, do 
 		m.Forwarded(o.method, outcome)
 		p.audit(o, server, start, outcome.String())
 	}()
-	if limit := p.opts.CallTimeout; limit > 0 {
+	if limit := p.opts.CallTimeout; limit > 0 && !o.task {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, limit)
 		defer cancel()

@@ -55,7 +55,9 @@ type callParams struct {
 	Arguments      json.RawMessage `json:"arguments"`
 	InputResponses json.RawMessage `json:"inputResponses"`
 	RequestState   json.RawMessage `json:"requestState"`
-	Meta           requestMeta     `json:"_meta"`
+	// Task asks the server to run the call as a task (2025-11-25, SEP-1686; tasks.go).
+	Task json.RawMessage `json:"task"`
+	Meta requestMeta     `json:"_meta"`
 }
 
 // requestMeta is what the forward path reads of a request's _meta.
@@ -122,6 +124,13 @@ type incoming struct {
 	// declared: a bridged request's client capabilities, as the session declares them (bridge.go)
 	declared mcp.ClientCapabilities
 	binding  stateBinding
+	// bridgeTask: the tool runs only as a task, which the gateway runs for the session
+	// (taskbridge.go); taskRoute: a request naming a task the session was given (tasks.go), or
+	// refusal, the answer to one naming a task it was not.
+	bridgeTask bool
+	taskRoute  *taskRoute
+	refusal    *jsonrpc.Error
+	ref        string // a stateful session's ref
 	// answer: the session's answer to a request of the gateway's, by its id; cancel: the call
 	// a notifications/cancelled names.
 	answerID string
@@ -153,8 +162,12 @@ func (p *Paths) ServeForward(w http.ResponseWriter, r *http.Request, ref string,
 		w.WriteHeader(http.StatusAccepted)
 		return true
 	case pathRefuse:
-		writeError(w, nil, in.env.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: "inputResponses must be an object of answers, each an object, by the keys of the input requests"}, true)
+		refusal := in.refusal
+		if refusal == nil {
+			refusal = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+				Message: "inputResponses must be an object of answers, each an object, by the keys of the input requests"}
+		}
+		writeError(w, nil, in.env.ID, refusal, in.stateless)
 		return true
 	case pathForward:
 		if in.stateless {
@@ -200,7 +213,7 @@ var (
 // to send it. It decides nothing: it stops where a fact's prerequisite is missing, and the
 // facts it leaves unset are the ones decide reads as the typed path's.
 func (p *Paths) read(r *http.Request, ref string, who access.Identity) *incoming {
-	in := &incoming{who: who}
+	in := &incoming{who: who, ref: ref}
 	f := &in.facts
 	f.stateless, f.version, f.content = ref == "", r.Header.Get("Mcp-Protocol-Version"), acceptedContent(r)
 	body := httpserve.Body(r)
@@ -267,6 +280,7 @@ func (p *Paths) read(r *http.Request, ref string, who access.Identity) *incoming
 	}
 	if c := p.ep.Lookup(in.caller.id, in.target.server); c != nil {
 		f.takes = c.Takes(in.caller.rev)
+		in.bridgeTask = in.row.tool && c.TaskSupport(in.target.raw) == conn.TaskRequired
 		if f.bridged = f.stateless && errors.Is(f.takes, conn.ErrOtherRevision) && c.Takes(conn.AcceptsStatefulOnly) == nil; f.bridged {
 			in.caller.rev = conn.AcceptsStatefulOnly // the request as the server's revision has it (bridge.go)
 			// The capabilities the session declares decide what the server may ask it; ones
@@ -378,6 +392,11 @@ func acceptedContent(r *http.Request) bool {
 func (p *Paths) forwardCall(w http.ResponseWriter, r *http.Request, in *incoming) path {
 	fc, t, env, meta := in.caller, in.target, in.env, in.meta
 	members := callMembers(t.raw, in.args, in.call.InputResponses, in.state)
+	// A stateful session that starts a task of a server of its revision gets it (tasks.go).
+	carried := len(in.call.Task) > 0 && string(in.call.Task) != "null" && !fc.stateless
+	if carried {
+		members = append(append(members, `,"task":`...), in.call.Task...)
+	}
 	token := meta.ProgressToken
 
 	unanswered := false // the stream ends without an answer: a client that resumes it learns so
@@ -393,7 +412,7 @@ func (p *Paths) forwardCall(w http.ResponseWriter, r *http.Request, in *incoming
 	ctx, note := withStateNote(ctx) // a bridged round's state, which is not sealed
 
 	o := Origin{method: "tools/call", session: fc.id, caller: fc.caller, name: in.name, raw: t.raw, meta: meta.trace(), caps: fc.caps,
-		who: in.who, header: r.Header, traced: true, item: t.item, args: in.args}
+		who: in.who, header: r.Header, traced: true, item: t.item, args: in.args, task: in.bridgeTask && !carried}
 	logs := fc.stateless && meta.LogLevel != ""
 	send := func(ctx context.Context, put func(relayed)) (conn.RawResult, error) {
 		if logs {
@@ -406,6 +425,16 @@ func (p *Paths) forwardCall(w http.ResponseWriter, r *http.Request, in *incoming
 		call := func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
 			if t.item.Unlisted && !c.Offers(t.raw) {
 				return nil, &withheldTool{in.name} // as if it did not exist
+			}
+			if carried {
+				res, err := c.Forward(ctx, "tools/call", members, progressTo(put, len(token) > 0), conn.AcceptsStatefulOnly)
+				if err != nil {
+					return nil, err
+				}
+				return carryTask(p.taskBinding(fc.id, t.server), c, res), nil
+			}
+			if c.TaskSupport(t.raw) == conn.TaskRequired { // the session did not start a task: the gateway runs it
+				return callAsTask(ctx, c, members, progressTo(put, len(token) > 0), fc.rev, p.taskLimit(o))
 			}
 			return c.Forward(ctx, "tools/call", members, progressTo(put, len(token) > 0), fc.rev)
 		}

@@ -110,6 +110,9 @@ func (p *Paths) forwardRequest(w http.ResponseWriter, r *http.Request, in *incom
 	}
 	body := joinMembers(in.members)
 	send := func(ctx context.Context, c *conn.Conn) (conn.RawResult, error) {
+		if in.taskRoute != nil {
+			return onTaskConn(in.taskRoute, c, func() (conn.RawResult, error) { return c.Forward(ctx, in.method, body, nil, fc.rev) })
+		}
 		return c.Forward(ctx, in.method, body, nil, fc.rev)
 	}
 	var res conn.RawResult

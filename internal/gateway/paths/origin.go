@@ -37,6 +37,10 @@ type Origin struct {
 	// args are a tool call's or prompt's arguments as the session sent them, for the audit
 	// log (--audit-arguments).
 	args json.RawMessage
+	// task: a tools/call the gateway runs as a task of the server's (taskbridge.go), whose
+	// requests to the server the call timeout bounds each, not the call: a task may work for
+	// longer, and its server answers all the while.
+	task bool
 }
 
 // OriginOf describes a request the SDK server decoded.

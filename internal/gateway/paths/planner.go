@@ -41,6 +41,9 @@ var forwardedMethods = map[string]forwardedMethod{
 	"prompts/get":         {named: true, route: routePrompt},
 	"resources/read":      {named: true, route: routeResource},
 	"completion/complete": {route: routeCompletion},
+	"tasks/get":           {route: routeTask}, // tasks.go: a stateful session's only
+	"tasks/result":        {route: routeTask},
+	"tasks/cancel":        {route: routeTask},
 }
 
 // path is how the gateway carries a request. The values of the counted paths are the path
@@ -117,6 +120,8 @@ type facts struct {
 	// that takes raw requests of that revision: forwarded, its envelope made 2026-07-28's
 	// (bridge.go).
 	bridged bool
+	// taskRefused: a request naming a task id the session was not given (tasks.go)
+	taskRefused bool
 }
 
 // cancelled is the one notification the forward path reads.
@@ -166,6 +171,8 @@ func decide(f facts) plan {
 	switch {
 	case !f.params:
 		return counted(pathTyped, "params the SDK's types refuse")
+	case f.taskRefused:
+		return plan{path: pathRefuse, why: "a task id not given to this session"}
 	case f.stateless && !f.identity:
 		return counted(pathTyped, "a _meta the SDK's stateless handler refuses")
 	case f.stateless && m.named && f.mcpName != f.name:
