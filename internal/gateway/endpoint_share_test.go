@@ -7,13 +7,17 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/gateway/access"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
@@ -118,5 +122,54 @@ func TestGatewaySessionScopeIsolation(t *testing.T) {
 	harness.WaitStatus(t, key, 30*time.Second, "one connection", connectionsAre(1))
 	if got := pidOf(t, one.s); got != onePID {
 		t.Fatalf("the remaining session reaches its own process: %d, want %d", got, onePID)
+	}
+}
+
+// Under share principal two ServiceAccounts get two connections, and one ServiceAccount's two
+// sessions share one.
+func TestGatewayPrincipalScopeServiceAccounts(t *testing.T) {
+	ns := harness.NewNamespace(t)
+	srv := harness.FixtureServer(t, "a")
+	srv.Share = v1alpha1.SharePrincipal
+	key := harness.Create(t, ns, "share-principal", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	tokens := saTokens(t, ns, "alice", "bob")
+	cs, err := kubernetes.NewForConfig(harness.Env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, Auth: &access.KubernetesAuth{Client: cs}})
+	dial := func(sa string) *mcp.ClientSession {
+		client := mcp.NewClient(&mcp.Implementation{Name: sa, Version: "1"}, nil)
+		return harness.MustDial(t, client, base+gateway.Path(key), "2025-11-25", http.Header{"Authorization": {"Bearer " + tokens[sa]}})
+	}
+	alice1, alice2, bob := dial("alice"), dial("alice"), dial("bob")
+	if a1, a2 := pidOf(t, alice1), pidOf(t, alice2); a1 != a2 {
+		t.Fatalf("one ServiceAccount's sessions must share its connection: processes %d and %d", a1, a2)
+	} else if b := pidOf(t, bob); b == a1 {
+		t.Fatal("two ServiceAccounts must have two connections")
+	}
+	harness.WaitStatus(t, key, 30*time.Second, "two connections", connectionsAre(2))
+}
+
+// A session past --max-connections-per-server is served, but its calls to that server get a
+// tool error naming the server, its scope and the bound, never another session's connection.
+func TestGatewayConnectionBound(t *testing.T) {
+	harness.Ctl.Registry.LimitConnections(1, 0)
+	t.Cleanup(func() { harness.Ctl.Registry.LimitConnections(0, 0) })
+	ns := harness.NewNamespace(t)
+	srv := harness.FixtureServer(t, "a")
+	srv.Share = v1alpha1.ShareSession
+	key := harness.Create(t, ns, "share-bound", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	first, past := listen(t, harness.EndpointOf(key)), listen(t, harness.EndpointOf(key))
+	pidOf(t, first.s)
+	res, err := past.s.CallTool(context.Background(), &mcp.CallToolParams{Name: "a__pids"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	if !res.IsError || !strings.Contains(text, `"a"`) || !strings.Contains(text, "share: session") || !strings.Contains(text, "--max-connections-per-server") {
+		t.Fatalf("a call past the bound: %q (error %v), want a tool error naming the server, scope and bound", text, res.IsError)
 	}
 }
