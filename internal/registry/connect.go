@@ -270,7 +270,7 @@ func leads(aOffers, bOffers bool, aMade, bMade time.Time, aKey, bKey string) boo
 	return aKey < bKey
 }
 
-// scopeLocked is the scope a server's slots are keyed under: the one its connections were
+// scopeOf is the scope a server's slots are keyed under: the one its connections were
 // built under, or before the first Connect, the one the reconciler decided (Desired.Scopes).
 func (p *project) scopeOf(name string) v1alpha1.Share {
 	if s := p.desired.Scopes[name]; s != "" {

@@ -959,14 +959,13 @@ func (srv *server) stateLocked(name string) ServerState {
 		}
 	}
 	lead := srv.leadLocked()
-	switch {
-	case lead == nil:
+	if lead == nil {
 		st.Reclaimed = srv.configured && srv.keyed()
-	default:
-		st.Reclaimed, st.Carried = lead.reclaimed, lead.carried
-		if lead.conn != nil {
-			st.HasConn, st.Conn = true, lead.conn.Snapshot()
-		}
+		return st
+	}
+	st.Reclaimed, st.Carried = lead.reclaimed, lead.carried
+	if lead.conn != nil {
+		st.HasConn, st.Conn = true, lead.conn.Snapshot()
 	}
 	return st
 }
