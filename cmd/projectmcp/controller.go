@@ -364,6 +364,7 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 	reg := registry.New(clock.RealClock{}, ctrl.Log.WithName("registry"))
 	reg.LimitSessions(f.maxSessions)
 	reg.LimitConnections(f.maxConnsServer, f.maxConnsUser)
+	reg.ServeLocal(f.gatewayAuth == "local")
 	metrics.SetSource(reg.Counts)
 	r := &controllers.Reconciler{
 		Client:      mgr.GetClient(),

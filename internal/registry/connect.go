@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
@@ -135,7 +139,7 @@ func (r *Registry) rescopeLocked(p *project, name string, srv *server, scope v1a
 // an entry without one, once after is closed (nil: at once). Callers hold r.mu.
 func (r *Registry) swapLocked(key types.NamespacedName, p *project, srv *server, e *entry, after <-chan struct{}) (c, old *conn.Conn) {
 	old = e.conn
-	run := r.connOptions(key, e.key, srv.opts)
+	run := r.connOptions(key, e.key, inWorktree(srv.opts, srv.scope, e.key))
 	run.LogLevel = p.levelOf(srv.opts.Server.Name)
 	if old != nil {
 		run.StartAfter = old.Done()
@@ -287,7 +291,11 @@ func (r *Registry) bindLocked(p *project, s *Session, name string, now time.Time
 	k := share.Key(srv.scope, s.who)
 	e := srv.conns[k]
 	if e == nil && k != "" {
-		if err := refusal(name, srv.scope, len(srv.conns), p.connectionsOf(s.who.Principal), r.maxPerServer, r.maxPerPrincipal); err != nil {
+		err := worktreeRefusal(name, srv.scope, r.local)
+		if err == nil {
+			err = refusal(name, srv.scope, len(srv.conns), p.connectionsOf(s.who.Principal), r.maxPerServer, r.maxPerPrincipal)
+		}
+		if err != nil {
 			s.slots[name] = slot{key: k, refused: err}
 			return nil
 		}
@@ -334,6 +342,29 @@ func refusal(server string, scope v1alpha1.Share, serverConns, principalConns, m
 			ErrTooManyConnections, server, scope, maxPrincipal)
 	}
 	return nil
+}
+
+// ErrWorktreeOutsideLocal is the error of a slot on a server of share worktree when the
+// controller is not in local mode: its sessions' working trees are folders of their own
+// machines, not of the controller's.
+var ErrWorktreeOutsideLocal = errors.New("share worktree outside local mode")
+
+// worktreeRefusal decides whether a server's scope may key connections here: share worktree
+// only in local mode (nil when it may).
+func worktreeRefusal(server string, scope v1alpha1.Share, local bool) error {
+	if scope != v1alpha1.ShareWorktree || local {
+		return nil
+	}
+	return fmt.Errorf("%w: MCP server %q has share: worktree, which only a controller in local mode (--gateway-auth local, projectmcp dev) serves; set its share to session or principal",
+		ErrWorktreeOutsideLocal, server)
+}
+
+// ServeLocal says whether the controller is in local mode (--gateway-auth local): its sessions
+// run on its machine, so share worktree may key connections by their folders.
+func (r *Registry) ServeLocal(local bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.local = local
 }
 
 // LimitConnections bounds the keyed connections (share principal, session) of one server and
@@ -395,4 +426,21 @@ func (r *Registry) reclaim(key types.NamespacedName, name, k string, c *conn.Con
 	r.mu.Unlock()
 	r.log.V(1).Info("Reclaimed idle MCP connection", "projectmcp", key.String(), "server", c.Server(), "share", share.Label(k))
 	c.Destroy()
+}
+
+// inWorktree is what a connection of share worktree is built from: the server's options, with
+// a stdio server started in the working tree its key names, and that folder as its root. Under
+// any other scope, or without a folder, the options are the server's own.
+func inWorktree(opts conn.Options, scope v1alpha1.Share, k string) conn.Options {
+	dir, ok := strings.CutPrefix(k, share.Key(v1alpha1.ShareWorktree, share.Who{}))
+	if scope != v1alpha1.ShareWorktree || !ok || !filepath.IsAbs(dir) {
+		return opts
+	}
+	if opts.Server.Stdio != nil {
+		stdio := *opts.Server.Stdio
+		stdio.WorkingDir = dir
+		opts.Server.Stdio = &stdio
+	}
+	opts.Roots = []*mcp.Root{{URI: (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String(), Name: filepath.Base(dir)}}
+	return opts
 }

@@ -76,6 +76,8 @@ type Registry struct {
 	teardowns sync.WaitGroup
 	// maxPerServer and maxPerPrincipal bound keyed connections (LimitConnections; 0: none).
 	maxPerServer, maxPerPrincipal int
+	// local: the controller is in local mode (ServeLocal), where share worktree is served.
+	local bool
 }
 
 // LimitSessions bounds the sessions one project may have mounted at once (0: no bound).

@@ -272,3 +272,93 @@ func TestRescope(t *testing.T) {
 		t.Fatal("each session must reach its own connection")
 	}
 }
+
+func TestWorktreeRefusal(t *testing.T) {
+	cases := []struct {
+		scope   v1alpha1.Share
+		local   bool
+		refused bool
+	}{
+		{v1alpha1.ShareWorktree, false, true},
+		{v1alpha1.ShareWorktree, true, false},
+		{v1alpha1.ShareSession, false, false},
+		{v1alpha1.ShareProject, false, false},
+	}
+	for _, c := range cases {
+		err := worktreeRefusal("build", c.scope, c.local)
+		if (err != nil) != c.refused {
+			t.Errorf("%s, local %v: refused %v, want %v", c.scope, c.local, err, c.refused)
+		}
+		if err != nil && (!errors.Is(err, ErrWorktreeOutsideLocal) || !strings.Contains(err.Error(), `"build"`) || !strings.Contains(err.Error(), "share: worktree")) {
+			t.Errorf("the error must name the server and the scope: %v", err)
+		}
+	}
+}
+
+func TestInWorktree(t *testing.T) {
+	opts := fixtureOpts("build")
+	key := share.Key(v1alpha1.ShareWorktree, share.Who{Root: "/src/tree-a"})
+	got := inWorktree(opts, v1alpha1.ShareWorktree, key)
+	if got.Server.Stdio.WorkingDir != "/src/tree-a" || len(got.Roots) != 1 || got.Roots[0].URI != "file:///src/tree-a" {
+		t.Fatalf("a worktree connection starts in its folder, which is its root: %+v %v", got.Server.Stdio, got.Roots)
+	}
+	if opts.Server.Stdio.WorkingDir != "" {
+		t.Fatal("the server's own options must be left as they were")
+	}
+	for name, c := range map[string]struct {
+		scope v1alpha1.Share
+		key   string
+	}{
+		"another scope":     {v1alpha1.ShareSession, share.Key(v1alpha1.ShareSession, share.Who{Session: "/x"})},
+		"no folder":         {v1alpha1.ShareWorktree, share.Key(v1alpha1.ShareWorktree, share.Who{})},
+		"a relative folder": {v1alpha1.ShareWorktree, share.Key(v1alpha1.ShareWorktree, share.Who{Root: "tree"})},
+	} {
+		if got := inWorktree(opts, c.scope, c.key); got.Server.Stdio.WorkingDir != "" || got.Roots != nil {
+			t.Errorf("%s: the server's own options, got %+v", name, got.Server.Stdio)
+		}
+	}
+}
+
+// Outside local mode a session of a worktree server is mounted without a connection to it, and
+// its calls get the error naming the server and the scope.
+func TestWorktreeRefusedOutsideLocalMode(t *testing.T) {
+	r := New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	defer r.Shutdown()
+	r.SetDesired(key, Desired{Servers: []string{"a"}, ReadyTimeout: 5 * time.Second, Scopes: map[string]v1alpha1.Share{"a": v1alpha1.ShareWorktree}})
+	r.ConnectAll(key, "h1", sharedOpts("a", v1alpha1.ShareWorktree))
+	if _, err := r.Mount(context.Background(), key, share.Who{Principal: "u", Session: "s1", Root: "/src/a"}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := r.AwaitSlot(context.Background(), key, "s1", "a"); c != nil || !errors.Is(err, ErrWorktreeOutsideLocal) {
+		t.Fatalf("want the worktree refusal, got %v, %v", c, err)
+	}
+	if st := r.Observe(key).Servers["a"]; st.Connections != 0 {
+		t.Fatalf("no connection may be made: %+v", st)
+	}
+}
+
+// In local mode a worktree server has a connection per working tree: sessions in one folder
+// share it, a session in another folder has its own.
+func TestWorktreeConnectionPerFolder(t *testing.T) {
+	r := New(clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	defer r.Shutdown()
+	r.ServeLocal(true)
+	r.SetDesired(key, Desired{Servers: []string{"a"}, ReadyTimeout: 5 * time.Second, Scopes: map[string]v1alpha1.Share{"a": v1alpha1.ShareWorktree}})
+	r.ConnectAll(key, "h1", sharedOpts("a", v1alpha1.ShareWorktree))
+	treeA, treeB := t.TempDir(), t.TempDir()
+	mountIn := func(session, root string) *conn.Conn {
+		t.Helper()
+		if _, err := r.Mount(context.Background(), key, share.Who{Principal: "u", Session: session, Root: root}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		c := r.Lookup(key, session, "a")
+		if c == nil || c.Snapshot().Phase != v1alpha1.PhaseReady {
+			t.Fatalf("session %s: no Ready connection", session)
+		}
+		return c
+	}
+	a1, a2, b := mountIn("s1", treeA), mountIn("s2", treeA), mountIn("s3", treeB)
+	if a1 != a2 || a1 == b {
+		t.Fatal("want one connection per working tree")
+	}
+}
