@@ -26,6 +26,7 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
+	"github.com/dsh-dev/projectmcp/internal/share"
 	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
@@ -50,7 +51,7 @@ func callEcho(ctx context.Context, key types.NamespacedName, session, server, te
 
 func mount(t testing.TB, key types.NamespacedName, id string) {
 	t.Helper()
-	if _, err := harness.Ctl.Registry.Mount(context.Background(), key, id, "test/1.0"); err != nil {
+	if _, err := harness.Ctl.Registry.Mount(context.Background(), key, share.Who{Session: id}, "test/1.0"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { harness.Ctl.Registry.Release(key, id) })
@@ -196,7 +197,7 @@ func TestIdleReclaim(t *testing.T) {
 	harness.WaitStatus(t, never, 30*time.Second, "Ready", harness.IsReady)
 
 	// A mounted session keeps the connection past the idle timeout.
-	if _, err := harness.Ctl.Registry.Mount(context.Background(), short, "s1", "test"); err != nil {
+	if _, err := harness.Ctl.Registry.Mount(context.Background(), short, share.Who{Session: "s1"}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2500 * time.Millisecond)
@@ -319,7 +320,7 @@ func TestHangingServerDoesNotBlock(t *testing.T) {
 	})
 	harness.WaitStatus(t, key, 30*time.Second, "good Ready", harness.PhaseIs("good", v1alpha1.PhaseReady))
 	start := time.Now()
-	if _, err := harness.Ctl.Registry.Mount(context.Background(), key, "s1", "test"); err != nil {
+	if _, err := harness.Ctl.Registry.Mount(context.Background(), key, share.Who{Session: "s1"}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	defer harness.Ctl.Registry.Release(key, "s1")
@@ -518,7 +519,7 @@ func TestMountBurstCoalescesStatusWrites(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			if _, err := harness.Ctl.Registry.Mount(context.Background(), key, fmt.Sprintf("s%04d", i), "burst"); err != nil {
+			if _, err := harness.Ctl.Registry.Mount(context.Background(), key, share.Who{Session: fmt.Sprintf("s%04d", i)}, "burst"); err != nil {
 				t.Error(err)
 			}
 		})

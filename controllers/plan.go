@@ -62,6 +62,12 @@ func Plan(desired Desired, observed map[string]registry.ServerState) []Action {
 	for name, hash := range desired.Servers {
 		obs, seen := observed[name]
 		requested := desired.Reconnect[name]
+		if seen && keyed(obs.Scope) {
+			if a, ok := planKeyed(name, hash, obs, requested); ok {
+				actions = append(actions, a)
+			}
+			continue
+		}
 		switch {
 		case !seen || (!obs.HasConn && !obs.Reclaimed):
 			actions = append(actions, Action{ActionCreate, name, "new server"})
@@ -125,4 +131,26 @@ func reconnectRequest(obj *v1alpha1.ProjectMCP, enabled map[string]string, handl
 		}
 	}
 	return out
+}
+
+// keyed reports whether a scope gives a server a connection per key (share principal,
+// session) rather than one for the project.
+func keyed(scope v1alpha1.Share) bool {
+	return scope != "" && scope != v1alpha1.ShareProject
+}
+
+// planKeyed is the action for a server whose connections are keyed (share principal,
+// session): sessions' mounts make and rebuild them, never the reconciler, which only gives the
+// server what they are built from (create), and rebuilds every live one on a config change
+// (repoint) or a reconnect request (rebuild). No connection is ever made ahead of a session.
+func planKeyed(name, hash string, obs registry.ServerState, requested bool) (Action, bool) {
+	switch {
+	case !obs.Configured:
+		return Action{ActionCreate, name, "new server"}, true
+	case obs.Hash != hash:
+		return Action{ActionRepoint, name, "config changed"}, true
+	case requested:
+		return Action{ActionRebuild, name, "reconnect requested"}, true
+	}
+	return Action{}, false
 }

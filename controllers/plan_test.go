@@ -312,3 +312,50 @@ func TestWakeUpsQueueBehindEdits(t *testing.T) {
 		t.Fatalf("second out: %v at priority %d, want the wake-up at %d", second, priority, wakeUpPriority)
 	}
 }
+
+// A keyed server (share principal, session) is given what its connections are built from
+// once, and then only repointed or rebuilt: sessions' mounts make its connections, so none is
+// created for want of one, whatever the idle timeout.
+func TestPlanKeyed(t *testing.T) {
+	keyedState := func(configured bool, hash string, conns, refs int) registry.ServerState {
+		return registry.ServerState{Scope: v1alpha1.ShareSession, Configured: configured, Hash: hash,
+			Connections: conns, Refs: refs, Reclaimed: configured && conns == 0}
+	}
+	one := map[string]string{"a": "h1"}
+	cases := map[string]struct {
+		desired  Desired
+		observed registry.ServerState
+		want     []Action
+	}{
+		"a mount bound a slot before the server was configured": {
+			desired: Desired{Servers: one}, observed: keyedState(false, "", 0, 1),
+			want: []Action{{ActionCreate, "a", "new server"}},
+		},
+		"no session, no connection, nothing to do": {
+			desired: Desired{Servers: one, AlwaysDemanded: true}, observed: keyedState(true, "h1", 0, 0),
+		},
+		"slots without connections (past a bound): nothing to do": {
+			desired: Desired{Servers: one}, observed: keyedState(true, "h1", 0, 3),
+		},
+		"config changed: repoint them all": {
+			desired: Desired{Servers: one}, observed: keyedState(true, "h0", 2, 2),
+			want: []Action{{ActionRepoint, "a", "config changed"}},
+		},
+		"reconnect requested": {
+			desired: Desired{Servers: one, Reconnect: map[string]bool{"a": true}}, observed: keyedState(true, "h1", 2, 2),
+			want: []Action{{ActionRebuild, "a", "reconnect requested"}},
+		},
+		"removed: retire": {
+			desired: Desired{}, observed: keyedState(true, "h1", 2, 2),
+			want: []Action{{ActionRetire, "a", "removed or disabled"}},
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Plan(c.desired, map[string]registry.ServerState{"a": c.observed})
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Fatalf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/config"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/registry"
+	"github.com/dsh-dev/projectmcp/internal/share"
 )
 
 // ConnDefaults are the connection settings the controller's flags set: conn's own, passed to
@@ -210,6 +211,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		IdleTimeout:  durationOr(obj.Spec.IdleTimeout, v1alpha1.DefaultIdleTimeout),
 		ReadyTimeout: durationOr(obj.Spec.ReadyTimeout, v1alpha1.DefaultReadyTimeout),
 		RBAC:         obj.Spec.ToolAuthorization == v1alpha1.ToolAuthorizationRBAC,
+		Scopes:       scopesOf(obj),
 	})
 	actions := Plan(desired, r.Registry.ObserveServers(req.NamespacedName).Servers)
 	r.apply(ctx, obj, desired.Servers, actions)
@@ -281,12 +283,12 @@ func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, hashes
 			case ActionCreate, ActionRepoint, ActionRebuild:
 				// Tears the old connection down first; its tools stay listed until the new
 				// one is up.
-				c := r.Registry.Connect(key, hashes[a.Server], r.connOptions(obj, servers[a.Server]))
-				if c == nil {
+				made, ok := r.Registry.ConnectAll(key, hashes[a.Server], r.connOptions(obj, servers[a.Server]))
+				if !ok {
 					return // the registry is shutting down
 				}
 				countAction(key, a)
-				note(a.Kind, fmt.Sprintf("server %q as connection %s: %s", a.Server, c.ID(), a.Reason))
+				note(a.Kind, fmt.Sprintf("server %q %s: %s", a.Server, connectionsClause(made), a.Reason))
 			}
 		})
 	}
@@ -298,6 +300,30 @@ func (r *Reconciler) apply(ctx context.Context, obj *v1alpha1.ProjectMCP, hashes
 			r.event(obj, corev1.EventTypeNormal, reason, string(kind), "%s %s", reason, strings.Join(clauses, "; "))
 		}
 	}
+}
+
+// connectionsClause names the connections an action built in its event: one as today, several
+// (a keyed server's) by count and first id, none (a keyed server no session is bound to yet)
+// as waiting for its sessions.
+func connectionsClause(made []*conn.Conn) string {
+	switch len(made) {
+	case 0:
+		return "with no connection until a session mounts"
+	case 1:
+		return "as connection " + made[0].ID()
+	}
+	return fmt.Sprintf("as %d connections (%s, ...)", len(made), made[0].ID())
+}
+
+// scopesOf are the enabled servers' sharing scopes in force (share.Effective).
+func scopesOf(obj *v1alpha1.ProjectMCP) map[string]v1alpha1.Share {
+	scopes := map[string]v1alpha1.Share{}
+	for _, s := range obj.Spec.Servers {
+		if !s.Disabled {
+			scopes[s.Name], _ = share.Effective(s)
+		}
+	}
+	return scopes
 }
 
 // eventReasons names the event each connection-building action records.

@@ -16,6 +16,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/projection"
 	"github.com/dsh-dev/projectmcp/internal/registry"
+	"github.com/dsh-dev/projectmcp/internal/share"
 )
 
 // buildStatus derives the reconciler's part of status from spec and the registry's
@@ -76,6 +77,7 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 			}
 		}
 		st.ToolCount += ss.ToolCount
+		st.ConnectionCount += ss.Connections
 		st.Servers = append(st.Servers, ss)
 	}
 	st.ReadyServers = fmt.Sprintf("%d/%d", counts[v1alpha1.PhaseReady], enabled)
@@ -84,7 +86,7 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 	for _, s := range obs.Sessions[:min(len(obs.Sessions), v1alpha1.MaxStatusSessions)] {
 		b := v1alpha1.SessionBinding{ID: s.ID, Client: printableClient(s.Client), BoundAt: metav1.NewTime(s.BoundAt.Truncate(time.Second))}
 		for _, slot := range s.Slots {
-			b.Slots = append(b.Slots, v1alpha1.SlotBinding{Server: slot.Server, Connection: slot.Connection})
+			b.Slots = append(b.Slots, v1alpha1.SlotBinding{Server: slot.Server, Connection: slotConnection(slot)})
 		}
 		st.Sessions = append(st.Sessions, b)
 	}
@@ -96,7 +98,10 @@ func buildStatus(obj *v1alpha1.ProjectMCP, obs registry.Observation, endpoint st
 // serverStatus is one server's status from its observed state and the projected names of its
 // tools (as sessions see them), with notes about skipped tools and texts Claude Code cuts.
 func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState, names, notes []string, now time.Time) v1alpha1.ServerStatus {
-	ss := v1alpha1.ServerStatus{Name: srv.Name, ConfigHash: ConfigHash(srv), Sessions: int32(o.Refs)}
+	ss := v1alpha1.ServerStatus{Name: srv.Name, ConfigHash: ConfigHash(srv), Sessions: int32(o.Refs), Connections: int32(o.Connections)}
+	if !srv.Disabled {
+		ss.Share, _ = share.Effective(srv)
+	}
 	if rb := o.LastRebuild; !rb.At.IsZero() {
 		ss.LastRebuild = &v1alpha1.RebuildStatus{Reason: rb.Reason, Time: metav1.NewTime(rb.At.Truncate(time.Second)),
 			Connection: rb.Connection, Message: truncate(rb.Previous, v1alpha1.MaxErrorLength)}
@@ -135,6 +140,16 @@ func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState, names, notes [
 	}
 	ss.Message = truncate(strings.Join(notes, "; "), v1alpha1.MaxErrorLength)
 	return ss
+}
+
+// slotConnection names a slot's connection in status: its id, and under a keyed scope the
+// label of its key after an @ (share.Label: never a principal's name or a session id), so the
+// slots of one connection can be told apart from another's across its rebuilds.
+func slotConnection(slot registry.SlotState) string {
+	if slot.Connection == "" || slot.Label == "" {
+		return slot.Connection
+	}
+	return slot.Connection + "@" + slot.Label
 }
 
 // maxClientName bounds a session's client name in status, as the gateway bounds the name a

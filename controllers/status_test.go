@@ -224,3 +224,43 @@ func TestPrintableClient(t *testing.T) {
 		t.Errorf("status keeps the client %q", got)
 	}
 }
+
+// Status names each server's scope and counts its connections and the project's; a keyed
+// slot names its connection by id and the label of its key, never by a principal or session.
+func TestBuildStatusShare(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	obj := &v1alpha1.ProjectMCP{Spec: v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		{Name: "a", Stdio: &v1alpha1.StdioServer{Command: "x"}},
+		{Name: "pw", Stdio: &v1alpha1.StdioServer{Command: "npx", Args: []string{"@playwright/mcp@latest"}}},
+		{Name: "p", Share: v1alpha1.SharePrincipal, Stdio: &v1alpha1.StdioServer{Command: "y"}},
+	}}}
+	ready := conn.Snapshot{ID: "c1", Phase: v1alpha1.PhaseReady, RawToolCount: 1, ReadySince: now}
+	obs := registry.Observation{
+		Servers: map[string]registry.ServerState{
+			"a":  {HasConn: true, Conn: ready, Connections: 1, Scope: v1alpha1.ShareProject},
+			"pw": {HasConn: true, Conn: ready, Connections: 3, Scope: v1alpha1.ShareSession},
+			"p":  {Reclaimed: true, Configured: true, Scope: v1alpha1.SharePrincipal},
+		},
+		Sessions: []registry.SessionState{{ID: "s-1", BoundAt: now, Slots: []registry.SlotState{
+			{Server: "a", Connection: "c1"}, {Server: "pw", Connection: "c2", Label: "0123456789ab"}, {Server: "p", Label: "ba9876543210", Refused: true},
+		}}},
+	}
+	st := buildStatus(obj, obs, "", 0, now)
+	want := map[string]struct {
+		share v1alpha1.Share
+		conns int32
+		phase v1alpha1.ServerPhase
+	}{"a": {v1alpha1.ShareProject, 1, v1alpha1.PhaseReady}, "pw": {v1alpha1.ShareSession, 3, v1alpha1.PhaseReady}, "p": {v1alpha1.SharePrincipal, 0, v1alpha1.PhaseIdle}}
+	for _, s := range st.Servers {
+		if w := want[s.Name]; s.Share != w.share || s.Connections != w.conns || s.Phase != w.phase {
+			t.Errorf("server %s: share %q, %d connections, %s; want %+v", s.Name, s.Share, s.Connections, s.Phase, w)
+		}
+	}
+	if st.ConnectionCount != 4 {
+		t.Errorf("connectionCount %d, want 4", st.ConnectionCount)
+	}
+	slots := st.Sessions[0].Slots
+	if slots[0].Connection != "c1" || slots[1].Connection != "c2@0123456789ab" || slots[2].Connection != "" {
+		t.Errorf("slots: %+v", slots)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/dsh-dev/projectmcp/controllers"
 	"github.com/dsh-dev/projectmcp/internal/config"
 	"github.com/dsh-dev/projectmcp/internal/mirror"
+	"github.com/dsh-dev/projectmcp/internal/share"
 	"github.com/dsh-dev/projectmcp/internal/testenv/harness"
 )
 
@@ -272,7 +273,7 @@ func TestStatusWritersKeepEachOthersFields(t *testing.T) {
 	})
 	for i := range 10 {
 		id := fmt.Sprintf("burst-%d", i)
-		if _, err := harness.Ctl.Registry.Mount(ctx, key, id, "test/1.0"); err != nil {
+		if _, err := harness.Ctl.Registry.Mount(ctx, key, share.Who{Session: id}, "test/1.0"); err != nil {
 			t.Fatal(err)
 		}
 		harness.Ctl.Registry.Release(key, id)

@@ -84,6 +84,8 @@ type controllerFlags struct {
 	maxBodyBytes     int64
 	callTimeout      time.Duration
 	maxSessions      int
+	maxConnsServer   int // --max-connections-per-server
+	maxConnsUser     int // --max-connections-per-principal
 	maxPerUser       int
 	maxSubsEach      int
 	maxToolName      int
@@ -127,6 +129,8 @@ func defaultControllerFlags() controllerFlags {
 		maxBodyBytes:   4 << 20,
 		callTimeout:    30 * time.Minute,
 		maxSessions:    1000,
+		maxConnsServer: registry.DefaultMaxConnectionsPerServer,
+		maxConnsUser:   registry.DefaultMaxConnectionsPerPrincipal,
 		maxSubsEach:    gateway.DefaultMaxSubscriptionsPerSession,
 		maxToolName:    toolname.DefaultBudget,
 		conn:           conn.DefaultSettings(),
@@ -174,6 +178,8 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.Int64Var(&f.maxBodyBytes, "max-request-bytes", f.maxBodyBytes, "largest request body the gateway accepts")
 	all.DurationVar(&f.callTimeout, "call-timeout", f.callTimeout, `bound on one forwarded request (a tool call, a prompt, a read); "0" means none`)
 	all.IntVar(&f.maxSessions, "max-sessions-per-project", f.maxSessions, "most sessions one project may have at once; a session past it is refused at initialize (0: no bound)")
+	all.IntVar(&f.maxConnsServer, "max-connections-per-server", f.maxConnsServer, "most connections one server of a project may have under share principal or session; a session past it gets no connection to that server and its calls an error naming the server, its scope and this bound (0: no bound)")
+	all.IntVar(&f.maxConnsUser, "max-connections-per-principal", f.maxConnsUser, "most connections one identity's sessions may hold on one project under share principal or session, all servers together; a session past it gets no connection to the server and its calls an error naming the server, its scope and this bound (0: no bound)")
 	all.IntVar(&f.conn.MaxCallsPerSession, "max-calls-per-session", f.conn.MaxCallsPerSession, "most requests one session may have in flight on one server's connection; past it its requests wait their turn, so one busy session cannot crowd out the others (0: the default)")
 	all.IntVar(&f.conn.MaxCalls, "max-calls-per-server", f.conn.MaxCalls, "most sessions' requests in flight on one server's connection; past it requests wait, and freed slots go round the waiting sessions in turn (0: the default)")
 	all.StringVar(&f.rootBase, "project-root-base", f.rootBase, "directory a project's spec.project must lie in to be given to its servers as their root (roots/list); a project outside it gives them no roots (empty: any absolute path)")
@@ -357,6 +363,8 @@ func newManager(cfg *rest.Config, f *controllerFlags) (mgr manager.Manager, gw *
 	metrics.Configure(f.projectLabels)
 	reg := registry.New(clock.RealClock{}, ctrl.Log.WithName("registry"))
 	reg.LimitSessions(f.maxSessions)
+	reg.LimitConnections(f.maxConnsServer, f.maxConnsUser)
+	reg.ServeLocal(f.gatewayAuth == "local")
 	metrics.SetSource(reg.Counts)
 	r := &controllers.Reconciler{
 		Client:      mgr.GetClient(),

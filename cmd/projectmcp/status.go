@@ -23,8 +23,9 @@ func newStatusCmd(g *globalFlags, stdout io.Writer) *cobra.Command {
 		Use:   "status NAME",
 		Short: "Show a project's servers, connections, tools and sessions",
 		Long: `Prints a project's state for people without kubectl: the endpoint, the replica serving it
-and the conditions, one row per server (phase, connection, tools, sessions, requests waiting
-for their turn now and ever, last error), then the sessions.`,
+and the conditions, one row per server (phase, sharing scope, how many connections, the
+connection whose tools are offered, tools, sessions, requests waiting for their turn now and
+ever, last error), then the sessions and the connection each of their slots is bound to.`,
 		Example: `  projectmcp status shop
   projectmcp status web -n team-a --kubeconfig ~/.kube/prod`,
 	}, func(ctx context.Context, c client.Client, key types.NamespacedName) error {
@@ -52,13 +53,13 @@ func printStatus(w io.Writer, obj *v1alpha1.ProjectMCP) {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nSERVER\tPHASE\tCONNECTION\tTOOLS\tSESSIONS\tWAITING\tWAITED\tLAST ERROR")
+	fmt.Fprintln(tw, "\nSERVER\tPHASE\tSHARE\tCONNECTIONS\tCONNECTION\tTOOLS\tSESSIONS\tWAITING\tWAITED\tLAST ERROR")
 	for _, s := range st.Servers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", shown(s.Name), s.Phase, dash(shown(s.Connection)),
-			s.ToolCount, s.Sessions, s.Waiting, s.Waited, dash(shown(s.LastError)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%s\n", shown(s.Name), s.Phase, dash(shown(string(s.Share))), s.Connections,
+			dash(shown(s.Connection)), s.ToolCount, s.Sessions, s.Waiting, s.Waited, dash(shown(s.LastError)))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\n%d sessions\n", st.SessionCount)
+	fmt.Fprintf(w, "\n%d connections, %d sessions\n", st.ConnectionCount, st.SessionCount)
 	for _, s := range st.Sessions {
 		var slots []string
 		for _, sl := range s.Slots {

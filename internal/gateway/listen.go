@@ -387,12 +387,16 @@ func (t *listeners) announce() {
 	}
 }
 
-// updated queues a resource's update on the listens that take it.
-func (t *listeners) updated(u *mcp.ResourceUpdatedNotificationParams) {
+// updated queues a resource's update on the listens that take it (only: when set, those of
+// the sessions it admits alone).
+func (t *listeners) updated(u *mcp.ResourceUpdatedNotificationParams, only func(ref string) bool) {
 	t.mu.Lock()
 	ls := maps.Clone(t.byURI[u.URI])
 	t.mu.Unlock()
 	for l := range ls {
+		if only != nil && !only(l.session) {
+			continue // another connection's update
+		}
 		l.put(notice{method: "notifications/resources/updated", uri: u.URI, meta: u.Meta})
 	}
 }

@@ -168,7 +168,7 @@ func TestListenUpdatesReachOnlyTheirListen(t *testing.T) {
 		}
 	}
 	p.listeners.mu.Unlock()
-	p.listeners.updated(&mcp.ResourceUpdatedNotificationParams{URI: "x://a", Meta: mcp.Meta{"k": "v"}})
+	p.listeners.updated(&mcp.ResourceUpdatedNotificationParams{URI: "x://a", Meta: mcp.Meta{"k": "v"}}, nil)
 	p.listeners.changed(conn.ToolList)
 	if got := nextEvent(t, a); !strings.Contains(got, `"params":{"_meta":{"io.modelcontextprotocol/subscriptionId":1,"k":"v"},"uri":"x://a"}`) {
 		t.Fatalf("a: %s", got)

@@ -33,7 +33,7 @@ import (
 // Subscriptions are subscriptions.go's.
 
 // notice delivers a server's notification to the project's sessions.
-func (g *Gateway) notice(key types.NamespacedName, server string, n conn.Notice) {
+func (g *Gateway) notice(key types.NamespacedName, server string, n registry.Notice) {
 	g.mu.Lock()
 	p := g.projects[key]
 	var views []*project
@@ -57,13 +57,13 @@ func (g *Gateway) notice(key types.NamespacedName, server string, n conn.Notice)
 	}
 }
 
-// deliver hands a server's notification to the endpoint's sessions.
-func (p *project) deliver(server string, n conn.Notice) {
+// deliver hands a server's notification to the endpoint's sessions: a keyed connection's
+// (share principal, session) to the sessions bound to it alone.
+func (p *project) deliver(server string, n registry.Notice) {
 	ctx := context.Background()
 	switch {
 	case n.ResourceUpdated != nil:
-		_ = p.server.ResourceUpdated(ctx, n.ResourceUpdated) // to its subscribers' outboxes
-		p.listeners.updated(n.ResourceUpdated)               // and to the listens the gateway serves (listen.go)
+		p.updated(ctx, server, n)
 	case n.Unchanged != 0:
 		p.reannounce(n.Unchanged)
 	case n.Log != nil:
@@ -74,7 +74,10 @@ func (p *project) deliver(server string, n conn.Notice) {
 				msg.Logger = server + "/" + n.Log.Logger
 			}
 		}
-		for _, ss := range p.logReaders(server, n) {
+		for _, ss := range p.logReaders(server, n.Notice) {
+			if n.Conn != "" && !p.bound(server, n.Conn, access.SessionRef(ss.ID())) {
+				continue // another connection's session
+			}
 			_ = ss.Log(ctx, &msg) // filtered by the session's own level, then queued (outbox.go)
 		}
 	}
@@ -241,4 +244,37 @@ func (p *project) relevel() {
 			p.applyLevel(context.Background()) // each server's request is bounded (conn.applyLevel)
 		}
 	}()
+}
+
+// bound reports whether a session (by its ref) is bound to the connection of key connKey of a
+// server: only those sessions hear what that connection sends.
+func (p *project) bound(server, connKey, ref string) bool {
+	return p.g.opts.Registry.Bound(p.key, ref, server, connKey)
+}
+
+// updated hands a resource update to the sessions subscribed to its URI and to the listens the
+// gateway serves (listen.go). The SDK sends one update to every session subscribed to the URI,
+// through the sending middleware (queueNotices) and before it returns: a keyed connection's
+// update is sent under p.only, which that middleware checks, so that it reaches the sessions
+// bound to that connection alone.
+func (p *project) updated(ctx context.Context, server string, n registry.Notice) {
+	if n.Conn == "" {
+		_ = p.server.ResourceUpdated(ctx, n.ResourceUpdated) // to its subscribers' outboxes
+		p.listeners.updated(n.ResourceUpdated, nil)
+		return
+	}
+	only := func(ref string) bool { return p.bound(server, n.Conn, ref) }
+	p.updates.Lock()
+	p.updateOnly.Store(&only)
+	_ = p.server.ResourceUpdated(ctx, n.ResourceUpdated)
+	p.updateOnly.Store(nil)
+	p.updates.Unlock()
+	p.listeners.updated(n.ResourceUpdated, only)
+}
+
+// updateTo reports whether the resource update being sent goes to the session ss: every
+// subscriber, unless a keyed connection's update is being sent (updated).
+func (p *project) updateTo(ss *mcp.ServerSession) bool {
+	only := p.updateOnly.Load()
+	return only == nil || (*only)(access.SessionRef(ss.ID()))
 }

@@ -131,6 +131,9 @@ func (p *project) queueNotices(next mcp.MethodHandler) mcp.MethodHandler {
 			recovery.Run(p.g.opts.Log, method, func() { _, _ = next(context.WithoutCancel(ctx), method, req) })
 		}}
 		if u, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams); ok && u != nil {
+			if !p.updateTo(ss) {
+				return nil, nil // another connection's update (notify.go's updated)
+			}
 			n.uri = u.URI
 		}
 		p.outboxes.put(ss, n)

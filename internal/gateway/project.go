@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/recovery"
 	"github.com/dsh-dev/projectmcp/internal/registry"
 	"github.com/dsh-dev/projectmcp/internal/revision"
+	"github.com/dsh-dev/projectmcp/internal/share"
 )
 
 // project is one project's endpoint: an MCP server whose tools are the projection of the
@@ -60,6 +62,10 @@ type project struct {
 	// closed is set once close has begun: a per-server endpoint dropped while a request
 	// held it answers that request 404, and a mount that raced the close is undone (mount).
 	closed atomic.Bool
+	// updates sends one keyed connection's resource update at a time, and updateOnly names
+	// the sessions it goes to while it is sent (notify.go's updated).
+	updates    sync.Mutex
+	updateOnly atomic.Pointer[func(ref string) bool]
 }
 
 func newProject(g *Gateway, key types.NamespacedName, incarnation uint64, only string) *project {
@@ -265,7 +271,7 @@ func (p *project) mount(ctx context.Context, id string, who access.Identity, cli
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	}
 	p.sessions.identify(id, who)
-	_, err := p.g.opts.Registry.Mount(ctx, p.key, id, client)
+	_, err := p.g.opts.Registry.Mount(ctx, p.key, share.Who{Principal: who.Principal, Session: id}, client)
 	switch {
 	case errors.Is(err, registry.ErrTooManySessions):
 		end(err)

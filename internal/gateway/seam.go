@@ -21,8 +21,8 @@ var _ paths.Endpoint = seam{}
 func (s seam) Routes() *paths.Routes               { return s.p.current() }
 func (s seam) RBAC() (access.ItemAuthorizer, bool) { return s.p.rbacOn() }
 
-func (s seam) Await(ctx context.Context, session, server string) *conn.Conn {
-	return s.p.g.opts.Registry.Await(ctx, s.p.key, session, server)
+func (s seam) Await(ctx context.Context, session, server string) (*conn.Conn, error) {
+	return s.p.g.opts.Registry.AwaitSlot(ctx, s.p.key, session, server)
 }
 
 func (s seam) Lookup(session, server string) *conn.Conn {

@@ -211,6 +211,8 @@ func newSet(projectLabels bool) *set {
 		labels("result"))
 	s.gauges = gauges{
 		connections: prometheus.NewDesc("projectmcp_connections", "Live MCP connections, by server and phase.", labels("server", "phase"), nil),
+		byShare: prometheus.NewDesc("projectmcp_connections_by_share", "Live MCP connections, by server and sharing scope (project, principal, session, worktree).",
+			labels("server", "share"), nil),
 		waiting: prometheus.NewDesc("projectmcp_requests_waiting", "Sessions' requests waiting for their turn on a connection (--max-calls-per-session, --max-calls-per-server), by server.",
 			labels("server"), nil),
 		sessions: prometheus.NewDesc("projectmcp_sessions", "Agent sessions bound to projects, by protocol revision.", labels("revision"), nil),
@@ -556,7 +558,8 @@ func GatewayRequest(code int, auth string) {
 // Connection is one live connection, as the registry reports it at a scrape.
 type Connection struct {
 	Namespace, Project, Server, Phase string
-	Waiting                           int // sessions' requests waiting for their turn on it
+	Share                             string // the server's sharing scope (never a connection key)
+	Waiting                           int    // sessions' requests waiting for their turn on it
 }
 
 // Counts are the registry's figures at one moment.
@@ -595,11 +598,13 @@ func SetSessions(f func() []Sessions) {
 // gauges reads the sources at scrape time, so nothing is counted twice and nothing drifts.
 type gauges struct {
 	connections, waiting, sessions, projects *prometheus.Desc
+	byShare                                  *prometheus.Desc
 	set                                      *set
 }
 
 func (g gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- g.connections
+	ch <- g.byShare
 	ch <- g.waiting
 	ch <- g.sessions
 	ch <- g.projects
@@ -611,7 +616,7 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 	sourceMu.Unlock()
 	if f != nil {
 		c := f()
-		conns, waiting := map[[4]string]int{}, map[[3]string]int{}
+		conns, waiting, byShare := map[[4]string]int{}, map[[3]string]int{}, map[[4]string]int{}
 		for _, cn := range c.Connections {
 			k := [4]string{"", "", serverLabel(cn.Server), cn.Phase}
 			if g.set.projectLabels {
@@ -619,6 +624,10 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 			}
 			conns[k]++
 			waiting[[3]string{k[0], k[1], k[2]}] += cn.Waiting
+			byShare[[4]string{k[0], k[1], k[2], shareLabel(cn.Share)}]++
+		}
+		for k, n := range byShare {
+			ch <- prometheus.MustNewConstMetric(g.byShare, prometheus.GaugeValue, float64(n), g.set.values(k[0], k[1], k[2], k[3])...)
 		}
 		for k, n := range conns {
 			ch <- prometheus.MustNewConstMetric(g.connections, prometheus.GaugeValue, float64(n), g.set.values(k[0], k[1], k[2], k[3])...)
@@ -655,4 +664,14 @@ func counterVec(name, help string, labels []string) *prometheus.CounterVec {
 
 func histogramVec(name, help string, buckets []float64, labels []string) *prometheus.HistogramVec {
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+}
+
+// shareLabel is a connection's scope as the share label has it: one of the four scopes, a
+// connection built before its scope was known counting as project. Never a connection key.
+func shareLabel(scope string) string {
+	switch scope {
+	case "principal", "session", "worktree":
+		return scope
+	}
+	return "project"
 }

@@ -102,12 +102,12 @@ func TestProjectLabels(t *testing.T) {
 	}
 }
 
-// The gauges are read from their sources at each scrape: connections by server and phase,
-// requests waiting by server, sessions by revision (both revisions, even at 0).
+// The gauges are read from their sources at each scrape: connections by server and phase and by
+// server and sharing scope, requests waiting by server, sessions by revision (both revisions, even at 0).
 func TestGauges(t *testing.T) {
 	SetSource(func() Counts {
 		return Counts{Projects: 2, Connections: []Connection{
-			{"ns", "a", "s", "Ready", 3}, {"ns", "b", "s", "Ready", 1}, {"ns", "b", "t", "Failed", 0},
+			{"ns", "a", "s", "Ready", "session", 3}, {"ns", "b", "s", "Ready", "", 1}, {"ns", "b", "t", "Failed", "project", 0},
 		}}
 	})
 	SetSessions(func() []Sessions {
@@ -120,6 +120,11 @@ func TestGauges(t *testing.T) {
 # TYPE projectmcp_connections gauge
 projectmcp_connections{phase="Failed",server="t"} 1
 projectmcp_connections{phase="Ready",server="s"} 2
+# HELP projectmcp_connections_by_share Live MCP connections, by server and sharing scope (project, principal, session, worktree).
+# TYPE projectmcp_connections_by_share gauge
+projectmcp_connections_by_share{server="s",share="project"} 1
+projectmcp_connections_by_share{server="s",share="session"} 1
+projectmcp_connections_by_share{server="t",share="project"} 1
 # HELP projectmcp_projects Projects the controller holds.
 # TYPE projectmcp_projects gauge
 projectmcp_projects 2

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/share"
 )
 
 // sdkServer serves an MCP server written with the Go SDK over streamable HTTP, as a real
@@ -69,7 +70,7 @@ func TestMountKeepsAServerWithoutTools(t *testing.T) {
 			}
 			for _, session := range []string{"s1", "s2", "s3", "s4"} {
 				clk.Step(conn.DeadAfter + 500*time.Millisecond)
-				if _, err := r.Mount(context.Background(), key, session, "test"); err != nil {
+				if _, err := r.Mount(context.Background(), key, share.Who{Session: session}, "test"); err != nil {
 					t.Fatal(err)
 				}
 				st := r.Observe(key).Servers["docs"]
@@ -108,7 +109,7 @@ func TestMountRebuildsAFailingServerOncePerWindow(t *testing.T) {
 		t.Helper()
 		sessions++
 		id := "s" + string(rune('a'+sessions))
-		if _, err := r.Mount(context.Background(), key, id, "test"); err != nil {
+		if _, err := r.Mount(context.Background(), key, share.Who{Session: id}, "test"); err != nil {
 			t.Fatal(err)
 		}
 		return r.Observe(key).Servers["a"].Conn
@@ -234,7 +235,7 @@ func TestMountNeverRebuildsAConnectionInUse(t *testing.T) {
 	}
 	mountIn := func(session string) string {
 		t.Helper()
-		if _, err := r.Mount(context.Background(), key, session, "test"); err != nil {
+		if _, err := r.Mount(context.Background(), key, share.Who{Session: session}, "test"); err != nil {
 			t.Fatal(err)
 		}
 		return r.Observe(key).Servers["empty"].Conn.ID

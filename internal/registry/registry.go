@@ -31,6 +31,7 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
 	"github.com/dsh-dev/projectmcp/internal/metrics"
+	"github.com/dsh-dev/projectmcp/internal/share"
 )
 
 // coalesceWindow batches wake-ups: a burst of mounts or state changes within it becomes one
@@ -45,6 +46,10 @@ type Desired struct {
 	ReadyTimeout time.Duration // 0 = do not wait
 	// RBAC: each identity's items are authorized on their own (spec.toolAuthorization: RBAC).
 	RBAC bool
+	// Scopes are the servers' sharing scopes in force (share.Effective); a server missing
+	// here is under share project. A server's connections follow the scope they were last
+	// built under (Connect): this keys the slots of a server not built yet.
+	Scopes map[string]v1alpha1.Share
 }
 
 // Registry is the single owner of the process's MCP connections.
@@ -60,7 +65,7 @@ type Registry struct {
 	wake         chan struct{}
 	events       chan event.GenericEvent
 	watchers     []func(types.NamespacedName)
-	notices      []func(types.NamespacedName, string, conn.Notice)
+	notices      []func(types.NamespacedName, string, Notice)
 	// setUp is closed and replaced whenever a project becomes known (its first SetDesired),
 	// waking requests that arrived before their project's first reconcile (WaitKnown).
 	setUp chan struct{}
@@ -69,6 +74,10 @@ type Registry struct {
 	maxSessions int
 	// teardowns are the replaced connections Connect is destroying in the background.
 	teardowns sync.WaitGroup
+	// maxPerServer and maxPerPrincipal bound keyed connections (LimitConnections; 0: none).
+	maxPerServer, maxPerPrincipal int
+	// local: the controller is in local mode (ServeLocal), where share worktree is served.
+	local bool
 }
 
 // LimitSessions bounds the sessions one project may have mounted at once (0: no bound).
@@ -83,7 +92,7 @@ type project struct {
 	incarnation uint64
 	desired     Desired
 	known       bool // SetDesired has been called
-	servers     map[string]*entry
+	servers     map[string]*server
 	sessions    map[string]*Session
 	changed     chan struct{} // closed and replaced on every change, for Mount's wait
 	// teardowns are the project's replaced connections Connect is destroying in the background.
@@ -92,13 +101,29 @@ type project struct {
 	serverLevels map[string]mcp.LoggingLevel
 }
 
-// entry is one (project, server): the connection (if any) and the slots bound to it. The
-// entry outlives its connection when an idle timer reclaims it, so that status can say Idle
-// and a later mount brings the server back.
+// server is one (project, server): what the reconciler last built it from, and its
+// connections by connection key (share.Key): the one of key "" under share project, one per
+// principal or session otherwise.
+type server struct {
+	scope v1alpha1.Share
+	// configured: Connect has run, so hash and opts are the reconciler's and a mount may build
+	// a connection of a keyed scope from them.
+	configured bool
+	hash       string
+	opts       conn.Options // what its connections are built from, for a build or rebuild at mount
+	conns      map[string]*entry
+	// lead is the key of the connection whose items the server offers (leadLocked).
+	lead string
+}
+
+// entry is one connection of a server and the slots bound to it. Under share project the entry
+// outlives its connection when an idle timer reclaims it, so that status can say Idle and a
+// later mount brings the server back; a keyed entry goes once it has neither.
 type entry struct {
-	conn *conn.Conn
-	hash string
-	opts conn.Options // what conn was built from, for a rebuild at mount
+	key       string
+	principal string    // whose sessions made it (keyed scopes), for the per-principal bound
+	made      time.Time // when its connection was last built, for the choice of the lead
+	conn      *conn.Conn
 	// carried is the previous connection's last state, whose tools, prompts and resources are
 	// offered while conn is starting after a repoint or rebuild, so a swap neither withdraws
 	// nor renames them.
@@ -132,7 +157,15 @@ type Session struct {
 	ID      string
 	Client  string
 	BoundAt time.Time
-	slots   map[string]bool
+	who     share.Who
+	slots   map[string]slot
+}
+
+// slot is a session's binding to one server: the key of its connection, or why it has none
+// (a bound on connections refused it one).
+type slot struct {
+	key     string
+	refused error
 }
 
 // New makes an empty registry. Start must run (the manager runs it) for wake-ups to reach the
@@ -190,11 +223,8 @@ func (r *Registry) Shutdown() {
 	r.closed = true
 	var conns []*conn.Conn
 	for _, p := range r.projects {
-		for _, e := range p.servers {
-			if e.conn != nil {
-				conns = append(conns, e.conn)
-			}
-			stopTimer(e)
+		for _, srv := range p.servers {
+			conns = append(conns, srv.stopAll()...)
 		}
 	}
 	r.projects = map[types.NamespacedName]*project{}
@@ -237,10 +267,17 @@ func (r *Registry) Watch(fn func(types.NamespacedName)) {
 	r.watchers = append(r.watchers, fn)
 }
 
+// Notice is a server's notification meant for sessions, with the key of the connection it came
+// on: only the sessions bound to that connection may be told of it (Bound).
+type Notice struct {
+	conn.Notice
+	Conn string // the connection key ("" under share project)
+}
+
 // OnNotice registers fn to receive the servers' notifications meant for sessions
 // (resources/updated, log messages), with the project and server they come from. fn runs on
 // the connection's receive loop with no lock held: it must not block.
-func (r *Registry) OnNotice(fn func(key types.NamespacedName, server string, n conn.Notice)) {
+func (r *Registry) OnNotice(fn func(key types.NamespacedName, server string, n Notice)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.notices = append(r.notices, fn)
@@ -259,10 +296,8 @@ func (r *Registry) SetLogLevel(ctx context.Context, key types.NamespacedName, le
 	p.logLevel = level
 	p.serverLevels = nil
 	var conns []*conn.Conn
-	for _, e := range p.servers {
-		if e.conn != nil {
-			conns = append(conns, e.conn)
-		}
+	for _, srv := range p.servers {
+		conns = append(conns, srv.live()...)
 	}
 	r.mu.Unlock()
 	for _, c := range conns {
@@ -285,12 +320,12 @@ func (r *Registry) SetServerLogLevel(ctx context.Context, key types.NamespacedNa
 		p.serverLevels = map[string]mcp.LoggingLevel{}
 	}
 	p.serverLevels[server] = level
-	var c *conn.Conn
-	if e := p.servers[server]; e != nil {
-		c = e.conn
+	var conns []*conn.Conn
+	if srv := p.servers[server]; srv != nil {
+		conns = srv.live()
 	}
 	r.mu.Unlock()
-	if c != nil {
+	for _, c := range conns {
 		c.SetLogLevel(ctx, level)
 	}
 }
@@ -314,7 +349,7 @@ func (r *Registry) projectLocked(key types.NamespacedName) *project {
 	p := r.projects[key]
 	if p == nil {
 		r.incarnations++
-		p = &project{incarnation: r.incarnations, servers: map[string]*entry{}, sessions: map[string]*Session{}, changed: make(chan struct{})}
+		p = &project{incarnation: r.incarnations, servers: map[string]*server{}, sessions: map[string]*Session{}, changed: make(chan struct{})}
 		r.projects[key] = p
 	}
 	return p
@@ -333,18 +368,20 @@ func (r *Registry) SetDesired(key types.NamespacedName, d Desired) {
 	p.desired, p.known = d, true
 	// A server added to the config reaches the sessions already mounted: each gets a slot.
 	added := false
+	now := r.clock.Now()
 	for _, name := range d.Servers {
 		for _, s := range p.sessions {
-			if !s.slots[name] {
-				s.slots[name] = true
-				r.entryLocked(p, name).refs++
+			if _, ok := s.slots[name]; !ok {
+				r.bindLocked(p, s, name, now)
 				added = true
 			}
 		}
 	}
 	if rearm || added { // re-arming on every reconcile would postpone reclaiming forever
-		for _, e := range p.servers {
-			r.armIdleLocked(key, p, e)
+		for name, srv := range p.servers {
+			for _, e := range srv.conns {
+				r.armIdleLocked(key, p, name, e)
+			}
 		}
 	}
 	if added {
@@ -352,14 +389,14 @@ func (r *Registry) SetDesired(key types.NamespacedName, d Desired) {
 	}
 }
 
-// entryLocked returns a server's entry, creating an empty one. Callers hold r.mu.
-func (r *Registry) entryLocked(p *project, name string) *entry {
-	e := p.servers[name]
-	if e == nil {
-		e = &entry{}
-		p.servers[name] = e
+// serverLocked returns a server's record, creating an empty one. Callers hold r.mu.
+func (p *project) serverLocked(name string) *server {
+	srv := p.servers[name]
+	if srv == nil {
+		srv = &server{scope: p.scopeOf(name), conns: map[string]*entry{}}
+		p.servers[name] = srv
 	}
-	return e
+	return srv
 }
 
 // RBAC reports whether a project's items are authorized per identity by RBAC.
@@ -416,9 +453,12 @@ func (r *Registry) Mounted(key types.NamespacedName, id string) bool {
 }
 
 // connOptions completes a connection's options with the registry's wiring.
-func (r *Registry) connOptions(key types.NamespacedName, opts conn.Options) conn.Options {
+func (r *Registry) connOptions(key types.NamespacedName, connKey string, opts conn.Options) conn.Options {
 	opts.Project = key.String()
 	opts.Log = r.log.WithValues("projectmcp", key.String(), "server", opts.Server.Name)
+	if connKey != "" {
+		opts.Log = opts.Log.WithValues("share", share.Label(connKey)) // never the key itself
+	}
 	opts.OnChange = func() { r.notify(key) }
 	server := opts.Server.Name
 	opts.OnNotice = func(n conn.Notice) {
@@ -426,161 +466,13 @@ func (r *Registry) connOptions(key types.NamespacedName, opts conn.Options) conn
 		fns := r.notices
 		r.mu.Unlock()
 		for _, fn := range fns {
-			fn(key, server, n)
+			fn(key, server, Notice{Notice: n, Conn: connKey})
 		}
 	}
 	if clk, ok := r.clock.(clock.WithTicker); ok {
 		opts.Clock = clk
 	}
 	return opts
-}
-
-// Connect makes a new connection the server's connection: the create, repoint and rebuild
-// actions. The previous connection, if any, is torn down first and the new one starts only
-// after it has ended (a server holding an exclusive resource cannot run twice). During the
-// swap every slot keeps its reference (slots follow the entry) and the old tools stay listed
-// under the same names until the new connection is up (Offered); calls wait for it (Await).
-// A connection with no slot bound gets one idle window, so its tools are warm for the first
-// session. Connect returns nil after Shutdown.
-//
-// The teardown runs in the background: the caller (a reconcile worker) does not wait for the
-// old connection's requests to drain (up to conn.DrainTimeout) and its server to end, which
-// held one of the few workers per repoint, and so every other project's reconciles behind it,
-// for as long as the calls in flight took. Shutdown waits for it.
-func (r *Registry) Connect(key types.NamespacedName, hash string, opts conn.Options) *conn.Conn {
-	r.mu.Lock()
-	if r.closed { // a reconcile still running while the manager stops must not start a server
-		r.mu.Unlock()
-		return nil
-	}
-	p := r.projectLocked(key)
-	metrics.UseServer(key.Namespace, key.Name, opts.Server.Name) // until Retire or Forget
-	e := r.entryLocked(p, opts.Server.Name)
-	c, old := r.swapLocked(key, p, e, hash, opts)
-	e.rebuilds = 0 // a connection the reconciler built (a create, a repoint, a rebuild asked for) owes mounts nothing
-	if old != nil {
-		// Under r.mu: Shutdown (which sets closed under it) and Forget (which removes the
-		// project under it) wait for this one.
-		r.teardowns.Add(1)
-		p.teardowns.Add(1)
-	}
-	r.mu.Unlock()
-	if old != nil {
-		go func() {
-			defer r.teardowns.Done()
-			defer p.teardowns.Done()
-			old.Destroy()
-		}()
-	}
-	return c
-}
-
-// swapLocked installs a new connection in e, started once the current one (returned as old,
-// for the caller to Destroy outside the lock) has ended. Callers hold r.mu.
-func (r *Registry) swapLocked(key types.NamespacedName, p *project, e *entry, hash string, opts conn.Options) (c, old *conn.Conn) {
-	old = e.conn
-	run := r.connOptions(key, opts)
-	run.LogLevel = p.levelOf(opts.Server.Name)
-	if old != nil {
-		run.StartAfter = old.Done()
-		run.Subscriptions, _ = old.Subscriptions() // subscribers stay subscribed across the swap
-		// What sessions see now goes on being offered: the old connection's lists, or, when it
-		// was itself still starting (a second edit before the first repoint was up), what it
-		// carried; otherwise the server's tools would vanish until the newest one is up.
-		e.carried = (ServerState{HasConn: true, Conn: old.Snapshot(), Carried: e.carried}).offering()
-	} else {
-		e.carried = nil
-	}
-	c = conn.New(run)
-	e.conn, e.hash, e.opts, e.reclaimed = c, hash, opts, false
-	r.armIdleLocked(key, p, e)
-	r.notifyLocked(key, p)
-	return c, old
-}
-
-// Retire drops every slot bound to a server and destroys its connection now (no idle wait).
-func (r *Registry) Retire(key types.NamespacedName, server string) {
-	r.mu.Lock()
-	p := r.projects[key]
-	if p == nil || p.servers[server] == nil {
-		r.mu.Unlock()
-		return
-	}
-	e := p.servers[server]
-	delete(p.servers, server)
-	stopTimer(e)
-	for _, s := range p.sessions {
-		delete(s.slots, server)
-	}
-	r.notifyLocked(key, p)
-	r.mu.Unlock()
-	if e.conn != nil {
-		e.conn.Destroy()
-	}
-	metrics.ForgetServer(key.Namespace, key.Name, server)
-}
-
-// Forget retires every server of a project and drops its sessions (the object is deleted).
-func (r *Registry) Forget(key types.NamespacedName) {
-	r.mu.Lock()
-	p := r.projects[key]
-	delete(r.projects, key)
-	var conns []*conn.Conn
-	if p != nil {
-		for _, e := range p.servers {
-			stopTimer(e)
-			if e.conn != nil {
-				conns = append(conns, e.conn)
-			}
-		}
-		close(p.changed)
-	}
-	for _, fn := range r.watchers { // not the reconciler: the object is gone
-		fn(key)
-	}
-	r.mu.Unlock()
-	destroyAll(conns)
-	if p != nil {
-		p.teardowns.Wait() // no server of a forgotten project runs on
-	}
-	metrics.ForgetProject(key.Namespace, key.Name)
-}
-
-// armIdleLocked starts the idle timer of an unused connection, or stops it while the
-// connection is in use or reclaiming is off. Callers hold r.mu.
-func (r *Registry) armIdleLocked(key types.NamespacedName, p *project, e *entry) {
-	stopTimer(e)
-	if e.conn == nil || e.refs > 0 || p.desired.IdleTimeout <= 0 {
-		return
-	}
-	c := e.conn
-	e.idle = r.clock.AfterFunc(p.desired.IdleTimeout, func() { r.reclaim(key, c) })
-}
-
-func stopTimer(e *entry) {
-	if e.idle != nil {
-		e.idle.Stop()
-		e.idle = nil
-	}
-}
-
-// reclaim destroys an idle connection if it is still the server's connection and still unused.
-func (r *Registry) reclaim(key types.NamespacedName, c *conn.Conn) {
-	r.mu.Lock()
-	p := r.projects[key]
-	var e *entry
-	if p != nil {
-		e = p.servers[c.Server()]
-	}
-	if e == nil || e.conn != c || e.refs > 0 {
-		r.mu.Unlock()
-		return
-	}
-	e.conn, e.reclaimed, e.idle = nil, true, nil
-	r.notifyLocked(key, p)
-	r.mu.Unlock()
-	r.log.V(1).Info("Reclaimed idle MCP connection", "projectmcp", key.String(), "server", c.Server())
-	c.Destroy()
 }
 
 // ErrUnknownProject is returned by Mount for a project the reconciler has not seen.
@@ -599,7 +491,14 @@ var ErrTooManySessions = errors.New("too many sessions")
 // (first attempts failing inside the reconnect budget are waited through). A server that is
 // late or failed never fails the mount; its tools are simply absent for now
 // (docs/lifecycle-contracts.md#ready-before-the-first-turn).
-func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, client string) (*Session, error) {
+//
+// who names the session (who.Session is its id) and what keys its connections: under a keyed
+// scope (share principal, session) the slot binds the connection of its key, and the first
+// session of a key builds that connection here, from what the reconciler last gave the server,
+// within the same wait; a session past a bound on connections gets a slot with no connection
+// (LimitConnections).
+func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, who share.Who, client string) (*Session, error) {
+	id := who.Session
 	r.mu.Lock()
 	p := r.projects[key]
 	if p == nil || !p.known {
@@ -615,35 +514,24 @@ func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, clie
 		return nil, fmt.Errorf("%w: %s has %d sessions, the most the controller allows one project (--max-sessions-per-project)", ErrTooManySessions, key, r.maxSessions)
 	}
 	now := r.clock.Now()
-	s := &Session{ID: id, Client: client, BoundAt: now, slots: map[string]bool{}}
+	s := &Session{ID: id, Client: client, BoundAt: now, who: who, slots: map[string]slot{}}
 	p.sessions[id] = s
 	var dead []*conn.Conn
 	for _, name := range p.desired.Servers {
-		e := r.entryLocked(p, name)
-		s.slots[name] = true
-		e.refs++
-		e.lastMount = now
-		stopTimer(e)
+		e := r.bindLocked(p, s, name, now)
+		if e == nil {
+			continue // refused by a bound: no connection
+		}
+		srv := p.servers[name]
 		if e.conn == nil {
+			if e.key != "" && srv.configured {
+				r.swapLocked(key, p, srv, e, nil) // the first session of its key makes its connection
+			}
 			continue
 		}
-		snap := e.conn.Snapshot()
-		if snap.Phase == v1alpha1.PhaseReady && snap.Items() > 0 {
-			e.rebuilds = 0 // healthy: a later failure's rebuilds start over
+		if old := r.rebuildDeadLocked(key, p, srv, e, now); old != nil {
+			dead = append(dead, old)
 		}
-		if !rebuildAtMount(now, snap, e.conn.InUse(), e.lastRebuild.At, e.rebuilds, e.opts.Policy) {
-			continue
-		}
-		base, opts := e.opts, e.opts
-		if snap.Phase == v1alpha1.PhaseFailed {
-			opts.Attempts = opts.Policy.MaxAttempts // one more attempt of the budget it spent, not a new budget
-		}
-		c, old := r.swapLocked(key, p, e, e.hash, opts)
-		e.opts = base // what the reconciler built it from: the next rebuild decides its attempts anew
-		e.lastRebuild = Rebuild{At: now, Reason: RebuildDeadAtMount, Connection: c.ID(), Previous: deadReason(snap)}
-		e.rebuilds++
-		metrics.Rebuilt(key.Namespace, key.Name, name, metrics.ReasonDeadAtMount)
-		dead = append(dead, old)
 	}
 	ready := p.desired.ReadyTimeout
 	r.notifyLocked(key, p) // the reconciler creates what the mount demands and writes status
@@ -654,10 +542,33 @@ func (r *Registry) Mount(ctx context.Context, key types.NamespacedName, id, clie
 		start := r.clock.Now()
 		wait, cancel := context.WithTimeout(ctx, ready)
 		defer cancel()
-		r.waitStarted(wait, key)
+		r.waitStarted(wait, key, id)
 		metrics.MountWaited(key.Namespace, key.Name, r.clock.Since(start))
 	}
 	return s, nil
+}
+
+// rebuildDeadLocked rebuilds e's connection when a mount at now finds it dead and may rebuild
+// it (rebuildAtMount), and returns the dead one for the caller to destroy outside the lock
+// (nil: nothing rebuilt). Callers hold r.mu.
+func (r *Registry) rebuildDeadLocked(key types.NamespacedName, p *project, srv *server, e *entry, now time.Time) *conn.Conn {
+	snap := e.conn.Snapshot()
+	if snap.Phase == v1alpha1.PhaseReady && snap.Items() > 0 {
+		e.rebuilds = 0 // healthy: a later failure's rebuilds start over
+	}
+	if !rebuildAtMount(now, snap, e.conn.InUse(), e.lastRebuild.At, e.rebuilds, srv.opts.Policy) {
+		return nil
+	}
+	base := srv.opts
+	if snap.Phase == v1alpha1.PhaseFailed {
+		srv.opts.Attempts = srv.opts.Policy.MaxAttempts // one more attempt of the budget it spent, not a new budget
+	}
+	c, old := r.swapLocked(key, p, srv, e, nil)
+	srv.opts = base // what the reconciler built it from: the next rebuild decides its attempts anew
+	e.lastRebuild = Rebuild{At: now, Reason: RebuildDeadAtMount, Connection: c.ID(), Previous: deadReason(snap)}
+	e.rebuilds++
+	metrics.Rebuilt(key.Namespace, key.Name, srv.opts.Server.Name, metrics.ReasonDeadAtMount)
+	return old
 }
 
 // AwaitStarted waits, as a session's Mount does, until every server of the project has a
@@ -680,29 +591,40 @@ func (r *Registry) AwaitStarted(ctx context.Context, key types.NamespacedName, i
 		return false
 	}
 	left := s.BoundAt.Add(p.desired.ReadyTimeout).Sub(r.clock.Now())
-	started := r.startedLocked(p)
+	pending, unsettled := settleLocked(p, s)
 	r.mu.Unlock()
 	if left <= 0 {
 		return false
 	}
-	if !started {
+	if pending != nil || unsettled {
 		wait, cancel := context.WithTimeout(ctx, left)
 		defer cancel()
-		r.waitStarted(wait, key)
+		r.waitStarted(wait, key, id)
 	}
 	return true
 }
 
-// startedLocked reports whether every server of p has a connection that is no longer
-// starting. Callers hold r.mu.
-func (r *Registry) startedLocked(p *project) bool {
+// settleLocked says what a session's mount still waits for: a connection of its slots that is
+// starting (pending), or a slot whose connection the reconciler has yet to create (unsettled).
+// A slot a bound refused waits for nothing. Callers hold r.mu.
+func settleLocked(p *project, s *Session) (pending *conn.Conn, unsettled bool) {
 	for _, name := range p.desired.Servers {
-		e := p.servers[name]
-		if e == nil || e.conn == nil || e.conn.Snapshot().Starting() {
-			return false
+		sl, bound := s.slots[name]
+		if bound && sl.refused != nil {
+			continue
+		}
+		var e *entry
+		if srv := p.servers[name]; srv != nil && bound {
+			e = srv.conns[sl.key]
+		}
+		switch {
+		case e == nil || e.conn == nil:
+			unsettled = true
+		case e.conn.Snapshot().Starting():
+			pending = e.conn
 		}
 	}
-	return true
+	return pending, unsettled
 }
 
 // deadReason says why a dead connection counts as dead.
@@ -728,28 +650,17 @@ func rebuildAtMount(now time.Time, s conn.Snapshot, inUse bool, last time.Time, 
 	return rebuilds == 0 || !now.Before(last.Add(policy.Window(rebuilds)))
 }
 
-// waitStarted waits until every slot-bound server of the project has a connection that is no
-// longer starting (conn.Snapshot.Starting), or ctx ends.
-func (r *Registry) waitStarted(ctx context.Context, key types.NamespacedName) {
+// waitStarted waits until every server a session is bound to has a connection for it that is
+// no longer starting (conn.Snapshot.Starting), or ctx ends, or the session is released.
+func (r *Registry) waitStarted(ctx context.Context, key types.NamespacedName, id string) {
 	for {
 		r.mu.Lock()
 		p := r.projects[key]
-		if p == nil {
+		if p == nil || p.sessions[id] == nil {
 			r.mu.Unlock()
 			return
 		}
-		var pendingConn *conn.Conn
-		unsettled := false
-		for _, name := range p.desired.Servers {
-			e := p.servers[name]
-			if e == nil || e.conn == nil {
-				unsettled = true // the reconciler has yet to create it
-				continue
-			}
-			if e.conn.Snapshot().Starting() {
-				pendingConn = e.conn
-			}
-		}
+		pendingConn, unsettled := settleLocked(p, p.sessions[id])
 		changed := p.changed
 		r.mu.Unlock()
 		switch {
@@ -773,7 +684,8 @@ func (r *Registry) waitStarted(ctx context.Context, key types.NamespacedName) {
 }
 
 // Release ends a session: its slots return their references, and a connection left without
-// slots starts its idle timer. The connection itself stays.
+// slots starts its idle timer; it stays. A connection of share session is the session's own,
+// which no later session can bind: it ends now (in the background, as Connect's teardowns).
 func (r *Registry) Release(key types.NamespacedName, id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -783,30 +695,55 @@ func (r *Registry) Release(key types.NamespacedName, id string) {
 	}
 	s := p.sessions[id]
 	delete(p.sessions, id)
-	for name := range s.slots {
-		if e := p.servers[name]; e != nil {
-			e.refs--
-			r.armIdleLocked(key, p, e)
+	var ended []*conn.Conn
+	for name, sl := range s.slots {
+		srv := p.servers[name]
+		if srv == nil || sl.refused != nil || srv.conns[sl.key] == nil {
+			continue
+		}
+		e := srv.conns[sl.key]
+		e.refs--
+		switch {
+		case e.refs > 0 || sl.key == "":
+			r.armIdleLocked(key, p, name, e)
+		case srv.scope == v1alpha1.ShareSession || e.conn == nil:
+			stopTimer(e)
+			delete(srv.conns, sl.key)
+			if e.conn != nil {
+				ended = append(ended, e.conn)
+			}
+		default:
+			r.armIdleLocked(key, p, name, e)
 		}
 	}
+	r.teardownLocked(p, ended)
 	r.notifyLocked(key, p)
 }
 
 // Lookup returns the connection a session's slot currently points at, or nil when the slot
 // was dropped or the server has no connection right now.
 func (r *Registry) Lookup(key types.NamespacedName, id, server string) *conn.Conn {
-	c, _ := r.lookup(key, id, server)
+	c, _, _ := r.lookup(key, id, server)
 	return c
 }
 
-func (r *Registry) lookup(key types.NamespacedName, id, server string) (*conn.Conn, time.Duration) {
+// lookup is the connection a session's slot on server points at (nil: none), the project's
+// readyTimeout, and why the slot has no connection when a bound refused it one.
+func (r *Registry) lookup(key types.NamespacedName, id, server string) (*conn.Conn, time.Duration, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.projects[key]
-	if p == nil || p.sessions[id] == nil || !p.sessions[id].slots[server] || p.servers[server] == nil {
-		return nil, 0
+	if p == nil || p.sessions[id] == nil || p.servers[server] == nil {
+		return nil, 0, nil
 	}
-	return p.servers[server].conn, p.desired.ReadyTimeout
+	sl, bound := p.sessions[id].slots[server]
+	if !bound || sl.refused != nil {
+		return nil, 0, sl.refused
+	}
+	if e := p.servers[server].conns[sl.key]; e != nil {
+		return e.conn, p.desired.ReadyTimeout, nil
+	}
+	return nil, 0, nil
 }
 
 // Await is Lookup for a call: while the slot's connection is still starting (created,
@@ -814,13 +751,33 @@ func (r *Registry) lookup(key types.NamespacedName, id, server string) (*conn.Co
 // call made during a swap reaches the new connection instead of failing at once. A
 // connection that was Ready and dropped is returned at once (its calls fail at once).
 func (r *Registry) Await(ctx context.Context, key types.NamespacedName, id, server string) *conn.Conn {
-	c, ready := r.lookup(key, id, server)
+	c, _ := r.AwaitSlot(ctx, key, id, server)
+	return c
+}
+
+// AwaitSlot is Await with, for a slot a bound on connections refused (nil connection), the
+// error that says so: the server, its scope and the bound.
+func (r *Registry) AwaitSlot(ctx context.Context, key types.NamespacedName, id, server string) (*conn.Conn, error) {
+	c, ready, refused := r.lookup(key, id, server)
 	if c != nil && ready > 0 && c.Snapshot().Starting() {
 		wait, cancel := context.WithTimeout(ctx, ready)
 		defer cancel()
 		c.WaitStarted(wait)
 	}
-	return c
+	return c, refused
+}
+
+// Bound reports whether a session's slot on server is bound to the connection of key connKey:
+// a connection's notices go to the sessions bound to it alone.
+func (r *Registry) Bound(key types.NamespacedName, id, server, connKey string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.projects[key]
+	if p == nil || p.sessions[id] == nil {
+		return false
+	}
+	sl, bound := p.sessions[id].slots[server]
+	return bound && sl.refused == nil && sl.key == connKey
 }
 
 // ServerState is one server's entry as the reconciler observes it.
@@ -837,6 +794,13 @@ type ServerState struct {
 	Carried *conn.Snapshot
 	// LastRebuild is the last rebuild a mount started (zero if none).
 	LastRebuild Rebuild
+	// Scope is the sharing scope the server's connections are keyed under; Connections how many
+	// it has; Configured whether the reconciler has given it what they are built from (Connect).
+	// Under a keyed scope the state above is its lead connection's (the one whose items are
+	// offered) and Refs count the slots of all of them.
+	Scope       v1alpha1.Share
+	Connections int
+	Configured  bool
 }
 
 // Offered are the tools sessions should see from this server: those of a Ready or
@@ -906,6 +870,10 @@ func (s ServerState) offering() *conn.Snapshot {
 // SlotState is one session's binding as status shows it.
 type SlotState struct {
 	Server, Connection string
+	// Label names the slot's connection key (share.Label): empty under share project.
+	Label string
+	// Refused: a bound on connections left the slot without one.
+	Refused bool
 }
 
 // SessionState is one session as status shows it.
@@ -932,10 +900,12 @@ func (r *Registry) Observe(key types.NamespacedName) Observation {
 	}
 	for _, s := range p.sessions {
 		ss := SessionState{ID: s.ID, Client: s.Client, BoundAt: s.BoundAt}
-		for name := range s.slots {
-			slot := SlotState{Server: name}
-			if e := p.servers[name]; e != nil && e.conn != nil {
-				slot.Connection = e.conn.ID()
+		for name, sl := range s.slots {
+			slot := SlotState{Server: name, Label: share.Label(sl.key), Refused: sl.refused != nil}
+			if srv := p.servers[name]; srv != nil && sl.refused == nil {
+				if e := srv.conns[sl.key]; e != nil && e.conn != nil {
+					slot.Connection = e.conn.ID()
+				}
 			}
 			ss.Slots = append(ss.Slots, slot)
 		}
@@ -967,15 +937,45 @@ func serversLocked(p *project) map[string]ServerState {
 	if p == nil {
 		return servers
 	}
-	for name, e := range p.servers {
-		st := ServerState{Name: name, Hash: e.hash, Refs: e.refs, Reclaimed: e.reclaimed, LastMount: e.lastMount,
-			Carried: e.carried, LastRebuild: e.lastRebuild}
-		if e.conn != nil {
-			st.HasConn, st.Conn = true, e.conn.Snapshot()
-		}
-		servers[name] = st
+	for name, srv := range p.servers {
+		servers[name] = srv.stateLocked(name)
 	}
 	return servers
+}
+
+// stateLocked is a server's state: its lead connection's (leadLocked), with the counts of all
+// of its connections. A keyed server without a connection is reclaimed (Idle): a session's
+// mount makes the connection of its key. Callers hold r.mu.
+func (srv *server) stateLocked(name string) ServerState {
+	st := ServerState{Name: name, Hash: srv.hash, Scope: srv.scope, Configured: srv.configured}
+	for _, e := range srv.conns {
+		st.Refs += e.refs
+		if e.conn != nil {
+			st.Connections++
+		}
+		if e.lastMount.After(st.LastMount) {
+			st.LastMount = e.lastMount
+		}
+		if e.lastRebuild.At.After(st.LastRebuild.At) {
+			st.LastRebuild = e.lastRebuild
+		}
+	}
+	lead := srv.leadLocked()
+	if lead == nil {
+		st.Reclaimed = srv.configured && srv.keyed()
+		return st
+	}
+	st.Reclaimed, st.Carried = lead.reclaimed, lead.carried
+	if lead.conn != nil {
+		st.HasConn, st.Conn = true, lead.conn.Snapshot()
+	}
+	return st
+}
+
+// keyed reports whether a server has a connection per key (share principal, session) rather
+// than one (share project).
+func (srv *server) keyed() bool {
+	return srv.scope != v1alpha1.ShareProject && srv.scope != ""
 }
 
 // Counts are the process's projects and connections (with their phases), for /metrics.
@@ -984,11 +984,14 @@ func (r *Registry) Counts() metrics.Counts {
 	defer r.mu.Unlock()
 	c := metrics.Counts{Projects: len(r.projects)}
 	for key, p := range r.projects {
-		for name, e := range p.servers {
-			if e.conn != nil {
+		for name, srv := range p.servers {
+			for _, e := range srv.conns {
+				if e.conn == nil {
+					continue
+				}
 				snap := e.conn.Snapshot()
 				c.Connections = append(c.Connections, metrics.Connection{Namespace: key.Namespace, Project: key.Name,
-					Server: name, Phase: string(snap.Phase), Waiting: snap.Waiting})
+					Server: name, Share: string(srv.scope), Phase: string(snap.Phase), Waiting: snap.Waiting})
 			}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/conn"
+	"github.com/dsh-dev/projectmcp/internal/share"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
@@ -53,7 +54,7 @@ func TestIdleTimerOnInjectedClock(t *testing.T) {
 	if !clk.HasWaiters() {
 		t.Fatal("a new connection without slots must get an idle window")
 	}
-	if _, err := r.Mount(context.Background(), key, "s1", "test"); err != nil {
+	if _, err := r.Mount(context.Background(), key, share.Who{Session: "s1"}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if clk.HasWaiters() {
@@ -89,7 +90,7 @@ func TestConnectReplacesAndMovesSlots(t *testing.T) {
 	defer r.Shutdown()
 	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute})
 	old := connectReady(t, r, "h1", fixtureOpts("a"))
-	if _, err := r.Mount(context.Background(), key, "s1", "test"); err != nil {
+	if _, err := r.Mount(context.Background(), key, share.Who{Session: "s1"}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	repl := connectReady(t, r, "h2", fixtureOpts("a"))
@@ -118,7 +119,7 @@ func TestConnectAfterShutdownLeaksNothing(t *testing.T) {
 		c.Destroy()
 		t.Fatal("nothing may be started after Shutdown")
 	}
-	if _, err := r.Mount(context.Background(), key, "s1", "test"); err == nil {
+	if _, err := r.Mount(context.Background(), key, share.Who{Session: "s1"}, "test"); err == nil {
 		t.Fatal("mounting after Shutdown must fail")
 	}
 }
@@ -194,7 +195,7 @@ func TestConnectTearsDownBeforeBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.SetLogLevel(context.Background(), key, "info")
-	if _, err := r.Mount(context.Background(), key, "s1", "test"); err != nil {
+	if _, err := r.Mount(context.Background(), key, share.Who{Session: "s1"}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	repl := r.Connect(key, "h2", withArgs(fixtureOpts("a"), "--lock", lock, "--init-delay", "500ms"))
@@ -261,14 +262,14 @@ func TestMountRebuildsDeadConnection(t *testing.T) {
 	defer r.Shutdown()
 	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute, ReadyTimeout: 5 * time.Second})
 	dead := connectReady(t, r, "h1", withArgs(fixtureOpts("a"), "--no-tools", "--offer", "tools")) // lists nothing at all
-	if _, err := r.Mount(context.Background(), key, "s0", "test"); err != nil {
+	if _, err := r.Mount(context.Background(), key, share.Who{Session: "s0"}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if r.Lookup(key, "s0", "a") != dead {
 		t.Fatal("not dead yet at 0 s: a mount must keep the connection")
 	}
 	clk.Step(conn.DeadAfter + time.Second)
-	if _, err := r.Mount(context.Background(), key, "s1", "test"); err != nil {
+	if _, err := r.Mount(context.Background(), key, share.Who{Session: "s1"}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	st := r.Observe(key).Servers["a"]
@@ -309,7 +310,7 @@ func TestMountWaitsThroughRetries(t *testing.T) {
 		}
 	}
 	time.AfterFunc(300*time.Millisecond, func() { _ = os.Remove(broken) })
-	if _, err := r.Mount(context.Background(), key, "s1", "test"); err != nil {
+	if _, err := r.Mount(context.Background(), key, share.Who{Session: "s1"}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if phase := c.Snapshot().Phase; phase != v1alpha1.PhaseReady {
@@ -325,7 +326,7 @@ func TestIdleTimeoutZeroNeverReclaims(t *testing.T) {
 	defer r.Shutdown()
 	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: 0})
 	c := connectReady(t, r, "h1", fixtureOpts("a"))
-	if _, err := r.Mount(context.Background(), key, "s1", "test"); err != nil {
+	if _, err := r.Mount(context.Background(), key, share.Who{Session: "s1"}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	r.Release(key, "s1")
@@ -378,7 +379,7 @@ func TestObserveServers(t *testing.T) {
 	defer r.Shutdown()
 	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute})
 	c := connectReady(t, r, "h1", fixtureOpts("a"))
-	if _, err := r.Mount(context.Background(), key, "s1", "test"); err != nil {
+	if _, err := r.Mount(context.Background(), key, share.Who{Session: "s1"}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	got, full := r.ObserveServers(key), r.Observe(key)
@@ -491,7 +492,7 @@ func TestAwaitStartedOnlyInTheMountWindow(t *testing.T) {
 	r.SetDesired(key, Desired{Servers: []string{"a"}, IdleTimeout: time.Minute, ReadyTimeout: 5 * time.Second})
 	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := r.Mount(short, key, "s1", "test"); err != nil { // "a" has no connection yet
+	if _, err := r.Mount(short, key, share.Who{Session: "s1"}, "test"); err != nil { // "a" has no connection yet
 		t.Fatal(err)
 	}
 	within, cancelWithin := context.WithTimeout(context.Background(), 100*time.Millisecond)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/projectmcp/internal/share"
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -29,7 +30,7 @@ func BenchmarkPerProjectPaths(b *testing.B) {
 				keys[i] = types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("p%05d", i)}
 				r.SetDesired(keys[i], Desired{Servers: []string{"a", "b", "c"}})
 				for j := range 10 {
-					if _, err := r.Mount(ctx, keys[i], fmt.Sprintf("s%d", j), "bench"); err != nil {
+					if _, err := r.Mount(ctx, keys[i], share.Who{Session: fmt.Sprintf("s%d", j)}, "bench"); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -48,7 +49,7 @@ func BenchmarkPerProjectPaths(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				key := keys[i%n]
-				if _, err := r.Mount(ctx, key, "new", "bench"); err != nil {
+				if _, err := r.Mount(ctx, key, share.Who{Session: "new"}, "bench"); err != nil {
 					b.Fatal(err)
 				}
 				for _, server := range []string{"a", "b", "c"} {

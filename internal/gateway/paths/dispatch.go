@@ -118,10 +118,14 @@ func dispatch[T any](ctx context.Context, p *Paths, o Origin, server string, do 
 	}
 	ctx = conn.WithSession(ctx, o.session, o.who.Principal) // the session's turn on the shared connection (conn's fair queue)
 	for attempt := 0; ; attempt++ {
-		c := p.ep.Await(ctx, o.session, server)
+		c, refused := p.ep.Await(ctx, o.session, server)
 		if c == nil && p.ep.Moved() {
 			var zero T
 			return zero, ErrMoved
+		}
+		if c == nil && refused != nil {
+			var zero T
+			return zero, fmt.Errorf("%w: %w", conn.ErrUnavailable, refused)
 		}
 		if c == nil {
 			var zero T

@@ -27,8 +27,9 @@ type Endpoint interface {
 	RBAC() (access.ItemAuthorizer, bool)
 
 	// Await is the session's connection to server, waiting through a repoint or rebuild up
-	// to ctx; nil when there is none.
-	Await(ctx context.Context, session, server string) *conn.Conn
+	// to ctx; nil when there is none, with the error saying why when a bound on connections
+	// refused the session one (the server, its sharing scope and the bound).
+	Await(ctx context.Context, session, server string) (*conn.Conn, error)
 	// Lookup is the session's connection to server now, without waiting; nil when none.
 	Lookup(session, server string) *conn.Conn
 	// Mounted says whether the session holds slots of the project.
