@@ -681,11 +681,50 @@ type ServerStatus struct {
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
 
+	// credential is the state of the server's OAuth grant (a server with oauth): never a token.
+	// +optional
+	Credential *CredentialStatus `json:"credential,omitempty"`
+
 	// lastRebuild records the last rebuild a session's mount started because it found the
 	// connection dead (the rebuild at mount of docs/lifecycle-contracts.md; rebuilds the
 	// controller decides are recorded as events).
 	// +optional
 	LastRebuild *RebuildStatus `json:"lastRebuild,omitempty"`
+}
+
+// CredentialStatus is the state of a server's OAuth grant, which the controller keeps: the
+// token's expiry and scopes, never a token.
+type CredentialStatus struct {
+	// secret is the name of the grant's Secret (projectmcp login writes it).
+	// +required
+	Secret string `json:"secret"`
+
+	// state is Ready, Expiring (the token nears its expiry and the last refresh failed),
+	// RefreshFailed (it has expired and refreshes are retried), Missing (no grant) or Invalid
+	// (the authorization server refused it): the last two need projectmcp login.
+	// +optional
+	State string `json:"state,omitempty"`
+
+	// expiresAt is when the access token expires.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+
+	// refreshedAt is when the controller last refreshed the token.
+	// +optional
+	RefreshedAt *metav1.Time `json:"refreshedAt,omitempty"`
+
+	// scopes the token was granted.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Scopes []string `json:"scopes,omitempty"`
+
+	// conditions: CredentialReady, CredentialExpiring, CredentialRefreshFailed.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // RebuildStatus says when and why a connection was rebuilt.

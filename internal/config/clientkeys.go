@@ -289,9 +289,6 @@ func (p *parser) lists(m member, in string, known []string, into map[string]*[]s
 func Unacted(spec *v1alpha1.ProjectMCPSpec) []string {
 	var out []string
 	for _, s := range spec.Servers {
-		if s.HTTP != nil && s.HTTP.OAuth != nil {
-			out = append(out, fmt.Sprintf("server %q: oauth is carried but the controller does not sign in yet; the server needs a credential in \"headers\"", s.Name))
-		}
 		if s.Sandbox != nil {
 			out = append(out, fmt.Sprintf("server %q: sandbox is carried but not enforced yet", s.Name))
 		}

@@ -433,7 +433,8 @@ func TestParseErrorsQuoteNoValues(t *testing.T) {
 	}
 }
 
-// What a spec carries and the controller does not act on yet is named per server and key.
+// What a spec carries and the controller does not act on yet is named per server and key (oauth
+// is acted on: the controller keeps the server's grant).
 func TestUnacted(t *testing.T) {
 	spec, err := Parse(file, []byte(`{"mcpServers": {
   "plain": {"url": "https://h/mcp", "alwaysLoad": true, "timeout": 1000},
@@ -444,7 +445,6 @@ func TestUnacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		`server "api": oauth is carried but the controller does not sign in yet; the server needs a credential in "headers"`,
 		`server "box": sandbox is carried but not enforced yet`,
 	}
 	if d := cmp.Diff(want, Unacted(spec)); d != "" {

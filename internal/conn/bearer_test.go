@@ -81,7 +81,11 @@ func TestBearerRefusedTokenRefreshedAndResent(t *testing.T) {
 	id := c.ID()
 	refused := ps.Refused()
 	for round, callOnce := range []func() string{
-		func() string { res, err := forwardEcho(t, c, "forwarded", AcceptsStateful); check(t, err); return textOf(res) },
+		func() string {
+			res, err := forwardEcho(t, c, "forwarded", AcceptsStateful)
+			check(t, err)
+			return textOf(res)
+		},
 		func() string { return call(t, c, "echo", map[string]any{"text": "typed"}) },
 	} {
 		as.ExpireAll() // the server refuses the token the keeper holds as fresh

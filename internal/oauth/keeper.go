@@ -221,7 +221,7 @@ func (k *Keeper) renew(ctx context.Context) Status {
 	switch {
 	case errors.Is(err, ErrNoGrant):
 		k.set(nil, "", true)
-		return Status{State: StateMissing, Message: "no grant: run " + k.signIn}
+		return Status{State: StateMissing, Message: err.Error() + ": run " + k.signIn}
 	case err != nil:
 		return k.failed(fmt.Errorf("reading the grant: %w", err))
 	}

@@ -257,4 +257,3 @@ func TestKeeperMissingGrant(t *testing.T) {
 		t.Fatalf("%v, %+v", err, k.Status())
 	}
 }
-
