@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -23,7 +24,8 @@ func newStatusCmd(g *globalFlags, stdout io.Writer) *cobra.Command {
 		Short: "Show a project's servers, connections, tools and sessions",
 		Long: `Prints a project's state for people without kubectl: the endpoint, the replica serving it
 and the conditions, one row per server (phase, connection, tools, sessions, requests waiting
-for their turn now and ever, last error), then the sessions.`,
+for their turn now and ever, last error), the state of each server's OAuth grant (its token's
+expiry and scopes, and what to run when it needs projectmcp login), then the sessions.`,
 		Example: `  projectmcp status shop
   projectmcp status web -n team-a --kubeconfig ~/.kube/prod`,
 	}, func(ctx context.Context, c client.Client, key types.NamespacedName) error {
@@ -57,6 +59,7 @@ func printStatus(w io.Writer, obj *v1alpha1.ProjectMCP) {
 			s.ToolCount, s.Sessions, s.Waiting, s.Waited, dash(shown(s.LastError)))
 	}
 	tw.Flush()
+	printCredentials(w, st.Servers)
 	fmt.Fprintf(w, "\n%d sessions\n", st.SessionCount)
 	for _, s := range st.Sessions {
 		var slots []string
@@ -94,4 +97,33 @@ func shown(s string) string {
 		i += n
 	}
 	return b.String()
+}
+
+// printCredentials prints the state of each server's OAuth grant: its state, the token's
+// expiry and scopes, and why when it is not Ready (never a token: status holds none).
+func printCredentials(w io.Writer, servers []v1alpha1.ServerStatus) {
+	first := true
+	for _, s := range servers {
+		c := s.Credential
+		if c == nil {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "\ncredentials:")
+			first = false
+		}
+		line := fmt.Sprintf("  %s: %s (Secret %s)", shown(s.Name), shown(c.State), shown(c.Secret))
+		if c.ExpiresAt != nil {
+			line += ", token until " + c.ExpiresAt.UTC().Format(time.RFC3339)
+		}
+		if len(c.Scopes) > 0 {
+			line += ", scopes " + shown(strings.Join(c.Scopes, " "))
+		}
+		if cond := meta.FindStatusCondition(c.Conditions, v1alpha1.ConditionCredentialReady); cond != nil && cond.Message != "" {
+			line += ": " + shown(cond.Message)
+		} else if cond := meta.FindStatusCondition(c.Conditions, v1alpha1.ConditionCredentialRefreshFailed); cond != nil && cond.Message != "" {
+			line += ": " + shown(cond.Message)
+		}
+		fmt.Fprintln(w, line)
+	}
 }
