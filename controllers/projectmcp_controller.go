@@ -78,6 +78,9 @@ type Reconciler struct {
 	taken      chan event.GenericEvent // projects of buckets this replica took (BucketTaken)
 	gates      sync.Map                // bucket → *sync.RWMutex (buckets.go)
 	consents   *consentWatch           // Secrets' consent annotations; nil: not watched (consent checked at connect only)
+	grants     grantKeepers            // the servers' OAuth grants (credentials.go)
+	// credentialWake carries the projects whose grant changed (credentials.go)
+	credentialWake chan event.GenericEvent
 }
 
 // maxConcurrentReconciles is how many projects are reconciled at once. A reconcile spends most
@@ -107,7 +110,12 @@ func (r *Reconciler) setupWithManager(mgr manager.Manager, rec reconcile.Reconci
 		return err
 	}
 	r.consents = consents
+	grants, err := newGrantWatch(mgr)
+	if err != nil {
+		return err
+	}
 	r.taken = make(chan event.GenericEvent, takenBuffer)
+	r.credentialWake = make(chan event.GenericEvent, credentialWakeBuffer)
 	return builder.ControllerManagedBy(mgr).
 		For(&v1alpha1.ProjectMCP{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
@@ -115,6 +123,8 @@ func (r *Reconciler) setupWithManager(mgr manager.Manager, rec reconcile.Reconci
 		WatchesRawSource(source.Channel(r.Registry.Events(), wakeUps())).
 		WatchesRawSource(source.Channel(r.taken, &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(consents.source(r.projectsNaming)).
+		WatchesRawSource(grants.source(r)).
+		WatchesRawSource(source.Channel(r.credentialWake, wakeUps())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles, RateLimiter: retryLimiter()}).
 		Named("projectmcp").
 		Complete(rec)
@@ -206,6 +216,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	handled := r.reconnects.handled(obj) // remembered: a failed status write never repeats a rebuild
 	desired := desiredOf(obj, handled, consent)
+	r.grantHashes(ctx, obj, desired.Servers)
 	r.Registry.SetDesired(req.NamespacedName, registry.Desired{
 		Servers:      sortedKeys(desired.Servers),
 		IdleTimeout:  durationOr(obj.Spec.IdleTimeout, v1alpha1.DefaultIdleTimeout),
@@ -229,6 +240,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	obs, now := r.Registry.Observe(req.NamespacedName), r.Clock.Now()
 	status := buildStatus(obj, obs, r.endpoint(req.NamespacedName), r.MaxToolName, now)
 	status.LastHandledReconnectAt = handled
+	r.credentialStatuses(obj, &status, now)
 	status.Owner = owner
 	if err := r.writeStatus(ctx, obj, status); err != nil {
 		return reconcile.Result{}, err
@@ -359,6 +371,9 @@ func (r *Reconciler) connOptions(obj *v1alpha1.ProjectMCP, srv v1alpha1.MCPServe
 	if err := config.WorktreeRefusal(srv, !r.Conn.RemoteSessions); err != nil {
 		opts.Variables = refused(err)
 	}
+	if srv.HTTP != nil && srv.HTTP.OAuth != nil {
+		opts.Bearer = r.keeper(obj, srv.Name)
+	}
 	return opts
 }
 
@@ -398,6 +413,7 @@ func within(path, base string) bool {
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.Registry.Forget(key)
 	r.reconnects.forget(key)
+	r.pruneGrants(key, nil)
 }
 
 func (r *Reconciler) event(obj *v1alpha1.ProjectMCP, kind, reason, action, format string, args ...any) {

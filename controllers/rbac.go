@@ -9,7 +9,7 @@ package controllers
 // +kubebuilder:rbac:groups=mcp.dsh.dev,resources=projectmcps,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=mcp.dsh.dev,resources=projectmcps/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=mcp.dsh.dev,resources=projectmcps/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create

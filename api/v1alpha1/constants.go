@@ -21,6 +21,26 @@ const (
 	ConditionSharedStatefulServer = "SharedStatefulServer"
 )
 
+// Condition types of a server's credential (status.servers[].credential.conditions).
+const (
+	// ConditionCredentialReady is True when the controller holds a token for the server.
+	ConditionCredentialReady = "CredentialReady"
+	// ConditionCredentialExpiring is True when the token nears its expiry and the last refresh
+	// failed: calls work until it expires.
+	ConditionCredentialExpiring = "CredentialExpiring"
+	// ConditionCredentialRefreshFailed is True when the last refresh failed; the message says
+	// why, and what to run when only a new login helps.
+	ConditionCredentialRefreshFailed = "CredentialRefreshFailed"
+)
+
+// Event reasons of a server's credential.
+const (
+	// EventCredentialRefreshed: the controller refreshed a server's token.
+	EventCredentialRefreshed = "CredentialRefreshed"
+	// EventCredentialRefreshFailed: a refresh failed, or the grant needs a new login.
+	EventCredentialRefreshFailed = "CredentialRefreshFailed"
+)
+
 // Condition reasons of ProjectMCP. Reasons are CamelCase as metav1.Condition requires.
 const (
 	// ReasonAllServersReady: Ready=True, every enabled server is connected.

@@ -394,9 +394,10 @@ type HTTPServer struct {
 	// +kubebuilder:validation:MaxLength=4096
 	HeadersHelper string `json:"headersHelper,omitempty"`
 
-	// oauth is Claude Code's "oauth": how a client signs in to the server. It is carried as
-	// written; the controller does not sign in yet, so the server needs a credential in
-	// headers.
+	// oauth is Claude Code's "oauth", with what identity providers need beyond it: how the
+	// server's credential is obtained. With it the controller sends the bearer token of the
+	// server's grant Secret (made by `projectmcp login`), refreshes it before it expires and
+	// shows its state in status.servers[].credential.
 	// +optional
 	OAuth *OAuthClient `json:"oauth,omitempty"`
 }
@@ -422,7 +423,43 @@ type OAuthClient struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=256
 	Scopes []string `json:"scopes,omitempty"`
+	// resource is the RFC 8707 resource every token request names, in place of the server's
+	// canonical URL (an identity provider that names the API otherwise).
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Resource string `json:"resource,omitempty"`
+	// audience is sent as the audience parameter of every authorization and token request.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Audience string `json:"audience,omitempty"`
+	// authorizeParams are extra parameters of the authorization request, e.g.
+	// access_type=offline for a provider that gives a refresh token only then.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	AuthorizeParams []NameValue `json:"authorizeParams,omitempty"`
+	// tokenEndpointAuthMethod is how the client authenticates at the token endpoint; empty
+	// chooses from the authorization server's metadata.
+	// +optional
+	// +kubebuilder:validation:Enum=client_secret_basic;client_secret_post;none
+	TokenEndpointAuthMethod string `json:"tokenEndpointAuthMethod,omitempty"`
+	// grant is how the credential is obtained: authorizationCode (the default; a person signs
+	// in with `projectmcp login`) or clientCredentials (the client's own token, from its id and
+	// the secret `projectmcp login` stores).
+	// +optional
+	// +kubebuilder:validation:Enum=authorizationCode;clientCredentials
+	Grant OAuthGrant `json:"grant,omitempty"`
 }
+
+// OAuthGrant is how a server's credential is obtained.
+type OAuthGrant string
+
+// The grants of OAuthClient.grant.
+const (
+	OAuthGrantAuthorizationCode OAuthGrant = "authorizationCode"
+	OAuthGrantClientCredentials OAuthGrant = "clientCredentials"
+)
 
 // NameValue is one environment variable or HTTP header. The value may hold ${VAR} references
 // resolved from spec.secretRef at connect time.
@@ -682,11 +719,50 @@ type ServerStatus struct {
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
 
+	// credential is the state of the server's OAuth grant (a server with oauth): never a token.
+	// +optional
+	Credential *CredentialStatus `json:"credential,omitempty"`
+
 	// lastRebuild records the last rebuild a session's mount started because it found the
 	// connection dead (the rebuild at mount of docs/lifecycle-contracts.md; rebuilds the
 	// controller decides are recorded as events).
 	// +optional
 	LastRebuild *RebuildStatus `json:"lastRebuild,omitempty"`
+}
+
+// CredentialStatus is the state of a server's OAuth grant, which the controller keeps: the
+// token's expiry and scopes, never a token.
+type CredentialStatus struct {
+	// secret is the name of the grant's Secret (projectmcp login writes it).
+	// +required
+	Secret string `json:"secret"`
+
+	// state is Ready, Expiring (the token nears its expiry and the last refresh failed),
+	// RefreshFailed (it has expired and refreshes are retried), Missing (no grant) or Invalid
+	// (the authorization server refused it): the last two need projectmcp login.
+	// +optional
+	State string `json:"state,omitempty"`
+
+	// expiresAt is when the access token expires.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+
+	// refreshedAt is when the controller last refreshed the token.
+	// +optional
+	RefreshedAt *metav1.Time `json:"refreshedAt,omitempty"`
+
+	// scopes the token was granted.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Scopes []string `json:"scopes,omitempty"`
+
+	// conditions: CredentialReady, CredentialExpiring, CredentialRefreshFailed.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // RebuildStatus says when and why a connection was rebuilt.

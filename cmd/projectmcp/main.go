@@ -122,6 +122,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newStatusCmd(g, stdout),
 		newTokenCmd(g, stdout, stderr),
 		newReconnectCmd(g, stdout),
+		newLoginCmd(g, stdout),
+		newLogoutCmd(g, stdout),
 		newRenderCmd(g, stdout),
 		newEnvtestCmd(stdout, stderr),
 		newVersionCmd(stdout),

@@ -24,6 +24,7 @@ import (
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/buckets"
 	"github.com/dsh-dev/projectmcp/internal/gateway"
+	"github.com/dsh-dev/projectmcp/internal/oauth"
 )
 
 // The documentation's promises and the implementation agree: defaults, annotation names, the
@@ -492,6 +493,9 @@ func TestReadmeAnnotations(t *testing.T) {
 		buckets.LabelPin:                        true,
 		buckets.LabelReplica:                    true,
 		buckets.AnnotationAddress:               true,
+		oauth.LabelGrant:                        true,
+		oauth.AnnotationGrantProject:            true,
+		oauth.AnnotationGrantServer:             true,
 	}
 	for _, a := range []string{v1alpha1.AnnotationReconnectRequestedAt, v1alpha1.AnnotationReconnectServers} {
 		if !strings.Contains(text, "`"+a) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -25,7 +26,9 @@ func newStatusCmd(g *globalFlags, stdout io.Writer) *cobra.Command {
 		Long: `Prints a project's state for people without kubectl: the endpoint, the replica serving it
 and the conditions, one row per server (phase, sharing scope, how many connections, the
 connection whose tools are offered, tools, sessions, requests waiting for their turn now and
-ever, last error), then the sessions and the connection each of their slots is bound to.`,
+ever, last error), the state of each server's OAuth grant (its token's expiry and scopes, and
+what to run when it needs projectmcp login), then the sessions and the connection each of
+their slots is bound to.`,
 		Example: `  projectmcp status shop
   projectmcp status web -n team-a --kubeconfig ~/.kube/prod`,
 	}, func(ctx context.Context, c client.Client, key types.NamespacedName) error {
@@ -59,6 +62,7 @@ func printStatus(w io.Writer, obj *v1alpha1.ProjectMCP) {
 			dash(shown(s.Connection)), s.ToolCount, s.Sessions, s.Waiting, s.Waited, dash(shown(s.LastError)))
 	}
 	tw.Flush()
+	printCredentials(w, st.Servers)
 	fmt.Fprintf(w, "\n%d connections, %d sessions\n", st.ConnectionCount, st.SessionCount)
 	for _, s := range st.Sessions {
 		var slots []string
@@ -104,4 +108,33 @@ func shown(s string) string {
 		i += n
 	}
 	return b.String()
+}
+
+// printCredentials prints the state of each server's OAuth grant: its state, the token's
+// expiry and scopes, and why when it is not Ready (never a token: status holds none).
+func printCredentials(w io.Writer, servers []v1alpha1.ServerStatus) {
+	first := true
+	for _, s := range servers {
+		c := s.Credential
+		if c == nil {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "\ncredentials:")
+			first = false
+		}
+		line := fmt.Sprintf("  %s: %s (Secret %s)", shown(s.Name), shown(c.State), shown(c.Secret))
+		if c.ExpiresAt != nil {
+			line += ", token until " + c.ExpiresAt.UTC().Format(time.RFC3339)
+		}
+		if len(c.Scopes) > 0 {
+			line += ", scopes " + shown(strings.Join(c.Scopes, " "))
+		}
+		if cond := meta.FindStatusCondition(c.Conditions, v1alpha1.ConditionCredentialReady); cond != nil && cond.Message != "" {
+			line += ": " + shown(cond.Message)
+		} else if cond := meta.FindStatusCondition(c.Conditions, v1alpha1.ConditionCredentialRefreshFailed); cond != nil && cond.Message != "" {
+			line += ": " + shown(cond.Message)
+		}
+		fmt.Fprintln(w, line)
+	}
 }

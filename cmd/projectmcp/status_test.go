@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -77,5 +78,32 @@ func TestStatusPrintsSharedStatefulWarning(t *testing.T) {
 	}
 	if out := printed(metav1.ConditionFalse); strings.Contains(out, "SharedStatefulServer") {
 		t.Errorf("a False SharedStatefulServer is printed:\n%s", out)
+	}
+}
+
+// status prints each server's credential: its state, expiry and scopes, and what to run when
+// it needs a login.
+func TestStatusPrintsCredentials(t *testing.T) {
+	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
+	until := metav1.NewTime(time.Date(2026, 12, 4, 19, 40, 5, 0, time.UTC))
+	obj.Status.Servers = []v1alpha1.ServerStatus{
+		{Name: "plain"},
+		{Name: "linear", Credential: &v1alpha1.CredentialStatus{Secret: "oauth-p-linear", State: "Ready", ExpiresAt: &until, Scopes: []string{"read", "write"}}},
+		{Name: "notion", Credential: &v1alpha1.CredentialStatus{Secret: "oauth-p-notion", State: "Invalid", Conditions: []metav1.Condition{
+			{Type: v1alpha1.ConditionCredentialReady, Status: "False", Reason: "GrantRefused", Message: "the authorization server refused the grant (invalid_grant): run projectmcp login p notion -n ns"}}}},
+	}
+	var out bytes.Buffer
+	printStatus(&out, obj)
+	for _, want := range []string{
+		"credentials:\n",
+		"  linear: Ready (Secret oauth-p-linear), token until 2026-12-04T19:40:05Z, scopes read write\n",
+		"  notion: Invalid (Secret oauth-p-notion): the authorization server refused the grant (invalid_grant): run projectmcp login p notion -n ns\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "plain:") {
+		t.Errorf("a server without oauth has a credential line:\n%s", out.String())
 	}
 }

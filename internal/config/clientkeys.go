@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 // workings ("dev"), or refused naming what to write instead ("envFile").
 
 var (
-	oauthKeys      = []string{"clientId", "callbackPort", "authServerMetadataUrl", "scopes"}
+	oauthKeys = []string{"clientId", "callbackPort", "authServerMetadataUrl", "scopes",
+		// projectmcp's own, for what identity providers need
+		"resource", "audience", "authorizeParams", "tokenEndpointAuthMethod", "grant"}
 	sandboxKeys    = []string{"filesystem", "network"}
 	filesystemKeys = []string{"allowWrite", "denyRead", "denyWrite"}
 	networkKeys    = []string{"allowedDomains", "deniedDomains"}
@@ -105,12 +108,77 @@ func (p *parser) oauth(n *node, in string) *v1alpha1.OAuthClient {
 			o.AuthServerMetadataURL = p.metadataURL(m, in)
 		case "scopes":
 			o.Scopes = p.scopes(m, in)
+		case "resource":
+			o.Resource = p.resource(m, in)
+		case "audience":
+			o.Audience = p.plainString(m, in)
+		case "authorizeParams":
+			o.AuthorizeParams = p.authorizeParams(m, in)
+		case "tokenEndpointAuthMethod":
+			o.TokenEndpointAuthMethod = p.oneOf(m, in, tokenAuthMethods)
+		case "grant":
+			o.Grant = v1alpha1.OAuthGrant(p.oneOf(m, in, oauthGrants))
 		default:
 			p.unknownKey(m, in, oauthKeys)
 		}
 	}
 	return o
 }
+
+var (
+	tokenAuthMethods = []string{"client_secret_basic", "client_secret_post", "none"}
+	oauthGrants      = []string{string(v1alpha1.OAuthGrantAuthorizationCode), string(v1alpha1.OAuthGrantClientCredentials)}
+)
+
+// resource reads an RFC 8707 resource: an absolute URI without a fragment.
+func (p *parser) resource(m member, in string) string {
+	raw := p.plainString(m, in)
+	if len(raw) > v1alpha1.MaxURLLength {
+		p.errorf(m.value.at, "%q%s is %d bytes long; the limit is %d", m.key, in, len(raw), v1alpha1.MaxURLLength)
+		return raw
+	}
+	if u, err := url.Parse(raw); raw != "" && (err != nil || !u.IsAbs() || u.Fragment != "") {
+		p.errorf(m.value.at, "%q%s must be an absolute URI without a fragment (RFC 8707)", m.key, in)
+	}
+	return raw
+}
+
+// maxAuthorizeParams is the most extra authorization parameters (the CRD's MaxItems).
+const maxAuthorizeParams = 16
+
+// oneOf reads a string that must be one of values.
+func (p *parser) oneOf(m member, in string, values []string) string {
+	v := p.plainString(m, in)
+	if v != "" && !slices.Contains(values, v) {
+		p.errorf(m.value.at, "%q%s must be one of %s, not %q", m.key, in, strings.Join(values, ", "), v)
+	}
+	return v
+}
+
+// authorizeParams reads an object of string values, sorted by name. The parameters the flow
+// sets itself cannot be replaced: they carry its security (PKCE, state, redirect, client).
+func (p *parser) authorizeParams(m member, in string) []v1alpha1.NameValue {
+	what := fmt.Sprintf("%q%s", m.key, in)
+	if !p.expectKind(m.value, kindObject, what) {
+		return nil
+	}
+	if len(m.value.members) > maxAuthorizeParams {
+		p.errorf(m.value.at, "%s has %d entries; the limit is %d", what, len(m.value.members), maxAuthorizeParams)
+	}
+	var out []v1alpha1.NameValue
+	for _, f := range m.value.members {
+		if slices.Contains(flowParams, f.key) {
+			p.errorf(f.keyAt, "%q in %s is set by the sign-in itself", f.key, what)
+			continue
+		}
+		out = append(out, v1alpha1.NameValue{Name: f.key, Value: p.plainString(f, " in "+what)})
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.NameValue) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// flowParams are the authorization request's parameters the sign-in sets.
+var flowParams = []string{"response_type", "client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "scope", "resource"}
 
 func (p *parser) port(m member, in string) int32 {
 	what := fmt.Sprintf("%q%s", m.key, in)
@@ -221,9 +289,6 @@ func (p *parser) lists(m member, in string, known []string, into map[string]*[]s
 func Unacted(spec *v1alpha1.ProjectMCPSpec) []string {
 	var out []string
 	for _, s := range spec.Servers {
-		if s.HTTP != nil && s.HTTP.OAuth != nil {
-			out = append(out, fmt.Sprintf("server %q: oauth is carried but the controller does not sign in yet; the server needs a credential in \"headers\"", s.Name))
-		}
 		if s.Sandbox != nil {
 			out = append(out, fmt.Sprintf("server %q: sandbox is carried but not enforced yet", s.Name))
 		}

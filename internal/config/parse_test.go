@@ -82,13 +82,21 @@ func TestParseClientKeys(t *testing.T) {
     "dev": {"watch": "src/**/*.ts", "debug": {"type": "node"}},
     "timeout": 5000
   },
-  "scoped": {"url": "https://h/mcp", "oauth": {"scopes": ["a", "b"]}}
+  "scoped": {"url": "https://h/mcp", "oauth": {"scopes": ["a", "b"]}},
+  "idp": {"url": "https://h/mcp", "oauth": {"resource": "api://mcp", "audience": "mcp-api", "authorizeParams": {"prompt": "consent", "access_type": "offline"},
+    "tokenEndpointAuthMethod": "client_secret_post", "grant": "clientCredentials"}}
 }}`
 	got, err := Parse(file, []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []v1alpha1.MCPServer{
+		{Name: "idp", HTTP: &v1alpha1.HTTPServer{
+			URL: "https://h/mcp", Transport: v1alpha1.TransportStreamableHTTP,
+			OAuth: &v1alpha1.OAuthClient{Resource: "api://mcp", Audience: "mcp-api",
+				AuthorizeParams:         []v1alpha1.NameValue{{Name: "access_type", Value: "offline"}, {Name: "prompt", Value: "consent"}},
+				TokenEndpointAuthMethod: "client_secret_post", Grant: v1alpha1.OAuthGrantClientCredentials},
+		}},
 		{
 			Name:    "local",
 			Stdio:   &v1alpha1.StdioServer{Command: "npx", Args: []string{"-y", "pkg"}},
@@ -191,6 +199,10 @@ func TestParseErrors(t *testing.T) {
 		{"timeout fraction", `{"mcpServers": {"a": {"command": "x", "request_timeout_ms": 1.5}}}`, `1.5`, `"request_timeout_ms" in server "a" must be a whole number of milliseconds`},
 		{"alwaysLoad string", `{"mcpServers": {"a": {"command": "x", "alwaysLoad": "yes"}}}`, `"yes"`, `"alwaysLoad" in server "a" must be a boolean`},
 		{"oauth key typo", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"clientID": "c"}}}}`, `"clientID"`, `unknown key "clientID" in "oauth" in server "a"; did you mean "clientId"?`},
+		{"oauth grant", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"grant": "password"}}}}`, `"password"`, `"grant" in "oauth" in server "a" must be one of authorizationCode, clientCredentials, not "password"`},
+		{"oauth auth method", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"tokenEndpointAuthMethod": "private_key_jwt"}}}}`, `"private`, `must be one of client_secret_basic, client_secret_post, none`},
+		{"oauth flow param", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"authorizeParams": {"state": "x"}}}}}`, `"state"`, `"state" in "authorizeParams" in "oauth" in server "a" is set by the sign-in itself`},
+		{"oauth param kind", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"authorizeParams": {"p": 1}}}}}`, `1}`, `"p" in "authorizeParams"`},
 		{"oauth port", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"callbackPort": 70000}}}}`, `70000`, `"callbackPort" in "oauth" in server "a" must be a port, 1 to 65535`},
 		{"oauth scope too long", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"scopes": "` + strings.Repeat("s", 257) + `"}}}}`, `"sss`, `"scopes" in "oauth" in server "a" has a scope of 257 bytes; the limit is 256`},
 		{"oauth metadata url too long", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"authServerMetadataUrl": "https://h/` + strings.Repeat("p", 2048) + `"}}}}`, `"https`, `the limit is 2048`},
@@ -424,7 +436,8 @@ func TestParseErrorsQuoteNoValues(t *testing.T) {
 	}
 }
 
-// What a spec carries and the controller does not act on yet is named per server and key.
+// What a spec carries and the controller does not act on yet is named per server and key (oauth
+// is acted on: the controller keeps the server's grant).
 func TestUnacted(t *testing.T) {
 	spec, err := Parse(file, []byte(`{"mcpServers": {
   "plain": {"url": "https://h/mcp", "alwaysLoad": true, "timeout": 1000},
@@ -435,7 +448,6 @@ func TestUnacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		`server "api": oauth is carried but the controller does not sign in yet; the server needs a credential in "headers"`,
 		`server "box": sandbox is carried but not enforced yet`,
 	}
 	if d := cmp.Diff(want, Unacted(spec)); d != "" {

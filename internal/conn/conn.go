@@ -79,7 +79,9 @@ type Options struct {
 	// called at every connect attempt, so a fixed Secret is picked up by the next reconnect;
 	// nil means no variables.
 	Variables func(ctx context.Context) (map[string]string, error)
-	Policy    Policy
+	// Bearer, for a remote server with oauth, is its grant's token source (bearer.go); nil: none.
+	Bearer Bearer
+	Policy Policy
 	// Attempts are the reconnect attempts of the budget already spent when the connection
 	// starts: a rebuild of a connection that spent its budget (registry, at a session's mount)
 	// is one more attempt of that budget, not a new one, so a server that still fails is tried

@@ -48,6 +48,7 @@ type endpoint struct {
 	// transport).
 	carrier *httpcarrier.Carrier
 	headers http.Header
+	bearer  Bearer // the server's OAuth token source (remote only; nil: none)
 	// serverRefused hears a server's 401 or 403 to a forwarded request (remote only): the
 	// session then ends and the next connect runs the headersHelper again.
 	serverRefused func(error)
@@ -183,6 +184,11 @@ func (l launcher) remote(ctx context.Context, x *expander, h *v1alpha1.HTTPServe
 		}
 		mergeHeaders(headers, helped)
 	}
+	if b := l.opts.Bearer; b != nil { // a server that needs a sign-in fails here, naming the command
+		if _, err := b.Token(ctx); err != nil {
+			return nil, err
+		}
+	}
 	l.noteProxy(u)
 	base, pool, release := sharedTransport(r)
 	carrier := httpcarrier.New(u, base, pool)
@@ -194,13 +200,17 @@ func (l launcher) remote(ctx context.Context, x *expander, h *v1alpha1.HTTPServe
 	// No http.Client.Timeout: it would cut the long-lived event stream. Calls carry deadlines.
 	// The configured headers are added below SameOrigin, so that they reach only the server.
 	refused := &atomic.Pointer[policy.RefusedRequest]{}
+	var checked http.RoundTripper = policy.MCPResponses{Base: bounded}
+	if l.opts.Bearer != nil {
+		checked = bearerTransport{base: checked, bearer: l.opts.Bearer}
+	}
 	client := &http.Client{Transport: policy.SameOrigin{
-		Base:    &headerTransport{base: policy.MCPResponses{Base: bounded}, headers: headers},
+		Base:    &headerTransport{base: checked, headers: headers},
 		Origin:  policy.OriginOf(u),
 		Egress:  egress,
 		Refused: refused,
 	}}
-	ep := &endpoint{release: release, refused: refused, carrier: carrier, headers: headers}
+	ep := &endpoint{release: release, refused: refused, carrier: carrier, headers: headers, bearer: l.opts.Bearer}
 	// No event longer than the bound reaches the SDK (bound.Bodies); its own (smaller) default
 	// bound would fail the whole connection on an event the bound allows.
 	maxEvent := bound.ForSDK(l.opts.MaxMessageBytes)

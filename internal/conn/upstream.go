@@ -60,7 +60,7 @@ func newUpstream(t mcp.Transport, ep *endpoint, resp *responder, o *Options) (up
 		u := &stdioUpstream{resp: resp, bound: o.MaxMessageBytes, items: o.MaxListItems, log: o.Log, pending: map[string]chan *jsonrpc.Response{}}
 		return u, u.split(t)
 	case *mcp.StreamableClientTransport:
-		u := &httpUpstream{resp: resp, bound: o.MaxMessageBytes, http: t.HTTPClient, url: t.Endpoint, carrier: ep.carrier, headers: ep.headers, serverRefused: ep.serverRefused}
+		u := &httpUpstream{resp: resp, bound: o.MaxMessageBytes, http: t.HTTPClient, url: t.Endpoint, carrier: ep.carrier, headers: ep.headers, bearer: ep.bearer, serverRefused: ep.serverRefused}
 		if u.http == nil {
 			u.http = http.DefaultClient
 		}

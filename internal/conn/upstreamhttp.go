@@ -39,6 +39,7 @@ type httpUpstream struct {
 	// (nil: every request goes through http)
 	carrier *httpcarrier.Carrier
 	headers http.Header
+	bearer  Bearer // the server's OAuth token source (nil: none)
 	// serverRefused is told of a 401 or 403 to a forwarded request (nil: nobody listens)
 	serverRefused func(error)
 	// redirected: the server redirected a request sent on the carrier; every request goes
@@ -170,8 +171,16 @@ func (u *httpUpstream) do(ctx context.Context, body []byte, method string, param
 		}
 		return u.http.Do(req)
 	}
-	addHeaders(req, trace.SpanContextFromContext(ctx).IsValid(), u.headers)
-	resp, err := u.carrier.Send(req, body)
+	traced := trace.SpanContextFromContext(ctx).IsValid()
+	addHeaders(req, traced, u.headers)
+	send := func(req *http.Request) (*http.Response, error) { return u.carrier.Send(req, body) }
+	resp, err := sendBearer(u.bearer, req, send, func() (*http.Request, error) {
+		again, err := u.request(ctx, body, method, params)
+		if err == nil {
+			addHeaders(again, traced, u.headers)
+		}
+		return again, err
+	})
 	if err != nil || !redirect(resp.StatusCode) {
 		return resp, err
 	}
