@@ -71,6 +71,15 @@ func (e *endpoint) pid() int {
 	return e.proc.Pid()
 }
 
+// sandbox names the layers of the stdio process's sandbox ("" for remote servers, or without
+// a sandbox).
+func (e *endpoint) sandbox() string {
+	if e.proc == nil {
+		return ""
+	}
+	return e.proc.sandbox
+}
+
 // exited is closed when the stdio process has exited; never for remote servers.
 func (e *endpoint) exited() <-chan struct{} {
 	if e.proc == nil {
@@ -316,7 +325,8 @@ func addHeaders(req *http.Request, traced bool, headers http.Header) {
 type process struct {
 	*spawn.Process
 	stderrDone chan struct{}
-	removeHome func()     // removes the server's own HOME once the group is gone
+	removeHome func()     // removes the server's own HOME once the group is gone, gives back its user
+	sandbox    string     // the layers of its sandbox, for status ("" without one)
 	pipes      []*os.File // our ends of stdin, stdout and stderr
 	cleanup    sync.Once  // stop may be called twice (closeSession, then close)
 }
@@ -349,41 +359,51 @@ func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint,
 	l.secrets.add(x.values)
 
 	iso := &l.opts.Isolation
-	home, removeHome, err := iso.MakeHome(l.opts.Server.Name)
+	run, err := iso.Begin(l.opts.Project, l.opts.Server.Name)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(command, args...)
 	// Never os.Environ(): the controller's environment is not the server's business.
-	cmd.Env, cmd.Dir = iso.Env(home, configured), dir
+	cmd.Env, cmd.Dir = iso.Env(run.Home, configured), dir
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		removeHome()
+		run.Release()
 		return nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW)
-		removeHome()
+		run.Release()
 		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW, outR, outW)
-		removeHome()
+		run.Release()
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	child, err := spawn.Start(cmd, iso.Credential)
+	child, err := startAs(cmd, run)
 	if err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
-		removeHome()
+		run.Release()
 		return nil, fmt.Errorf("starting %q: %w", s.Command, err)
 	}
-	p := &process{Process: child, stderrDone: make(chan struct{}), removeHome: removeHome, pipes: []*os.File{inW, outR, errR}}
+	p := &process{Process: child, stderrDone: make(chan struct{}), removeHome: run.Release, pipes: []*os.File{inW, outR, errR}, sandbox: run.Sandbox()}
 	closeAll(inR, outW, errW) // the child holds its ends now
 	go l.logStderr(errR, p.stderrDone)
 	return &endpoint{transport: &mcp.IOTransport{Reader: outR, Writer: inW}, proc: p}, nil
+}
+
+// startAs starts cmd as run's process: as its user, in its sandbox when it has one.
+func startAs(cmd *exec.Cmd, run *policy.Process) (*spawn.Process, error) {
+	cred, started, err := run.Prepare(cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer started()
+	return spawn.Start(cmd, cred)
 }
 
 func closeAll(files ...*os.File) {

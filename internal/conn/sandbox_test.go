@@ -1,0 +1,130 @@
+package conn
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dsh-dev/projectmcp/api/v1alpha1"
+	"github.com/dsh-dev/projectmcp/internal/policy"
+	"github.com/dsh-dev/projectmcp/internal/proctest"
+	"github.com/dsh-dev/projectmcp/internal/sandbox"
+	"github.com/dsh-dev/projectmcp/test/fixture"
+)
+
+// sandboxed is an Isolation with the sandbox this kernel allows, uids from r, hiding hide;
+// the test skips, naming what is missing, where the namespaces' layers cannot be had.
+func sandboxed(t *testing.T, r *sandbox.Range, hide ...string) policy.Isolation {
+	t.Helper()
+	f := sandbox.Probe(true, r != nil)
+	layers := sandbox.Decide(f)
+	for _, l := range []sandbox.Layer{sandbox.LayerPID, sandbox.LayerMount} {
+		if !sandbox.InForce(layers, l) {
+			t.Skipf("the sandbox's %s layer is not in force here: %s", l, sandbox.Summary(layers))
+		}
+	}
+	if r != nil && !sandbox.InForce(layers, sandbox.LayerUID) {
+		t.Skipf("no uid per project here: %s", sandbox.Summary(layers))
+	}
+	return policy.Isolation{Sandbox: sandbox.New(f, r, nil, hide)}
+}
+
+// tryRead calls the fixture's try_read.
+func tryRead(t *testing.T, c *Conn) fixture.TryReadReport {
+	t.Helper()
+	var r fixture.TryReadReport
+	if err := json.Unmarshal([]byte(call(t, c, "try_read", nil)), &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A sandboxed server of one project cannot read another project's server's environment (its
+// secrets) nor its HOME, nor the controller's kubeconfig and token, nor write outside its
+// HOME and its /tmp; each project's servers run as a uid of their own, and HOME is theirs.
+// Fails on the old code: every server ran as the one --server-uid in the controller's /proc
+// and filesystem, and read all of it.
+func TestSandboxKeepsProjectsApart(t *testing.T) {
+	exe := copyExecutable(t) // the mapped uids may not enter the test binary's directory
+	// The controller's token (in /var/run/secrets/kubernetes.io/serviceaccount) and its
+	// kubeconfig, outside /tmp (which the sandbox replaces whole), readable by all as a
+	// projected token is by default.
+	secrets := outsideTmp(t)
+	token := filepath.Join(secrets, "token")
+	kubeconfig := filepath.Join(outsideTmp(t), "kubeconfig")
+	for _, f := range []string{token, kubeconfig} {
+		if err := os.WriteFile(f, []byte("the controller's"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shared := outsideTmp(t) // a directory every uid may write, outside any HOME
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	r := &sandbox.Range{First: 300000, Last: 300999}
+	iso := sandboxed(t, r, secrets, kubeconfig)
+	if os.Getuid() != 0 {
+		t.Skip("mapping servers to other uids needs root")
+	}
+
+	victim := stdioServer("victim", "--fill-home")
+	victim.Stdio.Command = exe
+	victim.Stdio.Env = append(victim.Stdio.Env, v1alpha1.NameValue{Name: "VICTIM_SECRET", Value: "s3cret"})
+	var logs logSink
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.all())
+		}
+	})
+	b := start(t, Options{Project: "team-b/shop", Server: victim, Settings: Settings{Isolation: iso}, Log: logs.logger()})
+	vs := waitPhase(t, b, v1alpha1.PhaseReady)
+	victimHome := call(t, b, "getenv", map[string]any{"name": "HOME"})
+
+	hostile := stdioServer("hostile", "--try-read", strings.Join([]string{
+		fmt.Sprintf("/proc/%d/environ", vs.PID), filepath.Join(victimHome, ".cache/fixture/entry"), token, kubeconfig,
+	}, ","), "--try-write", "$HOME,/tmp,"+shared)
+	hostile.Stdio.Command = exe
+	a := start(t, Options{Project: "team-a/web", Server: hostile, Settings: Settings{Isolation: iso}, Log: logs.logger()})
+	as := waitPhase(t, a, v1alpha1.PhaseReady)
+
+	got := tryRead(t, a)
+	for path, outcome := range got.Paths {
+		if outcome == fixture.Readable {
+			t.Errorf("the sandboxed server read %s", path)
+		}
+	}
+	for dir, want := range map[string]bool{"$HOME": true, "/tmp": true, shared: false} {
+		if written := got.Writes[dir] == fixture.Written; written != want {
+			t.Errorf("writing in %s: %q, want written %v", dir, got.Writes[dir], want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(shared, "fixture-was-here")); err == nil {
+		t.Error("the sandboxed server wrote outside its HOME")
+	}
+
+	uidA, _ := proctest.IDs(as.PID)
+	uidB, _ := proctest.IDs(vs.PID)
+	if uidA == uidB || uint32(uidA) < r.First || uint32(uidA) > r.Last || uint32(uidB) < r.First || uint32(uidB) > r.Last {
+		t.Errorf("the projects' servers run as uids %d and %d, want two of %d-%d", uidA, uidB, r.First, r.Last)
+	}
+	if !strings.Contains(as.Sandbox, fmt.Sprintf("uid %d", uidA)) || !strings.Contains(as.Sandbox, "pid") || !strings.Contains(as.Sandbox, "mount") {
+		t.Errorf("the snapshot's sandbox %q, want its uid and the pid and mount layers named", as.Sandbox)
+	}
+}
+
+// outsideTmp is a directory any user may enter, outside /tmp.
+func outsideTmp(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "projectmcp-test-")
+	if err != nil {
+		t.Skipf("no directory outside /tmp: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

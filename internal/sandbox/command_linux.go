@@ -1,0 +1,106 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// Sandbox is the controller's sandbox for its stdio servers: the layers in force on this
+// kernel, and how each server's init is told to make them.
+type Sandbox struct {
+	// Layers are the layers in force and why each other is not (Decide).
+	Layers []Status
+	// UIDs gives each project a uid of its own; nil when LayerUID is not in force, and the
+	// servers are then mapped to Fallback.
+	UIDs *UIDs
+	// Fallback is the user and group every server is mapped to without a uid of its
+	// project's own: --server-uid's, or (nil) the controller's own.
+	Fallback *syscall.Credential
+	// Hide are the paths no server sees (Spec.Hide).
+	Hide []string
+}
+
+// Acquire is the user and group a server of project runs as, to be given back with release
+// once the server is gone.
+func (s *Sandbox) Acquire(project string) (cred *syscall.Credential, release func(), err error) {
+	if s.UIDs == nil {
+		return s.Fallback, func() {}, nil
+	}
+	uid, err := s.UIDs.Acquire(project)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &syscall.Credential{Uid: uid, Gid: uid}, func() { s.UIDs.Release(project) }, nil
+}
+
+// Wrap makes cmd start its server in a sandbox: through an init (this binary again, under
+// InitName) in new user, PID and mount namespaces, the namespace's root mapped to cred (nil:
+// the controller's own user).
+// The spawner adds its own attributes (process group, parent death signal) to the ones set
+// here. started must be called once cmd has started (or failed to): it closes the parent's
+// end of the spec.
+func (s *Sandbox) Wrap(cmd *exec.Cmd, cred *syscall.Credential, home string) (started func(), err error) {
+	spec := Spec{Home: home, Hide: s.Hide, Proc: InForce(s.Layers, LayerPID),
+		ReadOnly: InForce(s.Layers, LayerMount), Landlock: InForce(s.Layers, LayerLandlock)}
+	r, err := specPipe(spec)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Args = append([]string{InitName, cmd.Path}, cmd.Args...) // the server's own argv after its path
+	cmd.Path, cmd.Err = "/proc/self/exe", nil
+	cmd.ExtraFiles = []*os.File{r}
+	cmd.SysProcAttr = namespaces(cred)
+	return func() { _ = r.Close() }, nil
+}
+
+// namespaces are the clone flags and id maps of a sandbox whose root is cred outside it (nil:
+// this process's user).
+func namespaces(cred *syscall.Credential) *syscall.SysProcAttr {
+	if cred == nil {
+		cred = &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
+	}
+	return &syscall.SysProcAttr{
+		// The child becomes the namespace's root before it executes the init: a process whose
+		// user is not the namespace's root loses its capabilities there at execve.
+		Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(cred.Uid), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(cred.Gid), Size: 1}},
+	}
+}
+
+// specPipe is a pipe holding spec, closed for writing: the init reads it to its end.
+func specPipe(spec Spec) (*os.File, error) {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > 32<<10 { // a pipe holds 64 KiB before a writer blocks
+		return nil, fmt.Errorf("the sandbox's spec is %d bytes: too many paths to hide", len(data))
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	_, err = w.Write(data)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Describe is how status shows the sandbox of a server run as cred (Describe).
+func (s *Sandbox) Describe(cred *syscall.Credential) string {
+	uid := uint32(os.Getuid())
+	if cred != nil {
+		uid = cred.Uid
+	}
+	return Describe(s.Layers, uid)
+}
