@@ -648,6 +648,13 @@ type ServerStatus struct {
 	// +optional
 	Sessions int32 `json:"sessions,omitempty"`
 
+	// sandbox names the layers of a stdio server's sandbox in force (its uid among them) and,
+	// after "missing:", those this controller cannot give it; the controller's log says why
+	// (--sandbox). Empty without a sandbox.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Sandbox string `json:"sandbox,omitempty"`
+
 	// endpoint is the URL of the server's own endpoint: its tools, prompts and resources under
 	// the names the server gives them, as a client connected to it directly sees them.
 	// +optional

@@ -57,6 +57,11 @@ func printStatus(w io.Writer, obj *v1alpha1.ProjectMCP) {
 			s.ToolCount, s.Sessions, s.Waiting, s.Waited, dash(shown(s.LastError)))
 	}
 	tw.Flush()
+	for _, s := range st.Servers {
+		if s.Sandbox != "" {
+			fmt.Fprintf(w, "  %s sandbox: %s\n", shown(s.Name), shown(s.Sandbox))
+		}
+	}
 	fmt.Fprintf(w, "\n%d sessions\n", st.SessionCount)
 	for _, s := range st.Sessions {
 		var slots []string
