@@ -173,6 +173,9 @@ func TestSandboxFlags(t *testing.T) {
 			t.Errorf("the sandbox shows %s to servers (hides %v)", p, sb.Hide)
 		}
 	}
+	if want := (sandbox.Limits{Memory: 1 << 30, Pids: 1024}); sb.Limits != want {
+		t.Errorf("default limits %+v, want %+v", sb.Limits, want)
+	}
 	if sandbox.InForce(sb.Layers, sandbox.LayerUID) != (sb.UIDs != nil) {
 		t.Errorf("uid layer in force %v, uids %v", sandbox.InForce(sb.Layers, sandbox.LayerUID), sb.UIDs)
 	}
@@ -186,6 +189,9 @@ func TestSandboxFlags(t *testing.T) {
 		{[]string{"--server-uid-range", "100000-165535"}, "--server-uid-range needs --sandbox"},
 		{[]string{"--sandbox", "--server-uid-range", "0-10"}, `--server-uid-range "0-10"`},
 		{[]string{"--sandbox", "--server-uid-range", "x"}, `--server-uid-range "x"`},
+		{[]string{"--sandbox", "--server-memory-limit", "lots"}, `--server-memory-limit "lots"`},
+		{[]string{"--sandbox", "--server-cpu-limit", "-1"}, `--server-cpu-limit "-1"`},
+		{[]string{"--sandbox", "--server-pids-limit", "-1"}, "--server-pids-limit must not be negative"},
 	} {
 		_, err := parseControllerFlags(t, tc.args...).connDefaults()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -94,8 +94,31 @@ func (e *endpoint) exitError() error {
 	}
 	select {
 	case <-e.proc.Done():
+		if note := e.proc.exitNote(); note != "" {
+			return fmt.Errorf("server process exited: %v (%s)", e.proc.Err(), note)
+		}
 		return fmt.Errorf("server process exited: %v", e.proc.Err())
 	default:
+		return nil
+	}
+}
+
+// exitWait is how long a stdio session whose output ended waits for its process's exit: a
+// server that dies closes its output as it goes, and its exit status tells why.
+const exitWait = 250 * time.Millisecond
+
+// exitErrorWithin is exitError once the process has exited, waiting at most d for it (nil
+// for remote servers, or if it is still running then).
+func (e *endpoint) exitErrorWithin(d time.Duration) error {
+	if e.proc == nil {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-e.proc.Done():
+		return e.exitError()
+	case <-t.C:
 		return nil
 	}
 }
@@ -325,10 +348,11 @@ func addHeaders(req *http.Request, traced bool, headers http.Header) {
 type process struct {
 	*spawn.Process
 	stderrDone chan struct{}
-	removeHome func()     // removes the server's own HOME once the group is gone, gives back its user
-	sandbox    string     // the layers of its sandbox, for status ("" without one)
-	pipes      []*os.File // our ends of stdin, stdout and stderr
-	cleanup    sync.Once  // stop may be called twice (closeSession, then close)
+	removeHome func()        // removes the server's own HOME once the group is gone, gives back its user
+	sandbox    string        // the layers of its sandbox, for status ("" without one)
+	exitNote   func() string // what its sandbox says of its exit (OOMKilled)
+	pipes      []*os.File    // our ends of stdin, stdout and stderr
+	cleanup    sync.Once     // stop may be called twice (closeSession, then close)
 }
 
 func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, error) {
@@ -390,7 +414,8 @@ func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint,
 		run.Release()
 		return nil, fmt.Errorf("starting %q: %w", s.Command, err)
 	}
-	p := &process{Process: child, stderrDone: make(chan struct{}), removeHome: run.Release, pipes: []*os.File{inW, outR, errR}, sandbox: run.Sandbox()}
+	p := &process{Process: child, stderrDone: make(chan struct{}), removeHome: run.Release, pipes: []*os.File{inW, outR, errR},
+		sandbox: run.Sandbox(), exitNote: run.ExitNote}
 	closeAll(inR, outW, errW) // the child holds its ends now
 	go l.logStderr(errR, p.stderrDone)
 	return &endpoint{transport: &mcp.IOTransport{Reader: outR, Writer: inW}, proc: p}, nil

@@ -1,23 +1,33 @@
 package conn
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-dev/projectmcp/api/v1alpha1"
 	"github.com/dsh-dev/projectmcp/internal/policy"
 	"github.com/dsh-dev/projectmcp/internal/proctest"
 	"github.com/dsh-dev/projectmcp/internal/sandbox"
+	"github.com/dsh-dev/projectmcp/internal/testutil"
 	"github.com/dsh-dev/projectmcp/test/fixture"
 )
 
 // sandboxed is an Isolation with the sandbox this kernel allows, uids from r, hiding hide;
 // the test skips, naming what is missing, where the namespaces' layers cannot be had.
 func sandboxed(t *testing.T, r *sandbox.Range, hide ...string) policy.Isolation {
+	return sandboxedWith(t, r, sandbox.Limits{}, hide...)
+}
+
+// sandboxedWith is sandboxed, each server held to limits.
+func sandboxedWith(t *testing.T, r *sandbox.Range, limits sandbox.Limits, hide ...string) policy.Isolation {
 	t.Helper()
 	f := sandbox.Probe(true, r != nil)
 	layers := sandbox.Decide(f)
@@ -29,7 +39,7 @@ func sandboxed(t *testing.T, r *sandbox.Range, hide ...string) policy.Isolation 
 	if r != nil && !sandbox.InForce(layers, sandbox.LayerUID) {
 		t.Skipf("no uid per project here: %s", sandbox.Summary(layers))
 	}
-	return policy.Isolation{Sandbox: sandbox.New(f, r, nil, hide)}
+	return policy.Isolation{Sandbox: sandbox.New(f, r, nil, hide, limits)}
 }
 
 // tryRead calls the fixture's try_read.
@@ -127,4 +137,49 @@ func outsideTmp(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// A sandboxed server cannot fork past its process limit, and one allocating past its memory
+// limit dies alone: its status says OOMKilled, it is rebuilt within its reconnect budget, and
+// a bystander server is untouched. Fails on old code: yes, nothing bounded a server but the
+// pod.
+func TestSandboxLimits(t *testing.T) {
+	const memory = 96 << 20
+	iso := sandboxedWith(t, nil, sandbox.Limits{Memory: memory, Pids: 48})
+	if !sandbox.InForce(iso.Sandbox.Layers, sandbox.LayerLimits) {
+		t.Skipf("no limits here: %s", sandbox.Summary(iso.Sandbox.Layers))
+	}
+	var logs logSink
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.all())
+		}
+	})
+	bystander := start(t, Options{Project: "ns/b", Server: stdioServer("bystander"), Settings: Settings{Isolation: iso}})
+	bs := waitPhase(t, bystander, v1alpha1.PhaseReady)
+
+	hog := start(t, Options{Project: "ns/a", Server: stdioServer("hog", "--try-limits"), Settings: Settings{Isolation: iso}, Log: logs.logger(),
+		Policy: Policy{MaxAttempts: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}})
+	first := waitPhase(t, hog, v1alpha1.PhaseReady)
+
+	if got := call(t, hog, "spawn", map[string]any{"count": 100}); !strings.Contains(got, "resource temporarily unavailable") {
+		t.Errorf("forking 100 children under a limit of 48: %q, want refused", got)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if res, err := hog.Call(ctx, &mcp.CallToolParams{Name: "alloc", Arguments: map[string]any{"mib": 4 * memory >> 20}}, nil); err == nil && !res.IsError {
+		t.Fatalf("allocating 4 times the memory limit succeeded: %+v", res)
+	}
+	testutil.Eventually(t, 15*time.Second, "the hog's status to say OOMKilled", func() bool {
+		return strings.Contains(hog.Snapshot().LastError, "OOMKilled")
+	})
+	again := waitPhase(t, hog, v1alpha1.PhaseReady)
+	if again.PID == first.PID {
+		t.Fatal("the hog was not rebuilt")
+	}
+	if s := bystander.Snapshot(); s.Phase != v1alpha1.PhaseReady || s.PID != bs.PID {
+		t.Fatalf("the bystander was touched: %s, pid %d (was %d)", s.Phase, s.PID, bs.PID)
+	}
+	call(t, bystander, "echo", map[string]any{"text": "still here"})
 }

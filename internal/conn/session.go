@@ -165,6 +165,9 @@ func (c *Conn) serve(ctx context.Context, l *lister, ep *endpoint, end *sessione
 		case <-ep.exited():
 			return ep.exitError()
 		case <-end.Done():
+			if err := ep.exitErrorWithin(exitWait); err != nil {
+				return err // its exit says more (a signal, OOMKilled) than its output's end
+			}
 			return fmt.Errorf("session closed by the server: %v", end.Why(ctx, l.session, teardownGrace))
 		case <-end.Refused():
 			return end.Refusal()

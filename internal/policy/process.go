@@ -15,6 +15,7 @@ type Process struct {
 	Home    string
 	cred    *syscall.Credential
 	sandbox *sandbox.Sandbox
+	ended   *sandbox.Ended // nil until Prepare wrapped a command in the sandbox
 	release func()
 }
 
@@ -45,9 +46,12 @@ func (p *Process) Prepare(cmd *exec.Cmd) (cred *syscall.Credential, started func
 	if p.sandbox == nil {
 		return p.cred, func() {}, nil
 	}
-	started, err = p.sandbox.Wrap(cmd, p.cred, p.Home)
+	started, p.ended, err = p.sandbox.Wrap(cmd, p.cred, p.Home)
 	return nil, started, err
 }
+
+// ExitNote is what the sandbox adds to the process's exit (OOMKilled), "" when nothing.
+func (p *Process) ExitNote() string { return p.ended.Why() }
 
 // Sandbox says which layers of the sandbox the process is in, for its status ("" without a
 // sandbox).
@@ -58,5 +62,8 @@ func (p *Process) Sandbox() string {
 	return p.sandbox.Describe(p.cred)
 }
 
-// Release removes the HOME (once the process is gone) and gives back the user.
-func (p *Process) Release() { p.release() }
+// Release removes the HOME and the cgroups (once the process is gone) and gives back the user.
+func (p *Process) Release() {
+	p.ended.Release()
+	p.release()
+}

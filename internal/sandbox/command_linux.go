@@ -21,6 +21,9 @@ type Sandbox struct {
 	Fallback *syscall.Credential
 	// Hide are the paths no server sees (Spec.Hide).
 	Hide []string
+	// Limits hold each server when LayerLimits is in force.
+	Limits  Limits
+	cgroups cgroups
 }
 
 // Acquire is the user and group a server of project runs as, to be given back with release
@@ -38,22 +41,66 @@ func (s *Sandbox) Acquire(project string) (cred *syscall.Credential, release fun
 
 // Wrap makes cmd start its server in a sandbox: through an init (this binary again, under
 // InitName) in new user, PID and mount namespaces, the namespace's root mapped to cred (nil:
-// the controller's own user).
-// The spawner adds its own attributes (process group, parent death signal) to the ones set
-// here. started must be called once cmd has started (or failed to): it closes the parent's
-// end of the spec.
-func (s *Sandbox) Wrap(cmd *exec.Cmd, cred *syscall.Credential, home string) (started func(), err error) {
+// the controller's own user), in cgroups of its own when LayerLimits is in force. The spawner
+// adds its own attributes (process group, parent death signal) to the ones set here. The
+// init waits for its spec to end, which started (to be called once cmd has started, or failed
+// to) ends after it has put the process in its cgroups: the server never runs outside them.
+func (s *Sandbox) Wrap(cmd *exec.Cmd, cred *syscall.Credential, home string) (started func(), end *Ended, err error) {
 	spec := Spec{Home: home, Hide: s.Hide, Proc: InForce(s.Layers, LayerPID),
 		ReadOnly: InForce(s.Layers, LayerMount), Landlock: InForce(s.Layers, LayerLandlock)}
-	r, err := specPipe(spec)
+	r, w, err := specPipe(spec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	end = &Ended{limits: s.Limits}
+	if s.cgroups != nil {
+		if end.group, err = s.cgroups.newGroup(s.Limits); err != nil {
+			closeFiles(r, w)
+			return nil, nil, err
+		}
 	}
 	cmd.Args = append([]string{InitName, cmd.Path}, cmd.Args...) // the server's own argv after its path
 	cmd.Path, cmd.Err = "/proc/self/exe", nil
 	cmd.ExtraFiles = []*os.File{r}
 	cmd.SysProcAttr = namespaces(cred)
-	return func() { _ = r.Close() }, nil
+	started = func() {
+		_ = r.Close()
+		if end.group != nil && cmd.Process != nil {
+			if err := end.group.add(cmd.Process.Pid); err != nil {
+				_ = cmd.Process.Kill() // never run past the limits: the init still waits
+			}
+		}
+		_ = w.Close()
+	}
+	return started, end, nil
+}
+
+// Ended says how a sandboxed server ended, and frees its sandbox once it has.
+type Ended struct {
+	limits Limits
+	group  *group
+}
+
+// Why is what the sandbox adds to the server's exit: OOMKilled when the kernel killed it for
+// passing its memory limit ("" otherwise).
+func (e *Ended) Why() string {
+	if e == nil || e.group == nil || !e.group.oomKilled() {
+		return ""
+	}
+	return fmt.Sprintf("OOMKilled: the server passed its memory limit of %d MiB", e.limits.Memory>>20)
+}
+
+// Release removes the server's cgroups, once it is gone.
+func (e *Ended) Release() {
+	if e != nil && e.group != nil {
+		e.group.remove()
+	}
+}
+
+func closeFiles(files ...*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
 }
 
 // namespaces are the clone flags and id maps of a sandbox whose root is cred outside it (nil:
@@ -72,28 +119,23 @@ func namespaces(cred *syscall.Credential) *syscall.SysProcAttr {
 	}
 }
 
-// specPipe is a pipe holding spec, closed for writing: the init reads it to its end.
-func specPipe(spec Spec) (*os.File, error) {
+// specPipe is a pipe holding spec; the init reads it to its end, which comes when w is closed.
+func specPipe(spec Spec) (r, w *os.File, err error) {
 	data, err := json.Marshal(spec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(data) > 32<<10 { // a pipe holds 64 KiB before a writer blocks
-		return nil, fmt.Errorf("the sandbox's spec is %d bytes: too many paths to hide", len(data))
+		return nil, nil, fmt.Errorf("the sandbox's spec is %d bytes: too many paths to hide", len(data))
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
+	if r, w, err = os.Pipe(); err != nil {
+		return nil, nil, err
 	}
-	_, err = w.Write(data)
-	if cerr := w.Close(); err == nil {
-		err = cerr
+	if _, err := w.Write(data); err != nil {
+		closeFiles(r, w)
+		return nil, nil, err
 	}
-	if err != nil {
-		_ = r.Close()
-		return nil, err
-	}
-	return r, nil
+	return r, w, nil
 }
 
 // Describe is how status shows the sandbox of a server run as cred (Describe).

@@ -35,7 +35,7 @@ const (
 	LayerLandlock Layer = "landlock"
 	// LayerNetwork: a network namespace whose only way out is the controller's proxy.
 	LayerNetwork Layer = "network"
-	// LayerLimits: memory, process and CPU limits of each server's own.
+	// LayerLimits: memory, process and CPU limits of each server's own (cgroups).
 	LayerLimits Layer = "limits"
 )
 
@@ -62,7 +62,13 @@ type Facts struct {
 	LandlockABI int
 	// Landlock is why Landlock is not available ("" when LandlockABI > 0).
 	Landlock string
+	// Cgroups is why the servers cannot have cgroups of their own (memory, pids, cpu).
+	Cgroups string
+	cgroups cgroups // where they are made
 }
+
+// cgroups are the directories the servers' cgroups are made in, by v1 controller.
+type cgroups map[string]string
 
 // Status is one layer and whether it is in force; Why says why not.
 type Status struct {
@@ -88,10 +94,10 @@ func whyNot(l Layer, f Facts) string {
 		return "the sandbox is off (--sandbox=false)"
 	case l == LayerNetwork:
 		return "not built yet: servers share the controller's network namespace"
-	case l == LayerLimits:
-		return "not built yet: servers share the controller's memory, process and CPU limits"
 	case f.UserNS != "":
 		return "no user namespace: " + f.UserNS
+	case l == LayerLimits && f.Cgroups != "":
+		return "no cgroups of their own: " + f.Cgroups
 	}
 	switch l {
 	case LayerUID:
@@ -176,11 +182,22 @@ func Describe(statuses []Status, uid uint32) string {
 
 // New is the sandbox the facts allow: uids from r (nil: none) when LayerUID is in force,
 // servers mapped to fallback otherwise (nil: the controller's own user), hide kept from every
-// server.
-func New(f Facts, r *Range, fallback *syscall.Credential, hide []string) *Sandbox {
-	s := &Sandbox{Layers: Decide(f), Fallback: fallback, Hide: hide}
+// server, each server held to limits when LayerLimits is in force.
+func New(f Facts, r *Range, fallback *syscall.Credential, hide []string, limits Limits) *Sandbox {
+	s := &Sandbox{Layers: Decide(f), Fallback: fallback, Hide: hide, Limits: limits}
+	if InForce(s.Layers, LayerLimits) {
+		s.cgroups = f.cgroups
+	}
 	if r != nil && InForce(s.Layers, LayerUID) {
 		s.UIDs = NewUIDs(*r)
 	}
 	return s
+}
+
+// Limits are what one server may use: bytes of memory, processes, CPUs (0: no limit of its
+// own).
+type Limits struct {
+	Memory int64
+	Pids   int64
+	CPU    float64
 }

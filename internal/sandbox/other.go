@@ -14,7 +14,18 @@ type Sandbox struct {
 	UIDs     *UIDs
 	Fallback *syscall.Credential
 	Hide     []string
+	Limits   Limits
+	cgroups  cgroups
 }
+
+// Ended says how a sandboxed server ended; outside Linux there is none.
+type Ended struct{}
+
+// Why adds nothing.
+func (e *Ended) Why() string { return "" }
+
+// Release does nothing.
+func (e *Ended) Release() {}
 
 // Acquire is the fallback user: outside Linux no project has a uid of its own.
 func (s *Sandbox) Acquire(string) (*syscall.Credential, func(), error) {
@@ -22,8 +33,8 @@ func (s *Sandbox) Acquire(string) (*syscall.Credential, func(), error) {
 }
 
 // Wrap fails: there are no namespaces to make outside Linux.
-func (s *Sandbox) Wrap(*exec.Cmd, *syscall.Credential, string) (func(), error) {
-	return nil, errors.New("the sandbox needs Linux")
+func (s *Sandbox) Wrap(*exec.Cmd, *syscall.Credential, string) (func(), *Ended, error) {
+	return nil, nil, errors.New("the sandbox needs Linux")
 }
 
 // Probe finds no layer outside Linux.

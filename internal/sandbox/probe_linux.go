@@ -38,6 +38,9 @@ func Probe(enabled, uidRange bool) Facts {
 		return f
 	}
 	f.Proc, f.ReadOnly, f.LandlockABI, f.Landlock = r.Proc, r.ReadOnly, r.LandlockABI, r.Landlock
+	if f.cgroups, err = findCgroups(); err != nil {
+		f.Cgroups = err.Error()
+	}
 	return f
 }
 
@@ -48,11 +51,12 @@ func runProbe(home string) (probeResult, error) {
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	spec := Spec{Home: home, Probe: true}
-	pipe, err := specPipe(spec)
+	pipe, w, err := specPipe(spec)
 	if err != nil {
 		return r, err
 	}
 	defer pipe.Close()
+	_ = w.Close() // nothing to wait for: the probe has no cgroups
 	cmd.Args = []string{InitName}
 	cmd.ExtraFiles = []*os.File{pipe}
 	cmd.SysProcAttr = namespaces(nil)
