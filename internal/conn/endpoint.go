@@ -25,6 +25,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/config"
 	"github.com/dsh-dev/projectmcp/internal/httpcarrier"
 	"github.com/dsh-dev/projectmcp/internal/policy"
+	"github.com/dsh-dev/projectmcp/internal/sandbox"
 	"github.com/dsh-dev/projectmcp/internal/spawn"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
@@ -383,7 +384,11 @@ func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint,
 	l.secrets.add(x.values)
 
 	iso := &l.opts.Isolation
-	run, err := iso.Begin(l.opts.Project, l.opts.Server.Name)
+	own, workspace := sandboxWants(l.opts.Server.Sandbox), l.workspace()
+	if err := own.Check(workspace); err != nil {
+		return nil, &invalidConfigError{msg: err.Error()}
+	}
+	run, err := iso.Begin(l.opts.Project, l.opts.Server.Name, own, workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -419,6 +424,29 @@ func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint,
 	closeAll(inR, outW, errW) // the child holds its ends now
 	go l.logStderr(errR, p.stderrDone)
 	return &endpoint{transport: &mcp.IOTransport{Reader: outR, Writer: inW}, proc: p}, nil
+}
+
+// sandboxWants are a server's own sandbox settings, from its spec.
+func sandboxWants(sb *v1alpha1.Sandbox) sandbox.Wants {
+	var w sandbox.Wants
+	if sb == nil {
+		return w
+	}
+	w.Off = sb.Disabled
+	if fs := sb.Filesystem; fs != nil {
+		w.AllowWrite, w.DenyRead, w.DenyWrite = fs.AllowWrite, fs.DenyRead, fs.DenyWrite
+	}
+	return w
+}
+
+// workspace is the project's folder, the first of its roots as a path ("" without one).
+func (l launcher) workspace() string {
+	for _, r := range l.opts.Roots {
+		if u, err := url.Parse(r.URI); err == nil && u.Scheme == "file" {
+			return u.Path
+		}
+	}
+	return ""
 }
 
 // startAs starts cmd as run's process: as its user, in its sandbox when it has one.

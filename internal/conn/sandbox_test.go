@@ -183,3 +183,48 @@ func TestSandboxLimits(t *testing.T) {
 	}
 	call(t, bystander, "echo", map[string]any{"text": "still here"})
 }
+
+// A server's own "sandbox" settings hold inside its sandbox: it writes where allowWrite says
+// (and nowhere under a denyWrite path there), and reads nothing of a denyRead path; with
+// "sandbox": false it runs outside, and its status says so.
+func TestSandboxServerSettings(t *testing.T) {
+	iso := sandboxed(t, nil)
+	open := outsideTmp(t)
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	frozen := filepath.Join(open, "frozen")
+	secret := filepath.Join(outsideTmp(t), "secret")
+	if err := os.Mkdir(frozen, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secret, []byte("the user's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := stdioServer("own", "--try-read", secret, "--try-write", open+","+frozen)
+	srv.Sandbox = &v1alpha1.Sandbox{Filesystem: &v1alpha1.SandboxFilesystem{AllowWrite: []string{open}, DenyWrite: []string{frozen}, DenyRead: []string{secret}}}
+	c := start(t, Options{Project: "ns/p", Server: srv, Settings: Settings{Isolation: iso}})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+	got := tryRead(t, c)
+	if got.Paths[secret] == fixture.Readable {
+		t.Errorf("the server read %s, which its denyRead names", secret)
+	}
+	if got.Writes[open] != fixture.Written || got.Writes[frozen] == fixture.Written {
+		t.Errorf("writes: %v, want %s written (allowWrite) and not %s (denyWrite)", got.Writes, open, frozen)
+	}
+
+	off := stdioServer("off", "--try-write", frozen)
+	off.Sandbox = &v1alpha1.Sandbox{Disabled: true}
+	o := start(t, Options{Project: "ns/p", Server: off, Settings: Settings{Isolation: iso}})
+	s := waitPhase(t, o, v1alpha1.PhaseReady)
+	if !strings.HasPrefix(s.Sandbox, "off") || tryRead(t, o).Writes[frozen] != fixture.Written {
+		t.Errorf(`a server with "sandbox": false: status %q, writes %v; want it outside the sandbox`, s.Sandbox, tryRead(t, o).Writes)
+	}
+
+	bad := stdioServer("bad")
+	bad.Sandbox = &v1alpha1.Sandbox{Filesystem: &v1alpha1.SandboxFilesystem{DenyRead: []string{".ssh"}}}
+	b := start(t, Options{Project: "ns/p", Server: bad, Settings: Settings{Isolation: iso}})
+	if s := waitPhase(t, b, v1alpha1.PhaseFailed); !strings.Contains(s.LastError, `".ssh"`) {
+		t.Errorf("a relative denyRead path: %q, want it refused by name", s.LastError)
+	}
+}

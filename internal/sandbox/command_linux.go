@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"syscall"
 )
 
@@ -41,13 +42,14 @@ func (s *Sandbox) Acquire(project string) (cred *syscall.Credential, release fun
 
 // Wrap makes cmd start its server in a sandbox: through an init (this binary again, under
 // InitName) in new user, PID and mount namespaces, the namespace's root mapped to cred (nil:
-// the controller's own user), in cgroups of its own when LayerLimits is in force. The spawner
+// the controller's own user), in cgroups of its own when LayerLimits is in force, with its
+// own filesystem settings (own, its paths resolved). The spawner
 // adds its own attributes (process group, parent death signal) to the ones set here. The
 // init waits for its spec to end, which started (to be called once cmd has started, or failed
 // to) ends after it has put the process in its cgroups: the server never runs outside them.
-func (s *Sandbox) Wrap(cmd *exec.Cmd, cred *syscall.Credential, home string) (started func(), end *Ended, err error) {
-	spec := Spec{Home: home, Hide: s.Hide, Proc: InForce(s.Layers, LayerPID),
-		ReadOnly: InForce(s.Layers, LayerMount), Landlock: InForce(s.Layers, LayerLandlock)}
+func (s *Sandbox) Wrap(cmd *exec.Cmd, cred *syscall.Credential, home string, own Wants) (started func(), end *Ended, err error) {
+	spec := Spec{Home: home, Hide: append(slices.Clip(s.Hide), own.DenyRead...), AllowWrite: own.AllowWrite, DenyWrite: own.DenyWrite,
+		Proc: InForce(s.Layers, LayerPID), ReadOnly: InForce(s.Layers, LayerMount), Landlock: InForce(s.Layers, LayerLandlock)}
 	r, w, err := specPipe(spec)
 	if err != nil {
 		return nil, nil, err

@@ -25,6 +25,10 @@ type Spec struct {
 	// account's token, its key files. A directory is covered by an empty one, a file by an
 	// empty file; a path that does not exist is left as it is.
 	Hide []string `json:"hide,omitempty"`
+	// AllowWrite are paths the server may write besides Home and /tmp; DenyWrite paths it may
+	// not write even there (Wants, resolved).
+	AllowWrite []string `json:"allowWrite,omitempty"`
+	DenyWrite  []string `json:"denyWrite,omitempty"`
 	// Proc, ReadOnly and Landlock say which steps to take, as the probe found them possible
 	// (Decide): a step the kernel refused at startup is not tried again for every server.
 	Proc     bool `json:"proc,omitempty"`
@@ -118,7 +122,7 @@ func enter(spec Spec) error {
 		return err
 	}
 	if spec.Landlock {
-		if _, err := restrictWrites(spec.Home); err != nil {
+		if _, err := restrictWrites(spec.Home, spec.AllowWrite); err != nil {
 			return err
 		}
 	}
@@ -136,7 +140,7 @@ func probe(spec Spec) int {
 	if err := dropPrivileges(); err != nil {
 		r.Landlock = err.Error()
 	} else {
-		r.LandlockABI, err = restrictWrites(spec.Home)
+		r.LandlockABI, err = restrictWrites(spec.Home, nil)
 		r.Landlock = errText(err)
 	}
 	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
@@ -203,11 +207,41 @@ func confine(spec Spec) error {
 	if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", home), spec.Home, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("binding HOME: %w", err)
 	}
-	rw := &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
-	if err := unix.MountSetattr(unix.AT_FDCWD, spec.Home, unix.AT_RECURSIVE, rw); err != nil {
+	if err := rebind(spec.Home, false); err != nil {
 		return fmt.Errorf("making HOME writable: %w", err)
 	}
+	return bindOwn(spec)
+}
+
+// bindOwn makes the server's own AllowWrite paths writable, then its DenyWrite paths
+// read-only; a path that is not there is left as it is.
+func bindOwn(spec Spec) error {
+	for _, l := range []struct {
+		paths    []string
+		readOnly bool
+	}{{spec.AllowWrite, false}, {spec.DenyWrite, true}} {
+		for _, p := range l.paths {
+			if unix.Access(p, unix.F_OK) != nil {
+				continue
+			}
+			if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return fmt.Errorf("binding %s: %w", p, err)
+			}
+			if err := rebind(p, l.readOnly); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		}
+	}
 	return nil
+}
+
+// rebind makes the mounts at path and under it read-only, or writable.
+func rebind(path string, readOnly bool) error {
+	attr := &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+	if readOnly {
+		attr = &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	}
+	return unix.MountSetattr(unix.AT_FDCWD, path, unix.AT_RECURSIVE, attr)
 }
 
 // hide covers path: a directory with an empty read-only tmpfs, a file with /dev/null.

@@ -33,9 +33,9 @@ func writeAccess(abi int) uint64 {
 }
 
 // restrictWrites has the kernel refuse this thread, and what it executes, any change to the
-// filesystem outside home and /tmp, and any write but to the devices of /dev (/dev/null,
-// /dev/tty). It returns the ABI version it used.
-func restrictWrites(home string) (int, error) {
+// filesystem outside home, /tmp and the allowed paths, and any write but to the devices of
+// /dev (/dev/null, /dev/tty). It returns the ABI version it used.
+func restrictWrites(home string, allowed []string) (int, error) {
 	abi, err := landlockABI()
 	if err != nil {
 		return 0, err
@@ -56,11 +56,13 @@ func restrictWrites(home string) (int, error) {
 		path   string
 		access uint64
 	}{{"/tmp", handled}, {"/dev", devices}}
-	if home != "" {
-		rules = append(rules, struct {
-			path   string
-			access uint64
-		}{home, handled})
+	for _, p := range append([]string{home}, allowed...) {
+		if p != "" && unix.Access(p, unix.F_OK) == nil {
+			rules = append(rules, struct {
+				path   string
+				access uint64
+			}{p, handled})
+		}
 	}
 	for _, r := range rules {
 		if err := allow(ruleset, r.path, r.access); err != nil {

@@ -33,7 +33,7 @@ func (s *Sandbox) Acquire(string) (*syscall.Credential, func(), error) {
 }
 
 // Wrap fails: there are no namespaces to make outside Linux.
-func (s *Sandbox) Wrap(*exec.Cmd, *syscall.Credential, string) (func(), *Ended, error) {
+func (s *Sandbox) Wrap(*exec.Cmd, *syscall.Credential, string, Wants) (func(), *Ended, error) {
 	return nil, nil, errors.New("the sandbox needs Linux")
 }
 
