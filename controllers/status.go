@@ -120,6 +120,7 @@ func serverStatus(srv v1alpha1.MCPServer, o registry.ServerState, names, notes [
 	c := o.Conn
 	ss.Phase, ss.Connection = c.Phase, c.ID
 	ss.ReconnectAttempts, ss.LastError = int32(c.ReconnectAttempts), c.LastError
+	ss.Sandbox = c.Sandbox
 	ss.Waiting, ss.Waited = int32(c.Waiting), int64(c.Waited)
 	sort.Strings(names)
 	ss.ToolCount = int32(len(names))

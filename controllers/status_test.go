@@ -264,3 +264,12 @@ func TestBuildStatusShare(t *testing.T) {
 		t.Errorf("slots: %+v", slots)
 	}
 }
+
+// A stdio server's sandbox, as its connection names it, is in its status.
+func TestServerStatusSandbox(t *testing.T) {
+	srv := v1alpha1.MCPServer{Name: "web", Stdio: &v1alpha1.StdioServer{Command: "x"}}
+	o := registry.ServerState{HasConn: true, Conn: conn.Snapshot{ID: "c1", Phase: v1alpha1.PhaseReady, Sandbox: "uid 104211, pid, mount; missing: network"}}
+	if got := serverStatus(srv, o, nil, nil, time.Now()).Sandbox; got != o.Conn.Sandbox {
+		t.Errorf("status sandbox %q, want %q", got, o.Conn.Sandbox)
+	}
+}

@@ -199,8 +199,9 @@ type MCPServer struct {
 	// +kubebuilder:validation:Enum=project;principal;session;worktree
 	Share Share `json:"share,omitempty"`
 
-	// sandbox is VS Code's sandbox of a stdio server ("sandboxEnabled" and "sandbox"),
-	// carried as written. The controller does not enforce it yet.
+	// sandbox is VS Code's sandbox of a stdio server ("sandboxEnabled" and "sandbox"): with the
+	// controller's --sandbox, filesystem is enforced inside the server's sandbox; disabled
+	// ("sandbox": false) runs the server outside it.
 	// +optional
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
 }
@@ -280,7 +281,14 @@ type Sandbox struct {
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 
-	// filesystem lists the paths the server may write, and those it may not read or write.
+	// disabled is "sandbox": false: the server runs outside the controller's sandbox
+	// (--sandbox), and the config's ConfigSynced condition and the server's status say so.
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
+
+	// filesystem lists the paths the server may write besides its HOME and /tmp, and those it
+	// may not read or write: absolute, or under "~/" (the server's HOME) or
+	// "${workspaceFolder}" (the project's folder).
 	// +optional
 	Filesystem *SandboxFilesystem `json:"filesystem,omitempty"`
 
@@ -684,6 +692,13 @@ type ServerStatus struct {
 	// sessions is the number of session slots bound to the connection.
 	// +optional
 	Sessions int32 `json:"sessions,omitempty"`
+
+	// sandbox names the layers of a stdio server's sandbox in force (its uid among them) and,
+	// after "missing:", those this controller cannot give it; the controller's log says why
+	// (--sandbox). Empty without a sandbox.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Sandbox string `json:"sandbox,omitempty"`
 
 	// endpoint is the URL of the server's own endpoint: its tools, prompts and resources under
 	// the names the server gives them, as a client connected to it directly sees them.

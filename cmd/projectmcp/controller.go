@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/time/rate"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -44,6 +47,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/policy"
 	"github.com/dsh-dev/projectmcp/internal/reaper"
 	"github.com/dsh-dev/projectmcp/internal/registry"
+	"github.com/dsh-dev/projectmcp/internal/sandbox"
 	"github.com/dsh-dev/projectmcp/internal/toolname"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
@@ -98,6 +102,12 @@ type controllerFlags struct {
 	serverUID        string
 	serverGID        string
 	serverHome       string // not a flag: dev gives servers the user's own HOME
+	sandbox          bool
+	serverUIDRange   string
+	serverMemory     string
+	serverPids       int64
+	serverCPU        string
+	hide             []string // not a flag: files of the controller's no sandboxed server sees (the kubeconfig, dev's data)
 	allowURLs        []string
 	denyURLs         []string
 	allowLoopback    bool // not a flag: dev's servers run on the same machine
@@ -133,6 +143,8 @@ func defaultControllerFlags() controllerFlags {
 		maxConnsUser:   registry.DefaultMaxConnectionsPerPrincipal,
 		maxSubsEach:    gateway.DefaultMaxSubscriptionsPerSession,
 		maxToolName:    toolname.DefaultBudget,
+		serverMemory:   "1Gi",
+		serverPids:     1024,
 		conn:           conn.DefaultSettings(),
 		// Outside a cluster the controller runs as the user, with the user's commands.
 		allowAny: !runningInCluster(),
@@ -198,6 +210,11 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet, omit ...string) {
 	all.StringArrayVar(&f.serverEnv, "server-env", f.serverEnv, "name of a variable of the controller's environment that stdio servers also get (repeatable; they always get PATH, LANG, TMPDIR and a HOME of their own)")
 	all.StringVar(&f.serverUID, "server-uid", f.serverUID, "run stdio servers as this user id (the controller needs CAP_SETUID, CAP_SETGID, CAP_KILL and CAP_CHOWN, e.g. uid 0 with all other capabilities dropped)")
 	all.StringVar(&f.serverGID, "server-gid", f.serverGID, "run stdio servers with this group id (default: --server-uid's value)")
+	all.BoolVar(&f.sandbox, "sandbox", f.sandbox, "run each stdio server in a sandbox of its own: user, PID and mount namespaces (its own /proc and /tmp, read-only outside its HOME, the controller's kubeconfig and token hidden) and Landlock, each layer the kernel and the controller's privileges allow (the log and every server's status name those in force and those not)")
+	all.StringVar(&f.serverUIDRange, "server-uid-range", f.serverUIDRange, "with --sandbox, the uids (FIRST-LAST, e.g. 100000-165535) the servers of each project run as: one of its own per project, a hash of its namespace and name (the controller needs CAP_SETUID and CAP_SETGID)")
+	all.StringVar(&f.serverMemory, "server-memory-limit", f.serverMemory, `with --sandbox, the memory each stdio server may use, its processes together (a quantity: 512Mi, 2Gi; "0": no limit of its own); past it the kernel kills it alone, its status says OOMKilled and it is rebuilt within its reconnect budget`)
+	all.Int64Var(&f.serverPids, "server-pids-limit", f.serverPids, "with --sandbox, the most processes and threads each stdio server may have at once (0: no limit of its own)")
+	all.StringVar(&f.serverCPU, "server-cpu-limit", f.serverCPU, `with --sandbox, the CPUs each stdio server may use (a quantity: 500m, 2; "0": no limit of its own)`)
 	all.StringArrayVar(&f.allowURLs, "allow-url", f.allowURLs, "URL pattern (https://*.example.com, http://10.0.0.5:*/mcp) or address range (10.0.0.0/8) HTTP and SSE servers may reach (repeatable); with none, any but loopback, link-local and cloud metadata services (also when carried in NAT64 or 6to4 addresses)")
 	all.StringArrayVar(&f.denyURLs, "deny-url", f.denyURLs, "URL pattern or address range HTTP and SSE servers may not reach (repeatable)")
 	zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
@@ -263,6 +280,80 @@ func (f *controllerFlags) isolation() (policy.Isolation, error) {
 		return iso, fmt.Errorf("--server-uid: %w", err)
 	}
 	return iso, nil
+}
+
+// sandboxOf is the stdio servers' sandbox from --sandbox and --server-uid-range (nil when off),
+// the servers mapped to fallback without a uid of their project's own. It probes the kernel,
+// and logs the layers in force and why each other one is not.
+func (f *controllerFlags) sandboxOf(fallback *syscall.Credential) (*sandbox.Sandbox, error) {
+	if !f.sandbox {
+		if f.serverUIDRange != "" {
+			return nil, errors.New("--server-uid-range needs --sandbox")
+		}
+		return nil, nil
+	}
+	var r *sandbox.Range
+	if f.serverUIDRange != "" {
+		parsed, err := sandbox.ParseRange(f.serverUIDRange)
+		if err != nil {
+			return nil, fmt.Errorf("--server-uid-range %w", err) // the error quotes the value
+		}
+		r = &parsed
+	}
+	limits, err := f.serverLimits()
+	if err != nil {
+		return nil, err
+	}
+	facts := sandbox.Probe(true, r != nil)
+	sb := sandbox.New(facts, r, fallback, f.hidden(), limits)
+	ctrl.Log.WithName("sandbox").Info("Stdio servers run in a sandbox", "layers", sandbox.Summary(sb.Layers))
+	return sb, nil
+}
+
+// serverLimits are each sandboxed server's limits, from --server-memory-limit,
+// --server-pids-limit and --server-cpu-limit.
+func (f *controllerFlags) serverLimits() (sandbox.Limits, error) {
+	var l sandbox.Limits
+	for _, q := range []struct {
+		flag, value string
+		set         func(resource.Quantity)
+	}{
+		{"--server-memory-limit", f.serverMemory, func(q resource.Quantity) { l.Memory = q.Value() }},
+		{"--server-cpu-limit", f.serverCPU, func(q resource.Quantity) { l.CPU = float64(q.MilliValue()) / 1000 }},
+	} {
+		if q.value == "" {
+			continue
+		}
+		parsed, err := resource.ParseQuantity(q.value)
+		if err != nil || parsed.Sign() < 0 {
+			return l, fmt.Errorf("%s %q: not a quantity such as 512Mi or 500m", q.flag, q.value)
+		}
+		q.set(parsed)
+	}
+	if f.serverPids < 0 {
+		return l, errors.New("--server-pids-limit must not be negative (0: no limit)")
+	}
+	l.Pids = f.serverPids
+	return l, nil
+}
+
+// hidden are the controller's files no sandboxed server sees: its ServiceAccount's token, its
+// kubeconfig wherever it comes from, the keys of its flags, and what dev keeps.
+func (f *controllerFlags) hidden() []string {
+	paths := []string{"/var/run/secrets", "/run/secrets"}
+	paths = append(paths, filepath.SplitList(os.Getenv("KUBECONFIG"))...)
+	if home, err := os.UserHomeDir(); err == nil {
+		paths = append(paths, filepath.Join(home, ".kube"))
+	}
+	paths = append(paths, f.replicaTokenFile, f.gatewayTLSKey)
+	paths = append(paths, f.hide...)
+	var out []string
+	for _, p := range paths {
+		if p != "" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // electionNamespace makes sharing by buckets work with no extra flags: in a cluster the Leases
@@ -436,6 +527,9 @@ func (f *controllerFlags) connDefaults() (controllers.ConnDefaults, error) {
 	isolation, err := f.isolation()
 	if err == nil {
 		isolation.Egress, err = f.egress()
+	}
+	if err == nil {
+		isolation.Sandbox, err = f.sandboxOf(isolation.Credential)
 	}
 	if err == nil {
 		err = f.checkBounds()
@@ -719,6 +813,7 @@ func runController(f *controllerFlags, g *globalFlags) error {
 	if err := f.electionNamespace(); err != nil {
 		return err
 	}
+	f.hide = append(f.hide, g.kubeconfig)
 	mgr, _, err := newManager(cfg, f)
 	if err != nil {
 		return err

@@ -156,6 +156,8 @@ func dev(ctx context.Context, projectDir, dataDir string, firstRunBound time.Dur
 		return fmt.Errorf("servers run with your HOME: %w", err)
 	}
 	f.allowLoopback = true // local servers (http://localhost:3000/mcp) are the point of dev
+	// The control plane's data and its admin kubeconfig are no sandboxed server's business.
+	f.hide = append(f.hide, dataDir)
 	mgr, gw, err := newManager(cfg, f)
 	if err != nil {
 		return err

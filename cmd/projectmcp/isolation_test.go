@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/dsh-dev/projectmcp/internal/sandbox"
 	"github.com/dsh-dev/projectmcp/internal/testutil"
 )
 
@@ -149,5 +150,52 @@ func startAndStopSoon(cmd *exec.Cmd) (string, error) {
 		_ = cmd.Process.Kill()
 		<-done
 		return out.String(), nil
+	}
+}
+
+// --sandbox and --server-uid-range reach the connections' isolation: the sandbox names every
+// layer (in force or why not), hides the controller's kubeconfig, token and dev's data, and a
+// range is refused without --sandbox or when malformed, naming the flag.
+func TestSandboxFlags(t *testing.T) {
+	t.Setenv("KUBECONFIG", "/etc/projectmcp/one:/etc/projectmcp/two")
+	f := parseControllerFlags(t, "--sandbox", "--server-uid-range", "100000-165535")
+	f.hide = append(f.hide, "/srv/dev-data")
+	d, err := f.connDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := d.Isolation.Sandbox
+	if sb == nil || len(sb.Layers) != len(sandbox.Layers) {
+		t.Fatalf("--sandbox: %+v, want every layer named", sb)
+	}
+	for _, p := range []string{"/var/run/secrets", "/etc/projectmcp/one", "/etc/projectmcp/two", "/srv/dev-data"} {
+		if !slices.Contains(sb.Hide, p) {
+			t.Errorf("the sandbox shows %s to servers (hides %v)", p, sb.Hide)
+		}
+	}
+	if want := (sandbox.Limits{Memory: 1 << 30, Pids: 1024}); sb.Limits != want {
+		t.Errorf("default limits %+v, want %+v", sb.Limits, want)
+	}
+	if sandbox.InForce(sb.Layers, sandbox.LayerUID) != (sb.UIDs != nil) {
+		t.Errorf("uid layer in force %v, uids %v", sandbox.InForce(sb.Layers, sandbox.LayerUID), sb.UIDs)
+	}
+	if d, err := parseControllerFlags(t).connDefaults(); err != nil || d.Isolation.Sandbox != nil {
+		t.Fatalf("without --sandbox: %+v %v, want none", d.Isolation.Sandbox, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--server-uid-range", "100000-165535"}, "--server-uid-range needs --sandbox"},
+		{[]string{"--sandbox", "--server-uid-range", "0-10"}, `--server-uid-range "0-10"`},
+		{[]string{"--sandbox", "--server-uid-range", "x"}, `--server-uid-range "x"`},
+		{[]string{"--sandbox", "--server-memory-limit", "lots"}, `--server-memory-limit "lots"`},
+		{[]string{"--sandbox", "--server-cpu-limit", "-1"}, `--server-cpu-limit "-1"`},
+		{[]string{"--sandbox", "--server-pids-limit", "-1"}, "--server-pids-limit must not be negative"},
+	} {
+		_, err := parseControllerFlags(t, tc.args...).connDefaults()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one naming %s", tc.args, err, tc.want)
+		}
 	}
 }

@@ -62,6 +62,11 @@ func printStatus(w io.Writer, obj *v1alpha1.ProjectMCP) {
 			dash(shown(s.Connection)), s.ToolCount, s.Sessions, s.Waiting, s.Waited, dash(shown(s.LastError)))
 	}
 	tw.Flush()
+	for _, s := range st.Servers {
+		if s.Sandbox != "" {
+			fmt.Fprintf(w, "  %s sandbox: %s\n", shown(s.Name), shown(s.Sandbox))
+		}
+	}
 	printCredentials(w, st.Servers)
 	fmt.Fprintf(w, "\n%d connections, %d sessions\n", st.ConnectionCount, st.SessionCount)
 	for _, s := range st.Sessions {

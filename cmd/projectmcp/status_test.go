@@ -44,7 +44,7 @@ func TestStatusPrintsNoControlCharacters(t *testing.T) {
 		Endpoint:   "http://gw/" + evil,
 		Owner:      &v1alpha1.ProjectOwner{Replica: "r" + evil},
 		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: "False", Reason: "R", Message: "m" + evil}},
-		Servers:    []v1alpha1.ServerStatus{{Name: "s", Connection: "c" + evil, LastError: "upstream said " + evil}},
+		Servers:    []v1alpha1.ServerStatus{{Name: "s", Connection: "c" + evil, LastError: "upstream said " + evil, Sandbox: "pid" + evil}},
 		Sessions: []v1alpha1.SessionBinding{{ID: "s-1", Client: "agent" + evil,
 			Slots: []v1alpha1.SlotBinding{{Server: "s", Connection: "c" + evil}}}},
 		SessionCount: 1,
@@ -105,5 +105,16 @@ func TestStatusPrintsCredentials(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "plain:") {
 		t.Errorf("a server without oauth has a credential line:\n%s", out.String())
+	}
+}
+
+// Each stdio server's sandbox is printed under the table: the layers in force and missing.
+func TestStatusPrintsSandbox(t *testing.T) {
+	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
+	obj.Status.Servers = []v1alpha1.ServerStatus{{Name: "web", Sandbox: "uid 104211, pid, mount; missing: network, limits"}, {Name: "remote"}}
+	var out bytes.Buffer
+	printStatus(&out, obj)
+	if !strings.Contains(out.String(), "  web sandbox: uid 104211, pid, mount; missing: network, limits\n") || strings.Contains(out.String(), "remote sandbox") {
+		t.Errorf("status:\n%s", out.String())
 	}
 }

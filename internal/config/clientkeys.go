@@ -245,6 +245,10 @@ func (p *parser) sandbox(fields map[string]member, in string) *v1alpha1.Sandbox 
 	if hasEnabled && p.expectKind(enabled.value, kindBool, fmt.Sprintf("\"sandboxEnabled\"%s", in)) {
 		sb.Enabled = enabled.value.boolean
 	}
+	if hasBody && body.value.kind == kindBool {
+		sb.Disabled = !body.value.boolean // "sandbox": false opts the server out
+		return sb
+	}
 	if !hasBody || !p.expectKind(body.value, kindObject, fmt.Sprintf("\"sandbox\"%s", in)) {
 		return sb
 	}
@@ -289,8 +293,12 @@ func (p *parser) lists(m member, in string, known []string, into map[string]*[]s
 func Unacted(spec *v1alpha1.ProjectMCPSpec) []string {
 	var out []string
 	for _, s := range spec.Servers {
-		if s.Sandbox != nil {
-			out = append(out, fmt.Sprintf("server %q: sandbox is carried but not enforced yet", s.Name))
+		switch sb := s.Sandbox; {
+		case sb == nil:
+		case sb.Disabled:
+			out = append(out, fmt.Sprintf("server %q: \"sandbox\": false runs it outside the controller's sandbox, where it may read what the other servers' user can", s.Name))
+		case sb.Network != nil && len(sb.Network.AllowedDomains)+len(sb.Network.DeniedDomains) > 0:
+			out = append(out, fmt.Sprintf("server %q: sandbox.network is carried but not enforced yet", s.Name))
 		}
 	}
 	return out

@@ -436,19 +436,22 @@ func TestParseErrorsQuoteNoValues(t *testing.T) {
 	}
 }
 
-// What a spec carries and the controller does not act on yet is named per server and key (oauth
-// is acted on: the controller keeps the server's grant).
+// What a spec carries and the controller does not act on yet is named per server and key, and
+// so is a server opted out of the sandbox.
 func TestUnacted(t *testing.T) {
 	spec, err := Parse(file, []byte(`{"mcpServers": {
   "plain": {"url": "https://h/mcp", "alwaysLoad": true, "timeout": 1000},
   "api": {"url": "https://h/mcp", "headersHelper": "h", "oauth": {}},
-  "box": {"command": "x", "sandbox": {}}
+  "box": {"command": "x", "sandbox": {"filesystem": {"denyRead": ["~/.ssh"]}}},
+  "net": {"command": "x", "sandbox": {"network": {"allowedDomains": ["registry.npmjs.org"]}}},
+  "open": {"command": "x", "sandbox": false}
 }}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		`server "box": sandbox is carried but not enforced yet`,
+		`server "net": sandbox.network is carried but not enforced yet`,
+		`server "open": "sandbox": false runs it outside the controller's sandbox, where it may read what the other servers' user can`,
 	}
 	if d := cmp.Diff(want, Unacted(spec)); d != "" {
 		t.Errorf("(-want +got):\n%s", d)

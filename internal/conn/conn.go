@@ -179,6 +179,9 @@ type Snapshot struct {
 	Waited  uint64
 	// PID is the stdio server's process id (0 for remote servers or when not running).
 	PID int
+	// Sandbox names the layers of the stdio server's sandbox, in force and missing (""
+	// without one, and for remote servers).
+	Sandbox string
 	// Permanent is true when the last failure cannot heal by retrying (e.g. a missing
 	// variable); the connection went to Failed without spending its budget.
 	Permanent bool

@@ -25,6 +25,7 @@ import (
 	"github.com/dsh-dev/projectmcp/internal/config"
 	"github.com/dsh-dev/projectmcp/internal/httpcarrier"
 	"github.com/dsh-dev/projectmcp/internal/policy"
+	"github.com/dsh-dev/projectmcp/internal/sandbox"
 	"github.com/dsh-dev/projectmcp/internal/spawn"
 	"github.com/dsh-dev/projectmcp/internal/tracing"
 )
@@ -72,6 +73,15 @@ func (e *endpoint) pid() int {
 	return e.proc.Pid()
 }
 
+// sandbox names the layers of the stdio process's sandbox ("" for remote servers, or without
+// a sandbox).
+func (e *endpoint) sandbox() string {
+	if e.proc == nil {
+		return ""
+	}
+	return e.proc.sandbox
+}
+
 // exited is closed when the stdio process has exited; never for remote servers.
 func (e *endpoint) exited() <-chan struct{} {
 	if e.proc == nil {
@@ -86,8 +96,31 @@ func (e *endpoint) exitError() error {
 	}
 	select {
 	case <-e.proc.Done():
+		if note := e.proc.exitNote(); note != "" {
+			return fmt.Errorf("server process exited: %v (%s)", e.proc.Err(), note)
+		}
 		return fmt.Errorf("server process exited: %v", e.proc.Err())
 	default:
+		return nil
+	}
+}
+
+// exitWait is how long a stdio session whose output ended waits for its process's exit: a
+// server that dies closes its output as it goes, and its exit status tells why.
+const exitWait = 250 * time.Millisecond
+
+// exitErrorWithin is exitError once the process has exited, waiting at most d for it (nil
+// for remote servers, or if it is still running then).
+func (e *endpoint) exitErrorWithin(d time.Duration) error {
+	if e.proc == nil {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-e.proc.Done():
+		return e.exitError()
+	case <-t.C:
 		return nil
 	}
 }
@@ -326,9 +359,11 @@ func addHeaders(req *http.Request, traced bool, headers http.Header) {
 type process struct {
 	*spawn.Process
 	stderrDone chan struct{}
-	removeHome func()     // removes the server's own HOME once the group is gone
-	pipes      []*os.File // our ends of stdin, stdout and stderr
-	cleanup    sync.Once  // stop may be called twice (closeSession, then close)
+	removeHome func()        // removes the server's own HOME once the group is gone, gives back its user
+	sandbox    string        // the layers of its sandbox, for status ("" without one)
+	exitNote   func() string // what its sandbox says of its exit (OOMKilled)
+	pipes      []*os.File    // our ends of stdin, stdout and stderr
+	cleanup    sync.Once     // stop may be called twice (closeSession, then close)
 }
 
 func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint, error) {
@@ -359,41 +394,79 @@ func (l launcher) startProcess(x *expander, s *v1alpha1.StdioServer) (*endpoint,
 	l.secrets.add(x.values)
 
 	iso := &l.opts.Isolation
-	home, removeHome, err := iso.MakeHome(l.opts.Server.Name)
+	own, workspace := sandboxWants(l.opts.Server.Sandbox), l.workspace()
+	if err := own.Check(workspace); err != nil {
+		return nil, &invalidConfigError{msg: err.Error()}
+	}
+	run, err := iso.Begin(l.opts.Project, l.opts.Server.Name, own, workspace)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(command, args...)
 	// Never os.Environ(): the controller's environment is not the server's business.
-	cmd.Env, cmd.Dir = iso.Env(home, configured), dir
+	cmd.Env, cmd.Dir = iso.Env(run.Home, configured), dir
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		removeHome()
+		run.Release()
 		return nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW)
-		removeHome()
+		run.Release()
 		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW, outR, outW)
-		removeHome()
+		run.Release()
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	child, err := spawn.Start(cmd, iso.Credential)
+	child, err := startAs(cmd, run)
 	if err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
-		removeHome()
+		run.Release()
 		return nil, fmt.Errorf("starting %q: %w", s.Command, err)
 	}
-	p := &process{Process: child, stderrDone: make(chan struct{}), removeHome: removeHome, pipes: []*os.File{inW, outR, errR}}
+	p := &process{Process: child, stderrDone: make(chan struct{}), removeHome: run.Release, pipes: []*os.File{inW, outR, errR},
+		sandbox: run.Sandbox(), exitNote: run.ExitNote}
 	closeAll(inR, outW, errW) // the child holds its ends now
 	go l.logStderr(errR, p.stderrDone)
 	return &endpoint{transport: &mcp.IOTransport{Reader: outR, Writer: inW}, proc: p}, nil
+}
+
+// sandboxWants are a server's own sandbox settings, from its spec.
+func sandboxWants(sb *v1alpha1.Sandbox) sandbox.Wants {
+	var w sandbox.Wants
+	if sb == nil {
+		return w
+	}
+	w.Off = sb.Disabled
+	if fs := sb.Filesystem; fs != nil {
+		w.AllowWrite, w.DenyRead, w.DenyWrite = fs.AllowWrite, fs.DenyRead, fs.DenyWrite
+	}
+	return w
+}
+
+// workspace is the project's folder, the first of its roots as a path ("" without one).
+func (l launcher) workspace() string {
+	for _, r := range l.opts.Roots {
+		if u, err := url.Parse(r.URI); err == nil && u.Scheme == "file" {
+			return u.Path
+		}
+	}
+	return ""
+}
+
+// startAs starts cmd as run's process: as its user, in its sandbox when it has one.
+func startAs(cmd *exec.Cmd, run *policy.Process) (*spawn.Process, error) {
+	cred, started, err := run.Prepare(cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer started()
+	return spawn.Start(cmd, cred)
 }
 
 func closeAll(files ...*os.File) {

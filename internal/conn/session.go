@@ -81,7 +81,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 			err = context.DeadlineExceeded
 		}
 		if err == nil {
-			c.setReady(session, up, cat, ep.pid())
+			c.setReady(session, up, cat, ep)
 			// Ready first: the subscriptions come back in the background, and end before the
 			// session is closed.
 			rctx, stop := context.WithCancel(ctx)
@@ -114,7 +114,7 @@ func (c *Conn) connectAndServe() (wasReady bool, err error) {
 }
 
 // setReady publishes a Ready session, its upstream and its catalog.
-func (c *Conn) setReady(session *mcp.ClientSession, up upstream, cat *catalog, pid int) {
+func (c *Conn) setReady(session *mcp.ClientSession, up upstream, cat *catalog, ep *endpoint) {
 	c.signals.clearDead() // a death signal left by a call on the previous session is stale now
 	init := session.InitializeResult()
 	c.mu.Lock()
@@ -122,7 +122,7 @@ func (c *Conn) setReady(session *mcp.ClientSession, up upstream, cat *catalog, p
 	c.mu.Unlock()
 	c.update(func(s *Snapshot) {
 		cat.apply(s)
-		s.Phase, s.PID, s.Capabilities, s.Instructions = v1alpha1.PhaseReady, pid, init.Capabilities, init.Instructions
+		s.Phase, s.PID, s.Sandbox, s.Capabilities, s.Instructions = v1alpha1.PhaseReady, ep.pid(), ep.sandbox(), init.Capabilities, init.Instructions
 		s.ReadySince, s.ReconnectAttempts, s.LastError, s.Permanent, s.EverReady = c.opts.Clock.Now(), 0, "", false, true
 	})
 	c.opts.Log.V(1).Info("MCP server ready", "tools", len(cat.tools), "prompts", len(cat.prompts), "resources", len(cat.resources),
@@ -165,6 +165,9 @@ func (c *Conn) serve(ctx context.Context, l *lister, ep *endpoint, end *sessione
 		case <-ep.exited():
 			return ep.exitError()
 		case <-end.Done():
+			if err := ep.exitErrorWithin(exitWait); err != nil {
+				return err // its exit says more (a signal, OOMKilled) than its output's end
+			}
 			return fmt.Errorf("session closed by the server: %v", end.Why(ctx, l.session, teardownGrace))
 		case <-end.Refused():
 			return end.Refusal()

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/dsh-dev/projectmcp/internal/sandbox"
 )
 
 // Isolation is what a server gets from the controller, and what it may reach through it. The
@@ -31,6 +33,10 @@ type Isolation struct {
 	Credential *syscall.Credential
 	// Egress, when not nil, is where HTTP and SSE servers may be reached; nil admits any URL.
 	Egress *Egress
+	// Sandbox, when not nil, puts every stdio server in a sandbox of its own (Begin). The
+	// servers of a project then run as a uid of the project's own where the sandbox has them,
+	// as Credential otherwise.
+	Sandbox *sandbox.Sandbox
 }
 
 // PassedEnv are the variables of the controller's environment every stdio server gets: what
@@ -74,11 +80,15 @@ func dedupEnv(env []string) []string {
 // MakeHome returns the HOME of a server process about to start, and a function that removes
 // it (a no-op for a shared Home).
 func (iso *Isolation) MakeHome(server string) (string, func(), error) {
+	return iso.makeHome(server, iso.Credential)
+}
+
+// makeHome is MakeHome for a process run as cred.
+func (iso *Isolation) makeHome(server string, cred *syscall.Credential) (string, func(), error) {
 	if iso.Home != "" {
 		return iso.Home, func() {}, nil
 	}
 	prefix := "projectmcp-home-" + server + "-"
-	cred := iso.Credential
 	if cred == nil {
 		dir, err := os.MkdirTemp("", prefix)
 		if err != nil {

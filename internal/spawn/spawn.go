@@ -26,10 +26,10 @@ type Process struct {
 }
 
 // Start starts cmd as a server: in a process group of its own, as cred's user when cred is
-// not nil, and tied to the controller's life where the system can (attr). Its exit closes
-// Done.
+// not nil, and tied to the controller's life where the system can (attr); the namespaces a
+// sandbox set in cmd.SysProcAttr are kept. Its exit closes Done.
 func Start(cmd *exec.Cmd, cred *syscall.Credential) (*Process, error) {
-	cmd.SysProcAttr = attr(cred)
+	cmd.SysProcAttr = attr(cred, cmd.SysProcAttr)
 	p := &Process{cmd: cmd, done: make(chan struct{})}
 	if err := start(p); err != nil {
 		return nil, err
