@@ -46,6 +46,7 @@ func cycles() int {
 func TestFaults(t *testing.T) {
 	s := setup(t)
 	s.killServer(t)
+	s.sessionServerCrash(t)
 	s.hangInitialize(t)
 	s.hangCall(t)
 	s.hugeResult(t)
@@ -59,6 +60,7 @@ func TestFaults(t *testing.T) {
 	s.tokenRead(t)
 	s.batchSession(t)
 	s.crowdAll(t)
+	s.principalConnections(t)
 	s.hugeHeaders(t)
 	s.randomPaths(t)
 	s.revokedSpender(t)
