@@ -173,3 +173,22 @@ func TestGatewayConnectionBound(t *testing.T) {
 		t.Fatalf("a call past the bound: %q (error %v), want a tool error naming the server, scope and bound", text, res.IsError)
 	}
 }
+
+// A session-scoped connection ends with its session when the session expires, stateful
+// (SessionTimeout) or stateless (StatelessIdle), as it does at DELETE.
+func TestGatewaySessionScopeEndsAtExpiry(t *testing.T) {
+	ns := harness.NewNamespace(t)
+	srv := harness.FixtureServer(t, "a")
+	srv.Share = v1alpha1.ShareSession
+	key := harness.Create(t, ns, "share-expiry", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
+	harness.WaitStatus(t, key, 30*time.Second, "Ready", harness.IsReady)
+	_, base := serveGateway(t, gateway.Options{Registry: harness.Ctl.Registry, SessionTimeout: time.Second, StatelessIdle: time.Second})
+	for _, revision := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(revision, func(t *testing.T) {
+			client := mcp.NewClient(&mcp.Implementation{Name: "expiring", Version: "1"}, nil)
+			s := harness.MustDial(t, client, base+gateway.Path(key), revision, nil)
+			pid := pidOf(t, s)
+			proctest.WaitGone(t, 20*time.Second, pid) // no request for a second: released, its process ended
+		})
+	}
+}

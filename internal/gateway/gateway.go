@@ -30,6 +30,8 @@
 //     Nothing is called while it is held but the cancel functions of a session's calls and
 //     principals.mu (sessions.go), a leaf shared by the tables of a project's endpoints.
 //   - outboxes.mu: each session's queue; the session's writer sends outside it.
+//   - project.updates: one keyed connection's resource update sent at a time (notify.go's
+//     updated); the SDK's send takes outboxes.mu and asks the registry inside it.
 //   - listeners.mu: the listens the endpoint serves; listen.mu: one listen's queue;
 //     detachedListen.mu and takenStream.mu: one stream's writer. Never nested.
 //   - subscriptions.listens: a sync.Map, the origin of each listen the SDK serves.
