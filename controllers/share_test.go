@@ -107,7 +107,10 @@ func thinkingSessions(t *testing.T, scope v1alpha1.Share) (alice, bob int, key t
 	t.Helper()
 	srv := v1alpha1.MCPServer{Name: "think", Share: scope, Stdio: testenv.SequentialThinking(t)}
 	key = harness.Create(t, harness.NewNamespace(t), "thinking", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{srv}})
-	harness.WaitStatus(t, key, time.Minute, "think Ready", harness.PhaseIs("think", v1alpha1.PhaseReady))
+	// Shared per project, the server starts at once; per session, at each session's mount.
+	harness.WaitStatus(t, key, time.Minute, "think Ready, or Idle until a session needs it", func(o *v1alpha1.ProjectMCP) bool {
+		return harness.PhaseIs("think", v1alpha1.PhaseReady)(o) || harness.PhaseIs("think", v1alpha1.PhaseIdle)(o)
+	})
 	a := harness.ConnectAgent(t, key, "2025-11-25", nil)
 	b := harness.ConnectAgent(t, key, "2025-11-25", nil)
 	return think(t, a, "alice's first thought"), think(t, b, "bob's first thought"), key
@@ -124,4 +127,18 @@ func TestSequentialThinkingSharedPerProject(t *testing.T) {
 	}
 	harness.WaitStatus(t, key, 30*time.Second, "SharedStatefulServer True naming think",
 		sharedStatefulIs(metav1.ConditionTrue, `server "think" (server-sequential-thinking) is shared by 2 sessions`))
+}
+
+// The same two sessions with the server shared per session: each has a process of its own,
+// so each first thought finds a history of one, status counts two connections and nothing
+// warns.
+func TestSequentialThinkingPerSession(t *testing.T) {
+	alice, bob, key := thinkingSessions(t, v1alpha1.ShareSession)
+	if alice != 1 || bob != 1 {
+		t.Fatalf("histories of %d and %d, want 1 and 1: each session's thought in its own process", alice, bob)
+	}
+	harness.WaitStatus(t, key, 30*time.Second, "two connections, SharedStatefulServer False", func(o *v1alpha1.ProjectMCP) bool {
+		s, _ := harness.ServerStatusOf(o, "think")
+		return s.Share == v1alpha1.ShareSession && s.Connections == 2 && sharedStatefulIs(metav1.ConditionFalse, "")(o)
+	})
 }
