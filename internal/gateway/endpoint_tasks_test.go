@@ -222,8 +222,10 @@ func refusingProxy(t *testing.T, target string, refuse func(method string) bool)
 
 // A session that starts a task itself (the npm SDK client, SEP-1686) gets it carried through
 // a per-server endpoint: the task under an id of the gateway's, its status and result by that
-// id (the result's related-task naming it too), and its cancel. The id is useless to another
-// session and refused once altered, with the error a server gives for a task it does not know.
+// id (the result's related-task naming it too), and its cancel, its initialize result telling it
+// task-augmented calls are taken (the client holds the server to that). The id is useless to
+// another session and refused once altered, with the error a server gives for a task it does
+// not know.
 func TestTaskCarriedNodeClient(t *testing.T) {
 	node, dir := testenv.NodeScripts(t)
 	endpoints := everythingProject(t, startEverythingHTTP(t, node, dir))
@@ -240,8 +242,10 @@ func TestTaskCarriedNodeClient(t *testing.T) {
 		Message string `json:"message"`
 	}
 	var got struct {
-		TaskID   string `json:"taskId"`
-		Statuses []struct {
+		Announced        json.RawMessage `json:"announced"`
+		AnnouncedWithout json.RawMessage `json:"announcedWithout"`
+		TaskID           string          `json:"taskId"`
+		Statuses         []struct {
 			TaskID, Status, Message string
 		} `json:"statuses"`
 		Report  string `json:"report"`
@@ -256,6 +260,9 @@ func TestTaskCarriedNodeClient(t *testing.T) {
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("tasks-carried.mjs printed %q: %v", out, err)
+	}
+	if !bytes.Contains(got.Announced, []byte(`"tools":{"call":{}}`)) || string(got.AnnouncedWithout) != "null" {
+		t.Errorf("a session that declares Tasks must be told task-augmented calls are taken, and only it: %s, %s", got.Announced, got.AnnouncedWithout)
 	}
 	if !strings.HasPrefix(got.TaskID, "projectmcp-task.") {
 		t.Errorf("the session must get the task under an id of the gateway's: %q", got.TaskID)
