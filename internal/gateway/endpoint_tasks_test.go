@@ -89,20 +89,27 @@ func TestTaskBridgedNodeClient(t *testing.T) {
 }
 
 // The same through a per-server endpoint with Go SDK clients (they know no Tasks), of both
-// revisions (a 2026-07-28 session's call is bridged to the server's 2025-11-25 as well): the
-// report, with the stages as progress.
+// revisions (a 2026-07-28 session's call is bridged to the server's 2025-11-25 as well, and
+// the task's question comes to it as an input round): the report, with the stages as progress,
+// and an ambiguous query's question answered by the client's elicitation.
 func TestTaskBridgedGoClient(t *testing.T) {
 	node, dir := testenv.NodeScripts(t)
 	endpoints := everythingProject(t, startEverythingHTTP(t, node, dir))
 	for name, version := range map[string]string{"stateful": revision.Stateful.String(), "stateless": ""} {
 		t.Run(name, func(t *testing.T) {
 			var mu sync.Mutex
-			var progress []string
+			var progress, asked []string
 			client := mcp.NewClient(&mcp.Implementation{Name: "go-no-tasks", Version: "1"}, &mcp.ClientOptions{
 				ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 					mu.Lock()
 					defer mu.Unlock()
 					progress = append(progress, req.Params.Message)
+				},
+				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					asked = append(asked, req.Params.Message)
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"interpretation": "snake"}}, nil
 				},
 			})
 			s := harness.MustDial(t, client, endpoints.server, version, nil)
@@ -117,10 +124,17 @@ func TestTaskBridgedGoClient(t *testing.T) {
 			if res.IsError || !strings.Contains(harness.Text(res), "# Research Report: tides") {
 				t.Fatalf("the call must answer with the task's result: %s", harness.Text(res))
 			}
+			res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: researchTool, Arguments: map[string]any{"topic": "python", "ambiguous": true}})
+			if err != nil {
+				t.Fatal(err)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if !slices.ContainsFunc(progress, func(m string) bool { return slices.Contains(researchStages, m) }) {
 				t.Errorf("the task's status messages must come as progress; got %q", progress)
+			}
+			if len(asked) != 1 || !strings.Contains(harness.Text(res), "snake") {
+				t.Errorf("an input_required task must ask the session (asked %q) and take its answer: %s", asked, harness.Text(res))
 			}
 		})
 	}
@@ -222,8 +236,10 @@ func refusingProxy(t *testing.T, target string, refuse func(method string) bool)
 
 // A session that starts a task itself (the npm SDK client, SEP-1686) gets it carried through
 // a per-server endpoint: the task under an id of the gateway's, its status and result by that
-// id (the result's related-task naming it too), and its cancel. The id is useless to another
-// session and refused once altered, with the error a server gives for a task it does not know.
+// id (the result's related-task naming it too), and its cancel, its initialize result telling it
+// task-augmented calls are taken (the client holds the server to that). The id is useless to
+// another session and refused once altered, with the error a server gives for a task it does
+// not know.
 func TestTaskCarriedNodeClient(t *testing.T) {
 	node, dir := testenv.NodeScripts(t)
 	endpoints := everythingProject(t, startEverythingHTTP(t, node, dir))
@@ -240,8 +256,10 @@ func TestTaskCarriedNodeClient(t *testing.T) {
 		Message string `json:"message"`
 	}
 	var got struct {
-		TaskID   string `json:"taskId"`
-		Statuses []struct {
+		Announced        json.RawMessage `json:"announced"`
+		AnnouncedWithout json.RawMessage `json:"announcedWithout"`
+		TaskID           string          `json:"taskId"`
+		Statuses         []struct {
 			TaskID, Status, Message string
 		} `json:"statuses"`
 		Report  string `json:"report"`
@@ -256,6 +274,9 @@ func TestTaskCarriedNodeClient(t *testing.T) {
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("tasks-carried.mjs printed %q: %v", out, err)
+	}
+	if !bytes.Contains(got.Announced, []byte(`"tools":{"call":{}}`)) || string(got.AnnouncedWithout) != "null" {
+		t.Errorf("a session that declares Tasks must be told task-augmented calls are taken, and only it: %s, %s", got.Announced, got.AnnouncedWithout)
 	}
 	if !strings.HasPrefix(got.TaskID, "projectmcp-task.") {
 		t.Errorf("the session must get the task under an id of the gateway's: %q", got.TaskID)

@@ -193,6 +193,11 @@ func (p *project) serveHTTP(rw http.ResponseWriter, r *http.Request, who access.
 		p.serveGET(w, r)
 		return
 	}
+	if sid == "" && r.Method == http.MethodPost { // an initialize: a session that declares Tasks is told they are carried
+		aw, finish := paths.AnnounceTasks(w, r)
+		defer finish()
+		w = aw
+	}
 	p.stateful.ServeHTTP(w, r)
 }
 

@@ -1,6 +1,7 @@
 // The npm @modelcontextprotocol/sdk client starts a task itself (SEP-1686) through a projectmcp
 // endpoint: a task-augmented tools/call, tasks/get until the task ends, tasks/result. A second
-// session then names the first one's task, and the first cancels a task of its own.
+// session then names the first one's task, and the first cancels a task of its own. A session
+// that declares Tasks is told the endpoint takes them; one that does not, not.
 // Usage: node tasks-carried.mjs ENDPOINT TOOL   (prints one JSON line; exit 0 on success)
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -9,8 +10,11 @@ import { CallToolResultSchema, CancelTaskResultSchema, CreateTaskResultSchema, G
 const [endpoint, tool] = process.argv.slice(2);
 const deadline = setTimeout(() => { console.error("timed out"); process.exit(2); }, 60000);
 
-async function connect(name) {
-  const client = new Client({ name, version: "1.0.0" }, { capabilities: { tasks: { requests: { tools: { call: {} } } } } });
+// connect opens a session; one that declares Tasks holds the server to its capabilities
+// (enforceStrictCapabilities), so it starts a task only where the initialize result allows one.
+async function connect(name, tasks = true) {
+  const capabilities = tasks ? { tasks: { requests: { tools: { call: {} } } } } : {};
+  const client = new Client({ name, version: "1.0.0" }, { capabilities, enforceStrictCapabilities: tasks });
   const transport = new StreamableHTTPClientTransport(new URL(endpoint));
   await client.connect(transport);
   return { client, transport };
@@ -30,6 +34,7 @@ for (;;) {
 const result = await a.client.request({ method: "tasks/result", params: { taskId } }, CallToolResultSchema);
 
 const b = await connect("tasks-b");
+const plain = await connect("no-tasks", false);
 let foreign = null;
 try {
   await b.client.request({ method: "tasks/get", params: { taskId } }, GetTaskResultSchema);
@@ -47,6 +52,8 @@ const second = await a.client.request({ method: "tools/call", params: { name: to
 const cancelled = await a.client.request({ method: "tasks/cancel", params: { taskId: second.task.taskId } }, CancelTaskResultSchema);
 
 console.log(JSON.stringify({
+  announced: a.client.getServerCapabilities()?.tasks ?? null,
+  announcedWithout: plain.client.getServerCapabilities()?.tasks ?? null,
   taskId,
   statuses,
   report: result.content?.[0]?.text ?? "",
@@ -56,7 +63,7 @@ console.log(JSON.stringify({
   cancelled: { same: cancelled.taskId === second.task.taskId, status: cancelled.status },
 }));
 clearTimeout(deadline);
-for (const s of [a, b]) {
+for (const s of [a, b, plain]) {
   await s.transport.terminateSession().catch(() => {});
   await s.client.close();
 }

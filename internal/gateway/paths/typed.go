@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -21,8 +22,16 @@ import (
 // (the one session with a request in flight, else an error). A server speaking 2026-07-28, or
 // a connection that takes typed requests only, is ErrOtherRevision or ErrNotRaw before anything
 // is sent, and the caller uses the SDK's client.
-func callForwarded(ctx context.Context, c *conn.Conn, raw string, args json.RawMessage, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
-	res, err := c.Forward(ctx, "tools/call", callMembers(raw, args, nil, nil), onProgress, conn.AcceptsStatefulOnly)
+// A tool that runs only as a task is run as one (taskbridge.go), each request bounded by limit.
+func callForwarded(ctx context.Context, c *conn.Conn, raw string, args json.RawMessage, onProgress func(*mcp.ProgressNotificationParams), limit time.Duration) (*mcp.CallToolResult, error) {
+	members := callMembers(raw, args, nil, nil)
+	var res conn.RawResult
+	var err error
+	if c.TaskSupport(raw) == conn.TaskRequired {
+		res, err = callAsTask(ctx, c, members, onProgress, conn.AcceptsStatefulOnly, limit)
+	} else {
+		res, err = c.Forward(ctx, "tools/call", members, onProgress, conn.AcceptsStatefulOnly)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +64,9 @@ func (p *Paths) ToolHandler(server, raw string) mcp.ToolHandler {
 		o := OriginOf(req)
 		o.name, o.raw = req.Params.Name, raw
 		o.item, o.args = access.Item{Resource: access.ResourceTools, Server: server, Name: raw}, args
+		if c := p.ep.Lookup(o.session, server); c != nil {
+			o.task = c.TaskSupport(raw) == conn.TaskRequired // run as a task (taskbridge.go): the call timeout bounds each request
+		}
 		token := req.Params.GetProgressToken()
 		level := mcp.LoggingLevel("")
 		if o.stateless {
@@ -80,7 +92,7 @@ func (p *Paths) ToolHandler(server, raw string) mcp.ToolHandler {
 				}
 				onProgress := progressTo(put, token != nil)
 				if len(req.Params.InputResponses) == 0 && len(req.Params.RequestState) == 0 {
-					if res, err := callForwarded(ctx, c, raw, args, onProgress); !retried(err) {
+					if res, err := callForwarded(ctx, c, raw, args, onProgress, p.taskLimit(o)); !retried(err) {
 						return res, err
 					}
 				}
