@@ -129,3 +129,42 @@ func loginAndFollow(t *testing.T, env *testenv.Env, name, server string) string 
 	}
 	return stdout.String()
 }
+
+// A machine grant: login with oauth.grant clientCredentials reads the client's secret from
+// stdin, asks for a token without a browser, and stores the grant with the secret, so that
+// the controller can ask again.
+func TestLoginClientCredentials(t *testing.T) {
+	testenv.Require(t)
+	env := apiServer(t)
+	as, ps := guardedServer(t)
+	as.AddClient("machine", "m-secret")
+	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: "machine", Namespace: "default"},
+		Spec: v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{{Name: "ci", HTTP: &v1alpha1.HTTPServer{URL: ps.URL,
+			OAuth: &v1alpha1.OAuthClient{ClientID: "machine", Grant: v1alpha1.OAuthGrantClientCredentials, TokenEndpointAuthMethod: "client_secret_post"}}}}}}
+	if err := env.Client.Create(t.Context(), obj); err != nil {
+		t.Fatal(err)
+	}
+	env.DeleteOnCleanup(t, obj)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: oauth.SecretName("machine", "ci"), Namespace: "default"}}
+	env.DeleteOnCleanup(t, secret)
+	var stdout, stderr bytes.Buffer
+	cmd := newRootCmd(&stdout, &stderr)
+	cmd.SetIn(strings.NewReader("m-secret\n"))
+	cmd.SetArgs([]string{"login", "machine", "ci", "--client-secret-file", "-", "--namespace", "default", "--kubeconfig", env.Kubeconfig})
+	if err := cmd.ExecuteContext(t.Context()); err != nil {
+		t.Fatalf("login: %v: %s", err, stderr.String())
+	}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(secret), secret); err != nil {
+		t.Fatal(err)
+	}
+	g, err := oauth.GrantOf(secret, "machine", "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.GrantType != oauth.GrantClientCredentials || g.ClientSecret != "m-secret" || g.AuthMethod != "client_secret_post" || !as.Valid(g.AccessToken) {
+		t.Errorf("grant: type %q, secret kept %v, method %q, valid %v", g.GrantType, g.ClientSecret == "m-secret", g.AuthMethod, as.Valid(g.AccessToken))
+	}
+	if strings.Contains(stdout.String(), "m-secret") || strings.Contains(stdout.String(), g.AccessToken) || strings.Contains(stdout.String(), "authorize?") {
+		t.Errorf("login printed:\n%s", stdout.String())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,5 +196,19 @@ func TestLoginWrongResourceRefused(t *testing.T) {
 	defer cancel()
 	if _, err := l.Run(ctx); err == nil {
 		t.Fatal("the login succeeded for another resource")
+	}
+}
+
+// A machine grant without a client id registers a confidential client (RFC 7591) and uses
+// its secret.
+func TestClientCredentialsRegisters(t *testing.T) {
+	as, ps := protectedServer(t)
+	l := &oauth.Login{HTTP: http.DefaultClient, ServerURL: ps.URL, Out: io.Discard, Settings: oauth.Settings{Grant: oauth.GrantClientCredentials}}
+	g, err := l.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(g.ClientID, "dcr-") || g.ClientSecret == "" || g.AuthMethod != oauth.AuthSecretBasic || as.Requests(oauth.GrantClientCredentials) != 1 {
+		t.Errorf("grant: client %q, secret %v, method %q", g.ClientID, g.ClientSecret != "", g.AuthMethod)
 	}
 }
