@@ -157,6 +157,9 @@ func login(ctx context.Context, g *globalFlags, key types.NamespacedName, server
 		fmt.Fprintf(stdout, " (token until %s)", grant.Expiry.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintln(stdout)
+	if h.OAuth == nil {
+		fmt.Fprintf(stdout, "note: server %q has no \"oauth\" in its config, and the controller sends a grant's token only to a server with one: add \"oauth\": {} to its entry in .dsh/mcp.json\n", server)
+	}
 	return nil
 }
 

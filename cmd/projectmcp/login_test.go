@@ -50,6 +50,7 @@ func TestLoginStoresGrantSecret(t *testing.T) {
 			{Name: "guarded", HTTP: &v1alpha1.HTTPServer{URL: ps.URL, OAuth: &v1alpha1.OAuthClient{
 				AuthorizeParams: []v1alpha1.NameValue{{Name: "access_type", Value: "offline"}}}}},
 			{Name: "local", Stdio: &v1alpha1.StdioServer{Command: "true"}},
+			{Name: "bare", HTTP: &v1alpha1.HTTPServer{URL: ps.URL}},
 		}}}
 	if err := env.Client.Create(ctx, obj); err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestLoginStoresGrantSecret(t *testing.T) {
 		if g.Resource != ps.URL || g.RefreshToken == "" || !as.Valid(g.AccessToken) {
 			t.Fatalf("round %d: grant resource %q, refresh %v, valid %v", round, g.Resource, g.RefreshToken != "", as.Valid(g.AccessToken))
 		}
-		if !strings.Contains(out, "access_type=offline") || !strings.Contains(out, "the grant is in Secret "+secret.Name) {
+		if !strings.Contains(out, "access_type=offline") || !strings.Contains(out, "the grant is in Secret "+secret.Name) || strings.Contains(out, "note:") {
 			t.Errorf("round %d: login printed:\n%s", round, out)
 		}
 		for _, v := range []string{g.AccessToken, g.RefreshToken} {
@@ -83,6 +84,13 @@ func TestLoginStoresGrantSecret(t *testing.T) {
 	}
 	if tokens[0] == tokens[1] {
 		t.Error("the second login did not replace the grant")
+	}
+
+	// A server without oauth signs in too, and login says the controller needs the key.
+	bare := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: oauth.SecretName("login", "bare"), Namespace: "default"}}
+	env.DeleteOnCleanup(t, bare)
+	if out := loginAndFollow(t, env, "login", "bare"); !strings.Contains(out, `note: server "bare" has no "oauth"`) {
+		t.Errorf("login of a server without oauth printed:\n%s", out)
 	}
 
 	for _, args := range [][]string{{"login", "login", "local"}, {"login", "login", "missing"}} {

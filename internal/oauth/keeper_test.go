@@ -285,3 +285,33 @@ func TestKeeperRenewsClientCredentials(t *testing.T) {
 		t.Errorf("renewal: basic %v, resource %q", basic, form.Get("resource"))
 	}
 }
+
+// A token that lives less than the refresh lead is not renewed at every request: after a
+// renewal, the next waits for half its life.
+func TestKeeperShortLivedTokens(t *testing.T) {
+	as, g := signedIn(t)
+	as.SetAccessTTL(30 * time.Second)
+	g.Expiry = time.Now()
+	store := &memStore{}
+	store.put(g)
+	k := NewKeeper(store, http.DefaultClient, "projectmcp login p s", nil)
+	start := time.Now()
+	k.now = func() time.Time { return start }
+	first, err := k.Token(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Reload() // the write-back's watch event: the keeper reads its own write again
+	for range 5 {
+		if tok, err := k.Token(t.Context()); err != nil || tok != first {
+			t.Fatalf("a short-lived token renewed again at once: %v", err)
+		}
+	}
+	if n := as.Requests(grantRefreshToken); n != 1 {
+		t.Errorf("%d refreshes, want 1", n)
+	}
+	k.now = func() time.Time { return start.Add(16 * time.Second) } // past half its life
+	if tok, err := k.Token(t.Context()); err != nil || tok == first || as.Requests(grantRefreshToken) != 2 {
+		t.Errorf("past half its life: renewed %v, %v", tok != first, err)
+	}
+}
