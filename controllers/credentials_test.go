@@ -251,3 +251,43 @@ func drainChanged(ch chan struct{}) {
 		}
 	}
 }
+
+// With the authorization server down when the token is due, calls go on with the token until
+// it expires: the credential is Expiring (CredentialExpiring and CredentialRefreshFailed True,
+// a Warning event), and once the server is back a refresh after the backoff makes it Ready.
+func TestControllerGrantWhileAuthServerDown(t *testing.T) {
+	ns := harness.NewNamespace(t)
+	as, ps := guardedFixture(t)
+	as.SetAccessTTL(100 * time.Second) // within the refresh lead: due at once
+	key := types.NamespacedName{Namespace: ns, Name: "outage"}
+	signIn(t, ps, key, "api")
+	as.SetDown(true)
+	harness.Create(t, ns, key.Name, v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{
+		{Name: "api", HTTP: &v1alpha1.HTTPServer{URL: ps.URL, OAuth: &v1alpha1.OAuthClient{}}},
+	}})
+	expiring := harness.WaitStatus(t, key, 30*time.Second, "api Ready with its credential Expiring", func(o *v1alpha1.ProjectMCP) bool {
+		return harness.PhaseIs("api", v1alpha1.PhaseReady)(o) && credentialIs("api", oauth.StateExpiring)(o)
+	})
+	s, _ := harness.ServerStatusOf(expiring, "api")
+	if !meta.IsStatusConditionTrue(s.Credential.Conditions, v1alpha1.ConditionCredentialExpiring) ||
+		!meta.IsStatusConditionTrue(s.Credential.Conditions, v1alpha1.ConditionCredentialReady) ||
+		!strings.Contains(meta.FindStatusCondition(s.Credential.Conditions, v1alpha1.ConditionCredentialRefreshFailed).Message, "temporarily_unavailable") {
+		t.Errorf("credential while the server is down: %+v", s.Credential)
+	}
+	assertEventNote(t, ns, v1alpha1.EventCredentialRefreshFailed, "temporarily_unavailable")
+	agent := harness.ConnectAgent(t, key, "", nil)
+	if got, err := callAPI(agent, "still"); err != nil || got != "still" {
+		t.Fatalf("a call while the authorization server is down: %q, %v", got, err)
+	}
+	as.SetDown(false)
+	testutil.EventuallyOK(t, 30*time.Second, "a refresh once the server is back", func() error {
+		if _, err := callAPI(agent, "back"); err != nil {
+			return err
+		}
+		if o := harness.Get(t, key); !credentialIs("api", oauth.StateReady)(o) {
+			s, _ := harness.ServerStatusOf(o, "api")
+			return fmt.Errorf("credential %+v", s.Credential)
+		}
+		return nil
+	})
+}

@@ -447,10 +447,11 @@ type OAuthClient struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
 	AuthorizeParams []NameValue `json:"authorizeParams,omitempty"`
-	// tokenEndpointAuthMethod is how the client authenticates at the token endpoint; empty
-	// chooses from the authorization server's metadata.
+	// tokenEndpointAuthMethod is how the client authenticates at the token endpoint
+	// (private_key_jwt: with a JWT signed by the key `projectmcp login` stores); empty chooses
+	// from the authorization server's metadata.
 	// +optional
-	// +kubebuilder:validation:Enum=client_secret_basic;client_secret_post;none
+	// +kubebuilder:validation:Enum=client_secret_basic;client_secret_post;private_key_jwt;none
 	TokenEndpointAuthMethod string `json:"tokenEndpointAuthMethod,omitempty"`
 	// grant is how the credential is obtained: authorizationCode (the default; a person signs
 	// in with `projectmcp login`) or clientCredentials (the client's own token, from its id and

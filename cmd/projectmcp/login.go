@@ -37,6 +37,7 @@ type loginOptions struct {
 	project    string
 	noBrowser  bool
 	secretFile string
+	keyFile    string
 	timeout    time.Duration
 }
 
@@ -67,6 +68,7 @@ func newLoginCmd(g *globalFlags, stdout io.Writer) *cobra.Command {
 	fs.StringVar(&o.project, "project", o.project, "project folder whose name NAME defaults to")
 	fs.BoolVar(&o.noBrowser, "no-browser", false, "print the sign-in URL and open no browser")
 	fs.StringVar(&o.secretFile, "client-secret-file", "", `a file holding the client's secret ("-": stdin), for a pre-registered confidential client or client credentials`)
+	fs.StringVar(&o.keyFile, "private-key-file", "", "a PEM file holding the client's private key, for tokenEndpointAuthMethod private_key_jwt")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "how long to wait for the sign-in")
 	_ = cmd.MarkFlagDirname("project")
 	return cmd
@@ -131,10 +133,14 @@ func login(ctx context.Context, g *globalFlags, key types.NamespacedName, server
 	if err != nil {
 		return err
 	}
+	clientKey, err := readClientKey(o.keyFile)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	l := &oauth.Login{HTTP: &http.Client{Timeout: time.Minute}, ServerURL: h.URL, Settings: oauth.SettingsOf(h.OAuth),
-		ClientSecret: secret, Out: stdout}
+		ClientSecret: secret, ClientKey: clientKey, Out: stdout}
 	if !o.noBrowser {
 		l.Browser = openBrowser
 	}
@@ -151,6 +157,9 @@ func login(ctx context.Context, g *globalFlags, key types.NamespacedName, server
 		fmt.Fprintf(stdout, " (token until %s)", grant.Expiry.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintln(stdout)
+	if h.OAuth == nil {
+		fmt.Fprintf(stdout, "note: server %q has no \"oauth\" in its config, and the controller sends a grant's token only to a server with one: add \"oauth\": {} to its entry in .dsh/mcp.json\n", server)
+	}
 	return nil
 }
 
@@ -190,6 +199,21 @@ func readClientSecret(file string, stdin io.Reader) (string, error) {
 		return "", errors.New("--client-secret-file: it is empty")
 	}
 	return secret, nil
+}
+
+// readClientKey reads a client's PEM private key, checking that it is one; none for "".
+func readClientKey(file string) (string, error) {
+	if file == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--private-key-file: %w", err)
+	}
+	if _, err := oauth.ParsePrivateKey(string(data)); err != nil {
+		return "", fmt.Errorf("--private-key-file: %w", err)
+	}
+	return string(data), nil
 }
 
 // storeGrant creates the grant's Secret, or replaces the data of the one there (a new login

@@ -50,6 +50,7 @@ func TestLoginStoresGrantSecret(t *testing.T) {
 			{Name: "guarded", HTTP: &v1alpha1.HTTPServer{URL: ps.URL, OAuth: &v1alpha1.OAuthClient{
 				AuthorizeParams: []v1alpha1.NameValue{{Name: "access_type", Value: "offline"}}}}},
 			{Name: "local", Stdio: &v1alpha1.StdioServer{Command: "true"}},
+			{Name: "bare", HTTP: &v1alpha1.HTTPServer{URL: ps.URL}},
 		}}}
 	if err := env.Client.Create(ctx, obj); err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestLoginStoresGrantSecret(t *testing.T) {
 		if g.Resource != ps.URL || g.RefreshToken == "" || !as.Valid(g.AccessToken) {
 			t.Fatalf("round %d: grant resource %q, refresh %v, valid %v", round, g.Resource, g.RefreshToken != "", as.Valid(g.AccessToken))
 		}
-		if !strings.Contains(out, "access_type=offline") || !strings.Contains(out, "the grant is in Secret "+secret.Name) {
+		if !strings.Contains(out, "access_type=offline") || !strings.Contains(out, "the grant is in Secret "+secret.Name) || strings.Contains(out, "note:") {
 			t.Errorf("round %d: login printed:\n%s", round, out)
 		}
 		for _, v := range []string{g.AccessToken, g.RefreshToken} {
@@ -83,6 +84,13 @@ func TestLoginStoresGrantSecret(t *testing.T) {
 	}
 	if tokens[0] == tokens[1] {
 		t.Error("the second login did not replace the grant")
+	}
+
+	// A server without oauth signs in too, and login says the controller needs the key.
+	bare := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: oauth.SecretName("login", "bare"), Namespace: "default"}}
+	env.DeleteOnCleanup(t, bare)
+	if out := loginAndFollow(t, env, "login", "bare"); !strings.Contains(out, `note: server "bare" has no "oauth"`) {
+		t.Errorf("login of a server without oauth printed:\n%s", out)
 	}
 
 	for _, args := range [][]string{{"login", "login", "local"}, {"login", "login", "missing"}} {
@@ -128,4 +136,43 @@ func loginAndFollow(t *testing.T, env *testenv.Env, name, server string) string 
 		t.Fatalf("login exited %d: %s", code, stderr.String())
 	}
 	return stdout.String()
+}
+
+// A machine grant: login with oauth.grant clientCredentials reads the client's secret from
+// stdin, asks for a token without a browser, and stores the grant with the secret, so that
+// the controller can ask again.
+func TestLoginClientCredentials(t *testing.T) {
+	testenv.Require(t)
+	env := apiServer(t)
+	as, ps := guardedServer(t)
+	as.AddClient("machine", "m-secret")
+	obj := &v1alpha1.ProjectMCP{ObjectMeta: metav1.ObjectMeta{Name: "machine", Namespace: "default"},
+		Spec: v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{{Name: "ci", HTTP: &v1alpha1.HTTPServer{URL: ps.URL,
+			OAuth: &v1alpha1.OAuthClient{ClientID: "machine", Grant: v1alpha1.OAuthGrantClientCredentials, TokenEndpointAuthMethod: "client_secret_post"}}}}}}
+	if err := env.Client.Create(t.Context(), obj); err != nil {
+		t.Fatal(err)
+	}
+	env.DeleteOnCleanup(t, obj)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: oauth.SecretName("machine", "ci"), Namespace: "default"}}
+	env.DeleteOnCleanup(t, secret)
+	var stdout, stderr bytes.Buffer
+	cmd := newRootCmd(&stdout, &stderr)
+	cmd.SetIn(strings.NewReader("m-secret\n"))
+	cmd.SetArgs([]string{"login", "machine", "ci", "--client-secret-file", "-", "--namespace", "default", "--kubeconfig", env.Kubeconfig})
+	if err := cmd.ExecuteContext(t.Context()); err != nil {
+		t.Fatalf("login: %v: %s", err, stderr.String())
+	}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(secret), secret); err != nil {
+		t.Fatal(err)
+	}
+	g, err := oauth.GrantOf(secret, "machine", "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.GrantType != oauth.GrantClientCredentials || g.ClientSecret != "m-secret" || g.AuthMethod != "client_secret_post" || !as.Valid(g.AccessToken) {
+		t.Errorf("grant: type %q, secret kept %v, method %q, valid %v", g.GrantType, g.ClientSecret == "m-secret", g.AuthMethod, as.Valid(g.AccessToken))
+	}
+	if strings.Contains(stdout.String(), "m-secret") || strings.Contains(stdout.String(), g.AccessToken) || strings.Contains(stdout.String(), "authorize?") {
+		t.Errorf("login printed:\n%s", stdout.String())
+	}
 }

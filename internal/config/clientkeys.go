@@ -126,7 +126,7 @@ func (p *parser) oauth(n *node, in string) *v1alpha1.OAuthClient {
 }
 
 var (
-	tokenAuthMethods = []string{"client_secret_basic", "client_secret_post", "none"}
+	tokenAuthMethods = []string{"client_secret_basic", "client_secret_post", "private_key_jwt", "none"}
 	oauthGrants      = []string{string(v1alpha1.OAuthGrantAuthorizationCode), string(v1alpha1.OAuthGrantClientCredentials)}
 )
 

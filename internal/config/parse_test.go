@@ -200,7 +200,7 @@ func TestParseErrors(t *testing.T) {
 		{"alwaysLoad string", `{"mcpServers": {"a": {"command": "x", "alwaysLoad": "yes"}}}`, `"yes"`, `"alwaysLoad" in server "a" must be a boolean`},
 		{"oauth key typo", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"clientID": "c"}}}}`, `"clientID"`, `unknown key "clientID" in "oauth" in server "a"; did you mean "clientId"?`},
 		{"oauth grant", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"grant": "password"}}}}`, `"password"`, `"grant" in "oauth" in server "a" must be one of authorizationCode, clientCredentials, not "password"`},
-		{"oauth auth method", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"tokenEndpointAuthMethod": "private_key_jwt"}}}}`, `"private`, `must be one of client_secret_basic, client_secret_post, none`},
+		{"oauth auth method", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"tokenEndpointAuthMethod": "tls_client_auth"}}}}`, `"tls_`, `must be one of client_secret_basic, client_secret_post, private_key_jwt, none`},
 		{"oauth flow param", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"authorizeParams": {"state": "x"}}}}}`, `"state"`, `"state" in "authorizeParams" in "oauth" in server "a" is set by the sign-in itself`},
 		{"oauth param kind", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"authorizeParams": {"p": 1}}}}}`, `1}`, `"p" in "authorizeParams"`},
 		{"oauth port", `{"mcpServers": {"a": {"url": "http://h", "oauth": {"callbackPort": 70000}}}}`, `70000`, `"callbackPort" in "oauth" in server "a" must be a port, 1 to 65535`},

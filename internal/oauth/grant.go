@@ -27,6 +27,7 @@ type Grant struct {
 	TokenEndpoint string
 	ClientID      string
 	ClientSecret  string
+	ClientKey     string // PEM, for private_key_jwt
 	AuthMethod    string
 	Resource      string
 	Audience      string
@@ -52,6 +53,7 @@ const (
 	keyTokenEndpoint = "token_endpoint"
 	keyClientID      = "client_id"
 	keyClientSecret  = "client_secret"
+	keyClientKey     = "client_private_key"
 	keyAuthMethod    = "token_endpoint_auth_method"
 	keyResource      = "resource"
 	keyAudience      = "audience"
@@ -99,6 +101,7 @@ func (g *Grant) Data() map[string][]byte {
 	put(keyTokenEndpoint, g.TokenEndpoint)
 	put(keyClientID, g.ClientID)
 	put(keyClientSecret, g.ClientSecret)
+	put(keyClientKey, g.ClientKey)
 	put(keyAuthMethod, g.AuthMethod)
 	put(keyResource, g.Resource)
 	put(keyAudience, g.Audience)
@@ -119,7 +122,7 @@ func GrantOf(s *corev1.Secret, project, server string) (*Grant, error) {
 	g := &Grant{
 		GrantType: get(keyGrantType), AccessToken: get(keyAccessToken), RefreshToken: get(keyRefreshToken),
 		Scopes: strings.Fields(get(keyScope)), TokenEndpoint: get(keyTokenEndpoint), ClientID: get(keyClientID),
-		ClientSecret: get(keyClientSecret), AuthMethod: get(keyAuthMethod), Resource: get(keyResource), Audience: get(keyAudience),
+		ClientSecret: get(keyClientSecret), ClientKey: get(keyClientKey), AuthMethod: get(keyAuthMethod), Resource: get(keyResource), Audience: get(keyAudience),
 	}
 	if e := get(keyExpiry); e != "" {
 		t, err := time.Parse(time.RFC3339, e)
@@ -150,7 +153,7 @@ func (g *Grant) check() error {
 
 // Client is the token client of g's requests, over hc.
 func (g *Grant) Client(hc *http.Client) *Client {
-	return &Client{HTTP: hc, TokenEndpoint: g.TokenEndpoint, ClientID: g.ClientID, ClientSecret: g.ClientSecret,
+	return &Client{HTTP: hc, TokenEndpoint: g.TokenEndpoint, ClientID: g.ClientID, ClientSecret: g.ClientSecret, ClientKey: g.ClientKey,
 		AuthMethod: g.AuthMethod, Resource: g.Resource, Audience: g.Audience}
 }
 

@@ -90,6 +90,9 @@ type Keeper struct {
 	flight  chan struct{} // closed when the refresh in progress ends
 	retryAt time.Time     // after a failed refresh, the next is not before
 	backoff time.Duration
+	// calmUntil: a token the keeper renewed that lives less than twice refreshLead is not
+	// renewed again before half its life (else each request would renew it)
+	calmUntil time.Time
 }
 
 const (
@@ -182,7 +185,7 @@ func (k *Keeper) decide() (string, error, bool) {
 	}
 	g := k.grant
 	valid := g.AccessToken != "" && g.AccessToken != k.refused && (g.Expiry.IsZero() || now.Before(g.Expiry))
-	due := !valid || (!g.Expiry.IsZero() && !now.Before(g.Expiry.Add(-refreshLead)))
+	due := !valid || (!g.Expiry.IsZero() && !now.Before(g.Expiry.Add(-refreshLead)) && !now.Before(k.calmUntil))
 	switch {
 	case !due:
 		return g.AccessToken, nil, true
@@ -230,7 +233,10 @@ func (k *Keeper) renew(ctx context.Context) Status {
 	k.mu.Unlock()
 	k.set(g, version, true)
 	now := k.now()
-	if g.AccessToken != "" && g.AccessToken != refused && (g.Expiry.IsZero() || now.Before(g.Expiry.Add(-refreshLead))) {
+	k.mu.Lock()
+	calm := now.Before(k.calmUntil) && k.grant != nil && g.AccessToken == k.grant.AccessToken
+	k.mu.Unlock()
+	if g.AccessToken != "" && g.AccessToken != refused && (g.Expiry.IsZero() || now.Before(g.Expiry.Add(-refreshLead)) || (calm && now.Before(g.Expiry))) {
 		return k.ready(g, time.Time{})
 	}
 	return k.refresh(ctx, g, version)
@@ -259,7 +265,14 @@ func (k *Keeper) refresh(ctx context.Context, g *Grant, version string) Status {
 	if err := k.save(ctx, g, renewed, version); err != nil {
 		return k.failed(err)
 	}
-	return k.ready(renewed, k.now())
+	now := k.now()
+	k.mu.Lock()
+	k.calmUntil = time.Time{}
+	if life := renewed.Expiry.Sub(now); !renewed.Expiry.IsZero() && life < 2*refreshLead {
+		k.calmUntil = now.Add(life / 2)
+	}
+	k.mu.Unlock()
+	return k.ready(renewed, now)
 }
 
 // save writes renewed over version. On a conflict it reads the grant again: when it still

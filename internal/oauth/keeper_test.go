@@ -257,3 +257,61 @@ func TestKeeperMissingGrant(t *testing.T) {
 		t.Fatalf("%v, %+v", err, k.Status())
 	}
 }
+
+// A machine grant is renewed by client credentials, not by a refresh token (it has none), and
+// written back.
+func TestKeeperRenewsClientCredentials(t *testing.T) {
+	as := testutil.NewAuthServer(t)
+	ps := as.Protect("/mcp", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	as.AddClient("machine", "m-secret")
+	l := &Login{HTTP: http.DefaultClient, ServerURL: ps.URL, Out: io.Discard, ClientSecret: "m-secret",
+		Settings: Settings{ClientID: "machine", Grant: GrantClientCredentials}}
+	g, err := l.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Expiry = time.Now()
+	store := &memStore{}
+	store.put(g)
+	k := NewKeeper(store, http.DefaultClient, "projectmcp login p s", nil)
+	tok, err := k.Token(t.Context())
+	if err != nil || tok == g.AccessToken || !as.Valid(tok) {
+		t.Fatalf("renewed: %v", err)
+	}
+	if as.Requests(GrantClientCredentials) != 2 || as.Requests(grantRefreshToken) != 0 || store.get().AccessToken != tok {
+		t.Errorf("client credentials %d, refreshes %d, written back %v", as.Requests(GrantClientCredentials), as.Requests(grantRefreshToken), store.get().AccessToken == tok)
+	}
+	if form, basic := as.LastTokenForm(); !basic || form.Get("resource") != ps.URL {
+		t.Errorf("renewal: basic %v, resource %q", basic, form.Get("resource"))
+	}
+}
+
+// A token that lives less than the refresh lead is not renewed at every request: after a
+// renewal, the next waits for half its life.
+func TestKeeperShortLivedTokens(t *testing.T) {
+	as, g := signedIn(t)
+	as.SetAccessTTL(30 * time.Second)
+	g.Expiry = time.Now()
+	store := &memStore{}
+	store.put(g)
+	k := NewKeeper(store, http.DefaultClient, "projectmcp login p s", nil)
+	start := time.Now()
+	k.now = func() time.Time { return start }
+	first, err := k.Token(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Reload() // the write-back's watch event: the keeper reads its own write again
+	for range 5 {
+		if tok, err := k.Token(t.Context()); err != nil || tok != first {
+			t.Fatalf("a short-lived token renewed again at once: %v", err)
+		}
+	}
+	if n := as.Requests(grantRefreshToken); n != 1 {
+		t.Errorf("%d refreshes, want 1", n)
+	}
+	k.now = func() time.Time { return start.Add(16 * time.Second) } // past half its life
+	if tok, err := k.Token(t.Context()); err != nil || tok == first || as.Requests(grantRefreshToken) != 2 {
+		t.Errorf("past half its life: renewed %v, %v", tok != first, err)
+	}
+}

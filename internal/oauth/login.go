@@ -25,6 +25,8 @@ type Login struct {
 	Settings  Settings
 	// ClientSecret is a pre-registered client's secret (with Settings.ClientID).
 	ClientSecret string
+	// ClientKey is a pre-registered client's private key (PEM), for private_key_jwt.
+	ClientKey string
 	// Browser opens the authorization URL; nil (or an error) leaves it to the user, to whom
 	// the URL is always printed on Out.
 	Browser func(url string) error
@@ -76,8 +78,11 @@ func (l *Login) client(ctx context.Context, d *Discovery, redirect string) (*Gra
 		g.GrantType = GrantAuthorizationCode
 	}
 	if l.Settings.ClientID != "" {
-		g.ClientID, g.ClientSecret = l.Settings.ClientID, l.ClientSecret
+		g.ClientID, g.ClientSecret, g.ClientKey = l.Settings.ClientID, l.ClientSecret, l.ClientKey
 		g.AuthMethod = AuthMethodFor(l.Settings.TokenAuthMethod, l.ClientSecret, d.Server.TokenEndpointAuthMethodsSupported)
+		if g.AuthMethod == AuthPrivateKeyJWT && l.ClientKey == "" {
+			return nil, errors.New("private_key_jwt needs the client's private key")
+		}
 		return g, nil
 	}
 	reg, err := Register(ctx, l.HTTP, d.Server, g.GrantType, redirect, d.Scopes)
@@ -97,8 +102,8 @@ func (l *Login) clientCredentials(ctx context.Context, d *Discovery) (*Grant, er
 	if err != nil {
 		return nil, err
 	}
-	if g.ClientSecret == "" {
-		return nil, errors.New("client credentials need the client's secret")
+	if g.ClientSecret == "" && g.AuthMethod != AuthPrivateKeyJWT {
+		return nil, errors.New("client credentials need the client's secret (or private key, for private_key_jwt)")
 	}
 	tok, err := g.Client(l.HTTP).ClientCredentials(ctx, g.Scopes)
 	if err != nil {

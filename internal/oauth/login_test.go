@@ -2,9 +2,17 @@ package oauth_test
 
 import (
 	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,5 +203,58 @@ func TestLoginWrongResourceRefused(t *testing.T) {
 	defer cancel()
 	if _, err := l.Run(ctx); err == nil {
 		t.Fatal("the login succeeded for another resource")
+	}
+}
+
+// A machine grant without a client id registers a confidential client (RFC 7591) and uses
+// its secret.
+func TestClientCredentialsRegisters(t *testing.T) {
+	as, ps := protectedServer(t)
+	l := &oauth.Login{HTTP: http.DefaultClient, ServerURL: ps.URL, Out: io.Discard, Settings: oauth.Settings{Grant: oauth.GrantClientCredentials}}
+	g, err := l.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(g.ClientID, "dcr-") || g.ClientSecret == "" || g.AuthMethod != oauth.AuthSecretBasic || as.Requests(oauth.GrantClientCredentials) != 1 {
+		t.Errorf("grant: client %q, secret %v, method %q", g.ClientID, g.ClientSecret != "", g.AuthMethod)
+	}
+}
+
+// private_key_jwt: the client authenticates with an assertion signed by its key (EC and RSA),
+// no secret sent; a key the server does not know is refused.
+func TestClientCredentialsPrivateKeyJWT(t *testing.T) {
+	ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	for name, tc := range map[string]struct {
+		signer crypto.Signer
+		known  crypto.PublicKey
+		ok     bool
+	}{
+		"ES256":     {ecKey, &ecKey.PublicKey, true},
+		"RS256":     {rsaKey, &rsaKey.PublicKey, true},
+		"wrong key": {other, &ecKey.PublicKey, false},
+	} {
+		as, ps := protectedServer(t)
+		as.AddKeyClient("keyed", tc.known)
+		der, _ := x509.MarshalPKCS8PrivateKey(tc.signer)
+		l := &oauth.Login{HTTP: http.DefaultClient, ServerURL: ps.URL, Out: io.Discard,
+			ClientKey: string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+			Settings:  oauth.Settings{ClientID: "keyed", TokenAuthMethod: oauth.AuthPrivateKeyJWT, Grant: oauth.GrantClientCredentials}}
+		g, err := l.Run(t.Context())
+		if (err == nil) != tc.ok {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !tc.ok {
+			continue
+		}
+		form, basic := as.LastTokenForm()
+		if basic || form.Get("client_secret") != "" || form.Get("client_assertion") == "" || !as.Valid(g.AccessToken) {
+			t.Errorf("%s: basic %v, assertion %v", name, basic, form.Get("client_assertion") != "")
+		}
+		// The controller's renewal signs a new assertion from the key the grant keeps.
+		if _, err := g.Client(http.DefaultClient).ClientCredentials(t.Context(), nil); err != nil {
+			t.Errorf("%s: renewal: %v", name, err)
+		}
 	}
 }

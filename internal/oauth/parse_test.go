@@ -171,7 +171,7 @@ func TestGrantSecret(t *testing.T) {
 		t.Errorf("SecretName of an invalid name = %q, want a hash", got)
 	}
 	g := &Grant{GrantType: GrantAuthorizationCode, AccessToken: "secret-access", RefreshToken: "secret-refresh", Expiry: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
-		Scopes: []string{"x", "y"}, TokenEndpoint: "https://as/token", ClientID: "c", ClientSecret: "s", AuthMethod: AuthSecretPost,
+		Scopes: []string{"x", "y"}, TokenEndpoint: "https://as/token", ClientID: "c", ClientSecret: "s", ClientKey: "k", AuthMethod: AuthSecretPost,
 		Resource: "https://h/mcp", Audience: "aud"}
 	s := GrantSecret("ns", "shop", "linear", g)
 	back, err := GrantOf(s, "shop", "linear")

@@ -22,7 +22,9 @@ type Client struct {
 	TokenEndpoint string
 	ClientID      string
 	ClientSecret  string
-	// AuthMethod is client_secret_basic, client_secret_post or none.
+	// ClientKey is the client's private key (PEM), for private_key_jwt.
+	ClientKey string
+	// AuthMethod is client_secret_basic, client_secret_post, private_key_jwt or none.
 	AuthMethod string
 	Resource   string
 	Audience   string
@@ -102,7 +104,10 @@ func (c *Client) request(ctx context.Context, form url.Values, scopes []string) 
 	if c.Audience != "" {
 		form.Set("audience", c.Audience)
 	}
-	basic := c.authenticate(form)
+	basic, err := c.authenticate(form)
+	if err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.TokenEndpoint, strings.NewReader(form.Encode()))
 	if err != nil {
 		return nil, err
@@ -125,17 +130,25 @@ func (c *Client) request(ctx context.Context, form url.Values, scopes []string) 
 	return parseTokenResponse(resp.StatusCode, data, time.Now())
 }
 
-// authenticate puts the client's id (and secret, for client_secret_post) in the form, and
-// reports whether the request carries them in a Basic header instead.
-func (c *Client) authenticate(form url.Values) bool {
+// authenticate puts the client's id (and secret, for client_secret_post, or a signed
+// assertion, for private_key_jwt) in the form, and reports whether the request carries the
+// id and secret in a Basic header instead.
+func (c *Client) authenticate(form url.Values) (bool, error) {
 	switch {
+	case c.AuthMethod == AuthPrivateKeyJWT:
+		assertion, err := clientAssertion(c.ClientID, c.TokenEndpoint, c.ClientKey, time.Now())
+		if err != nil {
+			return false, err
+		}
+		form.Set("client_assertion_type", clientAssertionType)
+		form.Set("client_assertion", assertion)
 	case c.ClientSecret != "" && c.AuthMethod != AuthSecretPost && c.AuthMethod != AuthNone:
-		return true
+		return true, nil
 	case c.ClientSecret != "" && c.AuthMethod == AuthSecretPost:
 		form.Set("client_secret", c.ClientSecret)
 	}
 	form.Set("client_id", c.ClientID)
-	return false
+	return false, nil
 }
 
 // tokenResponse is the JSON of a token endpoint's answer, success or error.

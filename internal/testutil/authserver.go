@@ -1,12 +1,16 @@
 package testutil
 
 import (
+	"crypto"
+	"crypto/ecdsa"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -42,10 +46,12 @@ type AuthServer struct {
 	issued    []string          // access tokens, in order
 	lastForm  url.Values        // the last token request's form (secrets included: tests only)
 	lastBasic bool              // whether it authenticated by a Basic header
+	jtis      map[string]bool   // the client assertions' ids seen
 }
 
 type authClient struct {
 	secret   string
+	key      crypto.PublicKey // private_key_jwt's (nil: a secret, or none)
 	redirect []string
 }
 
@@ -90,6 +96,14 @@ func (a *AuthServer) AddClient(id, secret string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.clients[id] = authClient{secret: secret}
+}
+
+// AddKeyClient registers beforehand a client that authenticates with JWTs signed by the
+// private key of pub (private_key_jwt: ES256 or RS256).
+func (a *AuthServer) AddKeyClient(id string, pub crypto.PublicKey) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.clients[id] = authClient{key: pub}
 }
 
 // Requests is how many token requests of grantType the server has answered with a token.
@@ -148,7 +162,7 @@ func (a *AuthServer) metadata(w http.ResponseWriter, _ *http.Request) {
 		"issuer": a.URL, "authorization_endpoint": a.URL + "/authorize", "token_endpoint": a.URL + "/token",
 		"registration_endpoint": a.URL + "/register", "code_challenge_methods_supported": []string{"S256"},
 		"grant_types_supported":                 []string{"authorization_code", "refresh_token", "client_credentials"},
-		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post", "none"},
+		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post", "private_key_jwt", "none"},
 		"response_types_supported":              []string{"code"},
 	})
 }
@@ -268,6 +282,9 @@ func (a *AuthServer) token(w http.ResponseWriter, r *http.Request) {
 // authenticate finds the request's client: by a Basic header or client_secret in the form for
 // one with a secret, by client_id alone for a public one.
 func (a *AuthServer) authenticate(r *http.Request) (string, bool) {
+	if r.PostForm.Get("client_assertion_type") == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
+		return a.assertedClient(r.PostForm.Get("client_assertion"))
+	}
 	id, secret, basic := r.BasicAuth()
 	if basic {
 		id, _ = url.QueryUnescape(id)
@@ -276,10 +293,54 @@ func (a *AuthServer) authenticate(r *http.Request) (string, bool) {
 		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
 	}
 	c, ok := a.clients[id]
-	if !ok {
+	if !ok || c.key != nil {
 		return "", false
 	}
 	return id, subtle.ConstantTimeCompare([]byte(c.secret), []byte(secret)) == 1
+}
+
+// assertedClient checks a client assertion (RFC 7523): signed by the key of the client it
+// names as issuer and subject, for this token endpoint, not expired, its jti not seen before.
+func (a *AuthServer) assertedClient(jwt string) (string, bool) {
+	parts := strings.Split(jwt, ".")
+	if len(parts) != 3 {
+		return "", false
+	}
+	var claims struct {
+		Iss, Sub, Aud, Jti string
+		Exp                int64
+	}
+	body, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil || json.Unmarshal(body, &claims) != nil {
+		return "", false
+	}
+	c, ok := a.clients[claims.Iss]
+	sig, serr := base64.RawURLEncoding.DecodeString(parts[2])
+	switch {
+	case !ok || c.key == nil || serr != nil || claims.Sub != claims.Iss || claims.Aud != a.URL+"/token":
+		return "", false
+	case time.Now().Unix() > claims.Exp || a.jtis[claims.Jti]:
+		return "", false
+	case !verifyJWS(c.key, parts[0]+"."+parts[1], sig):
+		return "", false
+	}
+	if a.jtis == nil {
+		a.jtis = map[string]bool{}
+	}
+	a.jtis[claims.Jti] = true
+	return claims.Iss, true
+}
+
+// verifyJWS checks an ES256 or RS256 signature of input.
+func verifyJWS(key crypto.PublicKey, input string, sig []byte) bool {
+	digest := sha256.Sum256([]byte(input))
+	switch k := key.(type) {
+	case *ecdsa.PublicKey:
+		return len(sig) == 64 && ecdsa.Verify(k, digest[:], new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:]))
+	case *rsa.PublicKey:
+		return rsa.VerifyPKCS1v15(k, crypto.SHA256, digest[:], sig) == nil
+	}
+	return false
 }
 
 // redeem checks an authorization code against its request (client, redirect, verifier,
