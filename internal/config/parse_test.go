@@ -436,7 +436,6 @@ func TestUnacted(t *testing.T) {
 	}
 	want := []string{
 		`server "api": oauth is carried but the controller does not sign in yet; the server needs a credential in "headers"`,
-		`server "net": sandbox.network is carried but not enforced yet`,
 		`server "open": "sandbox": false runs it outside the controller's sandbox, where it may read what the other servers' user can`,
 	}
 	if d := cmp.Diff(want, Unacted(spec)); d != "" {
