@@ -200,7 +200,7 @@ type MCPServer struct {
 	Share Share `json:"share,omitempty"`
 
 	// sandbox is VS Code's sandbox of a stdio server ("sandboxEnabled" and "sandbox"): with the
-	// controller's --sandbox, filesystem is enforced inside the server's sandbox; disabled
+	// controller's --sandbox, filesystem and network hold inside the server's sandbox; disabled
 	// ("sandbox": false) runs the server outside it.
 	// +optional
 	Sandbox *Sandbox `json:"sandbox,omitempty"`

@@ -297,8 +297,6 @@ func Unacted(spec *v1alpha1.ProjectMCPSpec) []string {
 		case sb == nil:
 		case sb.Disabled:
 			out = append(out, fmt.Sprintf("server %q: \"sandbox\": false runs it outside the controller's sandbox, where it may read what the other servers' user can", s.Name))
-		case sb.Network != nil && len(sb.Network.AllowedDomains)+len(sb.Network.DeniedDomains) > 0:
-			out = append(out, fmt.Sprintf("server %q: sandbox.network is carried but not enforced yet", s.Name))
 		}
 	}
 	return out

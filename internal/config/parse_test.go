@@ -450,7 +450,6 @@ func TestUnacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		`server "net": sandbox.network is carried but not enforced yet`,
 		`server "open": "sandbox": false runs it outside the controller's sandbox, where it may read what the other servers' user can`,
 	}
 	if d := cmp.Diff(want, Unacted(spec)); d != "" {

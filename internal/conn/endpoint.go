@@ -446,6 +446,9 @@ func sandboxWants(sb *v1alpha1.Sandbox) sandbox.Wants {
 	if fs := sb.Filesystem; fs != nil {
 		w.AllowWrite, w.DenyRead, w.DenyWrite = fs.AllowWrite, fs.DenyRead, fs.DenyWrite
 	}
+	if n := sb.Network; n != nil {
+		w.AllowedDomains, w.DeniedDomains = n.AllowedDomains, n.DeniedDomains
+	}
 	return w
 }
 

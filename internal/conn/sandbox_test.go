@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,5 +227,62 @@ func TestSandboxServerSettings(t *testing.T) {
 	b := start(t, Options{Project: "ns/p", Server: bad, Settings: Settings{Isolation: iso}})
 	if s := waitPhase(t, b, v1alpha1.PhaseFailed); !strings.Contains(s.LastError, `".ssh"`) {
 		t.Errorf("a relative denyRead path: %q, want it refused by name", s.LastError)
+	}
+}
+
+// greeter is a loopback listener of the controller's side that says hello to whoever comes.
+func greeter(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("hello\n"))
+			_ = c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A sandboxed server has a network of its own: it reaches nothing directly, and through the
+// controller's proxy (HTTPS_PROXY) only what the egress policy and its own domains admit: the
+// loopback port an --allow-url names, not another one. Fails on old code: yes, the server
+// reached both ports directly.
+func TestSandboxNetwork(t *testing.T) {
+	allowed, refused := greeter(t), greeter(t)
+	iso := sandboxed(t, nil)
+	if !sandbox.InForce(iso.Sandbox.Layers, sandbox.LayerNetwork) {
+		t.Skipf("no network namespace here: %s", sandbox.Summary(iso.Sandbox.Layers))
+	}
+	pattern, err := policy.ParseURLPattern("https://" + allowed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iso.Egress = &policy.Egress{Allow: []policy.URLPattern{pattern}}
+	c := start(t, Options{Project: "ns/p", Server: stdioServer("net", "--try-limits"), Settings: Settings{Isolation: iso}})
+	waitPhase(t, c, v1alpha1.PhaseReady)
+
+	got := call(t, c, "dial", map[string]any{"addr": allowed})
+	if !strings.Contains(got, "proxy: ok hello") || strings.Contains(got, "direct: ok") {
+		t.Errorf("the allowed port: %q, want it through the proxy alone", got)
+	}
+	got = call(t, c, "dial", map[string]any{"addr": refused})
+	if !strings.Contains(got, "403") || strings.Contains(got, "ok hello") {
+		t.Errorf("a port no --allow-url names: %q, want the proxy's 403 and no way around it", got)
+	}
+
+	denied := stdioServer("denied", "--try-limits")
+	denied.Sandbox = &v1alpha1.Sandbox{Network: &v1alpha1.SandboxNetwork{DeniedDomains: []string{"127.0.0.1"}}}
+	d := start(t, Options{Project: "ns/p", Server: denied, Settings: Settings{Isolation: iso}})
+	waitPhase(t, d, v1alpha1.PhaseReady)
+	if got := call(t, d, "dial", map[string]any{"addr": allowed}); !strings.Contains(got, "deniedDomains") {
+		t.Errorf("a host the server's deniedDomains names: %q, want refused", got)
 	}
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"net"
 	"os/exec"
 	"syscall"
 
@@ -17,6 +18,7 @@ type Process struct {
 	sandbox *sandbox.Sandbox
 	ended   *sandbox.Ended // nil until Prepare wrapped a command in the sandbox
 	own     sandbox.Wants  // the server's own settings, paths resolved
+	egress  *Egress        // where its proxy may connect
 	release func()
 }
 
@@ -43,7 +45,8 @@ func (iso *Isolation) Begin(project, server string, own sandbox.Wants, workspace
 		releaseUID()
 		return nil, err
 	}
-	p := &Process{Home: home, cred: cred, sandbox: sb, release: func() { removeHome(); releaseUID() }, own: sandbox.Wants{Off: own.Off}}
+	p := &Process{Home: home, cred: cred, sandbox: sb, release: func() { removeHome(); releaseUID() }, egress: iso.Egress,
+		own: sandbox.Wants{Off: own.Off, AllowedDomains: own.AllowedDomains, DeniedDomains: own.DeniedDomains}}
 	if sb != nil {
 		for _, l := range []struct{ in, out *[]string }{{&own.AllowWrite, &p.own.AllowWrite}, {&own.DenyRead, &p.own.DenyRead}, {&own.DenyWrite, &p.own.DenyWrite}} {
 			if *l.out, err = sandbox.Resolve(*l.in, home, workspace); err != nil {
@@ -62,7 +65,7 @@ func (p *Process) Prepare(cmd *exec.Cmd) (cred *syscall.Credential, started func
 	if p.sandbox == nil {
 		return p.cred, func() {}, nil
 	}
-	started, p.ended, err = p.sandbox.Wrap(cmd, p.cred, p.Home, p.own)
+	started, p.ended, err = p.sandbox.Wrap(cmd, p.cred, p.Home, p.own, p.serveProxy)
 	return nil, started, err
 }
 
@@ -85,4 +88,11 @@ func (p *Process) Sandbox() string {
 func (p *Process) Release() {
 	p.ended.Release()
 	p.release()
+}
+
+// serveProxy serves the process's proxy on ln: the egress policy and its own domains.
+func (p *Process) serveProxy(ln net.Listener) (stop func()) {
+	px := NewProxy(p.egress, Domains{Allowed: p.own.AllowedDomains, Denied: p.own.DeniedDomains})
+	go px.Serve(ln)
+	return px.Close
 }

@@ -3,10 +3,14 @@ package sandbox
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
+	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Sandbox is the controller's sandbox for its stdio servers: the layers in force on this
@@ -47,9 +51,10 @@ func (s *Sandbox) Acquire(project string) (cred *syscall.Credential, release fun
 // adds its own attributes (process group, parent death signal) to the ones set here. The
 // init waits for its spec to end, which started (to be called once cmd has started, or failed
 // to) ends after it has put the process in its cgroups: the server never runs outside them.
-func (s *Sandbox) Wrap(cmd *exec.Cmd, cred *syscall.Credential, home string, own Wants) (started func(), end *Ended, err error) {
+func (s *Sandbox) Wrap(cmd *exec.Cmd, cred *syscall.Credential, home string, own Wants, proxy func(net.Listener) (stop func())) (started func(), end *Ended, err error) {
+	network := InForce(s.Layers, LayerNetwork)
 	spec := Spec{Home: home, Hide: append(slices.Clip(s.Hide), own.DenyRead...), AllowWrite: own.AllowWrite, DenyWrite: own.DenyWrite,
-		Proc: InForce(s.Layers, LayerPID), ReadOnly: InForce(s.Layers, LayerMount), Landlock: InForce(s.Layers, LayerLandlock)}
+		Proc: InForce(s.Layers, LayerPID), Network: network, ReadOnly: InForce(s.Layers, LayerMount), Landlock: InForce(s.Layers, LayerLandlock)}
 	r, w, err := specPipe(spec)
 	if err != nil {
 		return nil, nil, err
@@ -61,26 +66,69 @@ func (s *Sandbox) Wrap(cmd *exec.Cmd, cred *syscall.Credential, home string, own
 			return nil, nil, err
 		}
 	}
+	files := []*os.File{r}
+	var ours, theirs *os.File // the proxy socket's way back from the init
+	if network {
+		if ours, theirs, err = socketPair(); err != nil {
+			end.Release()
+			closeFiles(r, w)
+			return nil, nil, err
+		}
+		files = append(files, theirs)
+	}
 	cmd.Args = append([]string{InitName, cmd.Path}, cmd.Args...) // the server's own argv after its path
 	cmd.Path, cmd.Err = "/proc/self/exe", nil
-	cmd.ExtraFiles = []*os.File{r}
-	cmd.SysProcAttr = namespaces(cred)
+	cmd.ExtraFiles = files
+	cmd.SysProcAttr = namespaces(cred, network)
 	started = func() {
-		_ = r.Close()
+		closeFiles(files...)
 		if end.group != nil && cmd.Process != nil {
 			if err := end.group.add(cmd.Process.Pid); err != nil {
 				_ = cmd.Process.Kill() // never run past the limits: the init still waits
 			}
 		}
 		_ = w.Close()
+		if ours != nil {
+			go end.serve(ours, proxy)
+		}
 	}
 	return started, end, nil
+}
+
+// socketPair is a connected pair of unix sockets.
+func socketPair() (ours, theirs *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the proxy's socket pair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "proxy"), os.NewFile(uintptr(fds[1]), "proxy"), nil
 }
 
 // Ended says how a sandboxed server ended, and frees its sandbox once it has.
 type Ended struct {
 	limits Limits
 	group  *group
+
+	mu       sync.Mutex
+	stop     func() // stops its proxy
+	released bool
+}
+
+// serve receives the proxy's listening socket from the init on sock, and serves proxy on it
+// until Release. It returns at once when the init ends without sending one.
+func (e *Ended) serve(sock *os.File, proxy func(net.Listener) func()) {
+	ln, err := receiveListener(sock)
+	_ = sock.Close()
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.released {
+		_ = ln.Close()
+		return
+	}
+	e.stop = proxy(ln)
 }
 
 // Why is what the sandbox adds to the server's exit: OOMKilled when the kernel killed it for
@@ -92,9 +140,19 @@ func (e *Ended) Why() string {
 	return fmt.Sprintf("OOMKilled: the server passed its memory limit of %d MiB", e.limits.Memory>>20)
 }
 
-// Release removes the server's cgroups, once it is gone.
+// Release stops the server's proxy and removes its cgroups, once it is gone.
 func (e *Ended) Release() {
-	if e != nil && e.group != nil {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	e.released = true
+	stop := e.stop
+	e.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	if e.group != nil {
 		e.group.remove()
 	}
 }
@@ -106,12 +164,12 @@ func closeFiles(files ...*os.File) {
 }
 
 // namespaces are the clone flags and id maps of a sandbox whose root is cred outside it (nil:
-// this process's user).
-func namespaces(cred *syscall.Credential) *syscall.SysProcAttr {
+// this process's user), with a network namespace of its own when network is set.
+func namespaces(cred *syscall.Credential, network bool) *syscall.SysProcAttr {
 	if cred == nil {
 		cred = &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
 	}
-	return &syscall.SysProcAttr{
+	a := &syscall.SysProcAttr{
 		// The child becomes the namespace's root before it executes the init: a process whose
 		// user is not the namespace's root loses its capabilities there at execve.
 		Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
@@ -119,6 +177,10 @@ func namespaces(cred *syscall.Credential) *syscall.SysProcAttr {
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(cred.Uid), Size: 1}},
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(cred.Gid), Size: 1}},
 	}
+	if network {
+		a.Cloneflags |= syscall.CLONE_NEWNET
+	}
+	return a
 }
 
 // specPipe is a pipe holding spec; the init reads it to its end, which comes when w is closed.

@@ -29,9 +29,10 @@ type Spec struct {
 	// not write even there (Wants, resolved).
 	AllowWrite []string `json:"allowWrite,omitempty"`
 	DenyWrite  []string `json:"denyWrite,omitempty"`
-	// Proc, ReadOnly and Landlock say which steps to take, as the probe found them possible
+	// Proc, Network, ReadOnly and Landlock say which steps to take, as the probe found them possible
 	// (Decide): a step the kernel refused at startup is not tried again for every server.
 	Proc     bool `json:"proc,omitempty"`
+	Network  bool `json:"network,omitempty"`
 	ReadOnly bool `json:"readOnly,omitempty"`
 	Landlock bool `json:"landlock,omitempty"`
 	// Probe: take every step, print what each gave (probeResult) and exit.
@@ -41,6 +42,7 @@ type Spec struct {
 // probeResult is what a probing init prints: why each step failed, "" when it worked.
 type probeResult struct {
 	Proc        string `json:"proc"`
+	Network     string `json:"network"`
 	ReadOnly    string `json:"readOnly"`
 	LandlockABI int    `json:"landlockABI"`
 	Landlock    string `json:"landlock"`
@@ -112,6 +114,11 @@ func enter(spec Spec) error {
 			return err
 		}
 	}
+	if spec.Network {
+		if err := openNetwork(); err != nil {
+			return err
+		}
+	}
 	if spec.ReadOnly {
 		if err := confine(spec); err != nil {
 			return err
@@ -136,6 +143,7 @@ func probe(spec Spec) int {
 	if r.Proc == "" {
 		r.Proc = errText(mountProc())
 	}
+	r.Network = errText(loopbackUp())
 	r.ReadOnly = errText(confine(spec))
 	if err := dropPrivileges(); err != nil {
 		r.Landlock = err.Error()

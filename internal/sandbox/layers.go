@@ -33,7 +33,8 @@ const (
 	LayerMount Layer = "mount"
 	// LayerLandlock: the kernel's Landlock bounds writes to HOME, /tmp and /dev as well.
 	LayerLandlock Layer = "landlock"
-	// LayerNetwork: a network namespace whose only way out is the controller's proxy.
+	// LayerNetwork: a network namespace whose only way out is the controller's proxy
+	// (policy.Proxy), which applies the egress policy HTTP servers obey.
 	LayerNetwork Layer = "network"
 	// LayerLimits: memory, process and CPU limits of each server's own (cgroups).
 	LayerLimits Layer = "limits"
@@ -56,6 +57,8 @@ type Facts struct {
 	UIDRange bool
 	// Proc is why a /proc of the sandbox's own cannot be mounted.
 	Proc string
+	// Network is why a network namespace of the sandbox's own cannot be used.
+	Network string
 	// ReadOnly is why the sandbox's mounts cannot be made read-only, or /tmp private.
 	ReadOnly string
 	// LandlockABI is the kernel's Landlock ABI version (0: none).
@@ -92,8 +95,6 @@ func whyNot(l Layer, f Facts) string {
 	switch {
 	case !f.Enabled:
 		return "the sandbox is off (--sandbox=false)"
-	case l == LayerNetwork:
-		return "not built yet: servers share the controller's network namespace"
 	case f.UserNS != "":
 		return "no user namespace: " + f.UserNS
 	case l == LayerLimits && f.Cgroups != "":
@@ -110,6 +111,10 @@ func whyNot(l Layer, f Facts) string {
 	case LayerPID:
 		if f.Proc != "" {
 			return "no /proc of its own: " + f.Proc
+		}
+	case LayerNetwork:
+		if f.Network != "" {
+			return "no network namespace of its own: " + f.Network
 		}
 	case LayerMount:
 		if f.ReadOnly != "" {

@@ -14,23 +14,24 @@ func TestDecide(t *testing.T) {
 		in    []Layer
 		why   map[Layer]string // a part of why each named layer is not in force
 	}{
-		{"root with a range", root, []Layer{LayerUID, LayerPID, LayerMount, LayerLandlock, LayerLimits},
-			map[Layer]string{LayerNetwork: "not built"}},
+		{"root with a range", root, []Layer{LayerUID, LayerPID, LayerNetwork, LayerMount, LayerLandlock, LayerLimits}, nil},
+		{"no network namespace", with(func(f *Facts) { f.Network = "bringing up lo: operation not permitted" }),
+			[]Layer{LayerUID, LayerPID, LayerMount, LayerLandlock, LayerLimits}, map[Layer]string{LayerNetwork: "no network namespace of its own: bringing up lo"}},
 		{"off", with(func(f *Facts) { f.Enabled = false }), nil,
 			map[Layer]string{LayerUID: "--sandbox=false", LayerPID: "--sandbox=false", LayerMount: "--sandbox=false"}},
-		{"a normal user", with(func(f *Facts) { f.MapOthers = false; f.Cgroups = "making a memory cgroup: permission denied" }), []Layer{LayerPID, LayerMount, LayerLandlock},
+		{"a normal user", with(func(f *Facts) { f.MapOthers = false; f.Cgroups = "making a memory cgroup: permission denied" }), []Layer{LayerPID, LayerNetwork, LayerMount, LayerLandlock},
 			map[Layer]string{LayerUID: "no CAP_SETUID", LayerLimits: "no cgroups of their own: making a memory cgroup"}},
-		{"root without a range", with(func(f *Facts) { f.UIDRange = false }), []Layer{LayerPID, LayerMount, LayerLandlock, LayerLimits},
+		{"root without a range", with(func(f *Facts) { f.UIDRange = false }), []Layer{LayerPID, LayerNetwork, LayerMount, LayerLandlock, LayerLimits},
 			map[Layer]string{LayerUID: "no --server-uid-range"}},
 		{"no user namespace", with(func(f *Facts) { f.UserNS = "operation not permitted" }), []Layer{},
 			map[Layer]string{LayerUID: "no user namespace: operation not permitted", LayerPID: "no user namespace", LayerMount: "no user namespace",
 				LayerLandlock: "no user namespace", LayerLimits: "no user namespace"}},
-		{"/proc masked", with(func(f *Facts) { f.Proc = "mounting proc: operation not permitted" }), []Layer{LayerUID, LayerMount, LayerLandlock, LayerLimits},
+		{"/proc masked", with(func(f *Facts) { f.Proc = "mounting proc: operation not permitted" }), []Layer{LayerUID, LayerNetwork, LayerMount, LayerLandlock, LayerLimits},
 			map[Layer]string{LayerPID: "no /proc of its own: mounting proc"}},
-		{"no read-only mounts", with(func(f *Facts) { f.ReadOnly = "mount_setattr: function not implemented" }), []Layer{LayerUID, LayerPID, LayerLandlock, LayerLimits},
+		{"no read-only mounts", with(func(f *Facts) { f.ReadOnly = "mount_setattr: function not implemented" }), []Layer{LayerUID, LayerPID, LayerNetwork, LayerLandlock, LayerLimits},
 			map[Layer]string{LayerMount: "mount_setattr"}},
 		{"no Landlock", with(func(f *Facts) { f.LandlockABI, f.Landlock = 0, "landlock_create_ruleset: function not implemented" }),
-			[]Layer{LayerUID, LayerPID, LayerMount, LayerLimits}, map[Layer]string{LayerLandlock: "no Landlock: landlock_create_ruleset"}},
+			[]Layer{LayerUID, LayerPID, LayerNetwork, LayerMount, LayerLimits}, map[Layer]string{LayerLandlock: "no Landlock: landlock_create_ruleset"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Decide(tc.facts)
@@ -58,8 +59,7 @@ func TestDecide(t *testing.T) {
 
 func TestSummary(t *testing.T) {
 	got := Summary(Decide(Facts{Enabled: true, MapOthers: true, LandlockABI: 1, Cgroups: "no cgroup v1 pids hierarchy"}))
-	want := "in force: pid, mount, landlock; not in force: uid (no --server-uid-range: the servers of every project share one uid), " +
-		"network (not built yet: servers share the controller's network namespace), " +
+	want := "in force: pid, mount, landlock, network; not in force: uid (no --server-uid-range: the servers of every project share one uid), " +
 		"limits (no cgroups of their own: no cgroup v1 pids hierarchy)"
 	if got != want {
 		t.Errorf("Summary:\n got %s\nwant %s", got, want)

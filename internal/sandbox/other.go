@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"errors"
+	"net"
 	"os/exec"
 	"syscall"
 )
@@ -33,7 +34,7 @@ func (s *Sandbox) Acquire(string) (*syscall.Credential, func(), error) {
 }
 
 // Wrap fails: there are no namespaces to make outside Linux.
-func (s *Sandbox) Wrap(*exec.Cmd, *syscall.Credential, string, Wants) (func(), *Ended, error) {
+func (s *Sandbox) Wrap(*exec.Cmd, *syscall.Credential, string, Wants, func(net.Listener) func()) (func(), *Ended, error) {
 	return nil, nil, errors.New("the sandbox needs Linux")
 }
 

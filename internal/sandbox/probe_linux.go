@@ -37,7 +37,7 @@ func Probe(enabled, uidRange bool) Facts {
 		f.UserNS = err.Error()
 		return f
 	}
-	f.Proc, f.ReadOnly, f.LandlockABI, f.Landlock = r.Proc, r.ReadOnly, r.LandlockABI, r.Landlock
+	f.Proc, f.Network, f.ReadOnly, f.LandlockABI, f.Landlock = r.Proc, r.Network, r.ReadOnly, r.LandlockABI, r.Landlock
 	if f.cgroups, err = findCgroups(); err != nil {
 		f.Cgroups = err.Error()
 	}
@@ -59,7 +59,7 @@ func runProbe(home string) (probeResult, error) {
 	_ = w.Close() // nothing to wait for: the probe has no cgroups
 	cmd.Args = []string{InitName}
 	cmd.ExtraFiles = []*os.File{pipe}
-	cmd.SysProcAttr = namespaces(nil)
+	cmd.SysProcAttr = namespaces(nil, true)
 	p, err := spawn.Start(cmd, nil)
 	if err != nil {
 		return r, fmt.Errorf("starting a sandbox: %w", err)

@@ -14,6 +14,8 @@ type Wants struct {
 	// may not see; DenyWrite paths it may not write even inside those. Each is absolute, or
 	// begins with "~/" (the server's HOME) or "${workspaceFolder}" (the project's folder).
 	AllowWrite, DenyRead, DenyWrite []string
+	// AllowedDomains and DeniedDomains bound where its proxy connects (policy.Domains).
+	AllowedDomains, DeniedDomains []string
 }
 
 // workspaceVar is VS Code's name for the project's folder in a path.
