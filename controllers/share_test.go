@@ -49,39 +49,6 @@ func TestSharedStatefulServerCondition(t *testing.T) {
 	harness.WaitStatus(t, key, 30*time.Second, "SharedStatefulServer False once one session is left", sharedStatefulIs(metav1.ConditionFalse, ""))
 }
 
-// withRemoteSessions runs the suite's controller as one whose sessions come from other
-// machines (--gateway-auth kubernetes) until the test ends, then the usual one again.
-func withRemoteSessions(t *testing.T) {
-	t.Helper()
-	restart := func(remote bool) {
-		harness.Ctl.Stop()
-		harness.Ctl = nil
-		harness.Conn.RemoteSessions = remote
-		var err error
-		if harness.Ctl, err = harness.StartController(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	restart(true)
-	t.Cleanup(func() { restart(false) })
-}
-
-// A spec sharing a server per worktree, written without the mirror, reaches a controller whose
-// sessions come from other machines: that server fails at once naming why, and the project's
-// other servers serve on.
-func TestWorktreeRefusedForRemoteSessions(t *testing.T) {
-	ns := harness.NewNamespace(t)
-	withRemoteSessions(t)
-	build := harness.FixtureServer(t, "build")
-	build.Share = v1alpha1.ShareWorktree
-	key := harness.Create(t, ns, "worktree", v1alpha1.ProjectMCPSpec{Servers: []v1alpha1.MCPServer{harness.FixtureServer(t, "ok"), build}})
-	harness.WaitStatus(t, key, 30*time.Second, "build Failed naming the refusal, ok Ready", func(o *v1alpha1.ProjectMCP) bool {
-		s, _ := harness.ServerStatusOf(o, "build")
-		return s.Phase == v1alpha1.PhaseFailed && strings.Contains(s.LastError, `server "build": share "worktree" is for projectmcp dev alone`) &&
-			harness.PhaseIs("ok", v1alpha1.PhaseReady)(o)
-	})
-}
-
 // thought is what the npm server-sequential-thinking answers a thought with.
 type thought struct {
 	ThoughtHistoryLength int `json:"thoughtHistoryLength"`
